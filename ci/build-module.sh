@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# ci/build-module.sh: build kmod/ (tcp_mltcp.ko) against the testbed kernel from ci/build-kernel.sh.
+# The sources are copied to a build directory in the cache so Kbuild's objects stay out of the
+# repository. Prints the path of tcp_mltcp.ko on stdout. About 2 s once the kernel is built.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+kdir=$("$here/build-kernel.sh")
+build=$MLTCP_CACHE/kmod-build
+mkdir -p "$build"
+# Mirror kmod/ (sources only) into the build directory; keep old objects for incremental builds.
+(cd "$REPO_ROOT/kmod" && find . \( -name target -o -name fuzz \) -prune -o -type f \
+   \( -name '*.rs' -o -name Kbuild -o -name Makefile \) -print0 | cpio -0pdmu --quiet "$build")
+make -s -C "$kdir" M="$build" RUSTC="$KRUSTC" BINDGEN="$BINDGEN" modules >&2 \
+  || die "building tcp_mltcp.ko against $kdir failed"
+echo "$build/tcp_mltcp.ko"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# ci/deps.sh: install every system package and tool the project needs, idempotently, on a fresh
+# Debian 12 machine. Safe to run repeatedly: it only installs what is missing.
+#
+# Kernel toolchain facts (versions, why Debian's rustc-web and not rustup's rustc): see
+# ../shared/REFERENCE.md section 7 and ci/README.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=ci/lib.sh
+. "$here/lib.sh"
+
+APT_PACKAGES=(
+  # Linux 6.12 source and the Rust toolchain Debian pairs with it for the kernel.
+  linux-source-6.12 rustc-web rust-web-src libclang-dev
+  # Kernel build.
+  bc flex bison libelf-dev libssl-dev cpio kmod build-essential xz-utils
+  # VM testbed: emulator, initramfs userland, traffic tools.
+  qemu-system-x86 busybox-static iperf3 iproute2
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine may have no (or stale) package lists.
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# bindgen-cli, pinned: the kernel's Rust build checks its version, and 0.69.5 is the one verified
+# with Linux 6.12 and libclang 14. Installed into the cache, not the repo.
+if [ ! -x "$BINDGEN" ]; then
+  log "installing bindgen-cli 0.69.5 into $MLTCP_CACHE/tools"
+  cargo install --locked bindgen-cli --version 0.69.5 --root "$MLTCP_CACHE/tools" >/dev/null 2>&1 \
+    || die "cargo install bindgen-cli 0.69.5 failed"
+fi
+log "dependencies ready"

@@ -1,0 +1,14 @@
+# ci/lib.sh: shared settings for the ci/ scripts (sourced, not run).
+# MLTCP_CACHE holds every expensive artefact (kernel builds, bindgen, initramfs pieces) outside the
+# repository, keyed by what each depends on, so a second run is fast and a fresh machine still works.
+MLTCP_CACHE=${MLTCP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mltcp}
+BINDGEN=$MLTCP_CACHE/tools/bin/bindgen
+# The kernel must be built with Debian's rustc-web (matching rust-web-src), never rustup's rustc,
+# which comes first in PATH: a module built with another rustc fails with E0514.
+KRUSTC=/usr/bin/rustc
+KERNEL_VERSION=6.12
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$MLTCP_CACHE"
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }

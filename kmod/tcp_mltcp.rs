@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! tcp_mltcp: MLTCP congestion control for distributed DNN training.
+//!
+//! MLTCP ("MLTCP: A Distributed Technique to Approximate Centralized Flow Scheduling For
+//! Machine Learning", Rajasekaran et al., HotNets '24; the MIT thesis "Cassini and MLTCP",
+//! ch. 1 and 5) scales a loss-based algorithm's window increase by
+//! `F(bytes_ratio) = slope * bytes_ratio + intercept`, where `bytes_ratio` is the share of the
+//! current training iteration's bytes already acknowledged. A job further into its communication
+//! phase grows faster, so jobs that share a bottleneck drift apart, iteration after iteration,
+//! until their communication phases interleave instead of colliding.
+//!
+//! Two algorithms are registered, both on the `cong_avoid` hook so the kernel's own loss
+//! recovery (PRR) and pacing-rate update stay in charge:
+//!
+//! - `mltcp`: Reno (`net/ipv4/tcp_cong.c`) with F segments per RTT in congestion avoidance;
+//! - `mltcp_cubic`: CUBIC with HyStart (`net/ipv4/tcp_cubic.c`, RFC 9438) whose per-ACK growth
+//!   is scaled by F.
+//!
+//! Multiplicative decrease and slow start are unchanged. Iterations are found in the flow itself:
+//! a send after an idle gap longer than `idle_gap_us` (and than two smoothed RTTs) starts a new
+//! iteration; bytes per iteration are an EWMA of completed iterations. Until one iteration has
+//! completed, F = 1 and the algorithms behave exactly as Reno and CUBIC. All the math lives in the
+//! `mltcp-math` crate (integer fixed point, tested in user space); this file is glue.
+//!
+//! Operators read the per-socket state (iterations, bytes_ratio, F, bytes per iteration) with
+//! `getsockopt(TCP_CC_INFO)` or the `INET_DIAG_INFO` answer of sock_diag, as the attribute
+//! [`MLTCP_INFO_ATTR`]; `mltcp-stat` prints it for every socket.
+
+use kernel::net::tcp::{
+    cong::{self, AckSample, Algorithm, CcInfo, Event, Registration},
+    jiffies32, jiffies_to_usecs, Sock,
+};
+use kernel::prelude::*;
+
+#[allow(unused_attributes)]
+#[path = "mltcp-math/src/lib.rs"]
+mod mltcp_math;
+
+use mltcp_math::{
+    cubic::{Clock, CubicParams},
+    iteration::Snapshot,
+    mltcp::{MltcpCubicState, MltcpRenoState},
+    params::{self, ParamError, Params},
+    reno::{self, Window},
+};
+
+module! {
+    type: MltcpModule,
+    name: "tcp_mltcp",
+    author: "The MLTCP project",
+    description: "MLTCP: Reno and CUBIC whose window increase is scaled by F(bytes_ratio), for DNN training jobs",
+    license: "GPL",
+}
+
+/// Turns a refused parameter value into `EINVAL`, with a log line naming it.
+fn refuse(e: ParamError) -> Error {
+    pr_warn!("refused {}={} (valid range {}..={})\n", e.name, e.value, e.min, e.max);
+    EINVAL
+}
+
+kernel::module_param!(
+    /// Slope of F(bytes_ratio), fixed point (1024 = 1.0).
+    static SLOPE_FX: u32 = Params::DEFAULT.slope_fx;
+    module: "tcp_mltcp", name: "slope_fx", perm: 0o644,
+    check: |v| params::validate_slope_fx(v).map_err(refuse),
+    desc: "Slope of F(bytes_ratio) = slope*bytes_ratio + intercept, fixed point 1024 = 1.0 (0..65536)"
+);
+kernel::module_param!(
+    /// Intercept of F(bytes_ratio), fixed point (1024 = 1.0).
+    static INTERCEPT_FX: u32 = Params::DEFAULT.intercept_fx;
+    module: "tcp_mltcp", name: "intercept_fx", perm: 0o644,
+    check: |v| params::validate_intercept_fx(v).map_err(refuse),
+    desc: "Intercept of F(bytes_ratio), fixed point 1024 = 1.0 (1..65536)"
+);
+kernel::module_param!(
+    /// Idle gap that starts a new training iteration, in microseconds.
+    static IDLE_GAP_US: u32 = Params::DEFAULT.idle_gap_us;
+    module: "tcp_mltcp", name: "idle_gap_us", perm: 0o644,
+    check: |v| params::validate_idle_gap_us(v).map_err(refuse),
+    desc: "A send after an idle gap longer than this (and than 2 smoothed RTTs) starts a new iteration, in us"
+);
+kernel::module_param!(
+    /// Weight of the newest iteration in the bytes-per-iteration EWMA, fixed point.
+    static EWMA_WEIGHT_FX: u32 = Params::DEFAULT.ewma_weight_fx;
+    module: "tcp_mltcp", name: "ewma_weight_fx", perm: 0o644,
+    check: |v| params::validate_ewma_weight_fx(v).map_err(refuse),
+    desc: "Weight of the newest iteration in the bytes-per-iteration EWMA, fixed point 1024 = 1.0 (1..1024)"
+);
+
+/// The current parameters (each read lock-free; a write between reads mixes old and new values
+/// for one ACK at most, which is harmless).
+fn params() -> Params {
+    Params {
+        slope_fx: SLOPE_FX.get(),
+        intercept_fx: INTERCEPT_FX.get(),
+        idle_gap_us: IDLE_GAP_US.get(),
+        ewma_weight_fx: EWMA_WEIGHT_FX.get(),
+    }
+}
+
+/// CUBIC's constants, as Linux's tcp_cubic.c module defaults (HZ = 1000 in our kernels is
+/// checked at build time below).
+const CUBIC: CubicParams = CubicParams::LINUX_DEFAULT;
+const _: () = assert!(CUBIC.hz == kernel::time::HZ);
+
+/// Netlink attribute type of the MLTCP block in `INET_DIAG_INFO` answers, chosen far above the
+/// kernel's `INET_DIAG_*` types (about 14) so `ss` ignores it.
+pub const MLTCP_INFO_ATTR: u16 = 0x2000;
+
+/// `INET_DIAG_INFO` and `INET_DIAG_VEGASINFO` request bits (`ss -i` sets both): the requests
+/// that get the algorithm block, as in `tcp_bbr.c`'s `bbr_get_info`.
+const DIAG_INFO_EXT: u32 = (1 << (2 - 1)) | (1 << (3 - 1));
+
+/// Encodes a snapshot as the 20-byte `struct tcp_mltcp_info` (little endian):
+/// `u32 iterations, u16 bytes_ratio_fx, u16 f_fx, u64 bytes_per_iteration, u32 flags`
+/// (flags bit 0: bytes per iteration handed down by the agent).
+fn info_block(s: &Snapshot) -> Option<CcInfo> {
+    let mut b = [0u8; 20];
+    b[0..4].copy_from_slice(&s.iterations.to_le_bytes());
+    b[4..6].copy_from_slice(&(s.bytes_ratio_fx.min(u16::MAX.into()) as u16).to_le_bytes());
+    b[6..8].copy_from_slice(&(s.f_fx.min(u16::MAX.into()) as u16).to_le_bytes());
+    b[8..16].copy_from_slice(&s.est_bytes.to_le_bytes());
+    b[16..20].copy_from_slice(&u32::from(s.pinned).to_le_bytes());
+    CcInfo::new(MLTCP_INFO_ATTR, &b).ok()
+}
+
+/// Reads the window fields the math updates.
+fn window<T: ?Sized>(sk: &Sock<'_, T>) -> Window {
+    Window {
+        cwnd: sk.snd_cwnd(),
+        cwnd_cnt: sk.snd_cwnd_cnt(),
+        ssthresh: sk.snd_ssthresh(),
+        cwnd_clamp: sk.snd_cwnd_clamp(),
+    }
+}
+
+/// Writes back what the math changed.
+fn apply<T: ?Sized>(sk: &mut Sock<'_, T>, before: &Window, after: &Window) {
+    if after.cwnd != before.cwnd {
+        sk.set_snd_cwnd(after.cwnd);
+    }
+    if after.cwnd_cnt != before.cwnd_cnt {
+        sk.set_snd_cwnd_cnt(after.cwnd_cnt);
+    }
+    if after.ssthresh != before.ssthresh {
+        sk.set_snd_ssthresh(after.ssthresh);
+    }
+}
+
+/// Microseconds the socket was idle before the send that raised `CA_EVENT_TX_START`
+/// (`lsndtime` still holds the previous send's time then).
+fn idle_us<T: ?Sized>(sk: &Sock<'_, T>) -> u32 {
+    jiffies_to_usecs(jiffies32().wrapping_sub(sk.lsndtime()))
+}
+
+fn clock<T: ?Sized>(sk: &Sock<'_, T>) -> Clock {
+    Clock {
+        now_jiffies: jiffies32(),
+        // `bictcp_clock_us()`: the socket's cached clock, truncated as tcp_cubic.c does.
+        now_us: sk.tcp_mstamp_us() as u32,
+        snd_nxt: sk.snd_nxt(),
+    }
+}
+
+/// `mltcp`: Reno with an F-scaled additive increase.
+struct Mltcp;
+
+// SAFETY: The state is integers only; all-zero is its documented initial state.
+unsafe impl kernel::init::Zeroable for MltcpRenoState {}
+
+#[vtable]
+impl Algorithm for Mltcp {
+    const NAME: &'static CStr = c_str!("mltcp");
+    type Data = MltcpRenoState;
+
+    fn init(sk: &mut Sock<'_, Self>) {
+        *sk.data() = MltcpRenoState::default();
+    }
+
+    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+        reno::ssthresh(sk.snd_cwnd())
+    }
+
+    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+        reno::undo_cwnd(sk.snd_cwnd(), sk.prior_cwnd())
+    }
+
+    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let f_fx = sk.data().iter.scale_fx(&params(), sk.bytes_acked());
+        let before = window(sk);
+        let mut w = before;
+        reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx);
+        apply(sk, &before, &w);
+    }
+
+    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+        if ev == Event::TxStart {
+            let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
+            sk.data().iter.on_tx_start(&params(), idle, srtt, bytes);
+        }
+    }
+
+    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
+        if ext & DIAG_INFO_EXT == 0 {
+            return None;
+        }
+        info_block(&sk.data_snapshot().iter.snapshot(&params(), sk.bytes_acked()))
+    }
+}
+
+/// `mltcp_cubic`: CUBIC with HyStart whose per-ACK growth is scaled by F.
+struct MltcpCubic;
+
+// SAFETY: The state is integers only; all-zero is its documented initial state.
+unsafe impl kernel::init::Zeroable for MltcpCubicState {}
+
+#[vtable]
+impl Algorithm for MltcpCubic {
+    const NAME: &'static CStr = c_str!("mltcp_cubic");
+    type Data = MltcpCubicState;
+
+    fn init(sk: &mut Sock<'_, Self>) {
+        let clk = clock(sk);
+        let before = window(sk);
+        let mut w = before;
+        let d = sk.data();
+        *d = MltcpCubicState::default();
+        d.cubic.init(&CUBIC, &mut w, &clk);
+        apply(sk, &before, &w);
+    }
+
+    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+        let w = window(sk);
+        sk.data().cubic.recalc_ssthresh(&CUBIC, &w)
+    }
+
+    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+        reno::undo_cwnd(sk.snd_cwnd(), sk.prior_cwnd())
+    }
+
+    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let (clk, limited, bytes) = (clock(sk), sk.is_cwnd_limited(), sk.bytes_acked());
+        let before = window(sk);
+        let mut w = before;
+        let d = sk.data();
+        let f_fx = d.iter.scale_fx(&params(), bytes);
+        d.cubic.mltcp_cong_avoid(&CUBIC, &mut w, acked, limited, &clk, f_fx);
+        apply(sk, &before, &w);
+    }
+
+    fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
+        if new_state == cong::state::LOSS {
+            let clk = clock(sk);
+            sk.data().cubic.on_loss_state(&CUBIC, &clk);
+        }
+    }
+
+    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+        if ev == Event::TxStart {
+            let (clk, lsnd) = (clock(sk), sk.lsndtime());
+            let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
+            let d = sk.data();
+            d.cubic.on_tx_start(&clk, lsnd);
+            d.iter.on_tx_start(&params(), idle, srtt, bytes);
+        }
+    }
+
+    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
+        let clk = clock(sk);
+        let (pacing, gso) = (sk.pacing_rate(), sk.gso_max_size());
+        let before = window(sk);
+        let mut w = before;
+        sk.data().cubic.pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
+        apply(sk, &before, &w);
+    }
+
+    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
+        if ext & DIAG_INFO_EXT == 0 {
+            return None;
+        }
+        info_block(&sk.data_snapshot().iter.snapshot(&params(), sk.bytes_acked()))
+    }
+}
+
+struct MltcpModule {
+    _reno: Registration<Mltcp>,
+    _cubic: Registration<MltcpCubic>,
+}
+
+impl kernel::Module for MltcpModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let reno = Registration::new(module)?;
+        let cubic = Registration::new(module)?;
+        let p = params();
+        pr_info!(
+            "registered mltcp and mltcp_cubic (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={})\n",
+            p.slope_fx,
+            p.intercept_fx,
+            p.idle_gap_us,
+            p.ewma_weight_fx
+        );
+        Ok(Self { _reno: reno, _cubic: cubic })
+    }
+}
