@@ -29,13 +29,13 @@
 
 use kernel::net::tcp::{
     cong::{self, AckSample, Algorithm, CcInfo, Event, Registration},
-    jiffies32, jiffies_to_usecs, Sock,
+    jiffies32, jiffies_to_usecs, PacingStatus, Sock,
 };
 use kernel::prelude::*;
 
-#[allow(unused_attributes)]
+// Public so the kernel's unreachable-pub and dead-code lints treat the crate's API as exported.
 #[path = "mltcp-math/src/lib.rs"]
-mod mltcp_math;
+pub mod mltcp_math;
 
 use mltcp_math::{
     cubic::{Clock, CubicParams},
@@ -160,6 +160,8 @@ fn clock<T: ?Sized>(sk: &Sock<'_, T>) -> Clock {
         // `bictcp_clock_us()`: the socket's cached clock, truncated as tcp_cubic.c does.
         now_us: sk.tcp_mstamp_us() as u32,
         snd_nxt: sk.snd_nxt(),
+        snd_una: sk.snd_una(),
+        pacing_enabled: sk.pacing_status() != PacingStatus::None,
     }
 }
 
@@ -175,7 +177,9 @@ impl Algorithm for Mltcp {
     type Data = MltcpRenoState;
 
     fn init(sk: &mut Sock<'_, Self>) {
+        let bytes = sk.bytes_acked();
         *sk.data() = MltcpRenoState::default();
+        sk.data().iter.init(bytes);
     }
 
     fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
@@ -221,11 +225,12 @@ impl Algorithm for MltcpCubic {
     type Data = MltcpCubicState;
 
     fn init(sk: &mut Sock<'_, Self>) {
-        let clk = clock(sk);
+        let (clk, bytes) = (clock(sk), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
         let d = sk.data();
         *d = MltcpCubicState::default();
+        d.iter.init(bytes);
         d.cubic.init(&CUBIC, &mut w, &clk);
         apply(sk, &before, &w);
     }

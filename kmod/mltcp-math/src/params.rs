@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! MLTCP tunables and their validation.
+//!
+//! The kernel module exposes each field as a writable module parameter; its `set` callback runs
+//! the per-parameter validator below and refuses an out-of-range value with `-EINVAL`, so the
+//! per-ACK code can rely on [`Params::validate`] holding (it still never panics if it does not).
+
+use core::fmt;
+
+use super::fixed::FX_ONE;
+
+/// Largest slope and intercept accepted: 64.0. F stays below 128.0, i.e. at most 128 segments of
+/// window growth per RTT in congestion avoidance, and `slope_fx * FX_ONE` fits easily in 32 bits.
+pub const MAX_COEFF_FX: u32 = 64 * FX_ONE;
+
+/// Smallest idle gap accepted, µs. Below 100 µs a gap cannot be told apart from scheduling jitter
+/// of the sending application (and from the ms granularity of `tcp_jiffies32` at HZ=1000 the
+/// kernel measures with, the floor is in practice the 2·SRTT term anyway).
+pub const MIN_IDLE_GAP_US: u32 = 100;
+
+/// Largest idle gap accepted, µs (10 s): longer than any compute phase of a training iteration we
+/// know of; a larger value would make every pause look like one long iteration.
+pub const MAX_IDLE_GAP_US: u32 = 10_000_000;
+
+/// MLTCP tunables, all fractions in fixed point with [`FX_ONE`] = 1.0.
+///
+/// Source: Rajasekaran, MIT thesis, ch. 1 and 5 (MLTCP); `F(bytes_ratio) = slope * bytes_ratio +
+/// intercept`. The paper does not publish default values nor how the kernel finds iteration
+/// boundaries; `idle_gap_us` and `ewma_weight_fx` are this project's design (see
+/// [`super::iteration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Slope of F, fixed point (1536 = 1.5). Range `[0, 64*FX_ONE]`; 0 turns MLTCP into a constant
+    /// gain `intercept` (with `intercept_fx = FX_ONE`: plain Reno/CUBIC).
+    pub slope_fx: u32,
+    /// Intercept of F, i.e. F at the start of an iteration, fixed point (256 = 0.25). Range
+    /// `[1, 64*FX_ONE]`: F must stay > 0 or a flow at the start of its iteration would never grow.
+    pub intercept_fx: u32,
+    /// Idle time, µs, after which the next send starts a new training iteration (the boundary is
+    /// `max(idle_gap_us, 2*SRTT)`). Range `[100, 10_000_000]`.
+    pub idle_gap_us: u32,
+    /// Weight of the newest complete iteration in the EWMA of bytes per iteration, fixed point
+    /// (256 = 1/4). Range `[1, FX_ONE]`; `FX_ONE` = use the last iteration only.
+    pub ewma_weight_fx: u32,
+}
+
+impl Params {
+    /// Provisional defaults: slope 1.5, intercept 0.25, idle gap 20 ms, EWMA weight 1/4.
+    /// A later parameter sweep (VM testbed and simulator) sets the final values.
+    ///
+    /// Why slope 1.5 / intercept 0.25 (REFERENCE.md §2, HotNets '24 Eq. 2): for two jobs with
+    /// iteration time `T`, communication fraction `a` and start gap `Δ`, one iteration moves the
+    /// gap by `Shift(Δ) = slope·Δ·(aT − Δ) / (aT·intercept + Δ·slope)`.
+    /// - Fairness toward non-ML traffic: bytes_ratio runs from 0 to 1 linearly in bytes over an
+    ///   iteration, so the byte-weighted mean of F is `intercept + slope/2` = 0.25 + 0.75 = 1.0.
+    ///   Over an iteration an MLTCP flow is on average exactly as aggressive as Reno/CUBIC.
+    /// - Speed: among pairs with mean 1.0, a larger slope/intercept ratio moves the gap faster.
+    ///   At `Δ = aT/2` one iteration shifts the gap by 1.5·0.25/(0.25+0.75) = 0.375·aT, against
+    ///   0.167·aT for slope = intercept = 1 (the naive choice, whose mean F is 1.5). For small Δ
+    ///   the gap grows by a factor `1 + slope/intercept` = 7 per iteration (2 for 1/1).
+    /// - Intercept 0.25 (not smaller): at the start of an iteration the flow still grows by a
+    ///   quarter segment per RTT, so a lone job is not starved at the beginning of each iteration.
+    ///
+    /// `idle_gap_us` = 20 ms: longer than the short pauses between the chunks of a ring
+    /// all-reduce (sub-millisecond to a few ms) and shorter than a compute phase (tens of ms or
+    /// more); the `2*SRTT` floor keeps ordinary ACK-clock gaps from splitting an iteration on long
+    /// paths. `ewma_weight_fx` = 1/4: the estimate follows a change of iteration size within
+    /// ~10 iterations (0.75^10 ≈ 6 % left) while one odd iteration moves it only by a quarter.
+    pub const DEFAULT: Params = Params {
+        slope_fx: 1536,
+        intercept_fx: 256,
+        idle_gap_us: 20_000,
+        ewma_weight_fx: 256,
+    };
+
+    /// Checks every field against its range; returns the first offending one.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        validate_slope_fx(self.slope_fx)?;
+        validate_intercept_fx(self.intercept_fx)?;
+        validate_idle_gap_us(self.idle_gap_us)?;
+        validate_ewma_weight_fx(self.ewma_weight_fx)?;
+        Ok(())
+    }
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params::DEFAULT
+    }
+}
+
+/// A parameter value outside its range (the kernel's `set` callback turns it into `-EINVAL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    /// Parameter name as exposed under `/sys/module/tcp_mltcp/parameters/`.
+    pub name: &'static str,
+    /// The refused value.
+    pub value: u32,
+    /// Smallest accepted value (inclusive).
+    pub min: u32,
+    /// Largest accepted value (inclusive).
+    pub max: u32,
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} = {} is out of range [{}, {}]",
+            self.name, self.value, self.min, self.max
+        )
+    }
+}
+
+fn check(name: &'static str, value: u32, min: u32, max: u32) -> Result<u32, ParamError> {
+    if value >= min && value <= max {
+        Ok(value)
+    } else {
+        Err(ParamError { name, value, min, max })
+    }
+}
+
+/// Validates `slope_fx` (fixed point, 1024 = 1.0): range `[0, 64*FX_ONE]`.
+pub fn validate_slope_fx(v: u32) -> Result<u32, ParamError> {
+    check("slope_fx", v, 0, MAX_COEFF_FX)
+}
+
+/// Validates `intercept_fx` (fixed point, 1024 = 1.0): range `[1, 64*FX_ONE]`, so F > 0 always.
+pub fn validate_intercept_fx(v: u32) -> Result<u32, ParamError> {
+    check("intercept_fx", v, 1, MAX_COEFF_FX)
+}
+
+/// Validates `idle_gap_us` (µs): range `[100, 10_000_000]`.
+pub fn validate_idle_gap_us(v: u32) -> Result<u32, ParamError> {
+    check("idle_gap_us", v, MIN_IDLE_GAP_US, MAX_IDLE_GAP_US)
+}
+
+/// Validates `ewma_weight_fx` (fixed point, weight of the newest iteration): range `[1, FX_ONE]`.
+pub fn validate_ewma_weight_fx(v: u32) -> Result<u32, ParamError> {
+    check("ewma_weight_fx", v, 1, FX_ONE)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        assert_eq!(Params::DEFAULT.validate(), Ok(()));
+        assert_eq!(Params::default(), Params::DEFAULT);
+    }
+
+    #[test]
+    fn mean_f_is_one() {
+        // Byte-weighted mean of F over an iteration: intercept + slope/2.
+        let p = Params::DEFAULT;
+        assert_eq!(p.intercept_fx + p.slope_fx / 2, FX_ONE);
+    }
+
+    #[test]
+    fn ranges() {
+        assert!(validate_slope_fx(0).is_ok());
+        assert!(validate_slope_fx(64 * 1024).is_ok());
+        assert!(validate_slope_fx(64 * 1024 + 1).is_err());
+        assert!(validate_intercept_fx(0).is_err());
+        assert!(validate_intercept_fx(1).is_ok());
+        assert!(validate_intercept_fx(65537).is_err());
+        assert!(validate_idle_gap_us(99).is_err());
+        assert!(validate_idle_gap_us(100).is_ok());
+        assert!(validate_idle_gap_us(10_000_000).is_ok());
+        assert!(validate_idle_gap_us(10_000_001).is_err());
+        assert!(validate_ewma_weight_fx(0).is_err());
+        assert!(validate_ewma_weight_fx(1024).is_ok());
+        assert!(validate_ewma_weight_fx(1025).is_err());
+        let e = validate_ewma_weight_fx(0).unwrap_err();
+        assert_eq!(e, ParamError { name: "ewma_weight_fx", value: 0, min: 1, max: 1024 });
+        assert_eq!(e.to_string(), "ewma_weight_fx = 0 is out of range [1, 1024]");
+        let bad = Params { intercept_fx: 0, idle_gap_us: 1, ..Params::DEFAULT };
+        assert_eq!(bad.validate().unwrap_err().name, "intercept_fx");
+    }
+
+    /// One iteration of the HotNets '24 Eq. 2 recurrence in integer arithmetic (units of aT/10^6).
+    fn shift(p: &Params, at: u64, d: u64) -> u64 {
+        let s = p.slope_fx as u64;
+        let i = p.intercept_fx as u64;
+        let num = s * d * (at - d);
+        let den = at * i + d * s;
+        num / den
+    }
+
+    fn iterations_to_interleave(p: &Params, start: u64) -> (u32, u64) {
+        let at = 1_000_000u64;
+        let mut d = start;
+        let mut n = 0;
+        while d < at * 99 / 100 && n < 1000 {
+            d += shift(p, at, d);
+            assert!(d <= at, "overshoot");
+            n += 1;
+        }
+        (n, d)
+    }
+
+    #[test]
+    fn convergence_recurrence() {
+        let at = 1_000_000u64;
+        let p = Params::DEFAULT;
+        // Δ = 0 is a fixed point (two jobs in lockstep stay in lockstep without noise).
+        assert_eq!(shift(&p, at, 0), 0);
+        // Δ = aT is the other fixed point (fully interleaved).
+        assert_eq!(shift(&p, at, at), 0);
+        // At Δ = aT/2: 0.375·aT for the defaults, 0.167·aT for slope = intercept = 1.
+        assert_eq!(shift(&p, at, at / 2), 375_000);
+        let naive = Params { slope_fx: 1024, intercept_fx: 1024, ..p };
+        assert_eq!(shift(&naive, at, at / 2), 166_666);
+        // From a 1 % gap the defaults interleave (Δ >= 0.99·aT) within a few tens of iterations.
+        let (n_def, d) = iterations_to_interleave(&p, at / 100);
+        assert!(n_def <= 30 && d >= at * 99 / 100, "{n_def} {d}");
+        let (n_naive, _) = iterations_to_interleave(&naive, at / 100);
+        assert!(n_def < n_naive, "{n_def} vs {n_naive}");
+        // Even from a 1 ppm gap.
+        let (n_tiny, _) = iterations_to_interleave(&p, 1);
+        assert!(n_tiny <= 30, "{n_tiny}");
+        std::println!("iterations from 1%: default {n_def}, slope=intercept=1 {n_naive}; from 1ppm {n_tiny}");
+    }
+}

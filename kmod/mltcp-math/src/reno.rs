@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Reno window updates (`net/ipv4/tcp_cong.c`: `tcp_slow_start`, `tcp_cong_avoid_ai`,
+//! `tcp_reno_cong_avoid`, `tcp_reno_ssthresh`, `tcp_reno_undo_cwnd`; RFC 5681) and MLTCP-Reno.
+//!
+//! Window sizes are in segments (MSS units), as `tp->snd_cwnd`. The updates are bit-for-bit the
+//! Linux 6.12 ones wherever Linux's 32-bit arithmetic does not overflow (window sums below
+//! 2^32); where it would wrap, these saturate instead (documented per function).
+
+use super::fixed::FX_SHIFT;
+
+/// The `tcp_sock` window fields the updates read and write (all in segments, `snd_cwnd_cnt` in
+/// ACKed segments). The glue copies them out of and back into `tcp_sock`.
+///
+/// All-zero is harmless (no panic) but not a real socket state: `cwnd_clamp = 0` clamps the window
+/// to 0, as Linux would. Fill `cwnd_clamp` from `tp->snd_cwnd_clamp` (default `~0U`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Congestion window, segments (`tp->snd_cwnd`).
+    pub cwnd: u32,
+    /// ACKed segments accumulated toward the next +1 of `cwnd` (`tp->snd_cwnd_cnt`).
+    pub cwnd_cnt: u32,
+    /// Slow-start threshold, segments (`tp->snd_ssthresh`).
+    pub ssthresh: u32,
+    /// Upper bound of `cwnd`, segments (`tp->snd_cwnd_clamp`).
+    pub cwnd_clamp: u32,
+}
+
+/// `tcp_in_slow_start` (`include/net/tcp.h`): `cwnd < ssthresh`.
+#[inline]
+pub fn in_slow_start(w: &Window) -> bool {
+    w.cwnd < w.ssthresh
+}
+
+/// `tcp_slow_start` (`net/ipv4/tcp_cong.c`, RFC 5681 §3.1 with stretch ACKs counted in full):
+/// grows `cwnd` by `acked` segments but not beyond `ssthresh` (then clamps to `cwnd_clamp`), and
+/// returns the ACKed segments left over for congestion avoidance.
+///
+/// Deviation from Linux only when `cwnd + acked` exceeds 2^32 - 1: saturates instead of wrapping.
+#[inline]
+pub fn slow_start(w: &mut Window, acked: u32) -> u32 {
+    let cwnd = w.cwnd.saturating_add(acked).min(w.ssthresh);
+    // As in C (u32): when called outside slow start (cwnd > ssthresh) the difference wraps and
+    // gives back `acked + (old cwnd - ssthresh)`, which is what Linux returns too.
+    let left = acked.wrapping_sub(cwnd.wrapping_sub(w.cwnd));
+    w.cwnd = cwnd.min(w.cwnd_clamp);
+    left
+}
+
+/// `tcp_cong_avoid_ai` (`net/ipv4/tcp_cong.c`): additive increase of one segment per `ai_w` ACKed
+/// segments (`cwnd += acked / ai_w` with the remainder kept in `cwnd_cnt`), then clamp.
+/// Reno passes `ai_w = cwnd` (one segment per RTT, RFC 5681 §3.1).
+///
+/// `ai_w = 0` (Linux would divide by zero) is treated as 1. Deviation from Linux only when
+/// `cwnd_cnt + acked` or `cwnd + delta` exceed 2^32 - 1: saturates instead of wrapping.
+#[inline]
+pub fn cong_avoid_ai(w: &mut Window, ai_w: u32, acked: u32) {
+    let ai_w = ai_w.max(1);
+    // Credits accumulated while `ai_w` was larger: apply one segment now, gently.
+    if w.cwnd_cnt >= ai_w {
+        w.cwnd_cnt = 0;
+        w.cwnd = w.cwnd.saturating_add(1);
+    }
+    w.cwnd_cnt = w.cwnd_cnt.saturating_add(acked);
+    if w.cwnd_cnt >= ai_w {
+        // ai_w >= 1: the division is defined and delta * ai_w <= cwnd_cnt cannot overflow.
+        let delta = w.cwnd_cnt.checked_div(ai_w).unwrap_or(0);
+        w.cwnd_cnt = w.cwnd_cnt.wrapping_sub(delta.wrapping_mul(ai_w));
+        w.cwnd = w.cwnd.saturating_add(delta);
+    }
+    w.cwnd = w.cwnd.min(w.cwnd_clamp);
+}
+
+/// `tcp_reno_cong_avoid` (`net/ipv4/tcp_cong.c`, Jacobson SIGCOMM '88): nothing unless the flow is
+/// cwnd-limited (`tcp_is_cwnd_limited`); slow start below `ssthresh`; the leftover ACKs grow the
+/// window by one segment per window of ACKs.
+#[inline]
+pub fn cong_avoid(w: &mut Window, acked: u32, cwnd_limited: bool) {
+    if !cwnd_limited {
+        return;
+    }
+    let mut acked = acked;
+    if in_slow_start(w) {
+        acked = slow_start(w, acked);
+        if acked == 0 {
+            return;
+        }
+    }
+    cong_avoid_ai(w, w.cwnd, acked);
+}
+
+/// ACKs per +1 segment for MLTCP-Reno: `max(cwnd * FX_ONE / f_fx, 1)`, i.e. F segments per RTT.
+/// `f_fx = 0` gives `u32::MAX` (no growth); the quotient saturates at `u32::MAX`.
+#[inline]
+pub fn mltcp_ai_w(cwnd: u32, f_fx: u32) -> u32 {
+    let w = (u64::from(cwnd) << FX_SHIFT).checked_div(u64::from(f_fx)).unwrap_or(u64::MAX);
+    u32::try_from(w).unwrap_or(u32::MAX).max(1)
+}
+
+/// MLTCP-Reno (thesis ch. 5: `cwnd += F(bytes_ratio) * additive_increase`): as [`cong_avoid`] but
+/// congestion avoidance grows the window by F segments per RTT (`ai_w =`
+/// [`mltcp_ai_w`]`(cwnd, f_fx)`); slow start and the decrease are unchanged.
+/// With `f_fx = FX_ONE` this is exactly [`cong_avoid`].
+#[inline]
+pub fn mltcp_cong_avoid(w: &mut Window, acked: u32, cwnd_limited: bool, f_fx: u32) {
+    if !cwnd_limited {
+        return;
+    }
+    let mut acked = acked;
+    if in_slow_start(w) {
+        acked = slow_start(w, acked);
+        if acked == 0 {
+            return;
+        }
+    }
+    cong_avoid_ai(w, mltcp_ai_w(w.cwnd, f_fx), acked);
+}
+
+/// `tcp_reno_ssthresh` (`net/ipv4/tcp_cong.c`, RFC 5681 §3.1 with the flight size taken as
+/// cwnd): half the window, at least 2 segments.
+#[inline]
+pub fn ssthresh(cwnd: u32) -> u32 {
+    (cwnd >> 1).max(2)
+}
+
+/// `tcp_reno_undo_cwnd` (`net/ipv4/tcp_cong.c`): after a spurious reduction, restore the window
+/// in force before it (`tp->prior_cwnd`), never shrinking the current one.
+#[inline]
+pub fn undo_cwnd(cwnd: u32, prior_cwnd: u32) -> u32 {
+    cwnd.max(prior_cwnd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixed::FX_ONE;
+    use super::*;
+
+    fn win(cwnd: u32, ssthresh: u32) -> Window {
+        Window { cwnd, cwnd_cnt: 0, ssthresh, cwnd_clamp: u32::MAX }
+    }
+
+    #[test]
+    fn slow_start_stops_at_ssthresh() {
+        let mut w = win(10, 14);
+        assert_eq!(slow_start(&mut w, 3), 0);
+        assert_eq!(w.cwnd, 13);
+        assert_eq!(slow_start(&mut w, 5), 4);
+        assert_eq!(w.cwnd, 14);
+    }
+
+    #[test]
+    fn ca_one_segment_per_window() {
+        let mut w = win(10, 5);
+        for _ in 0..10 {
+            cong_avoid(&mut w, 1, true);
+        }
+        assert_eq!(w.cwnd, 11);
+        assert_eq!(w.cwnd_cnt, 0);
+        cong_avoid(&mut w, 100, false);
+        assert_eq!(w.cwnd, 11);
+    }
+
+    #[test]
+    fn ai_w_zero_is_one() {
+        let mut w = win(10, 5);
+        cong_avoid_ai(&mut w, 0, 3);
+        assert_eq!(w.cwnd, 13);
+    }
+
+    #[test]
+    fn mltcp_f_segments_per_rtt() {
+        for &f in &[256u32, 1024, 1792, 4096] {
+            let mut w = win(1000, 5);
+            let mut acks = 0u32;
+            // ten windows of ACKs with F constant
+            while acks < 10_000 {
+                mltcp_cong_avoid(&mut w, 1, true, f);
+                acks += 1;
+            }
+            let grown = w.cwnd - 1000;
+            let expect = 10 * f / FX_ONE;
+            assert!(grown.abs_diff(expect) <= 1 + expect / 50, "f={f} grown={grown}");
+        }
+        assert_eq!(mltcp_ai_w(100, 0), u32::MAX);
+        assert_eq!(mltcp_ai_w(0, 1024), 1);
+        assert_eq!(mltcp_ai_w(u32::MAX, 1), u32::MAX);
+    }
+
+    #[test]
+    fn ssthresh_and_undo() {
+        assert_eq!(ssthresh(0), 2);
+        assert_eq!(ssthresh(5), 2);
+        assert_eq!(ssthresh(101), 50);
+        assert_eq!(undo_cwnd(10, 20), 20);
+        assert_eq!(undo_cwnd(30, 20), 30);
+    }
+}
