@@ -1,0 +1,250 @@
+//! Fuzz target: message parsing plus program installation and execution.
+//!
+//! The input is a script of operations on one datapath (8 flows, 4 programs): raw messages
+//! (parsed, re-serialised and handed to the datapath), structured INSTALL / UPDATE_FIELDS /
+//! CHANGE_PROG messages built from the input (so that many programs pass validation and run),
+//! flow starts and ends, and invocations with fuzzed primitives and clock steps. Properties: no
+//! panic (overflow checks are on in this build), a parsed message re-serialises to its bytes, and
+//! every returned error is counted exactly once.
+#![no_main]
+
+use ccp_datapath::wire::{self, EventMsg, InstrMsg, RegMsg, UpdateField};
+use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use libfuzzer_sys::fuzz_target;
+
+struct Ops {
+    now: u64,
+    fail: bool,
+    out: [u8; 256],
+}
+
+impl DatapathOps for Ops {
+    fn now_us(&self) -> u64 {
+        self.now
+    }
+    fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        // Everything the datapath sends must parse.
+        let (m, n) = wire::parse(msg).expect("datapath sent a malformed message");
+        assert_eq!(n, msg.len());
+        let k = m.write(&mut self.out).expect("re-serialise");
+        assert_eq!(&self.out[..k], msg);
+        if self.fail {
+            Err(SendError)
+        } else {
+            Ok(())
+        }
+    }
+    fn set_cwnd(&mut self, _bytes: u64) {}
+    fn set_rate_abs(&mut self, _bytes_per_sec: u64) {}
+}
+
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(*b)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes([
+            self.byte()?,
+            self.byte()?,
+            self.byte()?,
+            self.byte()?,
+        ]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from(self.u32()?) | (u64::from(self.u32()?) << 32))
+    }
+    fn take(&mut self, n: usize) -> &[u8] {
+        let n = n.min(self.0.len());
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        a
+    }
+    /// A small value most of the time, anything sometimes.
+    fn val(&mut self) -> Option<u64> {
+        let sel = self.byte()?;
+        Some(match sel % 4 {
+            0 => u64::from(sel >> 2),
+            1 => u64::from(self.u32()? % 100_000),
+            2 => u64::from(self.u32()?),
+            _ => self.u64()?,
+        })
+    }
+    fn reg(&mut self) -> Option<RegMsg> {
+        let t = self.byte()? % 10;
+        let v = if t == 1 {
+            self.val()? as u32
+        } else {
+            u32::from(self.byte()? % 20)
+        };
+        Some(RegMsg { typ: t, val: v })
+    }
+}
+
+type Dp = Datapath<8, 4>;
+
+fn check_msg(dp: &mut Dp, msg: &[u8], scratch: &mut [u8]) {
+    if let Ok((m, n)) = wire::parse(msg) {
+        let k = m.write(scratch).expect("re-serialise parsed message");
+        assert_eq!(&scratch[..k], &msg[..n]);
+    }
+    let before = dp.stats().total_errors();
+    let r = dp.handle_msg(msg);
+    assert_eq!(dp.stats().total_errors() - before, u64::from(r.is_err()));
+}
+
+fn run(data: &[u8]) -> Option<()> {
+    let mut dp = Box::new(Dp::new());
+    let mut ops = Ops {
+        now: 0,
+        fail: false,
+        out: [0; 256],
+    };
+    let mut inp = Input(data);
+    let mut sids: Vec<u32> = Vec::new();
+    let mut uids: Vec<u32> = vec![1, 2, 3];
+    let mut buf = vec![0u8; 4096];
+    let mut scratch = vec![0u8; 4096];
+    ops.now = inp.u64()?;
+    dp.init(ops.now);
+    let pick_sid = |inp: &mut Input, sids: &[u32]| -> Option<u32> {
+        let b = inp.byte()?;
+        Some(if sids.is_empty() || b == 255 {
+            inp.u32()?
+        } else {
+            sids[usize::from(b) % sids.len()]
+        })
+    };
+    while let Some(tag) = inp.byte() {
+        match tag % 8 {
+            0 => {
+                let len = usize::from(inp.byte()?) * 4;
+                let msg = inp.take(len).to_vec();
+                check_msg(&mut dp, &msg, &mut scratch);
+            }
+            1 => {
+                let l = usize::from(inp.byte()? % 20);
+                let alg = inp.take(l).to_vec();
+                let info = FlowInfo {
+                    init_cwnd: inp.u32()?,
+                    mss: inp.u32()?,
+                    ..Default::default()
+                };
+                let info = info.with_alg_name(&alg).unwrap_or(info);
+                ops.fail = inp.byte()? % 8 == 0;
+                if let Ok(s) = dp.flow_start(&info, &mut ops) {
+                    sids.push(s);
+                }
+                ops.fail = false;
+            }
+            2 => {
+                let s = pick_sid(&mut inp, &sids)?;
+                let _ = dp.flow_end(s, &mut ops);
+                sids.retain(|&x| x != s);
+            }
+            3 | 4 => {
+                let s = pick_sid(&mut inp, &sids)?;
+                ops.now = ops.now.wrapping_add(inp.val()?);
+                let prims = Primitives {
+                    bytes_acked: inp.val()?,
+                    bytes_misordered: inp.val()?,
+                    ecn_bytes: inp.val()?,
+                    ecn_packets: inp.val()?,
+                    lost_pkts_sample: inp.val()?,
+                    packets_acked: inp.val()?,
+                    packets_misordered: inp.val()?,
+                    bytes_in_flight: inp.val()?,
+                    bytes_pending: inp.val()?,
+                    packets_in_flight: inp.val()?,
+                    rate_incoming: inp.val()?,
+                    rate_outgoing: inp.val()?,
+                    rtt_sample_us: inp.val()?,
+                    was_timeout: inp.byte()? & 1 == 1,
+                    snd_cwnd: inp.val()?,
+                    snd_rate: inp.val()?,
+                };
+                ops.fail = inp.byte()? % 16 == 0;
+                let before = dp.stats().total_errors();
+                let r = dp.flow_invoke(s, &prims, &mut ops);
+                let extra = u64::from(matches!(
+                    r,
+                    Ok(ccp_datapath::Invoked::Ran {
+                        report: ccp_datapath::ReportStatus::SendFailed
+                    })
+                ));
+                assert_eq!(
+                    dp.stats().total_errors() - before,
+                    u64::from(r.is_err()) + extra
+                );
+                ops.fail = false;
+            }
+            5 => {
+                // A structured program: mostly valid, so that it installs and runs.
+                let uid = match inp.byte()? % 4 {
+                    0 => 1,
+                    1 => inp.u32()?,
+                    _ => u32::from(inp.byte()? % 6),
+                };
+                let ni = usize::from(inp.byte()? % 24);
+                let ne = usize::from(inp.byte()? % 6);
+                let mut instrs = Vec::with_capacity(ni);
+                for _ in 0..ni {
+                    let op = inp.byte()? % 16;
+                    instrs.push(InstrMsg {
+                        op,
+                        ret: inp.reg()?,
+                        left: inp.reg()?,
+                        right: inp.reg()?,
+                    });
+                }
+                let mut events = Vec::with_capacity(ne);
+                let n = ni as u32 + 1;
+                for _ in 0..ne {
+                    events.push(EventMsg {
+                        cond_start: u32::from(inp.byte()?) % n,
+                        cond_len: u32::from(inp.byte()?) % n,
+                        body_start: u32::from(inp.byte()?) % n,
+                        body_len: u32::from(inp.byte()?) % n,
+                    });
+                }
+                if let Ok(k) = wire::write_install(&mut buf, 0, uid, &events, &instrs) {
+                    uids.push(uid);
+                    let msg = buf[..k].to_vec();
+                    check_msg(&mut dp, &msg, &mut scratch);
+                }
+            }
+            6 | 7 => {
+                let s = pick_sid(&mut inp, &sids)?;
+                let n = usize::from(inp.byte()? % 6);
+                let mut ups = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t = [0u8, 2, 8, 2, 5, 0][usize::from(inp.byte()?) % 6];
+                    ups.push(UpdateField {
+                        reg_type: t,
+                        reg_index: u32::from(inp.byte()? % 18),
+                        value: inp.val()?,
+                    });
+                }
+                let k = if tag % 8 == 6 {
+                    wire::write_update_fields(&mut buf, s, &ups)
+                } else {
+                    let uid = uids[usize::from(inp.byte()?) % uids.len()];
+                    wire::write_change_prog(&mut buf, s, uid, &ups)
+                };
+                if let Ok(k) = k {
+                    let msg = buf[..k].to_vec();
+                    check_msg(&mut dp, &msg, &mut scratch);
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    Some(())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = run(data);
+});

@@ -1,0 +1,656 @@
+//! The datapath program machine: per-flow registers, staged updates and one invocation per ACK.
+//!
+//! This is libccp's `ccp_invoke` (ccp.c) and `state_machine`/`process_expression`/
+//! `process_instruction` (machine.c) with the same order of effects and the same arithmetic,
+//! written over fixed-size state so that it runs in softirq context: nothing allocates, nothing
+//! panics, and every register access is bounds-checked (install-time validation makes the checks
+//! never fail).
+
+use super::error::Error;
+use super::program::{Instr, Op, ProgRef, Program, ProgramTable, Reg, RegKind};
+use super::wire::{self, Create, UpdateField, Updates};
+use super::{
+    DatapathOps, FlowInfo, CONTROL_REGS, CREATE_RETRY_US, IMPLICIT_REGS, LOCAL_REGS, REPORT_REGS,
+    TMP_REGS,
+};
+
+/// Implicit register `__eventFlag`: set by an event's condition.
+pub const EVENT_FLAG: usize = 0;
+/// Implicit register `__shouldContinue`: set by `(fallthrough)`.
+pub const SHOULD_CONTINUE: usize = 1;
+/// Implicit register `__shouldReport`: set by `(report)`.
+pub const SHOULD_REPORT: usize = 2;
+/// Implicit register `Micros`: µs since the flow's timer was last reset.
+pub const MICROS: usize = 3;
+/// Implicit register `Cwnd`: congestion window in bytes.
+pub const CWND: usize = 4;
+/// Implicit register `Rate`: pacing rate in bytes/s.
+pub const RATE: usize = 5;
+
+/// Measurement primitives of one invocation (libccp `struct ccp_primitives`; register names
+/// `Ack.*`/`Flow.*` as in portus `lang`). All counts are per invocation unless noted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Primitives {
+    /// `Ack.bytes_acked` (0): newly acked in-order bytes.
+    pub bytes_acked: u64,
+    /// `Ack.bytes_misordered` (1): out-of-order bytes.
+    pub bytes_misordered: u64,
+    /// `Ack.ecn_bytes` (2): ECN-marked bytes.
+    pub ecn_bytes: u64,
+    /// `Ack.ecn_packets` (3): ECN-marked packets.
+    pub ecn_packets: u64,
+    /// `Ack.lost_pkts_sample` (4): packets lost.
+    pub lost_pkts_sample: u64,
+    /// `Ack.packets_acked` (6): newly acked in-order packets.
+    pub packets_acked: u64,
+    /// `Ack.packets_misordered` (7): out-of-order packets.
+    pub packets_misordered: u64,
+    /// `Flow.bytes_in_flight` (8).
+    pub bytes_in_flight: u64,
+    /// `Flow.bytes_pending` (9): bytes waiting in the send buffer (absolute).
+    pub bytes_pending: u64,
+    /// `Flow.packets_in_flight` (10).
+    pub packets_in_flight: u64,
+    /// `Flow.rate_incoming` (11): receive rate sample, bytes/s.
+    pub rate_incoming: u64,
+    /// `Flow.rate_outgoing` (12): send rate sample, bytes/s.
+    pub rate_outgoing: u64,
+    /// `Flow.rtt_sample_us` (13): RTT sample in µs; 0 (no sample) reads as 0xffff_ffff.
+    pub rtt_sample_us: u64,
+    /// `Flow.was_timeout` (14).
+    pub was_timeout: bool,
+    /// The flow's current congestion window in bytes; loaded into `Cwnd` before each run. It
+    /// must be what the datapath enforces (the last value set), or `Cwnd` drifts.
+    pub snd_cwnd: u64,
+    /// The flow's current rate limit in bytes/s; loaded into `Rate` before each run (0 = none).
+    pub snd_rate: u64,
+}
+
+/// The register files of one flow (libccp `struct register_file`). Public for inspection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registers {
+    /// Report registers (`Report.*`).
+    pub report: [u64; REPORT_REGS],
+    /// Control registers (`Control.*` / plain `def` variables).
+    pub control: [u64; CONTROL_REGS],
+    /// Implicit registers, see [`EVENT_FLAG`]..[`RATE`].
+    pub implicit: [u64; IMPLICIT_REGS],
+    /// Temporaries.
+    pub tmp: [u64; TMP_REGS],
+    /// Locals.
+    pub local: [u64; LOCAL_REGS],
+}
+
+impl Registers {
+    /// All registers zero.
+    pub const fn new() -> Self {
+        Registers {
+            report: [0; REPORT_REGS],
+            control: [0; CONTROL_REGS],
+            implicit: [0; IMPLICIT_REGS],
+            tmp: [0; TMP_REGS],
+            local: [0; LOCAL_REGS],
+        }
+    }
+}
+
+impl Default for Registers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Updates received from the agent, applied at the start of the next invocation (libccp
+/// `struct staged_update` and `staged_program_index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staged {
+    control: [u64; CONTROL_REGS],
+    control_pending: [bool; CONTROL_REGS],
+    cwnd: u64,
+    cwnd_pending: bool,
+    rate: u64,
+    rate_pending: bool,
+    program: ProgRef,
+    program_pending: bool,
+}
+
+impl Staged {
+    /// Nothing staged.
+    pub const fn new() -> Self {
+        Staged {
+            control: [0; CONTROL_REGS],
+            control_pending: [false; CONTROL_REGS],
+            cwnd: 0,
+            cwnd_pending: false,
+            rate: 0,
+            rate_pending: false,
+            program: ProgRef::NONE,
+            program_pending: false,
+        }
+    }
+
+    fn clear_updates(&mut self) {
+        self.control_pending = [false; CONTROL_REGS];
+        self.cwnd_pending = false;
+        self.rate_pending = false;
+    }
+
+    /// Checks one update (libccp `stage_update` accepts control and implicit types).
+    fn check(u: &UpdateField) -> Result<(), Error> {
+        match RegKind::from_u8(u.reg_type) {
+            Ok(RegKind::NonvolatileControl | RegKind::VolatileControl) => {
+                if u.reg_index as usize >= CONTROL_REGS {
+                    return Err(Error::UpdateIndexOutOfRange);
+                }
+                Ok(())
+            }
+            Ok(RegKind::Implicit) => Ok(()),
+            _ => Err(Error::BadUpdateReg),
+        }
+    }
+
+    /// Stages one checked update. Implicit registers other than `Cwnd` and `Rate` are ignored,
+    /// as in libccp.
+    fn stage(&mut self, u: &UpdateField) {
+        match RegKind::from_u8(u.reg_type) {
+            Ok(RegKind::NonvolatileControl | RegKind::VolatileControl) => {
+                let i = u.reg_index as usize;
+                if let (Some(v), Some(p)) =
+                    (self.control.get_mut(i), self.control_pending.get_mut(i))
+                {
+                    *v = u.value;
+                    *p = true;
+                }
+            }
+            Ok(RegKind::Implicit) if u.reg_index as usize == CWND => {
+                self.cwnd = u.value;
+                self.cwnd_pending = true;
+            }
+            Ok(RegKind::Implicit) if u.reg_index as usize == RATE => {
+                self.rate = u.value;
+                self.rate_pending = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// Validates all updates, then stages them all (all or nothing).
+    fn stage_all(&mut self, updates: &Updates<'_>) -> Result<(), Error> {
+        updates.iter().try_for_each(|u| Self::check(&u))?;
+        updates.iter().for_each(|u| self.stage(&u));
+        Ok(())
+    }
+}
+
+impl Default for Staged {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one invocation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invoked {
+    /// CREATE has not reached the agent yet; it was (re)tried and nothing else ran (libccp
+    /// `ccp_invoke` returns early too).
+    CreatePending,
+    /// Staged updates were applied, but the flow has no (valid) program.
+    NoProgram,
+    /// The program ran.
+    Ran {
+        /// Whether it asked for a report, and whether sending it worked.
+        report: ReportStatus,
+    },
+}
+
+/// Whether a run produced a MEASURE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportStatus {
+    /// `__shouldReport` stayed false.
+    None,
+    /// A MEASURE was sent.
+    Sent,
+    /// A MEASURE was due but [`DatapathOps::send_msg`] failed (registers were reset anyway, as
+    /// in libccp).
+    SendFailed,
+}
+
+/// The state of one flow: 744 bytes on x86-64, no pointers. The all-zero value is a valid (unused)
+/// state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowState {
+    /// What CREATE announces.
+    pub info: FlowInfo,
+    /// Register files.
+    pub regs: Registers,
+    staged: Staged,
+    program: ProgRef,
+    /// Clock value (µs) at which `Micros` was last 0 (libccp `implicit_time_zero`).
+    time_zero_us: u64,
+    created: bool,
+    create_tried: bool,
+    last_create_us: u64,
+}
+
+impl FlowState {
+    /// A fresh flow: no program, registers zero, `Micros` counting from `time_zero_us` (libccp
+    /// `init_ccp_priv_state` uses the datapath's time zero).
+    pub const fn new(info: FlowInfo, time_zero_us: u64) -> Self {
+        FlowState {
+            info,
+            regs: Registers::new(),
+            staged: Staged::new(),
+            program: ProgRef::NONE,
+            time_zero_us,
+            created: false,
+            create_tried: false,
+            last_create_us: 0,
+        }
+    }
+
+    /// Whether the agent has been sent this flow's CREATE.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// The program the flow runs (may be stale; check with [`ProgramTable::get`]).
+    pub fn program(&self) -> ProgRef {
+        self.program
+    }
+
+    /// True if a CHANGE_PROG is staged and not applied yet.
+    pub fn program_pending(&self) -> bool {
+        self.staged.program_pending
+    }
+
+    /// Sends this flow's CREATE, at most once per [`CREATE_RETRY_US`] (libccp `send_conn_create`).
+    ///
+    /// Errors: [`Error::SendFailed`] (also while the retry interval has not passed).
+    pub fn send_create(&mut self, sid: u32, ops: &mut impl DatapathOps) -> Result<(), Error> {
+        let now = ops.now_us();
+        if self.create_tried && now.wrapping_sub(self.last_create_us) < CREATE_RETRY_US {
+            return Err(Error::SendFailed);
+        }
+        self.create_tried = true;
+        self.last_create_us = now;
+        let mut c = Create {
+            sid,
+            init_cwnd: self.info.init_cwnd,
+            mss: self.info.mss,
+            src_ip: self.info.src_ip,
+            src_port: self.info.src_port,
+            dst_ip: self.info.dst_ip,
+            dst_port: self.info.dst_port,
+            alg: [0; wire::ALG_NAME_LEN],
+        };
+        c.set_alg_name(self.info.alg_name())?;
+        let mut buf = [0u8; wire::CREATE_LEN];
+        let n = c.write(&mut buf)?;
+        ops.send_msg(buf.get(..n).unwrap_or(&[]))
+            .map_err(|_| Error::SendFailed)?;
+        self.created = true;
+        Ok(())
+    }
+
+    /// Stages UPDATE_FIELDS updates (libccp `stage_multiple_updates`), all or nothing.
+    ///
+    /// Errors: [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`].
+    pub fn stage_updates(&mut self, updates: &Updates<'_>) -> Result<(), Error> {
+        self.staged.stage_all(updates)
+    }
+
+    /// Stages CHANGE_PROG: a switch to `program` plus its updates; drops updates staged before
+    /// (libccp `ccp_read_msg`). All or nothing.
+    ///
+    /// Errors: [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`].
+    pub fn stage_program(&mut self, program: ProgRef, updates: &Updates<'_>) -> Result<(), Error> {
+        updates.iter().try_for_each(|u| Staged::check(&u))?;
+        self.staged.clear_updates();
+        self.staged.program = program;
+        self.staged.program_pending = true;
+        self.staged.stage_all(updates)
+    }
+
+    /// One invocation (libccp `ccp_invoke`): retry CREATE if needed; load `Cwnd`/`Rate` from
+    /// `prims`; apply a staged program switch (reset report/control registers to their DEF
+    /// defaults, restart `Micros`); apply staged updates (calling `set_cwnd`/`set_rate_abs` for
+    /// non-zero staged `Cwnd`/`Rate`); run the program; enforce `Cwnd` (> 0) and `Rate` (!= 0);
+    /// send a MEASURE if `(report)` ran.
+    ///
+    /// `dp_time_zero_us` is the datapath's start time (`Ack.now` counts from it).
+    ///
+    /// Errors: [`Error::ProgramGone`] (the program was replaced; the flow now has none) and the
+    /// execution errors [`Error::AddOverflow`], [`Error::SubUnderflow`], [`Error::MulOverflow`],
+    /// [`Error::DivByZero`] (the run stops there: no enforcement, no report, as in libccp).
+    pub fn invoke<const P: usize>(
+        &mut self,
+        sid: u32,
+        programs: &ProgramTable<P>,
+        prims: &Primitives,
+        dp_time_zero_us: u64,
+        ops: &mut impl DatapathOps,
+    ) -> Result<Invoked, Error> {
+        if !self.created {
+            // Failure is expected while no agent listens; the caller counts nothing here.
+            let _ = self.send_create(sid, ops);
+            return Ok(Invoked::CreatePending);
+        }
+        let now = ops.now_us();
+        self.set_implicit(CWND, prims.snd_cwnd);
+        self.set_implicit(RATE, prims.snd_rate);
+
+        let mut gone = false;
+        if self.staged.program_pending {
+            self.staged.program_pending = false;
+            self.program = self.staged.program;
+            match programs.get(self.program) {
+                Some(p) => {
+                    self.reset_volatile(p);
+                    self.init_nonvolatile(p);
+                }
+                None => {
+                    self.program = ProgRef::NONE;
+                    gone = true;
+                }
+            }
+            self.time_zero_us = now;
+            self.set_implicit(MICROS, 0);
+        }
+
+        for ((r, v), p) in self
+            .regs
+            .control
+            .iter_mut()
+            .zip(self.staged.control)
+            .zip(self.staged.control_pending)
+        {
+            if p {
+                *r = v;
+            }
+        }
+        if self.staged.cwnd_pending {
+            self.set_implicit(CWND, self.staged.cwnd);
+            if self.staged.cwnd != 0 {
+                ops.set_cwnd(self.staged.cwnd);
+            }
+        }
+        if self.staged.rate_pending {
+            self.set_implicit(RATE, self.staged.rate);
+            if self.staged.rate != 0 {
+                ops.set_rate_abs(self.staged.rate);
+            }
+        }
+        self.staged.clear_updates();
+
+        if gone {
+            return Err(Error::ProgramGone);
+        }
+        if self.program.is_none() {
+            return Ok(Invoked::NoProgram);
+        }
+        let Some(prog) = programs.get(self.program) else {
+            self.program = ProgRef::NONE;
+            return Err(Error::ProgramGone);
+        };
+
+        self.run(prog, prims, now, dp_time_zero_us)?;
+
+        let cwnd = self.implicit(CWND);
+        if cwnd > 0 {
+            ops.set_cwnd(cwnd);
+        }
+        let rate = self.implicit(RATE);
+        if rate != 0 {
+            ops.set_rate_abs(rate);
+        }
+        let mut report = ReportStatus::None;
+        if self.implicit(SHOULD_REPORT) != 0 {
+            report = self.send_report(sid, prog, ops);
+            self.reset_volatile(prog);
+        }
+        Ok(Invoked::Ran { report })
+    }
+
+    /// Runs the program's events once (libccp `state_machine` without enforcement and report):
+    /// clears the three flags, sets `Micros`, then evaluates events in order until one fires
+    /// without `(fallthrough)`.
+    ///
+    /// Errors: the execution errors of [`FlowState::invoke`].
+    pub fn run(
+        &mut self,
+        prog: &Program,
+        prims: &Primitives,
+        now_us: u64,
+        dp_time_zero_us: u64,
+    ) -> Result<(), Error> {
+        self.set_implicit(EVENT_FLAG, 0);
+        self.set_implicit(SHOULD_CONTINUE, 0);
+        self.set_implicit(SHOULD_REPORT, 0);
+        self.set_implicit(MICROS, now_us.wrapping_sub(self.time_zero_us));
+        let cx = Cx {
+            prims,
+            now_us,
+            dp_time_zero_us,
+        };
+        for ev in prog.events() {
+            for i in prog.instr_range(ev.cond_start, ev.cond_len) {
+                self.exec(i, &cx)?;
+            }
+            if self.implicit(EVENT_FLAG) != 0 {
+                for i in prog.instr_range(ev.body_start, ev.body_len) {
+                    self.exec(i, &cx)?;
+                }
+            }
+            if self.implicit(EVENT_FLAG) != 0 && self.implicit(SHOULD_CONTINUE) == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_report(&self, sid: u32, prog: &Program, ops: &mut impl DatapathOps) -> ReportStatus {
+        let fields = self.regs.report.get(..prog.num_report()).unwrap_or(&[]);
+        let mut buf = [0u8; wire::MEASURE_FIXED_LEN + 8 * REPORT_REGS];
+        match wire::write_measure(&mut buf, sid, prog.uid(), fields) {
+            Ok(n) => match ops.send_msg(buf.get(..n).unwrap_or(&[])) {
+                Ok(()) => ReportStatus::Sent,
+                Err(_) => ReportStatus::SendFailed,
+            },
+            Err(_) => ReportStatus::SendFailed,
+        }
+    }
+
+    /// Resets volatile Report and Control registers to their DEF defaults (libccp `reset_state`).
+    fn reset_volatile(&mut self, prog: &Program) {
+        for d in prog.defs() {
+            if matches!(
+                d.left.kind,
+                RegKind::VolatileReport | RegKind::VolatileControl
+            ) {
+                self.store(d.left, d.def_value());
+            }
+        }
+    }
+
+    /// Sets non-volatile Report and Control registers to their DEF defaults (libccp
+    /// `init_register_state`).
+    fn init_nonvolatile(&mut self, prog: &Program) {
+        for d in prog.defs() {
+            if matches!(
+                d.left.kind,
+                RegKind::NonvolatileReport | RegKind::NonvolatileControl
+            ) {
+                self.store(d.left, d.def_value());
+            }
+        }
+    }
+
+    /// The value of implicit register `i` (0 if out of range).
+    pub fn implicit(&self, i: usize) -> u64 {
+        self.regs.implicit.get(i).copied().unwrap_or(0)
+    }
+
+    fn set_implicit(&mut self, i: usize, v: u64) {
+        if let Some(r) = self.regs.implicit.get_mut(i) {
+            *r = v;
+        }
+    }
+
+    /// Plain store into a register file (no `Micros` side effect); ignores read-only kinds.
+    fn store(&mut self, r: Reg, v: u64) {
+        let slot = match r.kind {
+            RegKind::VolatileReport | RegKind::NonvolatileReport => {
+                self.regs.report.get_mut(r.index())
+            }
+            RegKind::VolatileControl | RegKind::NonvolatileControl => {
+                self.regs.control.get_mut(r.index())
+            }
+            RegKind::Tmp => self.regs.tmp.get_mut(r.index()),
+            RegKind::Local => self.regs.local.get_mut(r.index()),
+            RegKind::Implicit => self.regs.implicit.get_mut(r.index()),
+            RegKind::Immediate | RegKind::Primitive => None,
+        };
+        if let Some(s) = slot {
+            *s = v;
+        }
+    }
+
+    /// Instruction result write (libccp `write_reg`): writing `Micros` moves the flow's time zero
+    /// so that `Micros` reads `v` now.
+    fn write(&mut self, r: Reg, v: u64, cx: &Cx<'_>) {
+        if r.kind == RegKind::Implicit && r.index() == MICROS {
+            self.time_zero_us = cx.now_us.wrapping_sub(v);
+        }
+        self.store(r, v);
+    }
+
+    /// Operand read (libccp `read_reg`).
+    fn read(&self, r: Reg, cx: &Cx<'_>) -> u64 {
+        let file: &[u64] = match r.kind {
+            RegKind::Immediate => return u64::from(r.val),
+            RegKind::Primitive => return cx.primitive(r.index()),
+            RegKind::VolatileReport | RegKind::NonvolatileReport => &self.regs.report,
+            RegKind::VolatileControl | RegKind::NonvolatileControl => &self.regs.control,
+            RegKind::Tmp => &self.regs.tmp,
+            RegKind::Local => &self.regs.local,
+            RegKind::Implicit => &self.regs.implicit,
+        };
+        file.get(r.index()).copied().unwrap_or(0)
+    }
+
+    /// Executes one instruction (libccp `process_instruction`).
+    fn exec(&mut self, i: &Instr, cx: &Cx<'_>) -> Result<(), Error> {
+        let a = self.read(i.left, cx);
+        let b = self.read(i.right, cx);
+        let out = match i.op {
+            Op::Add => {
+                let r = a.wrapping_add(b);
+                if r < a {
+                    return Err(Error::AddOverflow);
+                }
+                Some(r)
+            }
+            Op::Bind => Some(b),
+            Op::Def => None,
+            Op::Div => Some(a.checked_div(b).ok_or(Error::DivByZero)?),
+            Op::Equiv => Some(u64::from(a == b)),
+            Op::Ewma => Some(ewma(a, self.read(i.ret, cx), b)),
+            Op::Gt => Some(u64::from(a > b)),
+            Op::If => (a != 0).then_some(b),
+            Op::Lt => Some(u64::from(a < b)),
+            Op::Max => Some(a.max(b)),
+            Op::MaxWrap => Some(max_wrap(a, b)),
+            Op::Min => Some(a.min(b)),
+            Op::Mul => {
+                let r = a.wrapping_mul(b);
+                // libccp's check, kept for identical results: it misses some overflows.
+                if r < a && b > 0 {
+                    return Err(Error::MulOverflow);
+                }
+                Some(r)
+            }
+            Op::NotIf => (a == 0).then_some(b),
+            Op::Sub => {
+                let r = a.wrapping_sub(b);
+                if r > a {
+                    return Err(Error::SubUnderflow);
+                }
+                Some(r)
+            }
+        };
+        if let Some(v) = out {
+            self.write(i.ret, v, cx);
+        }
+        Ok(())
+    }
+}
+
+/// Read-only context of one run.
+struct Cx<'a> {
+    prims: &'a Primitives,
+    now_us: u64,
+    dp_time_zero_us: u64,
+}
+
+impl Cx<'_> {
+    /// Primitive register `i` (libccp `read_reg`, `PRIMITIVE_REG` case).
+    fn primitive(&self, i: usize) -> u64 {
+        let p = self.prims;
+        match i {
+            0 => p.bytes_acked,
+            1 => p.bytes_misordered,
+            2 => p.ecn_bytes,
+            3 => p.ecn_packets,
+            4 => p.lost_pkts_sample,
+            5 => self.now_us.wrapping_sub(self.dp_time_zero_us),
+            6 => p.packets_acked,
+            7 => p.packets_misordered,
+            8 => p.bytes_in_flight,
+            9 => p.bytes_pending,
+            10 => p.packets_in_flight,
+            11 => p.rate_incoming,
+            12 => p.rate_outgoing,
+            13 if p.rtt_sample_us == 0 => 0xffff_ffff,
+            13 => p.rtt_sample_us,
+            14 => u64::from(p.was_timeout),
+            _ => 0,
+        }
+    }
+}
+
+/// libccp `myewma64(a, b, c)`: `a` = weight in tenths, `b` = current value, `c` = new sample.
+/// Wrapping arithmetic, like the C code.
+pub fn ewma(weight: u64, current: u64, sample: u64) -> u64 {
+    if current == 0 {
+        return sample;
+    }
+    let old = weight.wrapping_mul(current);
+    let new = 10u64.wrapping_sub(weight).wrapping_mul(sample);
+    old.wrapping_add(new).wrapping_div(10)
+}
+
+/// libccp `dif32`: distance walking from `left` to `right` on the 32-bit circle (the C code's
+/// `(max32 - left) + right`, one short of the true distance when wrapping).
+fn dif32(left: u32, right: u32) -> u32 {
+    if right > left {
+        right.wrapping_sub(left)
+    } else {
+        u32::MAX.wrapping_sub(left).wrapping_add(right)
+    }
+}
+
+/// libccp `mymax64_wrap`: the later of two 32-bit wrapping values (0 means "unset").
+pub fn max_wrap(a: u64, b: u64) -> u64 {
+    if a == 0 {
+        return b;
+    }
+    if b == 0 {
+        return a;
+    }
+    let (a32, b32) = (a as u32, b as u32);
+    if dif32(b32, a32) < dif32(a32, b32) {
+        u64::from(a32)
+    } else {
+        u64::from(b32)
+    }
+}

@@ -1,0 +1,529 @@
+//! Datapath programs: decoded instructions and events, install-time validation, and the
+//! fixed-capacity program table shared by all flows.
+//!
+//! Semantics follow libccp (`machine.c` read_instruction/read_expression, `ccp.c`
+//! datapath_program_install/datapath_program_lookup_uid, `ccp_priv.h` opcodes and register
+//! types); programs come from portus `lang::compile`. Unlike libccp, everything an instruction or
+//! event refers to is checked once at install time, so execution never needs to.
+
+use super::error::Error;
+use super::wire::{Install, InstrMsg, RegMsg};
+use super::{
+    CONTROL_REGS, IMPLICIT_REGS, LOCAL_REGS, MAX_EVENTS, MAX_INSTRS, NUM_PRIMITIVES, REPORT_REGS,
+    TMP_REGS,
+};
+
+/// Instruction opcodes (libccp `ccp_priv.h`, portus `lang::serialize::serialize_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Op {
+    /// `ret = left + right`; error on overflow.
+    #[default]
+    Add = 0,
+    /// `ret = right`.
+    Bind = 1,
+    /// Declares a Report/Control register and its default (`right`); a no-op when executed.
+    Def = 2,
+    /// `ret = left / right`; error on division by zero.
+    Div = 3,
+    /// `ret = (left == right)`.
+    Equiv = 4,
+    /// `ret = (left * ret + (10 - left) * right) / 10`, or `right` when `ret` is 0 (libccp
+    /// `myewma64`, weight in tenths, wrapping arithmetic).
+    Ewma = 5,
+    /// `ret = (left > right)`.
+    Gt = 6,
+    /// `if left != 0 { ret = right }`.
+    If = 7,
+    /// `ret = (left < right)`.
+    Lt = 8,
+    /// `ret = max(left, right)`.
+    Max = 9,
+    /// Maximum of two 32-bit sequence-like values under wraparound (libccp `mymax64_wrap`).
+    MaxWrap = 10,
+    /// `ret = min(left, right)`.
+    Min = 11,
+    /// `ret = left * right`; error on overflow as libccp detects it.
+    Mul = 12,
+    /// `if left == 0 { ret = right }`.
+    NotIf = 13,
+    /// `ret = left - right`; error on underflow.
+    Sub = 14,
+}
+
+impl Op {
+    /// Decodes an opcode byte. Errors: [`Error::BadOpcode`] for values >= 15.
+    pub fn from_u8(v: u8) -> Result<Op, Error> {
+        Ok(match v {
+            0 => Op::Add,
+            1 => Op::Bind,
+            2 => Op::Def,
+            3 => Op::Div,
+            4 => Op::Equiv,
+            5 => Op::Ewma,
+            6 => Op::Gt,
+            7 => Op::If,
+            8 => Op::Lt,
+            9 => Op::Max,
+            10 => Op::MaxWrap,
+            11 => Op::Min,
+            12 => Op::Mul,
+            13 => Op::NotIf,
+            14 => Op::Sub,
+            _ => return Err(Error::BadOpcode),
+        })
+    }
+}
+
+/// Register types (libccp `ccp_priv.h`, portus `lang::serialize` `impl IntoIterator for Reg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum RegKind {
+    /// Control register kept across reports (type 0).
+    #[default]
+    NonvolatileControl = 0,
+    /// Immediate: the operand's u32 is the value (type 1).
+    Immediate = 1,
+    /// Implicit register 0..=5: `__eventFlag, __shouldContinue, __shouldReport, Micros, Cwnd,
+    /// Rate` (type 2).
+    Implicit = 2,
+    /// Local variable of the program (type 3).
+    Local = 3,
+    /// Measurement primitive 0..=14, read-only (type 4).
+    Primitive = 4,
+    /// Report register reset to its default after each report (type 5).
+    VolatileReport = 5,
+    /// Report register kept across reports (type 6).
+    NonvolatileReport = 6,
+    /// Temporary of expression evaluation (type 7).
+    Tmp = 7,
+    /// Control register reset to its default after each report (type 8).
+    VolatileControl = 8,
+}
+
+impl RegKind {
+    /// Decodes a register type byte. Errors: [`Error::BadRegType`] for values > 8.
+    pub fn from_u8(v: u8) -> Result<RegKind, Error> {
+        Ok(match v {
+            0 => RegKind::NonvolatileControl,
+            1 => RegKind::Immediate,
+            2 => RegKind::Implicit,
+            3 => RegKind::Local,
+            4 => RegKind::Primitive,
+            5 => RegKind::VolatileReport,
+            6 => RegKind::NonvolatileReport,
+            7 => RegKind::Tmp,
+            8 => RegKind::VolatileControl,
+            _ => return Err(Error::BadRegType),
+        })
+    }
+
+    /// How many registers of this kind exist (the bound on the index); `None` for immediates.
+    pub const fn size(self) -> Option<usize> {
+        match self {
+            RegKind::Immediate => None,
+            RegKind::NonvolatileControl | RegKind::VolatileControl => Some(CONTROL_REGS),
+            RegKind::Implicit => Some(IMPLICIT_REGS),
+            RegKind::Local => Some(LOCAL_REGS),
+            RegKind::Primitive => Some(NUM_PRIMITIVES),
+            RegKind::VolatileReport | RegKind::NonvolatileReport => Some(REPORT_REGS),
+            RegKind::Tmp => Some(TMP_REGS),
+        }
+    }
+
+    /// True for the two Report kinds.
+    pub const fn is_report(self) -> bool {
+        matches!(self, RegKind::VolatileReport | RegKind::NonvolatileReport)
+    }
+}
+
+/// A validated register operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Reg {
+    /// The register file.
+    pub kind: RegKind,
+    /// Index into the register file (checked against [`RegKind::size`]), or the value of an
+    /// immediate.
+    pub val: u32,
+}
+
+impl Reg {
+    /// Validates a serialised operand. Errors: [`Error::BadRegType`],
+    /// [`Error::RegIndexOutOfRange`].
+    pub fn from_msg(m: RegMsg) -> Result<Reg, Error> {
+        let kind = RegKind::from_u8(m.typ)?;
+        if let Some(n) = kind.size() {
+            if m.val as usize >= n {
+                return Err(Error::RegIndexOutOfRange);
+            }
+        }
+        Ok(Reg { kind, val: m.val })
+    }
+
+    /// The register index as `usize` (the value for an immediate).
+    pub fn index(self) -> usize {
+        self.val as usize
+    }
+}
+
+/// A validated instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Instr {
+    /// Operation.
+    pub op: Op,
+    /// Result register (never an immediate or a primitive).
+    pub ret: Reg,
+    /// Left operand.
+    pub left: Reg,
+    /// Right operand.
+    pub right: Reg,
+}
+
+impl Instr {
+    /// Validates a serialised instruction (libccp `read_instruction`, plus index checks).
+    ///
+    /// Errors: [`Error::BadOpcode`], [`Error::BadResultReg`], [`Error::BadRegType`],
+    /// [`Error::RegIndexOutOfRange`].
+    pub fn from_msg(m: &InstrMsg) -> Result<Instr, Error> {
+        let op = Op::from_u8(m.op)?;
+        if m.ret.typ == RegKind::Immediate as u8 || m.ret.typ == RegKind::Primitive as u8 {
+            return Err(Error::BadResultReg);
+        }
+        Ok(Instr {
+            op,
+            ret: Reg::from_msg(m.ret)?,
+            left: Reg::from_msg(m.left)?,
+            right: Reg::from_msg(m.right)?,
+        })
+    }
+
+    /// The default value of a DEF (libccp `reset_state`: the immediate 0x3fffffff means
+    /// "infinity" and becomes `(u64)~0U` = 0xffff_ffff).
+    pub fn def_value(&self) -> u64 {
+        if self.right.val == 0x3fff_ffff {
+            0xffff_ffff
+        } else {
+            u64::from(self.right.val)
+        }
+    }
+}
+
+/// A validated event: instruction ranges of its condition and body (libccp `struct Expression`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Event {
+    /// First condition instruction.
+    pub cond_start: u16,
+    /// Number of condition instructions.
+    pub cond_len: u16,
+    /// First body instruction.
+    pub body_start: u16,
+    /// Number of body instructions.
+    pub body_len: u16,
+}
+
+fn range_in(start: u32, len: u32, n_instrs: usize) -> Result<(u16, u16), Error> {
+    let end = start.checked_add(len).ok_or(Error::EventOutOfRange)?;
+    if end as usize > n_instrs {
+        return Err(Error::EventOutOfRange);
+    }
+    let s = u16::try_from(start).map_err(|_| Error::EventOutOfRange)?;
+    let l = u16::try_from(len).map_err(|_| Error::EventOutOfRange)?;
+    Ok((s, l))
+}
+
+/// An installed program: fixed capacity ([`MAX_EVENTS`] events, [`MAX_INSTRS`] instructions),
+/// about 9 KiB. The all-zero value is an empty program.
+#[derive(Clone, Debug)]
+pub struct Program {
+    uid: u32,
+    n_events: u16,
+    n_instrs: u16,
+    def_prefix: u16,
+    n_report: u8,
+    events: [Event; MAX_EVENTS],
+    instrs: [Instr; MAX_INSTRS],
+}
+
+const EMPTY_EVENT: Event = Event {
+    cond_start: 0,
+    cond_len: 0,
+    body_start: 0,
+    body_len: 0,
+};
+const EMPTY_REG: Reg = Reg {
+    kind: RegKind::NonvolatileControl,
+    val: 0,
+};
+const EMPTY_INSTR: Instr = Instr {
+    op: Op::Add,
+    ret: EMPTY_REG,
+    left: EMPTY_REG,
+    right: EMPTY_REG,
+};
+
+impl Program {
+    /// An empty program (no events, no instructions).
+    pub const fn new() -> Self {
+        Program {
+            uid: 0,
+            n_events: 0,
+            n_instrs: 0,
+            def_prefix: 0,
+            n_report: 0,
+            events: [EMPTY_EVENT; MAX_EVENTS],
+            instrs: [EMPTY_INSTR; MAX_INSTRS],
+        }
+    }
+
+    /// Checks an INSTALL without storing it; returns (DEF prefix length, report field count).
+    ///
+    /// Errors: those of [`Instr::from_msg`], [`Error::EventOutOfRange`],
+    /// [`Error::DefNotImmediate`], [`Error::TooManyReportFields`], [`Error::TooManyEvents`],
+    /// [`Error::TooManyInstrs`].
+    pub fn validate(msg: &Install<'_>) -> Result<(u16, u8), Error> {
+        let n_instrs = msg.num_instrs();
+        if n_instrs > MAX_INSTRS {
+            return Err(Error::TooManyInstrs);
+        }
+        if msg.num_events() > MAX_EVENTS {
+            return Err(Error::TooManyEvents);
+        }
+        let mut def_prefix: u16 = 0;
+        let mut in_prefix = true;
+        let mut n_report: usize = 0;
+        for m in msg.instrs() {
+            let i = Instr::from_msg(&m)?;
+            if in_prefix && i.op == Op::Def {
+                def_prefix = def_prefix.saturating_add(1);
+                let k = i.left.kind;
+                let stateful = k.is_report()
+                    || k == RegKind::NonvolatileControl
+                    || k == RegKind::VolatileControl;
+                if stateful && i.right.kind != RegKind::Immediate {
+                    return Err(Error::DefNotImmediate);
+                }
+                if k.is_report() {
+                    n_report = n_report.saturating_add(1);
+                }
+            } else {
+                in_prefix = false;
+            }
+        }
+        for e in msg.events() {
+            range_in(e.cond_start, e.cond_len, n_instrs)?;
+            range_in(e.body_start, e.body_len, n_instrs)?;
+        }
+        // libccp `reset_state` only sets `num_to_return` when it meets a non-DEF instruction.
+        if in_prefix {
+            n_report = 0;
+        }
+        if n_report > REPORT_REGS {
+            return Err(Error::TooManyReportFields);
+        }
+        Ok((
+            def_prefix,
+            u8::try_from(n_report).map_err(|_| Error::TooManyReportFields)?,
+        ))
+    }
+
+    /// Decodes a validated INSTALL into `self`, in place (no large temporaries).
+    fn load(&mut self, msg: &Install<'_>, def_prefix: u16, n_report: u8) -> Result<(), Error> {
+        self.uid = msg.program_uid;
+        self.n_events = 0;
+        self.n_instrs = 0;
+        for (dst, m) in self.instrs.iter_mut().zip(msg.instrs()) {
+            *dst = Instr::from_msg(&m)?;
+            self.n_instrs = self.n_instrs.saturating_add(1);
+        }
+        let n = usize::from(self.n_instrs);
+        for (dst, e) in self.events.iter_mut().zip(msg.events()) {
+            let (cond_start, cond_len) = range_in(e.cond_start, e.cond_len, n)?;
+            let (body_start, body_len) = range_in(e.body_start, e.body_len, n)?;
+            *dst = Event {
+                cond_start,
+                cond_len,
+                body_start,
+                body_len,
+            };
+            self.n_events = self.n_events.saturating_add(1);
+        }
+        self.def_prefix = def_prefix;
+        self.n_report = n_report;
+        Ok(())
+    }
+
+    /// The uid the agent gave this program.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// The events, in evaluation order.
+    pub fn events(&self) -> &[Event] {
+        self.events.get(..usize::from(self.n_events)).unwrap_or(&[])
+    }
+
+    /// The instructions.
+    pub fn instrs(&self) -> &[Instr] {
+        self.instrs.get(..usize::from(self.n_instrs)).unwrap_or(&[])
+    }
+
+    /// The leading DEF instructions (libccp only honours DEFs before the first other op).
+    pub fn defs(&self) -> &[Instr] {
+        self.instrs
+            .get(..usize::from(self.def_prefix))
+            .unwrap_or(&[])
+    }
+
+    /// Instructions `start..start+len` (empty if out of range, which validation excludes).
+    pub fn instr_range(&self, start: u16, len: u16) -> &[Instr] {
+        let s = usize::from(start);
+        let e = s.saturating_add(usize::from(len));
+        self.instrs().get(s..e).unwrap_or(&[])
+    }
+
+    /// Number of fields a MEASURE of this program carries: Report-register DEFs in the DEF
+    /// prefix (libccp `num_to_return`).
+    pub fn num_report(&self) -> usize {
+        usize::from(self.n_report)
+    }
+}
+
+impl Default for Program {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A reference from a flow to a program-table slot, valid while the slot keeps its generation.
+/// The all-zero value refers to no program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ProgRef {
+    slot: u16,
+    gen: u32,
+}
+
+impl ProgRef {
+    /// No program.
+    pub const NONE: ProgRef = ProgRef { slot: 0, gen: 0 };
+
+    /// True if this refers to no program at all.
+    pub fn is_none(&self) -> bool {
+        self.slot == 0
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ProgSlot {
+    used: bool,
+    gen: u32,
+    prog: Program,
+}
+
+/// The program table: `P` programs by uid, shared by all flows (libccp `datapath->programs`).
+///
+/// Installing a uid that is present replaces it; installing uid 1 first clears the table (libccp
+/// `ccp_read_msg`: portus numbers programs from 1, so uid 1 means a new agent). A replaced or
+/// cleared program is gone for the flows that ran it ([`Error::ProgramGone`]) until the agent
+/// sends CHANGE_PROG. The all-zero value is an empty table.
+#[derive(Clone, Debug)]
+pub struct ProgramTable<const P: usize> {
+    slots: [ProgSlot; P],
+}
+
+impl<const P: usize> ProgramTable<P> {
+    const EMPTY_SLOT: ProgSlot = ProgSlot {
+        used: false,
+        gen: 0,
+        prog: Program::new(),
+    };
+    const SIZE_OK: () = assert!(
+        P > 0 && P < u16::MAX as usize,
+        "program table size must be 1..65535"
+    );
+
+    /// An empty table.
+    pub const fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::SIZE_OK;
+        ProgramTable {
+            slots: [Self::EMPTY_SLOT; P],
+        }
+    }
+
+    /// Removes every program (their flows see [`Error::ProgramGone`]).
+    pub fn clear(&mut self) {
+        for s in self.slots.iter_mut() {
+            if s.used {
+                s.used = false;
+                s.gen = s.gen.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Validates and installs a program; returns its reference.
+    ///
+    /// Errors: those of [`Program::validate`], [`Error::ProgramTableFull`]. On error the table
+    /// is unchanged.
+    pub fn install(&mut self, msg: &Install<'_>) -> Result<ProgRef, Error> {
+        let (def_prefix, n_report) = Program::validate(msg)?;
+        if msg.program_uid == 1 {
+            self.clear();
+        }
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| s.used && s.prog.uid == msg.program_uid)
+            .or_else(|| self.slots.iter().position(|s| !s.used))
+            .ok_or(Error::ProgramTableFull)?;
+        let slot = self.slots.get_mut(idx).ok_or(Error::ProgramTableFull)?;
+        slot.used = false;
+        slot.gen = slot.gen.wrapping_add(1);
+        slot.prog.load(msg, def_prefix, n_report)?;
+        slot.used = true;
+        Ok(ProgRef {
+            slot: u16::try_from(idx.saturating_add(1)).unwrap_or(0),
+            gen: slot.gen,
+        })
+    }
+
+    /// The reference of the installed program with this uid.
+    pub fn lookup_uid(&self, uid: u32) -> Option<ProgRef> {
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| s.used && s.prog.uid == uid)?;
+        let slot = self.slots.get(idx)?;
+        Some(ProgRef {
+            slot: u16::try_from(idx.checked_add(1)?).ok()?,
+            gen: slot.gen,
+        })
+    }
+
+    /// The program a reference points to, if it is still installed unchanged.
+    pub fn get(&self, r: ProgRef) -> Option<&Program> {
+        let idx = usize::from(r.slot).checked_sub(1)?;
+        let s = self.slots.get(idx)?;
+        (s.used && s.gen == r.gen).then_some(&s.prog)
+    }
+
+    /// The installed program with this uid.
+    pub fn by_uid(&self, uid: u32) -> Option<&Program> {
+        self.get(self.lookup_uid(uid)?)
+    }
+
+    /// Number of installed programs.
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.used).count()
+    }
+
+    /// True when no program is installed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<const P: usize> Default for ProgramTable<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
