@@ -7,7 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 kdir=$("$here/build-kernel.sh")
-build=$MLTCP_CACHE/kmod-build
+# One build directory per kernel tree, so runs against different kernels never share objects.
+build=$MLTCP_CACHE/kmod-build/$(echo "$kdir" | sha256sum | cut -c1-12)
 mkdir -p "$build"
 # Mirror kmod/ (sources only) into the build directory; keep old objects for incremental builds.
 (cd "$REPO_ROOT/kmod" && find . \( -name target -o -name fuzz \) -prune -o -type f \

@@ -31,7 +31,7 @@ use kernel::net::tcp::{
     cong::{self, AckSample, Algorithm, CcInfo, Event, Registration},
     jiffies32, jiffies_to_usecs, PacingStatus, Sock,
 };
-use kernel::prelude::*;
+use kernel::{c_str, prelude::*};
 
 // Public so the kernel's unreachable-pub and dead-code lints treat the crate's API as exported.
 #[path = "mltcp-math/src/lib.rs"]
@@ -191,7 +191,8 @@ impl Algorithm for Mltcp {
     }
 
     fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
-        let f_fx = sk.data().iter.scale_fx(&params(), sk.bytes_acked());
+        let bytes = sk.bytes_acked();
+        let f_fx = sk.data().iter.scale_fx(&params(), bytes);
         let before = window(sk);
         let mut w = before;
         reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx);

@@ -1,0 +1,130 @@
+# ci/vm-lib.sh: guest-side helpers for scripts run through ci/vm-run (POSIX sh, sourced:
+# `. "$MLTCP_VM_LIB"`). ci/vm-run ships it as /host/ci/vm-lib.sh.
+#
+# Topology made by vm_net_setup: two network namespaces joined by a veth pair,
+#   $VM_SND (10.0.0.1, dev $VM_SND_DEV)  <--veth-->  $VM_RCV (10.0.0.2, dev $VM_RCV_DEV)
+# with an iperf3 server (daemon) listening in $VM_RCV. Senders run in $VM_SND; shaping
+# (vm_net_shape) is on the sender's egress: tbf (the bottleneck) with netem (delay, loss) as its child.
+# iperf3 results are kept as --json files and parsed with busybox tr/grep/awk (no jq in the guest).
+
+VM_SND=snd VM_RCV=rcv VM_SND_DEV=veth-s VM_RCV_DEV=veth-r
+VM_SRC=10.0.0.1 VM_DST=10.0.0.2
+VM_IPERF_PIDFILE=/tmp/vm-iperf3-server.pid
+
+vm_in_snd() { ip netns exec "$VM_SND" "$@"; }
+vm_in_rcv() { ip netns exec "$VM_RCV" "$@"; }
+
+# vm_net_setup: create the namespaces, the veth pair and the iperf3 server. Idempotent.
+vm_net_setup() {
+  vm_net_teardown
+  ip netns add "$VM_SND" && ip netns add "$VM_RCV" || return 1
+  ip link add "$VM_SND_DEV" netns "$VM_SND" type veth peer name "$VM_RCV_DEV" netns "$VM_RCV" || return 1
+  vm_in_snd ip addr add "$VM_SRC/24" dev "$VM_SND_DEV" &&
+  vm_in_rcv ip addr add "$VM_DST/24" dev "$VM_RCV_DEV" &&
+  vm_in_snd ip link set lo up && vm_in_rcv ip link set lo up &&
+  vm_in_snd ip link set "$VM_SND_DEV" up && vm_in_rcv ip link set "$VM_RCV_DEV" up || return 1
+  # --json: with --get-server-output the client gets the receiver's intervals as JSON.
+  vm_in_rcv iperf3 -s -D -J -I "$VM_IPERF_PIDFILE" || return 1
+  # Wait until the server listens and the link carries packets.
+  i=0
+  while ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ':5201 '; do
+    i=$((i + 1)); [ $i -lt 50 ] || { echo "vm_net_setup: iperf3 server did not start" >&2; return 1; }
+    sleep 0.1
+  done
+  vm_in_snd ping -c 1 -W 5 "$VM_DST" >/dev/null || { echo "vm_net_setup: $VM_DST unreachable" >&2; return 1; }
+}
+
+# vm_net_teardown: stop the iperf3 server and delete the namespaces (and with them the veth pair).
+vm_net_teardown() {
+  if [ -f "$VM_IPERF_PIDFILE" ]; then
+    kill "$(cat "$VM_IPERF_PIDFILE")" 2>/dev/null
+    rm -f "$VM_IPERF_PIDFILE"
+  fi
+  ip netns del "$VM_SND" 2>/dev/null
+  ip netns del "$VM_RCV" 2>/dev/null
+  return 0
+}
+
+# vm_net_shape RATE DELAY [NETEM_ARGS...]: e.g. `vm_net_shape 100mbit 10ms loss 1%`.
+# The tbf burst (64 kB) is above rate/HZ at 100 Mbit/s and HZ=1000, so it does not cap throughput.
+vm_net_shape() {
+  _rate=$1 _delay=$2; shift 2
+  vm_net_unshape
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate "$_rate" burst 64kb latency 100ms &&
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" parent 1:1 handle 10: netem delay "$_delay" "$@"
+}
+
+# vm_net_unshape: back to the bare veth.
+vm_net_unshape() { vm_in_snd tc qdisc del dev "$VM_SND_DEV" root 2>/dev/null; return 0; }
+
+# vm_iperf OUT.json [IPERF3 CLIENT ARGS...]: one iperf3 client run from $VM_SND to $VM_DST, --json
+# output in OUT.json; fails (with iperf3's error message) when iperf3 reports an error.
+# The client is killed after $VM_IPERF_TIMEOUT seconds (default 120).
+vm_iperf() {
+  _out=$1; shift
+  timeout "${VM_IPERF_TIMEOUT:-120}" ip netns exec "$VM_SND" iperf3 -c "$VM_DST" --json "$@" > "$_out" 2>&1
+  _rc=$?
+  _err=$(vm_json_str "$_out" error)
+  if [ $_rc -ne 0 ] || [ -n "$_err" ]; then
+    echo "iperf3 $* failed (exit $_rc): ${_err:-$(tail -n 3 "$_out")}" >&2
+    return 1
+  fi
+}
+
+# vm_json_flat FILE: the JSON on one line without whitespace (for numbers; strings lose their spaces).
+vm_json_flat() { tr -d ' \t\r\n' < "$1"; }
+
+# vm_json_str FILE KEY: the first string value of "KEY" in FILE (empty when absent).
+vm_json_str() {
+  tr -d '\t\r\n' < "$1" | grep -o "\"$2\": *\"[^\"]*\"" | head -n 1 | sed 's/^[^:]*: *"//; s/"$//'
+}
+
+# vm_iperf_mbps FILE: receiver-side goodput in Mbit/s (end.sum_received.bits_per_second).
+vm_iperf_mbps() {
+  vm_json_flat "$1" | grep -o '"sum_received":{[^}]*}' | head -n 1 \
+    | grep -o '"bits_per_second":[0-9.eE+-]*' | awk -F: '{ printf "%.1f\n", $2 / 1e6 }'
+}
+
+# vm_iperf_bytes FILE: bytes the receiver got (end.sum_received.bytes).
+vm_iperf_bytes() {
+  vm_json_flat "$1" | grep -o '"sum_received":{[^}]*}' | head -n 1 \
+    | grep -o '"bytes":[0-9]*' | cut -d: -f2
+}
+
+# vm_iperf_sent_bytes FILE: bytes the sender wrote (end.sum_sent.bytes; with -n, the requested size).
+vm_iperf_sent_bytes() {
+  vm_json_flat "$1" | grep -o '"sum_sent":{[^}]*}' | head -n 1 \
+    | grep -o '"bytes":[0-9]*' | cut -d: -f2
+}
+
+# vm_iperf_retrans FILE: sender retransmissions (end.sum_sent.retransmits).
+vm_iperf_retrans() {
+  vm_json_flat "$1" | grep -o '"sum_sent":{[^}]*}' | head -n 1 \
+    | grep -o '"retransmits":[0-9]*' | cut -d: -f2
+}
+
+# vm_iperf_cc FILE: the congestion control iperf3 read back from the sending socket.
+vm_iperf_cc() { vm_json_str "$1" sender_tcp_congestion; }
+
+# vm_iperf_intervals FILE [sender|receiver]: one line per reporting interval, "START END Mbit/s",
+# of the sender (default) or of the receiver (needs a run with --get-server-output), leaving out
+# intervals shorter than 0.5 s (the last one can be a sliver).
+vm_iperf_intervals() {
+  _side=true; [ "${2:-sender}" = receiver ] && _side=false
+  vm_json_flat "$1" | grep -o '"sum":{[^}]*}' | awk -v side="$_side" '{
+    s = $0; gsub(/[{}"]/, "", s); n = split(s, kv, ",")
+    for (i = 1; i <= n; i++) { split(kv[i], p, ":"); if (p[1] == "sum") { p[1] = p[2]; p[2] = p[3] } v[p[1]] = p[2] }
+    if (v["sender"] == side && v["seconds"] + 0 >= 0.5)
+      printf "%.2f %.2f %.1f\n", v["start"], v["end"], v["bits_per_second"] / 1e6
+  }'
+}
+
+# vm_median X...: median of numbers (middle one; for an even count the lower middle).
+vm_median() {
+  printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'
+}
+
+# vm_cc_available ALG: is ALG registered?
+vm_cc_available() {
+  grep -qw "$1" /proc/sys/net/ipv4/tcp_available_congestion_control
+}

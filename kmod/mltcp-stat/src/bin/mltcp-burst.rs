@@ -1,0 +1,157 @@
+//! mltcp-burst: iteration-shaped TCP traffic over ONE connection, for checking tcp_mltcp's
+//! iteration detection (`mltcp-stat` shows what the module saw).
+//!
+//! `mltcp-burst sink --listen ADDR:PORT` accepts connections and discards what they send.
+//! `mltcp-burst send --to ADDR:PORT --bursts N --bytes B --gap-ms G [--cc NAME]` connects once
+//! and sends N bursts of B bytes separated by G ms of silence, like a training job's
+//! communication phases separated by compute phases. Writes are 256 KiB blocking `write`s, so a
+//! burst is never paused by the program itself.
+
+use clap::{Parser, Subcommand};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(version, about = "Iteration-shaped TCP bursts over one connection, and a sink for them")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Accept connections and discard their data (one thread per connection).
+    Sink {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: SocketAddr,
+    },
+    /// Send bursts over one connection.
+    Send {
+        /// Receiver address.
+        #[arg(long)]
+        to: SocketAddr,
+        /// Number of bursts (iterations).
+        #[arg(long, default_value_t = 6)]
+        bursts: u32,
+        /// Bytes per burst.
+        #[arg(long, default_value_t = 2_000_000)]
+        bytes: u64,
+        /// Silence between bursts, in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        gap_ms: u64,
+        /// Congestion control for the socket (setsockopt TCP_CONGESTION before connect);
+        /// default: the namespace's default.
+        #[arg(long)]
+        cc: Option<String>,
+    },
+}
+
+fn set_cc(fd: i32, name: &str) -> std::io::Result<()> {
+    // SAFETY: `fd` is an open socket; the option value is `name`'s bytes, length passed along.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+fn send(to: SocketAddr, bursts: u32, bytes: u64, gap: Duration, cc: Option<&str>) -> Result<(), String> {
+    let domain = if to.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // A socket of our own so TCP_CONGESTION is set before the handshake.
+    // SAFETY: Plain socket(2) call.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!("socket: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh socket we own; TcpStream takes over closing it.
+    let stream = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    if let Some(name) = cc {
+        set_cc(fd, name).map_err(|e| format!("setsockopt(TCP_CONGESTION, {name}): {e}"))?;
+    }
+    let sa = socket2_addr(&to);
+    // SAFETY: `sa` holds a valid sockaddr of the length passed.
+    let r = unsafe { libc::connect(fd, sa.0.as_ptr().cast(), sa.1) };
+    if r != 0 {
+        return Err(format!("connect {to}: {}", std::io::Error::last_os_error()));
+    }
+    let mut stream = stream;
+    let block = vec![0u8; 256 * 1024];
+    for i in 0..bursts {
+        let t0 = Instant::now();
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(block.len() as u64) as usize;
+            stream.write_all(&block[..n]).map_err(|e| format!("write: {e}"))?;
+            left -= n as u64;
+        }
+        println!("burst {} of {}: {} bytes in {:?}", i + 1, bursts, bytes, t0.elapsed());
+        if i + 1 < bursts {
+            std::thread::sleep(gap);
+        }
+    }
+    Ok(())
+}
+
+/// A `sockaddr_in`/`sockaddr_in6` for `addr`, as bytes and length.
+fn socket2_addr(addr: &SocketAddr) -> (Vec<u8>, libc::socklen_t) {
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            let len = std::mem::size_of::<libc::sockaddr_in>();
+            // SAFETY: Reads the bytes of a plain C struct.
+            let b = unsafe { std::slice::from_raw_parts((&sin as *const libc::sockaddr_in).cast::<u8>(), len) };
+            (b.to_vec(), len as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            let len = std::mem::size_of::<libc::sockaddr_in6>();
+            // SAFETY: Reads the bytes of a plain C struct.
+            let b = unsafe { std::slice::from_raw_parts((&sin6 as *const libc::sockaddr_in6).cast::<u8>(), len) };
+            (b.to_vec(), len as libc::socklen_t)
+        }
+    }
+}
+
+fn sink(listen: SocketAddr) -> Result<(), String> {
+    let l = TcpListener::bind(listen).map_err(|e| format!("listen {listen}: {e}"))?;
+    for conn in l.incoming() {
+        let Ok(mut c) = conn else { continue };
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 256 * 1024];
+            while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+        });
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Sink { listen } => sink(listen),
+        Cmd::Send { to, bursts, bytes, gap_ms, cc } => {
+            send(to, bursts, bytes, Duration::from_millis(gap_ms), cc.as_deref())
+        }
+    };
+    if let Err(e) = r {
+        eprintln!("mltcp-burst: {e}");
+        std::process::exit(1);
+    }
+}
