@@ -23,6 +23,11 @@
 //! completed, F = 1 and the algorithms behave exactly as Reno and CUBIC. All the math lives in the
 //! `mltcp-math` crate (integer fixed point, tested in user space); this file is glue.
 //!
+//! The module also carries a CCP datapath (`ccp.rs`): when a user-space agent built on `portus`
+//! listens on netlink (`NETLINK_USERSOCK`, group 22), new flows are offered to it, and once it
+//! installs a program for a flow the agent sets its rate and cwnd; whenever it does not (no agent,
+//! no program, agent killed), the flow runs native MLTCP.
+//!
 //! Operators read the per-socket state (iterations, bytes_ratio, F, bytes per iteration) with
 //! `getsockopt(TCP_CC_INFO)` or the `INET_DIAG_INFO` answer of sock_diag, as the attribute
 //! [`MLTCP_INFO_ATTR`]; `mltcp-stat` prints it for every socket.
@@ -33,9 +38,13 @@ use kernel::net::tcp::{
 };
 use kernel::{c_str, prelude::*};
 
-// Public so the kernel's unreachable-pub and dead-code lints treat the crate's API as exported.
+// Public so the kernel's unreachable-pub and dead-code lints treat the crates' APIs as exported.
 #[path = "mltcp-math/src/lib.rs"]
 pub mod mltcp_math;
+#[allow(unused_attributes)]
+#[path = "ccp-datapath/src/lib.rs"]
+pub mod ccp_datapath;
+mod ccp;
 
 use mltcp_math::{
     cubic::{Clock, CubicParams},
@@ -165,21 +174,49 @@ fn clock<T: ?Sized>(sk: &Sock<'_, T>) -> Clock {
     }
 }
 
+/// Per-socket private data of `mltcp`: the MLTCP state and the flow's CCP socket id
+/// (0: not offered to an agent).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RenoSock {
+    m: MltcpRenoState,
+    ccp_sid: u32,
+}
+
+/// Per-socket private data of `mltcp_cubic` (104 bytes: exactly `icsk_ca_priv`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CubicSock {
+    m: MltcpCubicState,
+    ccp_sid: u32,
+}
+
+// SAFETY: Both are integers only; all-zero is the documented initial state of the MLTCP state
+// and means "no CCP flow" for `ccp_sid`.
+unsafe impl kernel::init::Zeroable for RenoSock {}
+// SAFETY: As above.
+unsafe impl kernel::init::Zeroable for CubicSock {}
+
 /// `mltcp`: Reno with an F-scaled additive increase.
 struct Mltcp;
-
-// SAFETY: The state is integers only; all-zero is its documented initial state.
-unsafe impl kernel::init::Zeroable for MltcpRenoState {}
 
 #[vtable]
 impl Algorithm for Mltcp {
     const NAME: &'static CStr = c_str!("mltcp");
-    type Data = MltcpRenoState;
+    type Data = RenoSock;
 
     fn init(sk: &mut Sock<'_, Self>) {
         let bytes = sk.bytes_acked();
-        *sk.data() = MltcpRenoState::default();
-        sk.data().iter.init(bytes);
+        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
+        *sk.data() = RenoSock { ccp_sid: sid, ..RenoSock::default() };
+        sk.data().m.iter.init(bytes);
+    }
+
+    fn release(sk: &mut Sock<'_, Self>) {
+        let sid = sk.data().ccp_sid;
+        if sid != 0 {
+            ccp::flow_release(sk, sid);
+        }
     }
 
     fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
@@ -191,8 +228,12 @@ impl Algorithm for Mltcp {
     }
 
     fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let sid = sk.data().ccp_sid;
+        if sid != 0 && ccp::on_ack(sk, sid, acked) {
+            return;
+        }
         let bytes = sk.bytes_acked();
-        let f_fx = sk.data().iter.scale_fx(&params(), bytes);
+        let f_fx = sk.data().m.iter.scale_fx(&params(), bytes);
         let before = window(sk);
         let mut w = before;
         reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx);
@@ -202,7 +243,7 @@ impl Algorithm for Mltcp {
     fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
         if ev == Event::TxStart {
             let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-            sk.data().iter.on_tx_start(&params(), idle, srtt, bytes);
+            sk.data().m.iter.on_tx_start(&params(), idle, srtt, bytes);
         }
     }
 
@@ -210,35 +251,34 @@ impl Algorithm for Mltcp {
         if ext & DIAG_INFO_EXT == 0 {
             return None;
         }
-        info_block(&sk.data_snapshot().iter.snapshot(&params(), sk.bytes_acked()))
+        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
     }
 }
 
 /// `mltcp_cubic`: CUBIC with HyStart whose per-ACK growth is scaled by F.
 struct MltcpCubic;
 
-// SAFETY: The state is integers only; all-zero is its documented initial state.
-unsafe impl kernel::init::Zeroable for MltcpCubicState {}
 
 #[vtable]
 impl Algorithm for MltcpCubic {
     const NAME: &'static CStr = c_str!("mltcp_cubic");
-    type Data = MltcpCubicState;
+    type Data = CubicSock;
 
     fn init(sk: &mut Sock<'_, Self>) {
         let (clk, bytes) = (clock(sk), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
+        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
         let d = sk.data();
-        *d = MltcpCubicState::default();
-        d.iter.init(bytes);
-        d.cubic.init(&CUBIC, &mut w, &clk);
+        *d = CubicSock { ccp_sid: sid, ..CubicSock::default() };
+        d.m.iter.init(bytes);
+        d.m.cubic.init(&CUBIC, &mut w, &clk);
         apply(sk, &before, &w);
     }
 
     fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
         let w = window(sk);
-        sk.data().cubic.recalc_ssthresh(&CUBIC, &w)
+        sk.data().m.cubic.recalc_ssthresh(&CUBIC, &w)
     }
 
     fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
@@ -246,10 +286,14 @@ impl Algorithm for MltcpCubic {
     }
 
     fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let sid = sk.data().ccp_sid;
+        if sid != 0 && ccp::on_ack(sk, sid, acked) {
+            return;
+        }
         let (clk, limited, bytes) = (clock(sk), sk.is_cwnd_limited(), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
-        let d = sk.data();
+        let d = &mut sk.data().m;
         let f_fx = d.iter.scale_fx(&params(), bytes);
         d.cubic.mltcp_cong_avoid(&CUBIC, &mut w, acked, limited, &clk, f_fx);
         apply(sk, &before, &w);
@@ -258,7 +302,7 @@ impl Algorithm for MltcpCubic {
     fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
         if new_state == cong::state::LOSS {
             let clk = clock(sk);
-            sk.data().cubic.on_loss_state(&CUBIC, &clk);
+            sk.data().m.cubic.on_loss_state(&CUBIC, &clk);
         }
     }
 
@@ -266,7 +310,7 @@ impl Algorithm for MltcpCubic {
         if ev == Event::TxStart {
             let (clk, lsnd) = (clock(sk), sk.lsndtime());
             let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-            let d = sk.data();
+            let d = &mut sk.data().m;
             d.cubic.on_tx_start(&clk, lsnd);
             d.iter.on_tx_start(&params(), idle, srtt, bytes);
         }
@@ -277,7 +321,7 @@ impl Algorithm for MltcpCubic {
         let (pacing, gso) = (sk.pacing_rate(), sk.gso_max_size());
         let before = window(sk);
         let mut w = before;
-        sk.data().cubic.pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
+        sk.data().m.cubic.pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
         apply(sk, &before, &w);
     }
 
@@ -285,17 +329,21 @@ impl Algorithm for MltcpCubic {
         if ext & DIAG_INFO_EXT == 0 {
             return None;
         }
-        info_block(&sk.data_snapshot().iter.snapshot(&params(), sk.bytes_acked()))
+        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
     }
 }
 
+// Fields drop in order: the algorithms are unregistered (no socket uses them, or rmmod would
+// have failed) before the CCP datapath and its netlink socket go away.
 struct MltcpModule {
     _reno: Registration<Mltcp>,
     _cubic: Registration<MltcpCubic>,
+    _ccp: ccp::CcpHandle,
 }
 
 impl kernel::Module for MltcpModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let ccp = ccp::CcpHandle::new(module)?;
         let reno = Registration::new(module)?;
         let cubic = Registration::new(module)?;
         let p = params();
@@ -306,6 +354,6 @@ impl kernel::Module for MltcpModule {
             p.idle_gap_us,
             p.ewma_weight_fx
         );
-        Ok(Self { _reno: reno, _cubic: cubic })
+        Ok(Self { _reno: reno, _cubic: cubic, _ccp: ccp })
     }
 }

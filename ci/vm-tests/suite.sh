@@ -1,5 +1,6 @@
 #!/bin/sh
-# ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6). Runs in the guest
+# ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6; the iteration test
+# comes from mltcp_stat.sh; the CCP datapath tests are ccp.sh, run in a VM of their own). Runs in the guest
 # under sh (dash), as root:
 #
 #   ci/vm-run ci/vm-tests/suite.sh [--substitute] [TEST...]

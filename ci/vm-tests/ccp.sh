@@ -1,0 +1,265 @@
+#!/bin/sh
+# ci/vm-tests/ccp.sh: in-VM end-to-end tests of tcp_mltcp's CCP datapath driven by a portus 0.9
+# agent over netlink (issue 4, item 5). Runs in the guest under sh (dash), as root:
+#
+#   ci/vm-run ci/vm-tests/ccp.sh [TEST...]      e.g. TEST = ccp_const_rate
+#
+# or sourced by suite.sh (`. "$TESTS_DIR/ccp.sh"` then `run_test ccp_const_rate` ...): when
+# suite.sh's run_test/fail/note exist, this file only defines the tests and its helpers.
+#
+# The agent (`ccp-test-agent`, kmod/ccp-test-agent) runs in the initial network namespace (the
+# module's NETLINK_USERSOCK socket lives there); the flows are `iperf3 -C mltcp` from $VM_SND to
+# $VM_RCV over the suite's veth pair, unshaped by default (CCP_SHAPE="100mbit 10ms" adds a tbf +
+# netem bottleneck; under TCG, TCP's internal pacing behind a local netem then delivers only
+# ~75 % of the set rate, and so does SO_MAX_PACING_RATE without CCP, see the helper report).
+# Throughput is read from the receiver's 0.5 s intervals (a second iperf3 server, port 5202,
+# started with -i 0.5; --get-server-output). Bounds are generous (TCG on a shared machine); the
+# benchmark (ci/scenarios/ccp-bench.sh) has the figures.
+#
+# Tests: ccp_const_rate (mean within ±20 % of the agent's rate), ccp_rate_change (40 -> 20 Mbit/s
+# through --rate-file, followed within 1 s), ccp_agent_killed (kill -9: back to native MLTCP within
+# 1 s, no zero-throughput interval), ccp_unprivileged (a forged UPDATE_FIELDS from uid 65534 changes
+# nothing and the module logs the drop). Files: /results/ccp/*.json, agent logs, dmesg.
+
+CCP_OUT=/results/ccp
+CCP_SHAPE=${CCP_SHAPE:-}  # e.g. "100mbit 10ms": vm_net_shape arguments; empty: bare veth
+CCP_PORT=5202            # the 0.5 s-interval iperf3 server
+CCP_SERVER_PID=/tmp/ccp-iperf3-server.pid
+CCP_AGENT_PID=""
+
+# Standalone: the suite's minimal runner (same output format as suite.sh).
+if ! command -v run_test >/dev/null 2>&1; then
+  CCP_STANDALONE=1
+  . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
+  REASON_FILE=/tmp/ccp-reason
+  PASSED=0 FAILED=0
+  fail() { echo "$*" > "$REASON_FILE"; exit 1; }
+  note() { echo "# $*"; }
+  run_test() {
+    _name=$1
+    rm -f "$REASON_FILE"
+    _t0=$(date +%s)
+    ( "test_$_name" ) 2>&1 | sed 's/^\([^#]\)/# \1/'
+    echo "# $_name: $(( $(date +%s) - _t0 ))s"
+    if [ ! -f "$REASON_FILE" ]; then
+      PASSED=$((PASSED + 1)); echo "ok - $_name"
+    else
+      FAILED=$((FAILED + 1)); echo "not ok - $_name: $(cat "$REASON_FILE")"
+    fi
+  }
+fi
+
+# ccp_uptime: seconds since boot with centiseconds (/proc/uptime), for timing within a test.
+ccp_uptime() { cut -d' ' -f1 /proc/uptime; }
+
+# ccp_agent_start LOG ARGS...: start `ccp-test-agent ARGS` in the background (initial namespace),
+# its output in LOG; sets CCP_AGENT_PID; waits until it listens on netlink (5 s).
+ccp_agent_start() {
+  _log=$1; shift
+  ccp-test-agent "$@" > "$_log" 2>&1 &
+  CCP_AGENT_PID=$!
+  _i=0
+  while ! grep -q "agent listening" "$_log" 2>/dev/null; do
+    _i=$((_i + 1))
+    if [ $_i -ge 50 ] || ! kill -0 "$CCP_AGENT_PID" 2>/dev/null; then
+      note "agent log: $(tail -n 5 "$_log")"; return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# ccp_agent_stop: SIGTERM the agent (it exits within its 1 s receive timeout) and reap it.
+ccp_agent_stop() {
+  [ -n "$CCP_AGENT_PID" ] || return 0
+  kill "$CCP_AGENT_PID" 2>/dev/null
+  wait "$CCP_AGENT_PID" 2>/dev/null
+  CCP_AGENT_PID=""
+}
+
+# ccp_setup: namespaces, the 0.5 s-interval iperf3 server, shaping (CCP_SHAPE); cleanup on exit
+# of the test.
+ccp_setup() {
+  mkdir -p "$CCP_OUT"
+  trap 'ccp_agent_stop; vm_net_unshape' EXIT
+  [ -n "$VM_SETUP_DONE" ] || { vm_net_setup || fail "vm_net_setup failed"; }
+  if ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ":$CCP_PORT "; then
+    vm_in_rcv iperf3 -s -D -J -i 0.5 -p $CCP_PORT -I "$CCP_SERVER_PID" || fail "iperf3 server failed"
+    _i=0
+    while ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ":$CCP_PORT "; do
+      _i=$((_i + 1)); [ $_i -lt 50 ] || fail "iperf3 server on port $CCP_PORT did not start"
+      sleep 0.1
+    done
+  fi
+  vm_net_unshape
+  # shellcheck disable=SC2086  # CCP_SHAPE is a list of arguments
+  [ -z "$CCP_SHAPE" ] || vm_net_shape $CCP_SHAPE || fail "tc setup failed"
+}
+
+# ccp_flow_sid LOG: the socket id of the last flow the agent saw created.
+ccp_flow_sid() { grep "CREATE" "$1" | tail -n 1 | grep -o 'sid=[0-9]*' | cut -d= -f2; }
+
+# ccp_wait_create LOG: wait (10 s) until the agent logged a CREATE.
+ccp_wait_create() {
+  _i=0
+  while ! grep -q "CREATE" "$1" 2>/dev/null; do
+    _i=$((_i + 1)); [ $_i -lt 200 ] || return 1
+    sleep 0.05
+  done
+  CCP_T0=$(ccp_uptime)
+}
+
+# ccp_intervals FILE: the receiver's intervals, "START END Mbit/s" per line (vm_iperf_intervals
+# of the receiver, keeping intervals of 0.25 s or more: 0.5 s intervals last 0.4999... s).
+ccp_intervals() {
+  vm_json_flat "$1" | grep -o '"sum":{[^}]*}' | awk '{
+    s = $0; gsub(/[{}"]/, "", s); n = split(s, kv, ",")
+    for (i = 1; i <= n; i++) { split(kv[i], p, ":"); if (p[1] == "sum") { p[1] = p[2]; p[2] = p[3] } v[p[1]] = p[2] }
+    if (v["sender"] == "false" && v["seconds"] + 0 >= 0.25)
+      printf "%.2f %.2f %.1f\n", v["start"], v["end"], v["bits_per_second"] / 1e6
+  }'
+}
+
+# ccp_mean FILE FROM TO: mean receiver Mbit/s over the intervals within [FROM, TO] (seconds of
+# the test; an interval counts when it starts at or after FROM and ends by TO).
+ccp_mean() {
+  ccp_intervals "$1" | awk -v a="$2" -v b="$3" '$1 >= a && $2 <= b + 0.02 { s += $3; n++ } END { if (n) printf "%.1f\n", s / n; else print "nan" }'
+}
+
+# ccp_within X TARGET PCT: is X within ±PCT % of TARGET?
+ccp_within() { awk -v x="$1" -v t="$2" -v p="$3" 'BEGIN { exit !(x != "nan" && x >= t * (1 - p / 100) && x <= t * (1 + p / 100)) }'; }
+
+# ccp_iperf_bg NAME SECONDS: start `iperf3 -C mltcp` with 0.5 s intervals in the background
+# ($OUT/NAME.json); sets CCP_IPERF_PID and CCP_T0 (uptime at launch; ccp_wait_create moves it
+# to when the agent saw the flow, closer to iperf3's time 0, which follows the connection).
+ccp_iperf_bg() {
+  CCP_T0=$(ccp_uptime)
+  vm_iperf "$CCP_OUT/$1.json" -p $CCP_PORT -C mltcp -t "$2" -i 0.5 --get-server-output &
+  CCP_IPERF_PID=$!
+}
+
+# ccp_check_cc NAME: the flow ran with mltcp.
+ccp_check_cc() {
+  _cc=$(vm_iperf_cc "$CCP_OUT/$1.json")
+  [ "$_cc" = mltcp ] || fail "iperf3 ran with congestion control '$_cc'"
+}
+
+ccp_show_intervals() { ccp_intervals "$1" | tr '\n' ';' | sed 's/;$//'; }
+
+# ---------------------------------------------------------------------------------------------
+test_ccp_const_rate() {
+  ccp_setup
+  rate=40
+  ccp_agent_start "$CCP_OUT/const_rate.agent.log" const-rate --rate-mbit $rate || fail "agent did not start"
+  ccp_iperf_bg const_rate 6
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc const_rate
+  grep -q CREATE "$CCP_OUT/const_rate.agent.log" || fail "the agent never saw the flow's CREATE"
+  mean=$(vm_iperf_mbps "$CCP_OUT/const_rate.json")
+  # The first interval is left out: until the agent's program reaches the new flow (CREATE ->
+  # agent -> CHANGE_PROG, tens of ms under TCG) the flow is native MLTCP, unpaced.
+  steady=$(ccp_mean "$CCP_OUT/const_rate.json" 0.5 100)
+  note "agent rate $rate Mbit/s (shaping: ${CCP_SHAPE:-none}): iperf3 mean $mean Mbit/s, after 0.5 s $steady Mbit/s"
+  note "intervals: $(ccp_show_intervals "$CCP_OUT/const_rate.json")"
+  ccp_within "$steady" $rate 20 || fail "mean after 0.5 s $steady Mbit/s not within ±20% of $rate Mbit/s"
+}
+
+test_ccp_rate_change() {
+  ccp_setup
+  rf=/tmp/ccp-rate
+  echo 40 > "$rf"
+  ccp_agent_start "$CCP_OUT/rate_change.agent.log" const-rate --rate-mbit 40 --rate-file "$rf" || fail "agent did not start"
+  ccp_iperf_bg rate_change 7
+  ccp_wait_create "$CCP_OUT/rate_change.agent.log" || fail "no CREATE within 10 s"
+  sleep 3
+  echo 20 > "$rf"
+  tc=$(awk -v a="$CCP_T0" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc rate_change
+  note "rate file 40 -> 20 Mbit/s at t=${tc}s (CREATE seen = 0)"
+  note "intervals: $(ccp_show_intervals "$CCP_OUT/rate_change.json")"
+  grep "rate changed" "$CCP_OUT/rate_change.agent.log" | sed 's/^.*rate changed/agent: rate changed/' | head -n 3
+  before=$(ccp_mean "$CCP_OUT/rate_change.json" 1 "$(awk -v t="$tc" 'BEGIN { print t - 0.3 }')")
+  # Every interval that starts 0.5 s after the change ends within 1 s of it.
+  after=$(ccp_mean "$CCP_OUT/rate_change.json" "$(awk -v t="$tc" 'BEGIN { print t + 0.5 }')" 100)
+  first=$(ccp_intervals "$CCP_OUT/rate_change.json" | awk -v t="$tc" '$1 >= t + 0.5 { print $3; exit }')
+  note "before: $before Mbit/s; from 0.5 s after the change: $after Mbit/s (first interval $first)"
+  ccp_within "$before" 40 20 || fail "before the change $before Mbit/s, not within ±20% of 40"
+  ccp_within "$first" 20 25 || fail "the interval ending 1 s after the change shows $first Mbit/s, not 20 ±25%"
+  ccp_within "$after" 20 20 || fail "after the change $after Mbit/s, not within ±20% of 20"
+}
+
+test_ccp_agent_killed() {
+  ccp_setup
+  rate=20
+  ccp_agent_start "$CCP_OUT/agent_killed.agent.log" const-rate --rate-mbit $rate || fail "agent did not start"
+  ccp_iperf_bg agent_killed 7
+  ccp_wait_create "$CCP_OUT/agent_killed.agent.log" || fail "no CREATE within 10 s"
+  sleep 3
+  kill -9 "$CCP_AGENT_PID"
+  tk=$(awk -v a="$CCP_T0" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
+  wait "$CCP_AGENT_PID" 2>/dev/null; CCP_AGENT_PID=""
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc agent_killed
+  note "kill -9 of the agent at t=${tk}s"
+  note "intervals: $(ccp_show_intervals "$CCP_OUT/agent_killed.json")"
+  before=$(ccp_mean "$CCP_OUT/agent_killed.json" 1 "$(awk -v t="$tk" 'BEGIN { print t - 0.3 }')")
+  first=$(ccp_intervals "$CCP_OUT/agent_killed.json" | awk -v t="$tk" '$1 >= t + 0.5 { print $3; exit }')
+  after=$(ccp_mean "$CCP_OUT/agent_killed.json" "$(awk -v t="$tk" 'BEGIN { print t + 0.5 }')" 100)
+  minimum=$(ccp_intervals "$CCP_OUT/agent_killed.json" | awk 'NR == 1 || $3 < m { m = $3 } END { print m + 0 }')
+  note "under the agent: $before Mbit/s; native after the kill: first interval $first, mean $after Mbit/s; lowest interval $minimum Mbit/s"
+  dmesg | grep -q "ccp: agent gone" || fail "no 'agent gone' line in dmesg"
+  ccp_within "$before" $rate 20 || fail "under the agent $before Mbit/s, not within ±20% of $rate"
+  awk -v m="$minimum" 'BEGIN { exit !(m >= 1) }' || fail "an interval fell to $minimum Mbit/s (stall)"
+  # Native MLTCP fills the link: well above the agent's rate within 1 s, and after.
+  awk -v x="$first" -v r=$rate 'BEGIN { exit !(x != "" && x >= 2 * r) }' \
+    || fail "the interval ending 1 s after the kill shows $first Mbit/s, not >= $((2 * rate)) (native)"
+  awk -v x="$after" -v r=$rate 'BEGIN { exit !(x >= 2 * r) }' \
+    || fail "after the kill $after Mbit/s < $((2 * rate)) Mbit/s"
+}
+
+test_ccp_unprivileged() {
+  ccp_setup
+  rate=20
+  log=$CCP_OUT/unprivileged.agent.log
+  ccp_agent_start "$log" const-rate --rate-mbit $rate || fail "agent did not start"
+  ccp_iperf_bg unprivileged 7
+  ccp_wait_create "$log" || fail "no CREATE within 10 s"
+  sid=$(ccp_flow_sid "$log")
+  [ -n "$sid" ] || fail "no sid in the agent's CREATE line"
+  sleep 2
+  tf=$(awk -v a="$CCP_T0" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
+  # Rate 1000 B/s and Cwnd 2 MSS for the flow's real sid and for sids 1..64 of generation 1.
+  ccp-test-agent forge --uid 65534 --sid "$sid" --cwnd 2896 --rate 1000 --multicast-create > "$CCP_OUT/forge.txt" 2>&1 \
+    || { cat "$CCP_OUT/forge.txt"; fail "forge failed"; }
+  ccp-test-agent forge --uid 65534 --cwnd 2896 --rate 1000 >> "$CCP_OUT/forge.txt" 2>&1 || fail "forge (range) failed"
+  sed 's/^/forge: /' "$CCP_OUT/forge.txt" | sed 's/^forge: forge: /forge: /'
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc unprivileged
+  note "forged UPDATE_FIELDS (Rate 1000 B/s) for sid $sid at t=${tf}s"
+  note "intervals: $(ccp_show_intervals "$CCP_OUT/unprivileged.json")"
+  before=$(ccp_mean "$CCP_OUT/unprivileged.json" 1 "$(awk -v t="$tf" 'BEGIN { print t - 0.3 }')")
+  after=$(ccp_mean "$CCP_OUT/unprivileged.json" "$tf" 100)
+  minimum=$(ccp_intervals "$CCP_OUT/unprivileged.json" | awk -v t="$tf" '$1 >= t && (m == "" || $3 < m) { m = $3 } END { print m + 0 }')
+  note "before: $before Mbit/s; after: $after Mbit/s (lowest interval $minimum)"
+  dm=$(dmesg | grep "dropped a message from a sender without CAP_NET_ADMIN" | tail -n 1)
+  note "dmesg: $dm"
+  [ -n "$dm" ] || fail "no 'dropped a message from a sender without CAP_NET_ADMIN' line in dmesg"
+  grep -q "not sent by the kernel" "$log" && note "agent: $(grep 'not sent by the kernel' "$log" | head -n 1 | sed 's/^.*WARN //')"
+  grep -q "sid=57005" "$log" && fail "the agent accepted the forged multicast CREATE (sid 0xdead)"
+  ccp_within "$after" $rate 20 || fail "after the forged message $after Mbit/s, not within ±20% of $rate"
+  awk -v m="$minimum" -v r=$rate 'BEGIN { exit !(m >= 0.5 * r) }' || fail "an interval fell to $minimum Mbit/s after the forged message"
+}
+
+if [ -n "$CCP_STANDALONE" ]; then
+  TESTS="$*"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged"
+  grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
+  vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
+  VM_SETUP_DONE=1
+  for t in $TESTS; do run_test "$t"; done
+  dmesg > "$CCP_OUT/dmesg.txt" 2>/dev/null
+  [ -f "$CCP_SERVER_PID" ] && kill "$(cat "$CCP_SERVER_PID")" 2>/dev/null
+  vm_net_teardown
+  echo "$PASSED passed, $FAILED failed"
+  [ "$FAILED" = 0 ]
+fi

@@ -1,0 +1,338 @@
+//! The agent's congestion-control algorithms: a constant rate ([`ConstRate`]) and Reno computed
+//! in the agent ([`Reno`]).
+//!
+//! Both keep their datapath programs within what portus 0.9 can serialise and the datapath
+//! accepts: Report fields fed in a `(when true ... (fallthrough))` event, and a `Micros` timer
+//! event that reports; `Rate` and `Cwnd` are set from the agent with `update_field` (u32 values:
+//! rates up to ~34 Gbit/s, windows up to 4 GB).
+
+use anyhow::Result;
+use clap::Args;
+use portus::ipc::Ipc;
+use portus::lang::Scope;
+use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `const-rate`.
+#[derive(Args, Debug, Clone)]
+pub struct ConstRateArgs {
+    /// The rate every flow is paced at, Mbit/s (1 Mbit = 10^6 bit).
+    #[arg(long)]
+    pub rate_mbit: f64,
+    /// A file holding a rate in Mbit/s, re-read on every report; a changed value is applied to
+    /// every flow at its next report (so a test can change the rate mid-flow).
+    #[arg(long)]
+    pub rate_file: Option<PathBuf>,
+    /// Report interval of the datapath program, ms (a `Micros` timer).
+    #[arg(long, default_value_t = 10)]
+    pub report_ms: u32,
+    /// The RTT assumed in the window when the measured one is smaller, ms: `Cwnd` = 2 × rate ×
+    /// max(srtt, this), so the window never limits the paced rate.
+    #[arg(long, default_value_t = 20)]
+    pub min_rtt_ms: u32,
+}
+
+/// Mbit/s to bytes/s, clamped to what `update_field` carries (u32).
+fn mbit_to_bps(mbit: f64) -> u32 {
+    (mbit * 1e6 / 8.0).round().clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+/// Constant-rate algorithm: sets `Rate` and a non-limiting `Cwnd` on every flow.
+pub struct ConstRate {
+    args: ConstRateArgs,
+    program: String,
+}
+
+impl ConstRate {
+    /// Builds the algorithm and its datapath program (reports every `report_ms`).
+    pub fn new(args: &ConstRateArgs) -> Result<Self> {
+        anyhow::ensure!(args.rate_mbit > 0.0, "--rate-mbit must be positive");
+        let us = u64::from(args.report_ms.max(1)) * 1000;
+        let program = format!(
+            "(def (Report (volatile acked 0) (volatile loss 0) (rtt 0) (rin 0) (rate 0) (cwnd 0)))
+             (when true
+                 (:= Report.acked (+ Report.acked Ack.bytes_acked))
+                 (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
+                 (:= Report.rtt Flow.rtt_sample_us)
+                 (:= Report.rin Flow.rate_incoming)
+                 (:= Report.rate Rate)
+                 (:= Report.cwnd Cwnd)
+                 (fallthrough))
+             (when (> Micros {us}) (report) (:= Micros 0))"
+        );
+        Ok(Self { args: args.clone(), program })
+    }
+
+    /// The rate to apply now, bytes/s: the rate file's when it is set and readable, else the
+    /// command line's.
+    fn current_rate(&self) -> u32 {
+        match &self.args.rate_file {
+            Some(p) => match crate::read_rate_file(p) {
+                Ok(m) => mbit_to_bps(m),
+                Err(_) => mbit_to_bps(self.args.rate_mbit),
+            },
+            None => mbit_to_bps(self.args.rate_mbit),
+        }
+    }
+
+    fn cwnd_for(&self, rate: u32, srtt_us: u64, mss: u32) -> u32 {
+        let rtt_us = srtt_us.max(u64::from(self.args.min_rtt_ms) * 1000);
+        let bdp = u64::from(rate) * rtt_us / 1_000_000;
+        (2 * bdp).max(10 * u64::from(mss.max(536))).min(u64::from(u32::MAX)) as u32
+    }
+}
+
+/// One flow of [`ConstRate`].
+pub struct ConstRateFlow<I: Ipc> {
+    control: Datapath<I>,
+    sc: Scope,
+    sid: u32,
+    mss: u32,
+    rate: u32,
+    cwnd: u32,
+    /// The algorithm's settings (the rate file, the window rule).
+    alg: ConstRate,
+    reports: u64,
+    started: Instant,
+}
+
+impl<I: Ipc> CongAlg<I> for ConstRate {
+    type Flow = ConstRateFlow<I>;
+
+    fn name() -> &'static str {
+        "mltcp"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        HashMap::from([("const_rate", self.program.clone())])
+    }
+
+    fn new_flow(&self, mut control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let rate = self.current_rate();
+        let cwnd = self.cwnd_for(rate, 0, info.mss);
+        let sc = match control.set_program("const_rate", Some(&[("Rate", rate), ("Cwnd", cwnd)])) {
+            Ok(sc) => sc,
+            Err(e) => {
+                tracing::error!(sid = info.sock_id, err = %e.0, "set_program failed");
+                Scope::new()
+            }
+        };
+        tracing::info!(
+            sid = info.sock_id,
+            mss = info.mss,
+            init_cwnd = info.init_cwnd,
+            src = %endpoint(info.src_ip, info.src_port),
+            dst = %endpoint(info.dst_ip, info.dst_port),
+            rate_bps = rate,
+            rate_mbit = f64::from(rate) * 8.0 / 1e6,
+            cwnd,
+            "CREATE: flow under constant rate"
+        );
+        ConstRateFlow {
+            control,
+            sc,
+            sid: info.sock_id,
+            mss: info.mss,
+            rate,
+            cwnd,
+            alg: ConstRate { args: self.args.clone(), program: String::new() },
+            reports: 0,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// The endpoint as the datapath reports it (address and port in network byte order, as u32).
+fn endpoint(ip_be: u32, port_be: u32) -> String {
+    let ip = std::net::Ipv4Addr::from(u32::from_be(ip_be));
+    let port = u16::from_be(port_be as u16);
+    format!("{ip}:{port}")
+}
+
+impl<I: Ipc> Flow for ConstRateFlow<I> {
+    fn on_report(&mut self, sock_id: u32, m: Report) {
+        self.reports += 1;
+        let srtt = m.get_field("Report.rtt", &self.sc).unwrap_or(0);
+        let rate = self.alg.current_rate();
+        let cwnd = self.alg.cwnd_for(rate, srtt, self.mss);
+        // Apply a new rate at once; re-derive the window when the RTT moves it by > 25 %.
+        let cwnd_moved = cwnd > self.cwnd + self.cwnd / 4 || cwnd < self.cwnd - self.cwnd / 4;
+        if rate != self.rate || cwnd_moved {
+            if let Err(e) = self.control.update_field(&self.sc, &[("Rate", rate), ("Cwnd", cwnd)]) {
+                tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
+                return;
+            }
+            if rate != self.rate {
+                tracing::info!(
+                    sid = sock_id,
+                    t_s = self.started.elapsed().as_secs_f64(),
+                    from_mbit = f64::from(self.rate) * 8.0 / 1e6,
+                    to_mbit = f64::from(rate) * 8.0 / 1e6,
+                    cwnd,
+                    "rate changed"
+                );
+            }
+            self.rate = rate;
+            self.cwnd = cwnd;
+        }
+        if self.reports % 100 == 1 {
+            let get = |f: &str| m.get_field(f, &self.sc).unwrap_or(0);
+            tracing::debug!(
+                sid = sock_id,
+                acked = get("Report.acked"),
+                loss = get("Report.loss"),
+                srtt_us = srtt,
+                rate_in_bps = get("Report.rin"),
+                dp_rate = get("Report.rate"),
+                dp_cwnd = get("Report.cwnd"),
+                "report"
+            );
+        }
+    }
+
+    fn close(&mut self) {
+        tracing::info!(sid = self.sid, reports = self.reports, "flow closed");
+    }
+}
+
+/// Arguments of `reno`.
+#[derive(Args, Debug, Clone)]
+pub struct RenoArgs {
+    /// Log every report (window, acked, losses).
+    #[arg(long)]
+    pub trace: bool,
+}
+
+/// The per-RTT program: accumulates acked bytes and losses; reports once per smoothed RTT, or
+/// at once on a loss or a timeout.
+const RENO_PROGRAM: &str = "
+    (def (Report (volatile acked 0) (volatile loss 0) (volatile timeout false) (volatile rtt 0)
+                 (volatile inflight 0)))
+    (when true
+        (:= Report.acked (+ Report.acked Ack.bytes_acked))
+        (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
+        (:= Report.timeout Flow.was_timeout)
+        (:= Report.rtt Flow.rtt_sample_us)
+        (:= Report.inflight Flow.packets_in_flight)
+        (fallthrough))
+    (when (|| Report.timeout (> Report.loss 0)) (report) (:= Micros 0))
+    (when (> Micros Flow.rtt_sample_us) (report) (:= Micros 0))";
+
+/// Reno in the agent: slow start, additive increase of one MSS per window (only while at least
+/// half the window is in flight), halving on loss (at most once per RTT), one MSS after a timeout.
+pub struct Reno {
+    trace: bool,
+}
+
+impl Reno {
+    /// Builds the algorithm.
+    pub fn new(args: &RenoArgs) -> Self {
+        Self { trace: args.trace }
+    }
+}
+
+/// One flow of [`Reno`].
+pub struct RenoFlow<I: Ipc> {
+    control: Datapath<I>,
+    sc: Scope,
+    sid: u32,
+    mss: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    last_cut: Option<Instant>,
+    srtt_us: u64,
+    trace: bool,
+    reports: u64,
+    cuts: u64,
+}
+
+impl<I: Ipc> CongAlg<I> for Reno {
+    type Flow = RenoFlow<I>;
+
+    fn name() -> &'static str {
+        "mltcp"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        HashMap::from([("reno", RENO_PROGRAM.to_string())])
+    }
+
+    fn new_flow(&self, mut control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let mss = u64::from(info.mss.max(536));
+        let cwnd = u64::from(info.init_cwnd).max(2 * mss);
+        let sc = match control.set_program("reno", Some(&[("Cwnd", cwnd as u32)])) {
+            Ok(sc) => sc,
+            Err(e) => {
+                tracing::error!(sid = info.sock_id, err = %e.0, "set_program failed");
+                Scope::new()
+            }
+        };
+        tracing::info!(sid = info.sock_id, mss, cwnd, "CREATE: flow under agent Reno");
+        RenoFlow {
+            control,
+            sc,
+            sid: info.sock_id,
+            mss,
+            cwnd,
+            ssthresh: u64::from(u32::MAX),
+            last_cut: None,
+            srtt_us: 0,
+            trace: self.trace,
+            reports: 0,
+            cuts: 0,
+        }
+    }
+}
+
+impl<I: Ipc> Flow for RenoFlow<I> {
+    fn on_report(&mut self, sock_id: u32, m: Report) {
+        self.reports += 1;
+        let get = |f: &str| m.get_field(f, &self.sc).unwrap_or(0);
+        let (acked, loss, timeout, rtt, inflight) = (
+            get("Report.acked"),
+            get("Report.loss"),
+            get("Report.timeout"),
+            get("Report.rtt"),
+            get("Report.inflight"),
+        );
+        if rtt > 0 {
+            self.srtt_us = rtt;
+        }
+        let recent_cut = self
+            .last_cut
+            .is_some_and(|t| (t.elapsed().as_micros() as u64) < self.srtt_us.max(1000));
+        if timeout != 0 && !recent_cut {
+            self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+            self.cwnd = self.mss;
+            self.last_cut = Some(Instant::now());
+            self.cuts += 1;
+        } else if loss > 0 && !recent_cut {
+            self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+            self.cwnd = self.ssthresh;
+            self.last_cut = Some(Instant::now());
+            self.cuts += 1;
+        } else if loss == 0 && timeout == 0 && inflight * self.mss * 2 >= self.cwnd {
+            // Grow only while the window is used (the kernel's `tcp_is_cwnd_limited` rule, here
+            // as: at least half of it in flight at the report); otherwise an application- or
+            // receiver-limited flow would inflate the window without bound.
+            if self.cwnd < self.ssthresh {
+                self.cwnd = (self.cwnd + acked).min(self.ssthresh.max(self.cwnd + self.mss));
+            } else {
+                self.cwnd += self.mss * acked / self.cwnd.max(1);
+            }
+        }
+        self.cwnd = self.cwnd.clamp(self.mss, u64::from(u32::MAX));
+        if self.trace {
+            tracing::info!(sid = sock_id, acked, loss, timeout, srtt_us = rtt, cwnd = self.cwnd, ssthresh = self.ssthresh, "report");
+        }
+        if let Err(e) = self.control.update_field(&self.sc, &[("Cwnd", self.cwnd as u32)]) {
+            tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
+        }
+    }
+
+    fn close(&mut self) {
+        tracing::info!(sid = self.sid, reports = self.reports, cuts = self.cuts, cwnd = self.cwnd, "flow closed");
+    }
+}
