@@ -16,6 +16,8 @@ APT_PACKAGES=(
   bc flex bison libelf-dev libssl-dev cpio kmod build-essential xz-utils
   # VM testbed: emulator, initramfs userland, traffic tools.
   qemu-system-x86 busybox-static iperf3 iproute2
+  # Text in the PNG plots of trainemu report.
+  fonts-dejavu-core
 )
 
 missing=()

@@ -1,0 +1,595 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Scenario and model-profile files (TOML): their types, loading and validation.
+//!
+//! A scenario names the topology (hosts as network namespaces around one switch namespace, each
+//! host's link with tbf rate and netem delay/loss), the TCP sysctls to set, the jobs (model,
+//! paradigm, placement, iterations, start offset) and the congestion controls to compare. Every
+//! table is `deny_unknown_fields`; [`Scenario::validate`] then checks values and cross references.
+//! Every error names the file, the field (as a TOML path such as `jobs[1].workers[0]`) and the
+//! offending value, and nothing is started before a scenario has passed validation.
+//!
+//! Model profiles (`ci/scenarios/models.toml`, built into the binary) give each model's gradient
+//! bytes per iteration, compute time and sources; a job's emulated gradient is
+//! `bytes_per_iteration × scale × time_scale` bytes and its compute phase `compute_ms × time_scale`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The model profiles shipped with the binary (`ci/scenarios/models.toml`).
+pub const BUILTIN_MODELS: &str = include_str!("../../scenarios/models.toml");
+
+/// The default scenarios built into the binary, by file name, so that the guest can run
+/// `trainemu run a.toml` even though only the binary crosses into the VM.
+pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
+    ("a.toml", include_str!("../../scenarios/a.toml")),
+    ("b.toml", include_str!("../../scenarios/b.toml")),
+    ("c.toml", include_str!("../../scenarios/c.toml")),
+    ("e2e.toml", include_str!("../../scenarios/e2e.toml")),
+];
+
+/// Congestion controls a scenario may name (those of Linux and of tcp_mltcp.ko we know of).
+pub const KNOWN_CCS: &[&str] =
+    &["cubic", "reno", "mltcp", "mltcp_cubic", "bbr", "dctcp", "vegas", "htcp", "bic"];
+
+/// One model profile of `models.toml` (`[models.NAME]`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Human-readable model name (e.g. "VGG16").
+    pub display: String,
+    /// Parameters, in millions.
+    pub params_millions: f64,
+    /// Gradient bytes one worker contributes per iteration on the source's setup (fp32: 4 bytes
+    /// per parameter), in bytes.
+    pub bytes_per_iteration: u64,
+    /// Compute (forward + backward) time per iteration, in milliseconds.
+    pub compute_ms: f64,
+    /// Factor applied to `bytes_per_iteration` to fit the testbed's 100 Mbit/s bottleneck.
+    pub scale: f64,
+    /// Where `params_millions`/`bytes_per_iteration` come from (paper title, table/figure).
+    pub source_bytes: String,
+    /// Where `compute_ms` comes from, or how it was estimated.
+    pub source_compute: String,
+    /// True when `compute_ms` is an estimate, not a published figure.
+    #[serde(default)]
+    pub compute_estimated: bool,
+    /// True when `bytes_per_iteration` is an estimate, not a published figure.
+    #[serde(default)]
+    pub bytes_estimated: bool,
+    /// Why `scale` has its value.
+    pub scale_note: String,
+}
+
+/// The whole `models.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    /// Profiles by key (the name scenarios use in `jobs[].model`).
+    pub models: BTreeMap<String, Model>,
+}
+
+/// Communication pattern of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Paradigm {
+    /// Ring all-reduce: W−1 reduce-scatter then W−1 all-gather steps to the successor.
+    Ring,
+    /// Parameter server: push gradients to the PS, which broadcasts parameters back.
+    Ps,
+}
+
+/// One host (network namespace) and its link to the switch namespace.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// Host name: 1-8 characters of `[a-z0-9]`; the namespace is `te-NAME`.
+    pub name: String,
+    /// tbf rate of the link toward the host (the switch port's egress), in Mbit/s; absent =
+    /// unshaped.
+    pub rate_mbit: Option<f64>,
+    /// netem one-way delay added in each direction, in milliseconds (default 0).
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// netem random loss in each direction, in percent (default 0).
+    #[serde(default)]
+    pub loss_pct: f64,
+    /// tbf bucket size, in bytes (default 64000: above rate/HZ up to ~500 Mbit/s at HZ=1000).
+    pub burst_bytes: Option<u64>,
+    /// tbf queue limit expressed as latency, in milliseconds (default 100).
+    pub queue_ms: Option<f64>,
+}
+
+/// Topology: a star of hosts around one switch namespace (`te-sw`, a router).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// The hosts; each gets 10.77.N.1/24 on its link, the switch 10.77.N.254.
+    pub hosts: Vec<Host>,
+    /// The host whose link is the shared bottleneck (plots show flows crossing it).
+    pub bottleneck: String,
+    /// Which direction of the bottleneck link the plots show: "ingress" (flows arriving at the
+    /// host, through the rate-limited switch port; default) or "egress" (flows leaving it).
+    #[serde(default = "default_direction")]
+    pub bottleneck_direction: String,
+}
+
+fn default_direction() -> String {
+    "ingress".into()
+}
+
+/// TCP sysctls set in every host namespace (absent = Linux's default kept).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sysctls {
+    /// net.ipv4.tcp_slow_start_after_idle (0 or 1; Linux default 1).
+    pub tcp_slow_start_after_idle: Option<u8>,
+    /// net.ipv4.tcp_no_metrics_save (0 or 1; Linux default 0).
+    pub tcp_no_metrics_save: Option<u8>,
+    /// net.ipv4.tcp_ecn (0, 1 or 2; Linux default 2).
+    pub tcp_ecn: Option<u8>,
+    /// net.ipv4.tcp_wmem: "MIN DEFAULT MAX" in bytes.
+    pub tcp_wmem: Option<String>,
+    /// net.ipv4.tcp_rmem: "MIN DEFAULT MAX" in bytes.
+    pub tcp_rmem: Option<String>,
+}
+
+impl Sysctls {
+    /// The (key, value) pairs to write, keys as `net.ipv4.NAME`.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut v = Vec::new();
+        let mut add = |k: &str, val: Option<String>| {
+            if let Some(val) = val {
+                v.push((format!("net.ipv4.{k}"), val));
+            }
+        };
+        add("tcp_slow_start_after_idle", self.tcp_slow_start_after_idle.map(|x| x.to_string()));
+        add("tcp_no_metrics_save", self.tcp_no_metrics_save.map(|x| x.to_string()));
+        add("tcp_ecn", self.tcp_ecn.map(|x| x.to_string()));
+        add("tcp_wmem", self.tcp_wmem.clone());
+        add("tcp_rmem", self.tcp_rmem.clone());
+        v
+    }
+}
+
+/// One training job.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// Job name: 1-16 characters of `[A-Za-z0-9_-]`, unique in the scenario.
+    pub name: String,
+    /// Key of a profile in models.toml.
+    pub model: String,
+    /// "ring" (all-reduce) or "ps" (parameter server).
+    pub paradigm: Paradigm,
+    /// Placement: worker i runs on host `workers[i]`; W = len, W >= 2.
+    pub workers: Vec<String>,
+    /// Parameter-server host (paradigm "ps" only).
+    pub ps: Option<String>,
+    /// Iterations to run (default: the scenario's `iterations`).
+    pub iterations: Option<u32>,
+    /// Delay of the job's first iteration after all workers of the run are connected, in
+    /// milliseconds.
+    #[serde(default)]
+    pub start_offset_ms: f64,
+    /// Overrides the model's compute time, in milliseconds (before `time_scale`).
+    pub compute_ms: Option<f64>,
+    /// Overrides the model's byte scale factor.
+    pub scale: Option<f64>,
+    /// Stretches the job in time: multiplies both compute time and gradient bytes (default 1).
+    #[serde(default = "one")]
+    pub time_scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Scenario name: 1-32 characters of `[A-Za-z0-9_-]`; names its results directory.
+    pub name: String,
+    /// One line on what the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// Default iterations per job.
+    pub iterations: u32,
+    /// Iterations excluded from means at the start of each run (slow start, connection set-up).
+    #[serde(default = "default_warmup")]
+    pub warmup_iterations: u32,
+    /// Iterations of each solo run (each job alone, to measure its communication time M).
+    #[serde(default = "default_solo")]
+    pub solo_iterations: u32,
+    /// Congestion control of the solo runs.
+    #[serde(default = "default_solo_cc")]
+    pub solo_cc: String,
+    /// Congestion controls to compare, one run each (all jobs together).
+    pub ccs: Vec<String>,
+    /// Throughput sampling period, in milliseconds (at most 20).
+    #[serde(default = "default_sample_ms")]
+    pub sample_ms: f64,
+    /// The network.
+    pub topology: Topology,
+    /// TCP sysctls for every host namespace.
+    #[serde(default)]
+    pub sysctl: Sysctls,
+    /// The jobs.
+    pub jobs: Vec<Job>,
+}
+
+fn default_warmup() -> u32 {
+    2
+}
+fn default_solo() -> u32 {
+    15
+}
+fn default_solo_cc() -> String {
+    "cubic".into()
+}
+fn default_sample_ms() -> f64 {
+    10.0
+}
+
+/// A job with its profile resolved into the numbers the emulator runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobPlan {
+    /// Job name.
+    pub name: String,
+    /// Model key.
+    pub model: String,
+    /// Paradigm.
+    pub paradigm: Paradigm,
+    /// Worker hosts (index = rank).
+    pub workers: Vec<String>,
+    /// PS host, for paradigm "ps".
+    pub ps: Option<String>,
+    /// Iterations to run.
+    pub iterations: u32,
+    /// Start offset, in milliseconds.
+    pub start_offset_ms: f64,
+    /// Compute phase, in milliseconds.
+    pub compute_ms: f64,
+    /// Gradient bytes G per iteration (ring: each worker sends ~2(W−1)/W·G; PS: each worker
+    /// pushes G and receives G).
+    pub gradient_bytes: u64,
+}
+
+fn valid_name(s: &str, max: usize, extra: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(c))
+}
+
+impl ModelFile {
+    /// Parses and validates a models file; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<ModelFile> {
+        let m: ModelFile = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+        for (k, p) in &m.models {
+            let f = |field: &str| format!("{file}: models.{k}.{field}");
+            if !(p.bytes_per_iteration > 0) {
+                bail!("{} = {}: must be > 0", f("bytes_per_iteration"), p.bytes_per_iteration);
+            }
+            if !(p.compute_ms.is_finite() && p.compute_ms >= 0.0) {
+                bail!("{} = {}: must be a number >= 0", f("compute_ms"), p.compute_ms);
+            }
+            if !(p.scale.is_finite() && p.scale > 0.0 && p.scale <= 1.0) {
+                bail!("{} = {}: must be in (0, 1]", f("scale"), p.scale);
+            }
+        }
+        Ok(m)
+    }
+
+    /// The built-in profiles.
+    pub fn builtin() -> ModelFile {
+        ModelFile::parse(BUILTIN_MODELS, "models.toml (built in)").expect("built-in models.toml is valid")
+    }
+}
+
+impl Scenario {
+    /// Reads `path`, or, when it does not exist and its file name is one of
+    /// [`BUILTIN_SCENARIOS`], the built-in copy. Returns the scenario and its text.
+    pub fn load(path: &Path, models: &ModelFile) -> Result<(Scenario, String)> {
+        let file = path.display().to_string();
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let base = path.file_name().and_then(|s| s.to_str()).unwrap_or("");
+                match BUILTIN_SCENARIOS.iter().find(|(n, _)| *n == base) {
+                    Some((_, t)) => {
+                        tracing::warn!("{file} not found here: using the copy of {base} built into trainemu");
+                        t.to_string()
+                    }
+                    None => bail!("{file}: cannot read: {e}"),
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("{file}: cannot read")),
+        };
+        let s = Scenario::parse(&text, &file, models)?;
+        Ok((s, text))
+    }
+
+    /// Parses and validates scenario text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str, models: &ModelFile) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+        s.validate(file, models)?;
+        Ok(s)
+    }
+
+    /// Checks values and cross references; the error names file, field and value.
+    pub fn validate(&self, file: &str, models: &ModelFile) -> Result<()> {
+        macro_rules! refuse {
+            ($field:expr, $val:expr, $why:expr) => {
+                bail!("{}: {} = {:?}: {}", file, $field, $val, $why)
+            };
+        }
+        if !valid_name(&self.name, 32, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+            refuse!("name", self.name, "must be 1-32 characters of [A-Za-z0-9_-]");
+        }
+        if self.iterations == 0 || self.iterations > 100_000 {
+            refuse!("iterations", self.iterations, "must be in 1..=100000");
+        }
+        if self.solo_iterations == 0 {
+            refuse!("solo_iterations", self.solo_iterations, "must be >= 1");
+        }
+        if !KNOWN_CCS.contains(&self.solo_cc.as_str()) {
+            refuse!("solo_cc", self.solo_cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+        }
+        if self.ccs.is_empty() {
+            refuse!("ccs", self.ccs, "must name at least one congestion control");
+        }
+        let mut seen = BTreeSet::new();
+        for (i, cc) in self.ccs.iter().enumerate() {
+            if !KNOWN_CCS.contains(&cc.as_str()) {
+                refuse!(format!("ccs[{i}]"), cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+            }
+            if !seen.insert(cc) {
+                refuse!(format!("ccs[{i}]"), cc, "listed twice");
+            }
+        }
+        if !(self.sample_ms.is_finite() && self.sample_ms >= 1.0 && self.sample_ms <= 20.0) {
+            refuse!("sample_ms", self.sample_ms, "must be in 1..=20 (milliseconds)");
+        }
+        // Topology.
+        let t = &self.topology;
+        if t.hosts.is_empty() || t.hosts.len() > 200 {
+            refuse!("topology.hosts", t.hosts.len(), "must list 1..=200 hosts");
+        }
+        let mut hosts = BTreeSet::new();
+        for (i, h) in t.hosts.iter().enumerate() {
+            let f = |x: &str| format!("topology.hosts[{i}].{x}");
+            if !valid_name(&h.name, 8, "") {
+                refuse!(f("name"), h.name, "must be 1-8 characters of [a-z0-9]");
+            }
+            if h.name == "sw" {
+                refuse!(f("name"), h.name, "\"sw\" is the switch namespace");
+            }
+            if !hosts.insert(h.name.clone()) {
+                refuse!(f("name"), h.name, "duplicate host name");
+            }
+            if let Some(r) = h.rate_mbit {
+                if !(r.is_finite() && r > 0.0 && r <= 100_000.0) {
+                    refuse!(f("rate_mbit"), r, "must be in (0, 100000] Mbit/s");
+                }
+            }
+            if !(h.delay_ms.is_finite() && (0.0..=10_000.0).contains(&h.delay_ms)) {
+                refuse!(f("delay_ms"), h.delay_ms, "must be in 0..=10000 ms");
+            }
+            if !(h.loss_pct.is_finite() && (0.0..=100.0).contains(&h.loss_pct)) {
+                refuse!(f("loss_pct"), h.loss_pct, "must be in 0..=100 percent");
+            }
+            if let Some(b) = h.burst_bytes {
+                if b < 1600 {
+                    refuse!(f("burst_bytes"), b, "must be >= 1600 bytes (one MTU-sized packet)");
+                }
+            }
+            if let Some(q) = h.queue_ms {
+                if !(q.is_finite() && q > 0.0 && q <= 10_000.0) {
+                    refuse!(f("queue_ms"), q, "must be in (0, 10000] ms");
+                }
+            }
+        }
+        if !hosts.contains(&t.bottleneck) {
+            refuse!("topology.bottleneck", t.bottleneck, format!("not a host of topology.hosts ({})", join(&hosts)));
+        }
+        if t.bottleneck_direction != "egress" && t.bottleneck_direction != "ingress" {
+            refuse!("topology.bottleneck_direction", t.bottleneck_direction, "must be \"egress\" or \"ingress\"");
+        }
+        // Sysctls.
+        let sc = &self.sysctl;
+        for (k, v, max) in [
+            ("tcp_slow_start_after_idle", sc.tcp_slow_start_after_idle, 1),
+            ("tcp_no_metrics_save", sc.tcp_no_metrics_save, 1),
+            ("tcp_ecn", sc.tcp_ecn, 2),
+        ] {
+            if let Some(v) = v {
+                if v > max {
+                    refuse!(format!("sysctl.{k}"), v, format!("must be in 0..={max}"));
+                }
+            }
+        }
+        for (k, v) in [("tcp_wmem", &sc.tcp_wmem), ("tcp_rmem", &sc.tcp_rmem)] {
+            if let Some(v) = v {
+                let n: Vec<_> = v.split_whitespace().map(|x| x.parse::<u64>()).collect();
+                if n.len() != 3 || n.iter().any(|x| x.is_err()) {
+                    refuse!(format!("sysctl.{k}"), v, "must be three byte counts \"MIN DEFAULT MAX\"");
+                }
+            }
+        }
+        // Jobs.
+        if self.jobs.is_empty() {
+            refuse!("jobs", self.jobs.len(), "must list at least one job ([[jobs]])");
+        }
+        let mut names = BTreeSet::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            let f = |x: &str| format!("jobs[{i}].{x}");
+            if !valid_name(&j.name, 16, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+                refuse!(f("name"), j.name, "must be 1-16 characters of [A-Za-z0-9_-]");
+            }
+            if !names.insert(j.name.clone()) {
+                refuse!(f("name"), j.name, "duplicate job name");
+            }
+            if !models.models.contains_key(&j.model) {
+                let known: BTreeSet<String> = models.models.keys().cloned().collect();
+                refuse!(f("model"), j.model, format!("not a model of models.toml ({})", join(&known)));
+            }
+            if j.workers.len() < 2 || j.workers.len() > 64 {
+                refuse!(f("workers"), j.workers, "a job needs 2..=64 workers");
+            }
+            for (k, w) in j.workers.iter().enumerate() {
+                if !hosts.contains(w) {
+                    refuse!(format!("jobs[{i}].workers[{k}]"), w, format!("not a host of topology.hosts ({})", join(&hosts)));
+                }
+            }
+            match (j.paradigm, &j.ps) {
+                (Paradigm::Ps, None) => refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host"),
+                (Paradigm::Ps, Some(p)) if !hosts.contains(p) => {
+                    refuse!(f("ps"), p, format!("not a host of topology.hosts ({})", join(&hosts)))
+                }
+                (Paradigm::Ring, Some(p)) => refuse!(f("ps"), p, "only paradigm \"ps\" has a ps host"),
+                _ => {}
+            }
+            if let Some(n) = j.iterations {
+                if n == 0 || n > 100_000 {
+                    refuse!(f("iterations"), n, "must be in 1..=100000");
+                }
+            }
+            if !(j.start_offset_ms.is_finite() && (0.0..=3_600_000.0).contains(&j.start_offset_ms)) {
+                refuse!(f("start_offset_ms"), j.start_offset_ms, "must be in 0..=3600000 ms");
+            }
+            if let Some(c) = j.compute_ms {
+                if !(c.is_finite() && (0.0..=600_000.0).contains(&c)) {
+                    refuse!(f("compute_ms"), c, "must be in 0..=600000 ms");
+                }
+            }
+            if let Some(s) = j.scale {
+                if !(s.is_finite() && s > 0.0 && s <= 1.0) {
+                    refuse!(f("scale"), s, "must be in (0, 1]");
+                }
+            }
+            if !(j.time_scale.is_finite() && j.time_scale > 0.0 && j.time_scale <= 1000.0) {
+                refuse!(f("time_scale"), j.time_scale, "must be in (0, 1000]");
+            }
+            let plan = self.plan_job(j, models);
+            if plan.gradient_bytes < plan.workers.len() as u64 {
+                refuse!(f("scale"), j.scale.unwrap_or(models.models[&j.model].scale),
+                    format!("gives a gradient of {} bytes, fewer than the {} workers", plan.gradient_bytes, plan.workers.len()));
+            }
+            if plan.gradient_bytes > 4 << 30 {
+                refuse!(f("scale"), j.scale.unwrap_or(models.models[&j.model].scale),
+                    format!("gives a gradient of {} bytes (> 4 GiB)", plan.gradient_bytes));
+            }
+        }
+        Ok(())
+    }
+
+    fn plan_job(&self, j: &Job, models: &ModelFile) -> JobPlan {
+        let m = &models.models[&j.model];
+        let compute = j.compute_ms.unwrap_or(m.compute_ms) * j.time_scale;
+        let bytes = (m.bytes_per_iteration as f64 * j.scale.unwrap_or(m.scale) * j.time_scale).round() as u64;
+        JobPlan {
+            name: j.name.clone(),
+            model: j.model.clone(),
+            paradigm: j.paradigm,
+            workers: j.workers.clone(),
+            ps: j.ps.clone(),
+            iterations: j.iterations.unwrap_or(self.iterations),
+            start_offset_ms: j.start_offset_ms,
+            compute_ms: compute,
+            gradient_bytes: bytes,
+        }
+    }
+
+    /// Every job resolved against `models` (call after [`Scenario::validate`]).
+    pub fn plans(&self, models: &ModelFile) -> Vec<JobPlan> {
+        self.jobs.iter().map(|j| self.plan_job(j, models)).collect()
+    }
+}
+
+fn join(s: &BTreeSet<String>) -> String {
+    s.iter().cloned().collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+iterations = 5
+ccs = ["cubic", "reno"]
+[topology]
+bottleneck = "h1"
+hosts = [ { name = "h1", rate_mbit = 100, delay_ms = 2 }, { name = "h2" } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+"#;
+
+    fn parse(t: &str) -> Result<Scenario> {
+        Scenario::parse(t, "x.toml", &ModelFile::builtin())
+    }
+
+    #[test]
+    fn builtin_files_are_valid() {
+        let m = ModelFile::builtin();
+        for k in ["vgg16", "vgg19", "resnet50", "wideresnet101", "bert", "gpt2", "dlrm"] {
+            assert!(m.models.contains_key(k), "models.toml lacks {k}");
+        }
+        for (n, t) in BUILTIN_SCENARIOS {
+            Scenario::parse(t, n, &m).unwrap();
+        }
+        parse(GOOD).unwrap();
+    }
+
+    fn err_of(t: &str) -> String {
+        format!("{:#}", parse(t).unwrap_err())
+    }
+
+    #[test]
+    fn refuses_unknown_host_naming_field_and_value() {
+        let e = err_of(&GOOD.replace(r#"workers = ["h1", "h2"]"#, r#"workers = ["h1", "h9"]"#));
+        assert!(e.contains("x.toml") && e.contains("jobs[0].workers[1]") && e.contains("h9"), "{e}");
+    }
+
+    #[test]
+    fn refuses_unknown_field() {
+        let e = err_of(&GOOD.replace("iterations = 5", "iterations = 5\nitertions = 3"));
+        assert!(e.contains("x.toml") && e.contains("itertions"), "{e}");
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        for (from, to, field, val) in [
+            ("ccs = [\"cubic\", \"reno\"]", "ccs = [\"cubic\", \"newreno\"]", "ccs[1]", "newreno"),
+            ("model = \"vgg16\"", "model = \"vgg17\"", "jobs[0].model", "vgg17"),
+            ("bottleneck = \"h1\"", "bottleneck = \"h3\"", "topology.bottleneck", "h3"),
+            ("delay_ms = 2", "delay_ms = -2", "topology.hosts[0].delay_ms", "-2"),
+            ("iterations = 5", "iterations = 0", "iterations", "0"),
+            ("workers = [\"h1\", \"h2\"]", "workers = [\"h1\"]", "jobs[0].workers", "h1"),
+            ("paradigm = \"ring\"", "paradigm = \"ps\"", "jobs[0].ps", ""),
+        ] {
+            let t = GOOD.replace(from, to);
+            assert_ne!(t, GOOD, "{from}");
+            let e = err_of(&t);
+            assert!(e.contains(field) && e.contains(val), "{field} {val}: {e}");
+        }
+        let e = err_of(&GOOD.replace("paradigm = \"ring\"", "paradigm = \"tree\""));
+        assert!(e.contains("tree") && e.contains("paradigm"), "{e}");
+    }
+
+    #[test]
+    fn plan_scales_bytes_and_time() {
+        let m = ModelFile::builtin();
+        let s = parse(&GOOD.replace("workers = [\"h1\", \"h2\"]", "workers = [\"h1\", \"h2\"]\ntime_scale = 2\ncompute_ms = 100")).unwrap();
+        let p = &s.plans(&m)[0];
+        assert_eq!(p.compute_ms, 200.0);
+        let v = &m.models["vgg16"];
+        assert_eq!(p.gradient_bytes, (v.bytes_per_iteration as f64 * v.scale * 2.0).round() as u64);
+    }
+}

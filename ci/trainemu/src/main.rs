@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `trainemu`: DNN-training traffic emulator, scenario runner and report (issue 3).
+//!
+//! ```text
+//! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback] SCENARIO...
+//! trainemu report [--no-plots] DIR...
+//! trainemu validate SCENARIO...
+//! trainemu models
+//! ```
+//!
+//! `run` (as root, in the VM) builds each scenario's namespaces and links, runs every job alone
+//! (solo runs: M), then all jobs together once per congestion control, and writes
+//! `DIR/<scenario>/` (meta.json, scenario.toml, runs/<run>/{iterations.jsonl,flows.json,samples.csv}).
+//! `report` reads such directories and prints the table (mean/p99 iteration time per job, speedup
+//! vs cubic, ideal C+M, ratio, interleaving iteration), writes summary.txt/summary.json and, unless
+//! `--no-plots`, the PNGs. Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
+
+mod config;
+mod emu;
+mod plot;
+mod report;
+mod results;
+mod topo;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::config::{ModelFile, Scenario};
+
+#[derive(Parser)]
+#[command(name = "trainemu", version, about = "DNN-training traffic emulator on real TCP sockets between network namespaces")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run scenarios (root; builds network namespaces unless --loopback).
+    Run {
+        /// Results directory; each scenario writes DIR/<name>/.
+        #[arg(long, default_value = "results/trainemu")]
+        out: PathBuf,
+        /// Model profiles (default: the built-in ci/scenarios/models.toml).
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// Comma-separated congestion controls replacing the scenario's `ccs`.
+        #[arg(long, value_delimiter = ',')]
+        ccs: Option<Vec<String>>,
+        /// Iterations per job, replacing the scenario's (solo runs: min(this, solo_iterations)).
+        #[arg(long)]
+        iterations: Option<u32>,
+        /// Put every host on 127.0.0.1 in the current namespace (no root, no shaping).
+        #[arg(long)]
+        loopback: bool,
+        /// Abort a run that takes longer than this, in seconds.
+        #[arg(long, default_value_t = 900.0)]
+        run_timeout: f64,
+        /// Scenario files (a missing a.toml/b.toml/c.toml/e2e.toml falls back to the built-in copy).
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+    },
+    /// Analyse results directories: table, summary files, PNG plots.
+    Report {
+        /// Do not draw PNGs (e.g. in the VM).
+        #[arg(long)]
+        no_plots: bool,
+        /// Scenario results directories (containing meta.json), or parents of them.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
+    /// Parse and validate scenario files, print the resolved jobs.
+    Validate {
+        /// Model profiles (default: built in).
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// Scenario files.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+    },
+    /// List the model profiles with their sources.
+    Models {
+        /// Model profiles (default: built in).
+        #[arg(long)]
+        models: Option<PathBuf>,
+    },
+}
+
+fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
+    match p {
+        None => Ok(ModelFile::builtin()),
+        Some(p) => {
+            let t = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            ModelFile::parse(&t, &p.display().to_string())
+        }
+    }
+}
+
+/// Validation errors exit with 2, everything else with 1.
+struct UsageError(anyhow::Error);
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).init();
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Err(UsageError(e))) => {
+            eprintln!("trainemu: invalid input: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Ok(e)) => {
+            eprintln!("trainemu: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
+    match cli.cmd {
+        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, scenarios } => {
+            let models = load_models(&models).map_err(|e| Err(UsageError(e)))?;
+            // Everything is validated before anything starts.
+            let mut loaded = Vec::new();
+            for p in &scenarios {
+                let (mut s, text) = Scenario::load(p, &models).map_err(|e| Err(UsageError(e)))?;
+                if let Some(c) = &ccs {
+                    s.ccs = c.clone();
+                }
+                if let Some(n) = iterations {
+                    s.iterations = n;
+                    s.solo_iterations = s.solo_iterations.min(n);
+                    for j in &mut s.jobs {
+                        j.iterations = None;
+                    }
+                    s.warmup_iterations = s.warmup_iterations.min(n.saturating_sub(1));
+                }
+                s.validate(&p.display().to_string(), &models).map_err(|e| Err(UsageError(e)))?;
+                loaded.push((s, text));
+            }
+            for (s, text) in &loaded {
+                results::run_scenario(s, text, &models, &out, loopback, run_timeout).map_err(Ok)?;
+            }
+            Ok(())
+        }
+        Cmd::Report { no_plots, dirs } => {
+            let mut found = Vec::new();
+            for d in &dirs {
+                if d.join("meta.json").is_file() {
+                    found.push(d.clone());
+                } else {
+                    let mut sub: Vec<PathBuf> = std::fs::read_dir(d)
+                        .with_context(|| format!("{}: cannot read", d.display()))
+                        .map_err(Ok)?
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.join("meta.json").is_file())
+                        .collect();
+                    sub.sort();
+                    if sub.is_empty() {
+                        return Err(Ok(anyhow::anyhow!("{}: no meta.json in it or its subdirectories", d.display())));
+                    }
+                    found.extend(sub);
+                }
+            }
+            let mut failed = Vec::new();
+            for d in &found {
+                if let Err(e) = report::report_dir(d, !no_plots) {
+                    eprintln!("trainemu: report {}: {e:#}", d.display());
+                    failed.push(d.display().to_string());
+                }
+            }
+            if !failed.is_empty() {
+                return Err(Ok(anyhow::anyhow!("report failed for {}", failed.join(", "))));
+            }
+            Ok(())
+        }
+        Cmd::Validate { models, scenarios } => {
+            let models = load_models(&models).map_err(|e| Err(UsageError(e)))?;
+            for p in &scenarios {
+                let (s, _) = Scenario::load(p, &models).map_err(|e| Err(UsageError(e)))?;
+                println!("{}: ok: scenario {} ({})", p.display(), s.name, s.description);
+                for j in s.plans(&models) {
+                    println!(
+                        "  job {:<8} {:<14} {:?} W={} compute {:.0} ms, gradient {} bytes, {} iterations, offset {} ms",
+                        j.name, j.model, j.paradigm, j.workers.len(), j.compute_ms, j.gradient_bytes, j.iterations, j.start_offset_ms
+                    );
+                }
+            }
+            Ok(())
+        }
+        Cmd::Models { models } => {
+            let models = load_models(&models).map_err(|e| Err(UsageError(e)))?;
+            for (k, m) in &models.models {
+                println!(
+                    "{k:<14} {:<16} {:>7.1} M params {:>14} B/iter  compute {:>5.0} ms{}  scale {} -> {:.2} MB",
+                    m.display,
+                    m.params_millions,
+                    m.bytes_per_iteration,
+                    m.compute_ms,
+                    if m.compute_estimated { " (est.)" } else { "" },
+                    m.scale,
+                    m.bytes_per_iteration as f64 * m.scale / 1e6
+                );
+                println!("    bytes:   {}", m.source_bytes);
+                println!("    compute: {}", m.source_compute);
+                println!("    scale:   {}", m.scale_note);
+            }
+            Ok(())
+        }
+    }
+}
+

@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Analysis of a scenario results directory: per congestion control and job, mean and p99
+//! iteration time, speedup against cubic, the ideal C + M (from the job's solo run), the ratio of
+//! the measured mean to it, and the iteration at which the jobs became interleaved.
+//!
+//! Definitions (all from the workers' records):
+//! - a job's iteration k runs from the earliest compute start of its workers to the latest end of
+//!   their communication; its communication phase from the earliest compute end to that end;
+//! - measured window of a run with several jobs: from the moment the last job started to the
+//!   moment the first job finished (so every counted iteration had all competitors running), and
+//!   not the first `warmup_iterations` of a job;
+//! - C = mean compute phase and M = mean communication phase of the job's solo run (same window
+//!   rules); ideal = C + M (the mean solo iteration time);
+//! - a job iteration is interleaved when its communication phase overlaps the union of the other
+//!   jobs' communication phases by less than 10% of its length; the job became interleaved at the
+//!   first iteration k such that k..k+4 all are; the run at the largest such k over its jobs;
+//! - "after convergence": the job's iterations from that k on (absent when it never interleaved).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::emu::IterRecord;
+use crate::results::{read_meta, read_run, Meta};
+
+/// Overlap below which an iteration counts as interleaved (fraction of its communication phase).
+pub const INTERLEAVE_OVERLAP: f64 = 0.10;
+/// Consecutive interleaved iterations needed.
+pub const INTERLEAVE_RUN: usize = 5;
+
+/// One job iteration, times in µs since the run's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobIter {
+    /// Iteration index.
+    pub iter: u32,
+    /// Earliest compute start of the workers.
+    pub start: u64,
+    /// Earliest compute end (start of communication).
+    pub comm_start: u64,
+    /// Latest communication end.
+    pub end: u64,
+    /// Mean compute phase of the workers, µs.
+    pub compute_us: f64,
+}
+
+/// Groups worker records into job iterations, by job name, in iteration order.
+pub fn job_iterations(recs: &[IterRecord]) -> BTreeMap<String, Vec<JobIter>> {
+    let mut by: BTreeMap<String, BTreeMap<u32, Vec<&IterRecord>>> = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.role == "worker") {
+        by.entry(r.job.clone()).or_default().entry(r.iter).or_default().push(r);
+    }
+    by.into_iter()
+        .map(|(job, its)| {
+            let v = its
+                .into_iter()
+                .map(|(k, rs)| JobIter {
+                    iter: k,
+                    start: rs.iter().filter_map(|r| r.compute_start_us).min().unwrap_or(0),
+                    comm_start: rs.iter().map(|r| r.comm_start_us).min().unwrap_or(0),
+                    end: rs.iter().map(|r| r.comm_end_us).max().unwrap_or(0),
+                    compute_us: rs.iter().filter_map(|r| Some(r.compute_end_us? as f64 - r.compute_start_us? as f64)).sum::<f64>()
+                        / rs.len() as f64,
+                })
+                .collect();
+            (job, v)
+        })
+        .collect()
+}
+
+/// The measured window [last job's first start, first job's last end], µs.
+pub fn window(jobs: &BTreeMap<String, Vec<JobIter>>) -> (u64, u64) {
+    let lo = jobs.values().filter_map(|v| v.first().map(|i| i.start)).max().unwrap_or(0);
+    let hi = jobs.values().filter_map(|v| v.last().map(|i| i.end)).min().unwrap_or(u64::MAX);
+    (lo, hi)
+}
+
+fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
+    a.1.min(b.1).saturating_sub(a.0.max(b.0))
+}
+
+/// Per iteration of `job`: fraction of its communication phase overlapped by other jobs'.
+pub fn overlap_fractions(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str) -> Vec<f64> {
+    // Union of the other jobs' phases, sorted and merged.
+    let mut others: Vec<(u64, u64)> =
+        jobs.iter().filter(|(n, _)| n.as_str() != job).flat_map(|(_, v)| v.iter().map(|i| (i.comm_start, i.end))).collect();
+    others.sort();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for o in others {
+        match merged.last_mut() {
+            Some(m) if o.0 <= m.1 => m.1 = m.1.max(o.1),
+            _ => merged.push(o),
+        }
+    }
+    jobs[job]
+        .iter()
+        .map(|i| {
+            let len = i.end.saturating_sub(i.comm_start).max(1);
+            let ov: u64 = merged.iter().map(|&m| overlap((i.comm_start, i.end), m)).sum();
+            ov as f64 / len as f64
+        })
+        .collect()
+}
+
+/// First iteration index k of `job` from which INTERLEAVE_RUN consecutive iterations inside the
+/// window are interleaved.
+pub fn interleaved_at(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str, win: (u64, u64)) -> Option<u32> {
+    let fr = overlap_fractions(jobs, job);
+    let its = &jobs[job];
+    let ok: Vec<bool> = its.iter().zip(&fr).map(|(i, f)| i.end <= win.1 && *f < INTERLEAVE_OVERLAP).collect();
+    (0..its.len()).find(|&k| k + INTERLEAVE_RUN <= its.len() && ok[k..k + INTERLEAVE_RUN].iter().all(|&b| b)).map(|k| its[k].iter)
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// p-th percentile (0..=100), nearest rank.
+pub fn percentile(v: &[f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
+    Some(s[rank.min(s.len()) - 1])
+}
+
+/// Solo measurements of a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Solo {
+    /// Mean compute phase C, ms.
+    pub c_ms: f64,
+    /// Mean communication phase M, ms.
+    pub m_ms: f64,
+    /// Mean solo iteration time (≈ C + M), ms: the ideal.
+    pub ideal_ms: f64,
+    /// Iterations averaged.
+    pub n: usize,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Congestion control.
+    pub cc: String,
+    /// Job.
+    pub job: String,
+    /// Iterations counted.
+    pub n: usize,
+    /// Mean iteration time, ms.
+    pub mean_ms: f64,
+    /// p99 iteration time, ms.
+    pub p99_ms: f64,
+    /// cubic's mean / this mean.
+    pub speedup_vs_cubic: Option<f64>,
+    /// Ideal C + M, ms.
+    pub ideal_ms: Option<f64>,
+    /// mean / ideal.
+    pub ratio: Option<f64>,
+    /// Mean over the iterations after convergence, ms.
+    pub conv_mean_ms: Option<f64>,
+    /// conv_mean / ideal.
+    pub conv_ratio: Option<f64>,
+    /// Iteration at which this job became interleaved.
+    pub interleaved_at: Option<u32>,
+    /// Mean of the second half of the counted iterations / ideal.
+    pub tail_ratio: Option<f64>,
+}
+
+/// Per congestion control, over its jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CcSummary {
+    /// Congestion control.
+    pub cc: String,
+    /// Mean over jobs of the mean iteration time, ms.
+    pub mean_ms: f64,
+    /// Mean over jobs of the p99, ms.
+    pub p99_ms: f64,
+    /// Mean over jobs of mean/ideal.
+    pub ratio: Option<f64>,
+    /// Mean over jobs of conv_mean/ideal (all jobs must have converged).
+    pub conv_ratio: Option<f64>,
+    /// Mean over jobs of (mean of the second half of the counted iterations)/ideal: the steady
+    /// state whether or not the jobs interleaved.
+    pub tail_ratio: Option<f64>,
+    /// Run-level interleaving iteration (max over jobs; None if a job never interleaved).
+    pub interleaved_at: Option<u32>,
+    /// (max job mean − min job mean) / min job mean, as a fraction.
+    pub spread: f64,
+    /// Mean over jobs of cubic mean / this mean.
+    pub speedup_vs_cubic: Option<f64>,
+}
+
+/// The whole analysis of a scenario directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Description.
+    pub description: String,
+    /// Kernel.
+    pub kernel: String,
+    /// Solo measurements per job.
+    pub solo: BTreeMap<String, Solo>,
+    /// Rows, per cc then job.
+    pub rows: Vec<Row>,
+    /// Per cc.
+    pub ccs: Vec<CcSummary>,
+    /// Runs that failed or CCs skipped.
+    pub notes: Vec<String>,
+}
+
+/// Iteration times (ms) of `job` counted in `win`, after warm-up, with their indices.
+fn counted(its: &[JobIter], win: (u64, u64), warmup: u32) -> Vec<(u32, f64)> {
+    its.iter()
+        .filter(|i| i.iter >= warmup && i.start >= win.0 && i.end <= win.1)
+        .map(|i| (i.iter, (i.end - i.start) as f64 / 1000.0))
+        .collect()
+}
+
+/// Analyses `dir` (a scenario results directory).
+pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
+    let warm = meta.scenario.warmup_iterations;
+    let mut notes = Vec::new();
+    for c in &meta.skipped_ccs {
+        notes.push(format!("{c}: not offered by the kernel, not run"));
+    }
+    let mut solo = BTreeMap::new();
+    for r in meta.runs.iter().filter(|r| r.kind == "solo") {
+        if !r.ok {
+            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            continue;
+        }
+        let d = read_run(dir, &r.name)?;
+        let jobs = job_iterations(&d.records);
+        for (job, its) in &jobs {
+            let w = (0, u64::MAX);
+            let sel: Vec<&JobIter> = its.iter().filter(|i| i.iter >= warm.min(its.len().saturating_sub(1) as u32) && i.end <= w.1).collect();
+            let c = mean(&sel.iter().map(|i| i.compute_us / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
+            let m = mean(&sel.iter().map(|i| (i.end - i.comm_start) as f64 / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
+            let t = mean(&sel.iter().map(|i| (i.end - i.start) as f64 / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
+            solo.insert(job.clone(), Solo { c_ms: c, m_ms: m, ideal_ms: t, n: sel.len() });
+        }
+    }
+    let mut rows = Vec::new();
+    let mut ccs = Vec::new();
+    let mut cubic_means: BTreeMap<String, f64> = BTreeMap::new();
+    let together: Vec<_> = meta.runs.iter().filter(|r| r.kind == "together").collect();
+    // cubic first, so the speedups can refer to it.
+    let mut order: Vec<_> = together.iter().filter(|r| r.cc == "cubic").chain(together.iter().filter(|r| r.cc != "cubic")).collect();
+    order.dedup_by_key(|r| r.name.clone());
+    for r in order {
+        if !r.ok {
+            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            continue;
+        }
+        let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
+        let jobs = job_iterations(&d.records);
+        let win = if jobs.len() > 1 { window(&jobs) } else { (0, u64::MAX) };
+        let mut run_rows = Vec::new();
+        for (job, its) in &jobs {
+            let c = counted(its, win, warm);
+            let times: Vec<f64> = c.iter().map(|x| x.1).collect();
+            let Some(mn) = mean(&times) else {
+                notes.push(format!("run {}: job {job} has no iteration in the measured window", r.name));
+                continue;
+            };
+            let il = if jobs.len() > 1 { interleaved_at(&jobs, job, win) } else { None };
+            let conv = il.and_then(|k| mean(&c.iter().filter(|x| x.0 >= k).map(|x| x.1).collect::<Vec<_>>()));
+            let ideal = solo.get(job).map(|s| s.ideal_ms);
+            if r.cc == "cubic" {
+                cubic_means.insert(job.clone(), mn);
+            }
+            run_rows.push(Row {
+                cc: r.cc.clone(),
+                job: job.clone(),
+                n: times.len(),
+                mean_ms: mn,
+                p99_ms: percentile(&times, 99.0).unwrap_or(mn),
+                speedup_vs_cubic: cubic_means.get(job).map(|c| c / mn),
+                ideal_ms: ideal,
+                ratio: ideal.map(|i| mn / i),
+                conv_mean_ms: conv,
+                conv_ratio: conv.and_then(|c| ideal.map(|i| c / i)),
+                interleaved_at: il,
+                tail_ratio: mean(&times[times.len() / 2..]).and_then(|t| ideal.map(|i| t / i)),
+            });
+        }
+        if run_rows.is_empty() {
+            continue;
+        }
+        let n = run_rows.len() as f64;
+        let avg = |f: &dyn Fn(&Row) -> Option<f64>| -> Option<f64> {
+            let v: Vec<f64> = run_rows.iter().filter_map(f).collect();
+            (v.len() == run_rows.len()).then(|| v.iter().sum::<f64>() / n)
+        };
+        let means: Vec<f64> = run_rows.iter().map(|r| r.mean_ms).collect();
+        let (lo, hi) = (means.iter().cloned().fold(f64::MAX, f64::min), means.iter().cloned().fold(0.0, f64::max));
+        ccs.push(CcSummary {
+            cc: r.cc.clone(),
+            mean_ms: means.iter().sum::<f64>() / n,
+            p99_ms: run_rows.iter().map(|r| r.p99_ms).sum::<f64>() / n,
+            ratio: avg(&|r| r.ratio),
+            conv_ratio: avg(&|r| r.conv_ratio),
+            tail_ratio: avg(&|r| r.tail_ratio),
+            interleaved_at: if jobs.len() > 1 && run_rows.iter().all(|r| r.interleaved_at.is_some()) {
+                run_rows.iter().filter_map(|r| r.interleaved_at).max()
+            } else {
+                None
+            },
+            spread: (hi - lo) / lo,
+            speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
+        });
+        rows.extend(run_rows);
+    }
+    Ok(Summary {
+        scenario: meta.scenario.name.clone(),
+        description: meta.scenario.description.clone(),
+        kernel: meta.kernel.clone(),
+        solo,
+        rows,
+        ccs,
+        notes,
+    })
+}
+
+fn f1(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into())
+}
+fn f2(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// The text table of a summary.
+pub fn table(s: &Summary, meta: &Meta) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "scenario {}: {} (kernel {})", s.scenario, s.description, s.kernel);
+    for (job, so) in &s.solo {
+        let p = meta.plans.iter().find(|p| &p.name == job);
+        let _ = writeln!(
+            o,
+            "  solo {job} ({}): C {:.0} ms + M {:.0} ms -> ideal C+M {:.0} ms (C/M {:.2}; gradient {:.2} MB, {} workers; {} iterations)",
+            meta.scenario.solo_cc,
+            so.c_ms,
+            so.m_ms,
+            so.ideal_ms,
+            so.c_ms / so.m_ms.max(1e-9),
+            p.map(|p| p.gradient_bytes as f64 / 1e6).unwrap_or(0.0),
+            p.map(|p| p.workers.len()).unwrap_or(0),
+            so.n
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{:<12} {:<8} {:>4} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {:>10} {:>11}",
+        "cc", "job", "n", "mean_ms", "p99_ms", "speedup", "ideal_ms", "mean/ideal", "conv_ms", "conv/ideal", "interleaved"
+    );
+    for r in &s.rows {
+        let _ = writeln!(
+            o,
+            "{:<12} {:<8} {:>4} {:>8.0} {:>8.0} {:>8} {:>8} {:>10} {:>8} {:>10} {:>11}",
+            r.cc,
+            r.job,
+            r.n,
+            r.mean_ms,
+            r.p99_ms,
+            f2(r.speedup_vs_cubic),
+            f1(r.ideal_ms),
+            f2(r.ratio),
+            f1(r.conv_mean_ms),
+            f2(r.conv_ratio),
+            r.interleaved_at.map(|k| k.to_string()).unwrap_or_else(|| "never".into())
+        );
+    }
+    let _ = writeln!(o, "per congestion control (means over jobs):");
+    for c in &s.ccs {
+        let _ = writeln!(
+            o,
+            "  {:<12} mean {:>5.0} ms  p99 {:>5.0} ms  speedup vs cubic {:>5}  mean/ideal {:>5}  2nd half {:>5}  after convergence {:>5}  interleaved at {:>5}  job spread {:>4.1}%",
+            c.cc,
+            c.mean_ms,
+            c.p99_ms,
+            f2(c.speedup_vs_cubic),
+            f2(c.ratio),
+            f2(c.tail_ratio),
+            f2(c.conv_ratio),
+            c.interleaved_at.map(|k| k.to_string()).unwrap_or_else(|| "never".into()),
+            c.spread * 100.0
+        );
+    }
+    for n in &s.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    let _ = writeln!(
+        o,
+        "  (iteration = earliest compute start to latest comm end of the job's workers; counted while all jobs run, after {} warm-up iterations; interleaved = comm overlap < {:.0}% for {} consecutive iterations; conv = mean from that iteration on)",
+        meta.scenario.warmup_iterations,
+        INTERLEAVE_OVERLAP * 100.0,
+        INTERLEAVE_RUN
+    );
+    o
+}
+
+/// Analyses `dir`, prints the table, writes summary.txt/summary.json and (when `plots`) PNGs.
+pub fn report_dir(dir: &Path, plots: bool) -> Result<()> {
+    let meta = read_meta(dir)?;
+    let s = analyse(dir, &meta)?;
+    let t = table(&s, &meta);
+    print!("{t}");
+    fs::write(dir.join("summary.txt"), &t)?;
+    fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&s)?)?;
+    if plots {
+        // The table stands without the plots (e.g. no font installed): a warning, not a failure.
+        match crate::plot::plot_dir(dir, &meta, &s) {
+            Ok(written) => {
+                for p in written {
+                    println!("  plot: {}", p.display());
+                }
+            }
+            Err(e) => eprintln!("trainemu: warning: {}: plots not drawn: {e:#}", dir.display()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn it(iter: u32, start: u64, comm_start: u64, end: u64) -> JobIter {
+        JobIter { iter, start, comm_start, end, compute_us: (comm_start - start) as f64 }
+    }
+
+    #[test]
+    fn interleaving_detected_after_phases_slide_apart() {
+        // Job A: comm [k*1000+500, k*1000+1000). Job B: overlapping fully for 3 iterations,
+        // then shifted by 500 (comm in A's compute).
+        let mut jobs = BTreeMap::new();
+        jobs.insert("A".to_string(), (0..12).map(|k| it(k, k as u64 * 1000, k as u64 * 1000 + 500, k as u64 * 1000 + 1000)).collect());
+        jobs.insert(
+            "B".to_string(),
+            (0..12)
+                .map(|k| {
+                    let s = if k < 3 { 0 } else { 500 };
+                    let b = k as u64 * 1000 + s;
+                    it(k, b, b + 500, b + 1000)
+                })
+                .collect::<Vec<_>>(),
+        );
+        let win = (0, u64::MAX);
+        assert_eq!(interleaved_at(&jobs, "A", win), Some(3));
+        let fr = overlap_fractions(&jobs, "A");
+        assert!(fr[0] > 0.99 && fr[5] < 0.01, "{fr:?}");
+    }
+
+    #[test]
+    fn percentile_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(|x| x as f64).collect();
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&[3.0], 99.0), Some(3.0));
+    }
+}

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Runs one scenario (solo runs, then one run per congestion control) and writes its results
+//! directory; also the types and readers of that directory, used by `report`.
+//!
+//! Layout of `OUT/<scenario>/`:
+//! - `scenario.toml`: the scenario text as run; `meta.json`: [`Meta`] (resolved jobs, runs, kernel)
+//! - `runs/<run>/iterations.jsonl`: one [`IterRecord`] per worker (and PS) and iteration
+//! - `runs/<run>/flows.json`: the sampled flows ([`FlowInfo`])
+//! - `runs/<run>/samples.csv`: `t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx`
+//!
+//! Runs are named `solo-<job>` (that job alone under `solo_cc`) and after their congestion control.
+
+use std::fs;
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{JobPlan, ModelFile, Scenario};
+use crate::emu::{self, FlowInfo, IterRecord, Net, RunSpec, Sample};
+use crate::topo;
+
+/// One run of a scenario, as listed in meta.json.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Run name (`solo-<job>` or the congestion control).
+    pub name: String,
+    /// "solo" or "together".
+    pub kind: String,
+    /// Congestion control of every socket.
+    pub cc: String,
+    /// Jobs in the run.
+    pub jobs: Vec<String>,
+    /// Whether the run completed.
+    pub ok: bool,
+    /// Its error, when it failed.
+    pub error: Option<String>,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+}
+
+/// meta.json of a scenario results directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    /// The scenario as run.
+    pub scenario: Scenario,
+    /// Its jobs resolved against the model profiles.
+    pub plans: Vec<JobPlan>,
+    /// The runs, in execution order.
+    pub runs: Vec<RunMeta>,
+    /// Congestion controls of the scenario that the kernel did not offer (not run).
+    pub skipped_ccs: Vec<String>,
+    /// `uname -r`, or "loopback".
+    pub kernel: String,
+    /// Whether hosts were network namespaces (false: --loopback).
+    pub netns: bool,
+}
+
+/// Progress display: indicatif bars on a terminal, else a line every 5 s (the VM's console).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    last_line: f64,
+    label: String,
+    totals: Vec<u32>,
+}
+
+impl Progress {
+    fn new(label: String, totals: Vec<u32>) -> Self {
+        let tty = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
+        let bar = tty.then(|| {
+            let b = indicatif::ProgressBar::new(totals.iter().map(|&x| x as u64).sum());
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} iterations {elapsed} {msg}")
+                    .unwrap()
+                    .progress_chars("=> "),
+            );
+            b.set_prefix(label.clone());
+            b
+        });
+        Progress { bar, last_line: -10.0, label, totals }
+    }
+    fn update(&mut self, done: &[u32], t: f64) {
+        let detail: Vec<String> = done.iter().zip(&self.totals).map(|(d, n)| format!("{d}/{n}")).collect();
+        if let Some(b) = &self.bar {
+            b.set_position(done.iter().map(|&x| x as u64).sum());
+            b.set_message(detail.join(" "));
+        } else if t - self.last_line >= 5.0 {
+            self.last_line = t;
+            eprintln!("trainemu: {} {:>5.1}s iterations {}", self.label, t, detail.join(" "));
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}
+
+fn flush_tcp_metrics(s: &Scenario) {
+    // Cached ssthresh/RTT of earlier runs' connections must not leak into the next run.
+    for h in &s.topology.hosts {
+        let _ = Command::new("ip").args(["-n", &topo::ns_name(&h.name), "tcp_metrics", "flush", "all"]).output();
+    }
+}
+
+/// Runs scenario `s` (validated) and writes `out/<name>/`.
+pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, loopback: bool, run_timeout: f64) -> Result<()> {
+    let dir = out.join(&s.name);
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    fs::create_dir_all(dir.join("runs")).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::write(dir.join("scenario.toml"), text)?;
+    let plans = s.plans(models);
+    let osrel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let kernel = if loopback { format!("{osrel}, loopback") } else { osrel };
+    let avail = topo::available_ccs();
+    let skipped: Vec<String> = s.ccs.iter().filter(|c| !avail.contains(c)).cloned().collect();
+    if !skipped.is_empty() {
+        tracing::warn!("scenario {}: not offered by this kernel, not run: {}", s.name, skipped.join(", "));
+    }
+    let mut runs: Vec<(RunSpec, &str)> = Vec::new();
+    for p in &plans {
+        let mut solo = p.clone();
+        solo.iterations = s.solo_iterations;
+        solo.start_offset_ms = 0.0;
+        runs.push((RunSpec { name: format!("solo-{}", p.name), cc: s.solo_cc.clone(), jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout }, "solo"));
+    }
+    for cc in s.ccs.iter().filter(|c| avail.contains(c)) {
+        runs.push((RunSpec { name: cc.clone(), cc: cc.clone(), jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout }, "together"));
+    }
+    let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
+    let mut meta = Meta { scenario: s.clone(), plans: plans.clone(), runs: Vec::new(), skipped_ccs: skipped, kernel, netns: !loopback };
+    let t0 = Instant::now();
+    let nruns = runs.len();
+    let mut failures = 0;
+    for (i, (spec, kind)) in runs.iter().enumerate() {
+        if !loopback {
+            flush_tcp_metrics(s);
+        }
+        let label = format!("[{} {}/{} {}]", s.name, i + 1, nruns, spec.name);
+        tracing::info!("{label} starting: cc {}, jobs {}", spec.cc, spec.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(" "));
+        let mut prog = Progress::new(label.clone(), spec.jobs.iter().map(|j| j.iterations).collect());
+        let res = emu::run(spec, &net, &mut |d, t| prog.update(d, t));
+        prog.finish();
+        let rm = |ok: bool, error: Option<String>, wall_s: f64| RunMeta {
+            name: spec.name.clone(),
+            kind: kind.to_string(),
+            cc: spec.cc.clone(),
+            jobs: spec.jobs.iter().map(|j| j.name.clone()).collect(),
+            ok,
+            error,
+            wall_s,
+        };
+        match res {
+            Ok(o) => {
+                write_run(&dir.join("runs").join(&spec.name), &o.records, &o.flows, &o.samples)?;
+                tracing::info!("{label} done in {:.1} s: {} records, {} flows, {} samples", o.wall_s, o.records.len(), o.flows.len(), o.samples.len());
+                meta.runs.push(rm(true, None, o.wall_s));
+            }
+            Err(e) => {
+                tracing::error!("{label} failed: {e:#}");
+                failures += 1;
+                meta.runs.push(rm(false, Some(format!("{e:#}")), 0.0));
+            }
+        }
+        fs::write(dir.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+    }
+    if !loopback {
+        topo::teardown(s);
+    }
+    tracing::info!("scenario {} done in {:.0} s: {}", s.name, t0.elapsed().as_secs_f64(), dir.display());
+    if failures > 0 {
+        anyhow::bail!("scenario {}: {failures} of {nruns} runs failed (see {}/meta.json)", s.name, dir.display());
+    }
+    Ok(())
+}
+
+fn write_run(dir: &Path, recs: &[IterRecord], flows: &[FlowInfo], samples: &[Sample]) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    let mut w = BufWriter::new(fs::File::create(dir.join("iterations.jsonl"))?);
+    for r in recs {
+        serde_json::to_writer(&mut w, r)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()?;
+    fs::write(dir.join("flows.json"), serde_json::to_string_pretty(flows)?)?;
+    let mut w = BufWriter::new(fs::File::create(dir.join("samples.csv"))?);
+    writeln!(w, "t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx")?;
+    let opt = |x: Option<u16>| x.map(|v| v.to_string()).unwrap_or_default();
+    for s in samples {
+        writeln!(w, "{},{},{},{},{},{},{},{}", s.t_us, s.flow, s.bytes_acked, s.cwnd, s.srtt_us, s.retrans, opt(s.bytes_ratio_fx), opt(s.f_fx))?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// One run's files, read back.
+pub struct RunData {
+    /// Iteration records.
+    pub records: Vec<IterRecord>,
+    /// Flows.
+    pub flows: Vec<FlowInfo>,
+    /// Samples.
+    pub samples: Vec<Sample>,
+}
+
+/// Reads `dir/meta.json`.
+pub fn read_meta(dir: &Path) -> Result<Meta> {
+    let p = dir.join("meta.json");
+    serde_json::from_str(&fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?)
+        .with_context(|| format!("{}: bad meta.json", p.display()))
+}
+
+/// Reads `dir/runs/<run>/`.
+pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
+    let d = dir.join("runs").join(run);
+    let mut records = Vec::new();
+    let f = fs::File::open(d.join("iterations.jsonl")).with_context(|| format!("{}/iterations.jsonl", d.display()))?;
+    for (i, line) in BufReader::new(f).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        records.push(serde_json::from_str(&line).with_context(|| format!("{}/iterations.jsonl line {}", d.display(), i + 1))?);
+    }
+    let flows: Vec<FlowInfo> = serde_json::from_str(&fs::read_to_string(d.join("flows.json"))?)?;
+    let mut samples = Vec::new();
+    let f = fs::File::open(d.join("samples.csv"))?;
+    for line in BufReader::new(f).lines().skip(1) {
+        let line = line?;
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() < 8 {
+            continue;
+        }
+        let opt = |s: &str| s.parse::<u16>().ok();
+        samples.push(Sample {
+            t_us: c[0].parse()?,
+            flow: c[1].parse()?,
+            bytes_acked: c[2].parse()?,
+            cwnd: c[3].parse()?,
+            srtt_us: c[4].parse()?,
+            retrans: c[5].parse()?,
+            bytes_ratio_fx: opt(c[6]),
+            f_fx: opt(c[7]),
+        });
+    }
+    Ok(RunData { records, flows, samples })
+}
