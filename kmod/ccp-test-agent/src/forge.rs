@@ -124,29 +124,10 @@ pub fn run(a: &ForgeArgs) -> Result<()> {
         sids.len()
     );
     if a.multicast_create {
-        // SAFETY: An all-zero sockaddr_nl is valid; family and group set below.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        sa.nl_groups = 1 << (nl::CCP_GROUP - 1);
         let payload = create(0xdead);
-        let mut msg = Vec::new();
-        msg.extend_from_slice(&((nl::NLMSG_HDRSIZE + payload.len()) as u32).to_le_bytes());
-        msg.extend_from_slice(&[0u8; 12]);
-        msg.extend_from_slice(&payload);
-        use std::os::fd::AsRawFd;
-        // SAFETY: `msg` and `sa` are valid for the given lengths.
-        let r = unsafe {
-            libc::sendto(
-                fd.as_raw_fd(),
-                msg.as_ptr() as *const libc::c_void,
-                msg.len(),
-                0,
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            println!("forge: multicast CREATE to group {}: {}", nl::CCP_GROUP, std::io::Error::last_os_error());
+        let r = nl::send_framed(&fd, &payload, 1 << (nl::CCP_GROUP - 1));
+        if let Err(e) = r {
+            println!("forge: multicast CREATE to group {}: {e}", nl::CCP_GROUP);
         } else {
             println!("forge: multicast a forged CREATE (sid 0xdead) to group {}", nl::CCP_GROUP);
         }

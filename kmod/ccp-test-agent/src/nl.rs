@@ -86,14 +86,21 @@ pub fn bind_auto(fd: &OwnedFd) -> Result<()> {
 /// Sends `payload` behind a 16-byte netlink header (only the length set, as portus does) to
 /// the kernel (port id 0, no group).
 pub fn send_to_kernel(fd: &OwnedFd, payload: &[u8]) -> std::io::Result<usize> {
+    send_framed(fd, payload, 0)
+}
+
+/// Sends `payload` behind a 16-byte netlink header (only the length set) to port id 0 and to
+/// the multicast groups in the bit mask `groups` (0: the kernel only).
+pub fn send_framed(fd: &OwnedFd, payload: &[u8], groups: u32) -> std::io::Result<usize> {
     let len = NLMSG_HDRSIZE + payload.len();
     let mut msg = Vec::with_capacity(len);
     msg.extend_from_slice(&(len as u32).to_le_bytes());
     msg.extend_from_slice(&[0u8; 12]);
     msg.extend_from_slice(payload);
-    // SAFETY: An all-zero sockaddr_nl is valid: family set below, port id 0 = the kernel.
+    // SAFETY: An all-zero sockaddr_nl is valid: family and groups set below, port id 0.
     let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     sa.nl_family = libc::AF_NETLINK as u16;
+    sa.nl_groups = groups;
     // SAFETY: `msg` and `sa` are valid for the given lengths.
     let r = unsafe {
         libc::sendto(
