@@ -111,7 +111,10 @@ impl CcpHandle {
             flags::GFP_KERNEL,
         )?;
         CCP.store(&*ccp as *const Ccp as *mut Ccp, Ordering::Release);
-        ccp.check_agent();
+        {
+            let mut t = ccp.tables.lock();
+            ccp.check_agent(&mut t);
+        }
         Ok(Self(Some(ccp)))
     }
 }
@@ -171,12 +174,17 @@ impl DatapathOps for Ops<'_> {
 impl Ccp {
     /// Whether an agent listens now; logs the transitions (once each) and sends READY when one
     /// appears, so it installs its programs.
-    fn check_agent(&self) -> bool {
+    ///
+    /// Runs with the tables locked (`t` is the guarded tables): every CREATE is sent under the
+    /// same lock, so the READY of a new agent always reaches it before any CREATE that follows
+    /// the transition. (Without this, a CREATE sent by another CPU between the transition and
+    /// the READY reached portus first; portus then dropped the flow on READY and re-installed
+    /// its programs, leaving that flow native.)
+    fn check_agent(&self, t: &mut Tables) -> bool {
         let up = self.nl.has_listeners(CCP_GROUP);
         if up != self.agent_up.swap(up, Ordering::AcqRel) {
             if up {
                 pr_info!("ccp: agent listening on netlink group {}: new flows are offered to it\n", CCP_GROUP);
-                let mut t = self.tables.lock();
                 let mut ops = Ops { nl: &self.nl, now_us: 0, cwnd_bytes: None, rate_bps: None };
                 let _ = t.dp.send_ready(DATAPATH_ID, &mut ops);
             } else {
@@ -225,9 +233,6 @@ fn slot(sid: u32) -> Option<usize> {
 /// in the socket's private data, or 0 (native only).
 pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
     let Some(c) = ccp() else { return 0 };
-    if !c.check_agent() {
-        return 0;
-    }
     let a = sk.inet_addrs();
     let mss = sk.mss_cache();
     let info = FlowInfo {
@@ -242,6 +247,9 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
     let Ok(info) = info.with_alg_name(alg) else { return 0 };
     let mut guard = c.tables.lock();
     let t: &mut Tables = &mut guard;
+    if !c.check_agent(t) {
+        return 0;
+    }
     let mut ops = Ops { nl: &c.nl, now_us: sk.tcp_mstamp_us(), cwnd_bytes: None, rate_bps: None };
     match t.dp.flow_start(&info, &mut ops) {
         Ok(sid) => {
@@ -273,9 +281,9 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
 pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> bool {
     let Some(c) = ccp() else { return false };
     let Some(i) = slot(sid) else { return false };
-    let up = c.check_agent();
     let mut guard = c.tables.lock();
     let t: &mut Tables = &mut guard;
+    let up = c.check_agent(t);
     let Some(e) = t.extra.get_mut(i) else { return false };
     if !up || e.dead {
         release_control(sk, e);
