@@ -48,7 +48,7 @@ mod ccp;
 
 use mltcp_math::{
     cubic::{Clock, CubicParams},
-    iteration::Snapshot,
+    iteration::{slow_start_gain_fx, Snapshot},
     mltcp::{MltcpCubicState, MltcpRenoState},
     params::{self, ParamError, Params},
     reno::{self, Window},
@@ -97,6 +97,14 @@ kernel::module_param!(
     desc: "Weight of the newest iteration in the bytes-per-iteration EWMA, fixed point 1024 = 1.0 (1..1024)"
 );
 
+kernel::module_param!(
+    /// Whether F also scales the slow-start increase (capped at 1.0).
+    static SCALE_SLOW_START: u32 = Params::DEFAULT.scale_slow_start;
+    module: "tcp_mltcp", name: "scale_slow_start", perm: 0o644,
+    check: |v| params::validate_scale_slow_start(v).map_err(refuse),
+    desc: "1: F(bytes_ratio) also scales the slow-start increase, capped at 1.0; 0: Linux's slow start (0..1)"
+);
+
 /// The current parameters (each read lock-free; a write between reads mixes old and new values
 /// for one ACK at most, which is harmless).
 fn params() -> Params {
@@ -105,6 +113,7 @@ fn params() -> Params {
         intercept_fx: INTERCEPT_FX.get(),
         idle_gap_us: IDLE_GAP_US.get(),
         ewma_weight_fx: EWMA_WEIGHT_FX.get(),
+        scale_slow_start: SCALE_SLOW_START.get(),
     }
 }
 
@@ -232,11 +241,11 @@ impl Algorithm for Mltcp {
         if sid != 0 && ccp::on_ack(sk, sid, acked) {
             return;
         }
-        let bytes = sk.bytes_acked();
-        let f_fx = sk.data().m.iter.scale_fx(&params(), bytes);
+        let (p, bytes) = (params(), sk.bytes_acked());
+        let f_fx = sk.data().m.iter.scale_fx(&p, bytes);
         let before = window(sk);
         let mut w = before;
-        reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx);
+        reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx, slow_start_gain_fx(&p, f_fx));
         apply(sk, &before, &w);
     }
 
@@ -294,8 +303,9 @@ impl Algorithm for MltcpCubic {
         let before = window(sk);
         let mut w = before;
         let d = &mut sk.data().m;
-        let f_fx = d.iter.scale_fx(&params(), bytes);
-        d.cubic.mltcp_cong_avoid(&CUBIC, &mut w, acked, limited, &clk, f_fx);
+        let p = params();
+        let f_fx = d.iter.scale_fx(&p, bytes);
+        d.cubic.mltcp_cong_avoid(&CUBIC, &mut w, acked, limited, &clk, f_fx, slow_start_gain_fx(&p, f_fx));
         apply(sk, &before, &w);
     }
 
@@ -348,11 +358,12 @@ impl kernel::Module for MltcpModule {
         let cubic = Registration::new(module)?;
         let p = params();
         pr_info!(
-            "registered mltcp and mltcp_cubic (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={})\n",
+            "registered mltcp and mltcp_cubic (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={} scale_slow_start={})\n",
             p.slope_fx,
             p.intercept_fx,
             p.idle_gap_us,
-            p.ewma_weight_fx
+            p.ewma_weight_fx,
+            p.scale_slow_start
         );
         Ok(Self { _reno: reno, _cubic: cubic, _ccp: ccp })
     }

@@ -12,7 +12,9 @@
 # softirq+steal, USER_HZ), and for CCP runs the agent's own CPU time (/proc/PID/stat). Reported:
 # the goodput ratio CCP/native of the medians (target >= 0.95) and the CPU time per transferred
 # GB of both (target: CCP overhead <= 2 %). Under TCG the CPU figures are emulated time, good for a
-# comparison only. Files: /results/ccp-bench/*.json, agent logs, summary.txt (also printed).
+# comparison only. Then the agent -> datapath -> report round trip over netlink (tcp_mltcp.ko)
+# and over unix-socket IPC (a user-space datapath on the same core), and their ratio.
+# Files: /results/ccp-bench/*.json, agent logs, ping-*.txt, summary.txt (also printed).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
 ROUNDS=3 SECS=10 RATE=100mbit DELAY=10ms
@@ -94,5 +96,31 @@ ovh=$(awk -v c="$c_cpu" -v n="$n_cpu" 'BEGIN { printf "%+.1f", (n > 0) ? (c / n 
 say "median goodput: native reno $n_mbps Mbit/s, CCP reno $c_mbps Mbit/s; ratio $ratio (target >= 0.95)"
 say "median guest CPU per GB: native $n_cpu s, CCP $c_cpu s (CCP overhead $ovh %, target <= 2 %); agent alone $c_agent s per run"
 tail -n 1 "$OUT"/agent.*.log 2>/dev/null | grep "flow closed" | sed 's/^.*flow closed/agent: flow closed/' | tee -a "$SUMMARY"
+
+# The agent -> datapath -> report round trip (`ccp-test-agent ping`, PINGS samples each): over
+# netlink to tcp_mltcp.ko on an unshaped iperf3 -C mltcp flow (the program runs per ACK, so the
+# figure includes the wait for the next ACK), and over portus's unix-socket IPC to a user-space
+# datapath on the same core (`userspace-dp`, program run as soon as the message arrives).
+PINGS=2000
+vm_net_unshape
+ccp-test-agent ping --samples $PINGS > "$OUT/ping-netlink.txt" 2> "$OUT/ping-netlink.log" &
+_agent=$!
+sleep 1
+vm_iperf "$OUT/ping-netlink.json" -C mltcp -t 30 > /dev/null 2>&1 &
+_iperf=$!
+wait "$_agent"
+pkill -f "iperf3 -c" 2>/dev/null; wait "$_iperf" 2>/dev/null
+ccp-test-agent --ipc unix --unix-name ccp-bench ping --samples $PINGS > "$OUT/ping-unix.txt" 2> "$OUT/ping-unix.log" &
+_agent=$!
+sleep 1
+ccp-test-agent --unix-name ccp-bench userspace-dp --secs 60 > "$OUT/userspace-dp.log" 2>&1 &
+_dp=$!
+wait "$_agent"
+kill "$_dp" 2>/dev/null; wait "$_dp" 2>/dev/null
+pn=$(cat "$OUT/ping-netlink.txt") pu=$(cat "$OUT/ping-unix.txt")
+say "$pn"
+say "$pu"
+p50() { echo "$1" | sed -n 's/.* p50=\([0-9.]*\).*/\1/p'; }
+say "round-trip ratio netlink/unix (p50): $(awk -v a="$(p50 "$pn")" -v b="$(p50 "$pu")" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
 vm_net_teardown
 awk -v r="$ratio" 'BEGIN { exit !(r >= 0.95) }'

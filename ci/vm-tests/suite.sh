@@ -1,6 +1,7 @@
 #!/bin/sh
 # ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6; the iteration test
-# comes from mltcp_stat.sh; the CCP datapath tests are ccp.sh, run in a VM of their own). Runs in the guest
+# comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh; the CCP datapath
+# tests are ccp.sh, run in a VM of their own). Runs in the guest
 # under sh (dash), as root:
 #
 #   ci/vm-run ci/vm-tests/suite.sh [--substitute] [TEST...]
@@ -20,10 +21,11 @@
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
 TESTS_DIR=/host/ci/vm-tests
 . "$TESTS_DIR/mltcp_stat.sh" || { echo "cannot source $TESTS_DIR/mltcp_stat.sh"; exit 1; }
+. "$TESTS_DIR/trainemu_e2e.sh" || { echo "cannot source $TESTS_DIR/trainemu_e2e.sh"; exit 1; }
 
 ALG=mltcp ALG_CUBIC=mltcp_cubic             # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
-PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx"   # u32, 1024 = 1.0
+PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx scale_slow_start"   # u32 (fx: 1024 = 1.0; a 0/1 flag)
 SUBSTITUTE=0
 SHAPED_RATE_MBIT=100     # tbf rate of the bottleneck
 THROUGHPUT_SECS=5        # iperf3 -t for the throughput comparisons
@@ -269,6 +271,7 @@ test_bad_params() {
     bad_write intercept_fx 0
     bad_write idle_gap_us 5
     bad_write ewma_weight_fx 2000
+    bad_write scale_slow_start 2
   fi
   # A valid write is accepted, then restored.
   p=${PARAMS%% *}
@@ -333,6 +336,7 @@ run_test bad_params
 run_test loss_mltcp
 run_test loss_mltcp_cubic
 vm_net_teardown
+run_test trainemu_e2e
 run_test dmesg_clean
 
 echo "# suite took $(( $(date +%s) - start )) s"

@@ -34,6 +34,64 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
 pub const KNOWN_CCS: &[&str] =
     &["cubic", "reno", "mltcp", "mltcp_cubic", "bbr", "dctcp", "vegas", "htcp", "bic"];
 
+/// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
+pub const MLTCP_PARAMS: &[&str] = &["slope_fx", "intercept_fx", "idle_gap_us", "ewma_weight_fx", "scale_slow_start"];
+
+/// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
+/// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
+/// whose `ccs` list such variants). The whole string labels the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CcVariant {
+    /// The entry as written (the run's label).
+    pub label: String,
+    /// The congestion control set on every socket.
+    pub cc: String,
+    /// Module parameters (name, value) written before the run and restored after it.
+    pub params: Vec<(String, u32)>,
+}
+
+impl CcVariant {
+    /// Parses `CC` or `CC[NAME=VALUE,...]`. Errors name the part that is wrong.
+    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+        let (cc, rest) = match s.find('[') {
+            None => (s, None),
+            Some(i) => {
+                let inner = s[i + 1..].strip_suffix(']').ok_or("a parameter list must end with ']'")?;
+                (&s[..i], Some(inner))
+            }
+        };
+        if !KNOWN_CCS.contains(&cc) {
+            return Err(format!("unknown congestion control '{cc}' (known: {})", KNOWN_CCS.join(", ")));
+        }
+        let mut params: Vec<(String, u32)> = Vec::new();
+        if let Some(inner) = rest {
+            if !cc.starts_with("mltcp") {
+                return Err(format!("module parameters apply to tcp_mltcp's algorithms only, not '{cc}'"));
+            }
+            for kv in inner.split(',') {
+                let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not NAME=VALUE"))?;
+                if !MLTCP_PARAMS.contains(&k) {
+                    return Err(format!("unknown module parameter '{k}' (known: {})", MLTCP_PARAMS.join(", ")));
+                }
+                let v: u32 = v.parse().map_err(|_| format!("{k} = '{v}' is not an unsigned 32-bit integer"))?;
+                if params.iter().any(|(n, _)| n == k) {
+                    return Err(format!("parameter '{k}' given twice"));
+                }
+                params.push((k.to_string(), v));
+            }
+            if params.is_empty() {
+                return Err("empty parameter list".into());
+            }
+        }
+        Ok(Self { label: s.to_string(), cc: cc.to_string(), params })
+    }
+
+    /// The run's directory name: the label with `[`, `]`, `,` and `=` replaced by `_`, `-`.
+    pub fn dir_name(&self) -> String {
+        self.label.replace(['[', ','], "_").replace(']', "").replace('=', "-")
+    }
+}
+
 /// One model profile of `models.toml` (`[models.NAME]`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -207,7 +265,9 @@ pub struct Scenario {
     /// Congestion control of the solo runs.
     #[serde(default = "default_solo_cc")]
     pub solo_cc: String,
-    /// Congestion controls to compare, one run each (all jobs together).
+    /// Congestion controls to compare, one run each (all jobs together); an entry may carry
+    /// tcp_mltcp module parameters for its run: `mltcp[slope_fx=3072,intercept_fx=512]`
+    /// ([`CcVariant`]).
     pub ccs: Vec<String>,
     /// Throughput sampling period, in milliseconds (at most 20).
     #[serde(default = "default_sample_ms")]
@@ -343,8 +403,8 @@ impl Scenario {
         }
         let mut seen = BTreeSet::new();
         for (i, cc) in self.ccs.iter().enumerate() {
-            if !KNOWN_CCS.contains(&cc.as_str()) {
-                refuse!(format!("ccs[{i}]"), cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+            if let Err(why) = CcVariant::parse(cc) {
+                refuse!(format!("ccs[{i}]"), cc, why);
             }
             if !seen.insert(cc) {
                 refuse!(format!("ccs[{i}]"), cc, "listed twice");
@@ -581,6 +641,29 @@ workers = ["h1", "h2"]
         }
         let e = err_of(&GOOD.replace("paradigm = \"ring\"", "paradigm = \"tree\""));
         assert!(e.contains("tree") && e.contains("paradigm"), "{e}");
+    }
+
+    #[test]
+    fn cc_variants_parse_and_refuse() {
+        let v = CcVariant::parse("mltcp[slope_fx=3072,intercept_fx=512]").unwrap();
+        assert_eq!(v.cc, "mltcp");
+        assert_eq!(v.params, vec![("slope_fx".to_string(), 3072), ("intercept_fx".to_string(), 512)]);
+        assert_eq!(v.dir_name(), "mltcp_slope_fx-3072_intercept_fx-512");
+        assert_eq!(CcVariant::parse("cubic").unwrap().params, vec![]);
+        for (bad, why) in [
+            ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
+            ("mltcp[slope=1]", "unknown module parameter 'slope'"),
+            ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),
+            ("mltcp[slope_fx=1", "must end with ']'"),
+            ("mltcp[slope_fx=1,slope_fx=2]", "given twice"),
+            ("mltcp[]", "is not NAME=VALUE"),
+            ("mltcpx[slope_fx=1]", "unknown congestion control 'mltcpx'"),
+        ] {
+            let e = CcVariant::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let e = err_of(&GOOD.replace("ccs = [\"cubic\", \"reno\"]", "ccs = [\"cubic\", \"mltcp[slope=2]\"]"));
+        assert!(e.contains("ccs[1]") && e.contains("mltcp[slope=2]") && e.contains("unknown module parameter"), "{e}");
     }
 
     #[test]

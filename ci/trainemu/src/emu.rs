@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{JobPlan, Paradigm};
+use crate::config::{CcVariant, JobPlan, Paradigm};
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.
 #[derive(Debug, Clone)]
@@ -64,8 +64,8 @@ impl Net {
 pub struct RunSpec {
     /// Run label (e.g. "mltcp" or "solo-A"); names its results directory.
     pub name: String,
-    /// Congestion control of every socket.
-    pub cc: String,
+    /// Congestion control of every socket, with the module parameters of the run.
+    pub cc: CcVariant,
     /// The jobs.
     pub jobs: Vec<JobPlan>,
     /// Sampling period of the throughput sampler, in milliseconds.
@@ -737,7 +737,7 @@ pub type ProgressFn<'a> = &'a mut dyn FnMut(&[u32], f64);
 pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput> {
     let ctx = Ctx {
         t0: Instant::now(),
-        cc: spec.cc.clone(),
+        cc: spec.cc.cc.clone(),
         run: spec.name.clone(),
         net: net.clone(),
         abort: AtomicBool::new(false),
@@ -748,7 +748,7 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         go_us: std::sync::OnceLock::new(),
     };
     let stop_sampler = AtomicBool::new(false);
-    let mltcp = spec.cc.starts_with("mltcp");
+    let mltcp = spec.cc.cc.starts_with("mltcp");
     let period = Duration::from_micros((spec.sample_ms * 1000.0) as u64);
     let ctx = &ctx;
     let (records, samples) = thread::scope(|scope| -> Result<(Vec<IterRecord>, Vec<Sample>)> {
@@ -839,7 +839,7 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         Ok((records, samples))
     })?;
     if let Some(e) = ctx.error.lock().unwrap().take() {
-        bail!("run {} (cc {}) failed: {e}", spec.name, spec.cc);
+        bail!("run {} (cc {}) failed: {e}", spec.name, spec.cc.label);
     }
     let flows = ctx.flows.lock().unwrap().drain(..).map(|(f, _)| f).collect();
     Ok(RunOutput { records, flows, samples, wall_s: ctx.t0.elapsed().as_secs_f64() })
@@ -864,7 +864,7 @@ mod tests {
     }
 
     fn run_jobs(jobs: Vec<JobPlan>, cc: &str) -> RunOutput {
-        let spec = RunSpec { name: "t".into(), cc: cc.into(), jobs, sample_ms: 5.0, timeout_s: 60.0 };
+        let spec = RunSpec { name: "t".into(), cc: CcVariant::parse(cc).unwrap(), jobs, sample_ms: 5.0, timeout_s: 60.0 };
         run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap()
     }
 
@@ -974,7 +974,7 @@ mod tests {
 
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
-        let spec = RunSpec { name: "t".into(), cc: "nosuchcc".into(), jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0 };
+        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![] }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0 };
         let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
         assert!(e.contains("nosuchcc"), "{e}");
     }

@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{JobPlan, ModelFile, Scenario};
+use crate::config::{CcVariant, JobPlan, ModelFile, Scenario};
 use crate::emu::{self, FlowInfo, IterRecord, Net, RunSpec, Sample};
 use crate::topo;
 
@@ -99,6 +99,45 @@ impl Progress {
     }
 }
 
+/// tcp_mltcp module parameters changed for one run; `restore` puts the old values back.
+struct ModuleParams(Vec<(String, String)>);
+
+impl ModuleParams {
+    const DIR: &'static str = "/sys/module/tcp_mltcp/parameters";
+
+    /// Writes `params`, remembering the values they replace. On an error the ones already
+    /// written are restored.
+    fn set(params: &[(String, u32)]) -> Result<Self> {
+        let mut saved = ModuleParams(Vec::new());
+        for (name, value) in params {
+            let path = Path::new(Self::DIR).join(name);
+            let old = match fs::read_to_string(&path) {
+                Ok(o) => o.trim().to_string(),
+                Err(e) => {
+                    saved.restore();
+                    anyhow::bail!("cannot read {}: {e} (is tcp_mltcp loaded?)", path.display());
+                }
+            };
+            if let Err(e) = fs::write(&path, value.to_string()) {
+                saved.restore();
+                anyhow::bail!("cannot set {} = {value}: {e}", path.display());
+            }
+            tracing::info!("tcp_mltcp parameter {name} = {value} (was {old})");
+            saved.0.push((name.clone(), old));
+        }
+        Ok(saved)
+    }
+
+    fn restore(self) {
+        for (name, old) in self.0.iter().rev() {
+            let path = Path::new(Self::DIR).join(name);
+            if let Err(e) = fs::write(&path, old) {
+                tracing::error!("cannot restore {} = {old}: {e}", path.display());
+            }
+        }
+    }
+}
+
 fn flush_tcp_metrics(s: &Scenario) {
     // Cached ssthresh/RTT of earlier runs' connections must not leak into the next run.
     for h in &s.topology.hosts {
@@ -118,7 +157,8 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, lo
     let osrel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let kernel = if loopback { format!("{osrel}, loopback") } else { osrel };
     let avail = topo::available_ccs();
-    let skipped: Vec<String> = s.ccs.iter().filter(|c| !avail.contains(c)).cloned().collect();
+    let variants: Vec<CcVariant> = s.ccs.iter().filter_map(|c| CcVariant::parse(c).ok()).collect();
+    let skipped: Vec<String> = variants.iter().filter(|v| !avail.contains(&v.cc)).map(|v| v.label.clone()).collect();
     if !skipped.is_empty() {
         tracing::warn!("scenario {}: not offered by this kernel, not run: {}", s.name, skipped.join(", "));
     }
@@ -127,10 +167,11 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, lo
         let mut solo = p.clone();
         solo.iterations = s.solo_iterations;
         solo.start_offset_ms = 0.0;
-        runs.push((RunSpec { name: format!("solo-{}", p.name), cc: s.solo_cc.clone(), jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout }, "solo"));
+        let cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
+        runs.push((RunSpec { name: format!("solo-{}", p.name), cc, jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout }, "solo"));
     }
-    for cc in s.ccs.iter().filter(|c| avail.contains(c)) {
-        runs.push((RunSpec { name: cc.clone(), cc: cc.clone(), jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout }, "together"));
+    for v in variants.into_iter().filter(|v| avail.contains(&v.cc)) {
+        runs.push((RunSpec { name: v.dir_name(), cc: v, jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout }, "together"));
     }
     let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
     let mut meta = Meta { scenario: s.clone(), plans: plans.clone(), runs: Vec::new(), skipped_ccs: skipped, kernel, netns: !loopback };
@@ -142,14 +183,21 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, lo
             flush_tcp_metrics(s);
         }
         let label = format!("[{} {}/{} {}]", s.name, i + 1, nruns, spec.name);
-        tracing::info!("{label} starting: cc {}, jobs {}", spec.cc, spec.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(" "));
+        tracing::info!("{label} starting: cc {}, jobs {}", spec.cc.label, spec.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(" "));
         let mut prog = Progress::new(label.clone(), spec.jobs.iter().map(|j| j.iterations).collect());
-        let res = emu::run(spec, &net, &mut |d, t| prog.update(d, t));
+        let res = match ModuleParams::set(&spec.cc.params) {
+            Ok(saved) => {
+                let r = emu::run(spec, &net, &mut |d, t| prog.update(d, t));
+                saved.restore();
+                r
+            }
+            Err(e) => Err(e),
+        };
         prog.finish();
         let rm = |ok: bool, error: Option<String>, wall_s: f64| RunMeta {
             name: spec.name.clone(),
             kind: kind.to_string(),
-            cc: spec.cc.clone(),
+            cc: spec.cc.label.clone(),
             jobs: spec.jobs.iter().map(|j| j.name.clone()).collect(),
             ok,
             error,

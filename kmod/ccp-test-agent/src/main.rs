@@ -7,6 +7,9 @@
 //!   re-read from a file on every report) and a `Cwnd` large enough not to limit it;
 //! - `reno`: Reno's window computed in the agent from per-RTT reports (the benchmark against the
 //!   kernel's native reno);
+//! - `ping`: the agent -> datapath -> report round trip, over netlink to the kernel or over
+//!   portus's unix-socket IPC to `userspace-dp` (a user-space datapath on the `ccp-datapath`
+//!   core), for the benchmark's netlink/unix ratio;
 //! - `forge`: drops privileges and sends a well-formed UPDATE_FIELDS to the kernel, to show that
 //!   an unprivileged sender changes nothing.
 //!
@@ -22,6 +25,7 @@
 mod algs;
 mod forge;
 mod nl;
+mod ping;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -41,6 +45,9 @@ struct Cli {
     /// Log portus's debug messages too (each CREATE's details, installs).
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// With `--ipc unix`: the socket name (portus binds /tmp/ccp/NAME).
+    #[arg(long, default_value = "ccp-ping", global = true)]
+    unix_name: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -52,6 +59,8 @@ enum IpcKind {
     Checked,
     /// `portus::ipc::netlink::Socket` as shipped (no sender check).
     Portus,
+    /// portus's unix-socket IPC (binds /tmp/ccp/NAME, `--unix-name`), for a user-space datapath.
+    Unix,
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,11 +71,14 @@ enum Cmd {
     Reno(algs::RenoArgs),
     /// Drop privileges and send a forged UPDATE_FIELDS to the kernel.
     Forge(forge::ForgeArgs),
+    /// Measure the agent -> datapath -> report round trip on the first flow announced.
+    Ping(ping::PingArgs),
+    /// A user-space datapath (the `ccp-datapath` core, one emulated flow) over unix-socket IPC.
+    UserspaceDp(ping::UserspaceDpArgs),
 }
 
 /// Runs `alg` on `ipc` until SIGINT/SIGTERM (or the socket fails).
-fn run_agent<I: Ipc, A: CongAlg<I> + 'static>(ipc: I, alg: A) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(true));
+fn run_agent<I: Ipc, A: CongAlg<I> + 'static>(ipc: I, alg: A, stop: Arc<AtomicBool>) -> Result<()> {
     install_signal_stop(stop.clone());
     tracing::info!(group = nl::CCP_GROUP, alg = A::name(), "agent listening on netlink");
     portus::RunBuilder::new(BackendBuilder { sock: ipc })
@@ -100,17 +112,27 @@ fn install_signal_stop(flag: Arc<AtomicBool>) {
     }
 }
 
-fn run_with<A>(kind: IpcKind, alg: A) -> Result<()>
+fn run_with<A>(cli: &Cli, alg: A, stop: Arc<AtomicBool>) -> Result<()>
 where
-    A: CongAlg<nl::CheckedNetlink> + CongAlg<portus::ipc::netlink::Socket<Blocking>> + 'static,
+    A: CongAlg<nl::CheckedNetlink>
+        + CongAlg<portus::ipc::netlink::Socket<Blocking>>
+        + CongAlg<portus::ipc::unix::Socket<Blocking>>
+        + 'static,
 {
-    match kind {
-        IpcKind::Checked => run_agent(nl::CheckedNetlink::new().map_err(|e| anyhow!(e.0))?, alg),
+    match cli.ipc {
+        IpcKind::Checked => run_agent(nl::CheckedNetlink::new().map_err(|e| anyhow!(e.0))?, alg, stop),
         IpcKind::Portus => {
             tracing::warn!("portus's netlink backend does not check the sender's port id");
             let s = portus::ipc::netlink::Socket::<Blocking>::new()
                 .map_err(|e| anyhow!("netlink socket (needs CAP_NET_ADMIN): {}", e.0))?;
-            run_agent(s, alg)
+            run_agent(s, alg, stop)
+        }
+        IpcKind::Unix => {
+            let _ = std::fs::create_dir_all("/tmp/ccp");
+            let _ = std::fs::remove_file(format!("/tmp/ccp/{}", cli.unix_name));
+            let s = portus::ipc::unix::Socket::<Blocking>::new(&cli.unix_name)
+                .map_err(|e| anyhow!("unix socket /tmp/ccp/{}: {}", cli.unix_name, e.0))?;
+            run_agent(s, alg, stop)
         }
     }
 }
@@ -123,13 +145,26 @@ fn main() -> Result<()> {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
-    match cli.cmd {
+    let stop = Arc::new(AtomicBool::new(true));
+    match &cli.cmd {
         Cmd::ConstRate(a) => {
-            let alg = algs::ConstRate::new(&a).context("const-rate")?;
-            run_with(cli.ipc, alg)
+            let alg = algs::ConstRate::new(a).context("const-rate")?;
+            run_with(&cli, alg, stop)
         }
-        Cmd::Reno(a) => run_with(cli.ipc, algs::Reno::new(&a)),
-        Cmd::Forge(a) => forge::run(&a),
+        Cmd::Reno(a) => run_with(&cli, algs::Reno::new(a), stop),
+        Cmd::Forge(a) => forge::run(a),
+        Cmd::Ping(a) => {
+            let samples = Arc::new(std::sync::Mutex::new(ping::Samples::default()));
+            let r = run_with(&cli, ping::Ping::new(a, samples.clone(), stop.clone()), stop);
+            let s = samples.lock().unwrap_or_else(|p| p.into_inner());
+            let ipc = match cli.ipc {
+                IpcKind::Unix => "unix",
+                _ => "netlink",
+            };
+            println!("{}", ping::summary(ipc, &s));
+            r
+        }
+        Cmd::UserspaceDp(a) => ping::run_userspace_dp(a, &cli.unix_name),
     }
 }
 

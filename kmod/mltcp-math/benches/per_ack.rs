@@ -6,6 +6,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use mltcp_math::cubic::{Clock, Cubic, CubicParams};
+use mltcp_math::fixed::FX_ONE;
 use mltcp_math::iteration::Iteration;
 use mltcp_math::params::Params;
 use mltcp_math::reno::{self, Window};
@@ -43,7 +44,7 @@ fn bench(c: &mut Criterion) {
             for _ in 0..ACKS {
                 acked += 1448;
                 let f = black_box(&it).scale_fx(&p, black_box(acked));
-                reno::mltcp_cong_avoid(black_box(&mut w), black_box(1), black_box(true), f);
+                reno::mltcp_cong_avoid(black_box(&mut w), black_box(1), black_box(true), f, FX_ONE);
             }
             w
         })
@@ -69,7 +70,7 @@ fn bench(c: &mut Criterion) {
                 acked += 1448;
                 let clk = Clock { now_jiffies: 100_000 + i / 8, ..Clock::default() };
                 let f = black_box(&it).scale_fx(&p, black_box(acked));
-                cu.mltcp_cong_avoid(&cp, black_box(&mut w), black_box(1), black_box(true), &clk, f);
+                cu.mltcp_cong_avoid(&cp, black_box(&mut w), black_box(1), black_box(true), &clk, f, FX_ONE);
             }
             (w, cu)
         })

@@ -468,7 +468,7 @@ impl Cubic {
     /// ([`reno::slow_start`]); then CUBIC growth through [`reno::cong_avoid_ai`] with `cnt`.
     #[inline]
     pub fn cong_avoid(&mut self, c: &CubicParams, w: &mut Window, acked: u32, cwnd_limited: bool, clk: &Clock) {
-        if let Some(acked) = self.prepare(c, w, acked, cwnd_limited, clk, FX_ONE) {
+        if let Some(acked) = self.prepare(c, w, acked, cwnd_limited, clk, FX_ONE, FX_ONE) {
             reno::cong_avoid_ai(w, self.cnt, acked);
         }
     }
@@ -488,8 +488,13 @@ impl Cubic {
     /// Reno-friendly region governs, which is the data-centre case (small windows, µs RTTs, K of
     /// seconds). On the cubic curve itself (large BDP) F still only changes the catch-up speed.
     ///
-    /// With `f_fx = FX_ONE` this is exactly [`Cubic::cong_avoid`] (same state, bit for bit).
+    /// - slow start grows by `ss_f_fx` per ACKed segment ([`reno::mltcp_slow_start`]; the glue
+    ///   passes [`crate::iteration::slow_start_gain_fx`]).
+    ///
+    /// With `f_fx = ss_f_fx = FX_ONE` this is exactly [`Cubic::cong_avoid`] (same state, bit for
+    /// bit).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn mltcp_cong_avoid(
         &mut self,
         c: &CubicParams,
@@ -498,14 +503,17 @@ impl Cubic {
         cwnd_limited: bool,
         clk: &Clock,
         f_fx: u32,
+        ss_f_fx: u32,
     ) {
-        if let Some(acked) = self.prepare(c, w, acked, cwnd_limited, clk, f_fx) {
+        if let Some(acked) = self.prepare(c, w, acked, cwnd_limited, clk, f_fx, ss_f_fx) {
             reno::cong_avoid_ai(w, mltcp_scale_cnt(self.cnt, f_fx), acked);
         }
     }
 
-    /// Common head of the two: slow start, then `bictcp_update`; `None` when nothing is left to do.
+    /// Common head of the two: slow start (scaled by `ss_f_fx`, [`reno::mltcp_slow_start`]),
+    /// then `bictcp_update`; `None` when nothing is left to do.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn prepare(
         &mut self,
         c: &CubicParams,
@@ -514,13 +522,14 @@ impl Cubic {
         cwnd_limited: bool,
         clk: &Clock,
         f_fx: u32,
+        ss_f_fx: u32,
     ) -> Option<u32> {
         if !cwnd_limited {
             return None;
         }
         let mut acked = acked;
         if reno::in_slow_start(w) {
-            acked = reno::slow_start(w, acked);
+            acked = reno::mltcp_slow_start(w, acked, ss_f_fx);
             if acked == 0 {
                 return None;
             }

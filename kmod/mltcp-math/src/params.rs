@@ -42,6 +42,10 @@ pub struct Params {
     /// Weight of the newest complete iteration in the EWMA of bytes per iteration, fixed point
     /// (256 = 1/4). Range `[1, FX_ONE]`; `FX_ONE` = use the last iteration only.
     pub ewma_weight_fx: u32,
+    /// 1: F also scales the slow-start increase (capped at 1.0, so slow start is never faster
+    /// than Linux's; [`crate::iteration::slow_start_gain_fx`]); 0: Linux's slow start, F acts in
+    /// congestion avoidance only. Range `[0, 1]`.
+    pub scale_slow_start: u32,
 }
 
 impl Params {
@@ -71,6 +75,7 @@ impl Params {
         intercept_fx: 256,
         idle_gap_us: 20_000,
         ewma_weight_fx: 256,
+        scale_slow_start: 0,
     };
 
     /// Checks every field against its range; returns the first offending one.
@@ -79,6 +84,7 @@ impl Params {
         validate_intercept_fx(self.intercept_fx)?;
         validate_idle_gap_us(self.idle_gap_us)?;
         validate_ewma_weight_fx(self.ewma_weight_fx)?;
+        validate_scale_slow_start(self.scale_slow_start)?;
         Ok(())
     }
 }
@@ -140,6 +146,11 @@ pub fn validate_ewma_weight_fx(v: u32) -> Result<u32, ParamError> {
     check("ewma_weight_fx", v, 1, FX_ONE)
 }
 
+/// Validates `scale_slow_start` (a flag): 0 or 1.
+pub fn validate_scale_slow_start(v: u32) -> Result<u32, ParamError> {
+    check("scale_slow_start", v, 0, 1)
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -175,6 +186,9 @@ mod tests {
         assert!(validate_ewma_weight_fx(0).is_err());
         assert!(validate_ewma_weight_fx(1024).is_ok());
         assert!(validate_ewma_weight_fx(1025).is_err());
+        assert!(validate_scale_slow_start(0).is_ok());
+        assert!(validate_scale_slow_start(1).is_ok());
+        assert!(validate_scale_slow_start(2).is_err());
         let e = validate_ewma_weight_fx(0).unwrap_err();
         assert_eq!(e, ParamError { name: "ewma_weight_fx", value: 0, min: 1, max: 1024 });
         assert_eq!(e.to_string(), "ewma_weight_fx = 0 is out of range [1, 1024]");

@@ -6,7 +6,7 @@
 //! Linux 6.12 ones wherever Linux's 32-bit arithmetic does not overflow (window sums below
 //! 2^32); where it would wrap, these saturate instead (documented per function).
 
-use super::fixed::FX_SHIFT;
+use super::fixed::{FX_ONE, FX_SHIFT};
 
 /// The `tcp_sock` window fields the updates read and write (all in segments, `snd_cwnd_cnt` in
 /// ACKed segments). The glue copies them out of and back into `tcp_sock`.
@@ -97,18 +97,61 @@ pub fn mltcp_ai_w(cwnd: u32, f_fx: u32) -> u32 {
     u32::try_from(w).unwrap_or(u32::MAX).max(1)
 }
 
-/// MLTCP-Reno (thesis ch. 5: `cwnd += F(bytes_ratio) * additive_increase`): as [`cong_avoid`] but
-/// congestion avoidance grows the window by F segments per RTT (`ai_w =`
-/// [`mltcp_ai_w`]`(cwnd, f_fx)`); slow start and the decrease are unchanged.
-/// With `f_fx = FX_ONE` this is exactly [`cong_avoid`].
+/// MLTCP slow start: [`slow_start`] with the increase scaled by `ss_f_fx` (fixed point,
+/// [`FX_ONE`] = 1.0): `cwnd` grows by `acked · ss_f_fx / FX_ONE` segments, the fraction (in
+/// 1/[`FX_ONE`] segments, below one segment) carried in `cwnd_cnt`, which Linux's slow start does
+/// not use. Returns the ACKed segments left over for congestion avoidance once `ssthresh` is
+/// reached (those not needed to get there), and then clears the carry. (When HyStart ends slow
+/// start instead, by lowering `ssthresh`, the carry left in `cwnd_cnt` counts as fewer than
+/// [`FX_ONE`] ACKs toward the next congestion-avoidance increment: at most one segment early.)
+///
+/// With `ss_f_fx = FX_ONE` this is exactly [`slow_start`] (`cwnd_cnt` untouched). The glue passes
+/// `min(F, 1)` ([`super::mltcp::slow_start_gain_fx`]) when `scale_slow_start` is on: a flow early
+/// in its iteration ramps up more slowly (×(1 + F) per RTT instead of ×2), and slow start is never
+/// more aggressive than Linux's. `ss_f_fx = 0` never grows the window and never divides by zero.
 #[inline]
-pub fn mltcp_cong_avoid(w: &mut Window, acked: u32, cwnd_limited: bool, f_fx: u32) {
+pub fn mltcp_slow_start(w: &mut Window, acked: u32, ss_f_fx: u32) -> u32 {
+    if ss_f_fx == FX_ONE {
+        return slow_start(w, acked);
+    }
+    if ss_f_fx == 0 {
+        // No growth at all (F is never 0 with validated parameters): the ACKs are spent.
+        return 0;
+    }
+    let room = w.ssthresh.saturating_sub(w.cwnd);
+    // The carry is below one segment (FX_ONE); anything larger is a CA count left from before.
+    let carry = u64::from(w.cwnd_cnt.min(FX_ONE - 1));
+    // acked · ss_f_fx < 2^64 for u32 operands; the carry is < 2^10: saturation never happens.
+    let total_fx = u64::from(acked).saturating_mul(u64::from(ss_f_fx)).saturating_add(carry);
+    let inc = total_fx >> FX_SHIFT;
+    if inc < u64::from(room) {
+        // inc < room <= u32::MAX: the conversion cannot fail and the sum stays below ssthresh.
+        w.cwnd = w.cwnd.saturating_add(u32::try_from(inc).unwrap_or(room)).min(w.cwnd_clamp);
+        w.cwnd_cnt = u32::try_from(total_fx & u64::from(FX_ONE - 1)).unwrap_or(0);
+        return 0;
+    }
+    // ssthresh reached: the ACKs it took are ceil((room·FX_ONE − carry) / ss_f_fx); the others
+    // are left to congestion avoidance.
+    let need_fx = (u64::from(room) << FX_SHIFT).saturating_sub(carry);
+    let used = need_fx.div_ceil(u64::from(ss_f_fx));
+    w.cwnd = w.cwnd.saturating_add(room).min(w.cwnd_clamp);
+    w.cwnd_cnt = 0;
+    acked.saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+}
+
+/// MLTCP-Reno (thesis ch. 1 and 5: `cwnd += F(bytes_ratio) * additive_increase`): as
+/// [`cong_avoid`] but congestion avoidance grows the window by F segments per RTT (`ai_w =`
+/// [`mltcp_ai_w`]`(cwnd, f_fx)`) and slow start by `ss_f_fx` ([`mltcp_slow_start`]; `FX_ONE`:
+/// Linux's slow start). The decrease is unchanged.
+/// With `f_fx = ss_f_fx = FX_ONE` this is exactly [`cong_avoid`].
+#[inline]
+pub fn mltcp_cong_avoid(w: &mut Window, acked: u32, cwnd_limited: bool, f_fx: u32, ss_f_fx: u32) {
     if !cwnd_limited {
         return;
     }
     let mut acked = acked;
     if in_slow_start(w) {
-        acked = slow_start(w, acked);
+        acked = mltcp_slow_start(w, acked, ss_f_fx);
         if acked == 0 {
             return;
         }
@@ -132,11 +175,81 @@ pub fn undo_cwnd(cwnd: u32, prior_cwnd: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixed::FX_ONE;
     use super::*;
 
     fn win(cwnd: u32, ssthresh: u32) -> Window {
         Window { cwnd, cwnd_cnt: 0, ssthresh, cwnd_clamp: u32::MAX }
+    }
+
+    #[test]
+    fn scaled_slow_start_at_one_is_linux() {
+        for cwnd in [1u32, 2, 10, 100, 1000] {
+            for ssthresh in [0u32, 5, 50, 5000, u32::MAX] {
+                for acked in [0u32, 1, 3, 64] {
+                    for cnt in [0u32, 7, 5000] {
+                        let mut a = Window { cwnd_cnt: cnt, ..win(cwnd, ssthresh) };
+                        let mut b = a;
+                        assert_eq!(slow_start(&mut a, acked), mltcp_slow_start(&mut b, acked, FX_ONE));
+                        assert_eq!(a, b);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scaled_slow_start_grows_by_f_per_ack() {
+        // F = 0.5: ten single ACKs add five segments (×1.5 per RTT instead of ×2).
+        let mut w = win(10, 1000);
+        for _ in 0..10 {
+            assert_eq!(mltcp_slow_start(&mut w, 1, FX_ONE / 2), 0);
+        }
+        assert_eq!((w.cwnd, w.cwnd_cnt), (15, 0));
+        // F = 0.25: the quarter segments are carried until they make one.
+        let mut w = win(10, 1000);
+        for i in 1..=8u32 {
+            mltcp_slow_start(&mut w, 1, FX_ONE / 4);
+            assert_eq!(w.cwnd, 10 + i / 4, "after {i} ACKs");
+        }
+        assert_eq!(w.cwnd_cnt, 0);
+        // A stretch ACK of 3 segments at F = 0.25: 0.75 carried.
+        let mut w = win(10, 1000);
+        mltcp_slow_start(&mut w, 3, FX_ONE / 4);
+        assert_eq!((w.cwnd, w.cwnd_cnt), (10, 3 * FX_ONE / 4));
+    }
+
+    #[test]
+    fn scaled_slow_start_hands_leftover_to_ca() {
+        // cwnd 10, ssthresh 12, F = 0.5: 4 of the 10 ACKs reach ssthresh, 6 are left over.
+        let mut w = win(10, 12);
+        assert_eq!(mltcp_slow_start(&mut w, 10, FX_ONE / 2), 6);
+        assert_eq!((w.cwnd, w.cwnd_cnt), (12, 0));
+        // With a carry of 0.5 segment only 3 are needed.
+        let mut w = Window { cwnd_cnt: FX_ONE / 2, ..win(10, 12) };
+        assert_eq!(mltcp_slow_start(&mut w, 10, FX_ONE / 2), 7);
+        // A large CA count in cwnd_cnt is not taken as a carry of more than one segment.
+        let mut w = Window { cwnd_cnt: 50_000, ..win(10, 1000) };
+        mltcp_slow_start(&mut w, 1, FX_ONE / 2);
+        assert_eq!(w.cwnd, 11);
+        assert!(w.cwnd_cnt < FX_ONE);
+        // The clamp holds.
+        let mut w = Window { cwnd_clamp: 11, ..win(10, 20) };
+        mltcp_slow_start(&mut w, 100, FX_ONE / 2);
+        assert_eq!(w.cwnd, 11);
+    }
+
+    #[test]
+    fn mltcp_cong_avoid_scales_slow_start_then_ca() {
+        // Slow start at F = 0.5 to ssthresh 20, then CA at F = 2 (2 segments per RTT).
+        let mut w = win(10, 20);
+        for _ in 0..20 {
+            mltcp_cong_avoid(&mut w, 1, true, 2 * FX_ONE, FX_ONE / 2);
+        }
+        assert_eq!(w.cwnd, 20);
+        for _ in 0..20 {
+            mltcp_cong_avoid(&mut w, 1, true, 2 * FX_ONE, FX_ONE / 2);
+        }
+        assert_eq!(w.cwnd, 22);
     }
 
     #[test]
@@ -174,7 +287,7 @@ mod tests {
             let mut acks = 0u32;
             // ten windows of ACKs with F constant
             while acks < 10_000 {
-                mltcp_cong_avoid(&mut w, 1, true, f);
+                mltcp_cong_avoid(&mut w, 1, true, f, FX_ONE);
                 acks += 1;
             }
             let grown = w.cwnd - 1000;

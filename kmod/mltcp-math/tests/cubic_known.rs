@@ -39,7 +39,7 @@ fn run(cu: &mut Cubic, w: &mut Window, rtt_us: u32, secs: u32, f_fx: u32, mut pr
             if f_fx == FX_ONE {
                 cu.cong_avoid(&C, w, 1, true, &clk);
             } else {
-                cu.mltcp_cong_avoid(&C, w, 1, true, &clk, f_fx);
+                cu.mltcp_cong_avoid(&C, w, 1, true, &clk, f_fx, FX_ONE);
             }
         }
         if ms % 1000 == 0 {

@@ -25,7 +25,7 @@ fn ev() -> impl Strategy<Value = Ev> {
 }
 
 /// Identity params: F = intercept = 1.0 whatever the ratio.
-const IDENTITY: Params = Params { slope_fx: 0, intercept_fx: FX_ONE, idle_gap_us: 20_000, ewma_weight_fx: 256 };
+const IDENTITY: Params = Params { slope_fx: 0, intercept_fx: FX_ONE, idle_gap_us: 20_000, ewma_weight_fx: 256, scale_slow_start: 0 };
 
 #[derive(Clone, Copy, Debug)]
 struct Net {
@@ -76,7 +76,7 @@ proptest! {
                     reno::cong_avoid(&mut w, acked, cwnd_limited);
                     let f = iter.scale_fx(&IDENTITY, net.bytes_acked);
                     prop_assert_eq!(f, FX_ONE);
-                    reno::mltcp_cong_avoid(&mut wm, acked, cwnd_limited, f);
+                    reno::mltcp_cong_avoid(&mut wm, acked, cwnd_limited, f, FX_ONE);
                 }
                 Ev::Loss | Ev::Rto => {
                     prior = w.cwnd;
@@ -152,7 +152,7 @@ proptest! {
                     r.cong_avoid(&mut ca, &mut tp, acked, cwnd_limited, &clk);
                     cu.cong_avoid(&c, &mut w, acked, cwnd_limited, &clk);
                     let f = iter.scale_fx(&IDENTITY, net.bytes_acked);
-                    cm.mltcp_cong_avoid(&c, &mut wm, acked, cwnd_limited, &clk, f);
+                    cm.mltcp_cong_avoid(&c, &mut wm, acked, cwnd_limited, &clk, f, FX_ONE);
                     lsnd = clk.now_jiffies;
                 }
                 Ev::Loss | Ev::Rto => {
@@ -214,7 +214,7 @@ fn no_estimate_is_plain() {
     for i in 0..10_000u32 {
         let clk = Clock { now_jiffies: 1000 + i / 10, ..Clock::default() };
         cu.cong_avoid(&c, &mut w, 1, true, &clk);
-        cm.mltcp_cong_avoid(&c, &mut wm, 1, true, &clk, it.scale_fx(&p, i as u64 * 1448));
+        cm.mltcp_cong_avoid(&c, &mut wm, 1, true, &clk, it.scale_fx(&p, i as u64 * 1448), FX_ONE);
     }
     assert_eq!(w, wm);
     assert_eq!(cu, cm);

@@ -161,11 +161,12 @@ fn mid_stream_attach_discards_partial_iteration() {
 }
 
 fn params() -> impl Strategy<Value = Params> {
-    (0u32..=64 * FX_ONE, 1u32..=64 * FX_ONE, 100u32..=10_000_000, 1u32..=FX_ONE).prop_map(|(s, i, g, w)| Params {
+    (0u32..=64 * FX_ONE, 1u32..=64 * FX_ONE, 100u32..=10_000_000, 1u32..=FX_ONE, 0u32..=1).prop_map(|(s, i, g, w, ss)| Params {
         slope_fx: s,
         intercept_fx: i,
         idle_gap_us: g,
         ewma_weight_fx: w,
+        scale_slow_start: ss,
     })
 }
 

@@ -73,11 +73,12 @@ fn any_cubic_params() -> impl Strategy<Value = CubicParams> {
 }
 
 fn any_params() -> impl Strategy<Value = Params> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(s, i, g, w)| Params {
+    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(s, i, g, w, ss)| Params {
         slope_fx: s,
         intercept_fx: i,
         idle_gap_us: g,
         ewma_weight_fx: w,
+        scale_slow_start: ss,
     })
 }
 
@@ -92,7 +93,8 @@ proptest! {
     fn reno_never_panics(mut w in any_window(), acked in any::<u32>(), lim in any::<bool>(), f in big_f(), ai in any::<u32>(), prior in any::<u32>()) {
         let mut w2 = w;
         reno::cong_avoid(&mut w, acked, lim);
-        reno::mltcp_cong_avoid(&mut w2, acked, lim, f);
+        reno::mltcp_cong_avoid(&mut w2, acked, lim, f, f);
+        let _ = reno::mltcp_slow_start(&mut w2, acked, f);
         reno::cong_avoid_ai(&mut w2, ai, acked);
         let left = reno::slow_start(&mut w2, acked);
         let _ = (left, reno::ssthresh(w.cwnd), reno::undo_cwnd(w.cwnd, prior));
@@ -110,7 +112,7 @@ proptest! {
         let mut wm = w;
         cu.pkts_acked(&c, &mut w, rtt, &clk, rate, gso);
         cu.cong_avoid(&c, &mut w, acked, lim, &clk);
-        cm.mltcp_cong_avoid(&c, &mut wm, acked, lim, &clk, f);
+        cm.mltcp_cong_avoid(&c, &mut wm, acked, lim, &clk, f, f);
         cu.on_tx_start(&clk, lsnd);
         let _ = cu.recalc_ssthresh(&c, &w);
         cu.on_loss_state(&c, &clk);
@@ -151,8 +153,8 @@ fn all_zero_states() {
     let mut w = Window::default();
     // release-without-init style: everything on zeros.
     assert_eq!(r.iter.scale_fx(&p, 0), FX_ONE);
-    reno::mltcp_cong_avoid(&mut w, 1, true, r.iter.scale_fx(&p, 0));
-    s.cubic.mltcp_cong_avoid(&c, &mut w, 1, true, &clk, s.iter.scale_fx(&p, 0));
+    reno::mltcp_cong_avoid(&mut w, 1, true, r.iter.scale_fx(&p, 0), FX_ONE);
+    s.cubic.mltcp_cong_avoid(&c, &mut w, 1, true, &clk, s.iter.scale_fx(&p, 0), FX_ONE);
     s.cubic.pkts_acked(&c, &mut w, 0, &clk, 0, 0);
     s.cubic.on_tx_start(&clk, 0);
     let _ = s.cubic.recalc_ssthresh(&c, &w);
@@ -184,7 +186,7 @@ fn huge_windows_stay_sane() {
             let clk = Clock { now_jiffies: 10_000 + ms, ..Clock::default() };
             // Stretch ACKs: a window's worth per 100 ms.
             let acked = (w.cwnd / 100).max(1);
-            cu.mltcp_cong_avoid(&c, &mut w, acked, true, &clk, 2 * FX_ONE);
+            cu.mltcp_cong_avoid(&c, &mut w, acked, true, &clk, 2 * FX_ONE, FX_ONE);
             assert!(w.cwnd >= prev, "never shrinks without loss");
             prev = w.cwnd;
         }
@@ -194,7 +196,7 @@ fn huge_windows_stay_sane() {
     }
     // Reno at 2^31 and at the u32 edge.
     let mut w = Window { cwnd: u32::MAX - 1, cwnd_cnt: u32::MAX - 1, ssthresh: 2, cwnd_clamp: u32::MAX };
-    reno::mltcp_cong_avoid(&mut w, u32::MAX, true, u32::MAX);
+    reno::mltcp_cong_avoid(&mut w, u32::MAX, true, u32::MAX, u32::MAX);
     assert_eq!(w.cwnd, u32::MAX);
 }
 
