@@ -222,18 +222,20 @@ mod tests {
 
     #[test]
     fn no_dependency_applies_the_initial_rate() {
-        // A loaded first slot makes Alg. 1 start later.
+        // A loaded first slot is filled after the idle second one.
         let v = PathView { start_slot: 0, load_bps: vec![9, 0, 0, 0], available_bps: vec![10; 4] };
         let p = FlowProgress { sent_bytes: 0, remaining_bytes: 15 };
         let d = decide(&clock(), &p, &Dependency::Independent, &v).unwrap();
         assert_eq!(d.outcome, Outcome::Initial);
-        assert_eq!(d.plan.bytes, vec![0, 10, 5, 0]);
-        assert_eq!(d.rate_bps, 0);
-        // A predecessor ahead raises the current slot and pushes the rest later.
-        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 4 }, &v).unwrap();
+        assert_eq!(d.plan.bytes, vec![5, 10, 0, 0]);
+        assert_eq!(d.rate_bps, 5);
+        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 5 }, &v).unwrap();
+        assert_eq!((d.outcome, d.delta_bytes), (Outcome::Initial, 0));
+        // A predecessor ahead raises the current slot and takes the rest off later slots.
+        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 9 }, &v).unwrap();
         assert_eq!(d.outcome, Outcome::Raised);
-        assert_eq!(d.plan.bytes, vec![4, 10, 1, 0]);
-        assert_eq!((d.accumulated_bytes, d.delta_bytes, d.rate_bps), (4, 4, 4));
+        assert_eq!(d.plan.bytes, vec![9, 6, 0, 0]);
+        assert_eq!((d.accumulated_bytes, d.delta_bytes, d.rate_bps), (9, 4, 9));
     }
 
     #[test]

@@ -2,18 +2,27 @@
 //! Alg. 1 of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers" (Sec. IV-B):
 //! the initial schedule of one flow by the greedy least-path-load rule.
 //!
-//! The paper relaxes the per-iteration makespan problem to its dual, in which the dual variable
-//! of a link's capacity in a slot acts as the unit cost of bandwidth there, and approximates that
-//! cost by the path load fed back by the switches. For each candidate completion slot β (1..T,
-//! here offsets `0..K` of the horizon) it sorts the slots up to β by path load, fills them in that
+//! The paper relaxes the per-iteration makespan problem to its dual (Eq. 10-11): a schedule s
+//! costs β_s + Σ_t r_s(t) · λ(t), the completion slot plus the transmission cost, where the dual
+//! variable λ_l(t) is the unit cost of bandwidth on link l in slot t, approximated by the path
+//! load fed back by the switches. For each candidate completion slot β (offsets `0..K` of the
+//! horizon, the current slot being 0) Alg. 1 sorts the slots up to β by cost, fills them in that
 //! order with the largest feasible rate (`min over path links of u_l(t) − b_l(t)`, our
-//! [`PathView::available_bps`]) until the flow's remaining bytes G are placed, and keeps the β
-//! whose schedule has the least transmission cost Σ_t bytes(t) · path_load(t).
+//! [`PathView::available_bps`]) until the flow's remaining bytes G are placed, and keeps the β of
+//! least total cost.
 //!
 //! Our reading where the text leaves a choice:
-//! - cost is counted in bytes × bit/s (`u128`, saturating); ties between slots of equal load go
-//!   to the earlier slot, and ties between equal costs to the earlier β, so an empty network
-//!   gives the earliest completion;
+//! - both terms of the cost are counted in slots, so that they can be added: β + 1 slots for
+//!   completing at offset β, and, for the bytes b placed in slot t, the share of the slot they
+//!   occupy times how loaded the path is, `b / bytes(ref) · load / ref` with `ref = load +
+//!   available` (the path's bandwidth as the flow sees it). Sorting by this per-byte price is
+//!   sorting by path load whenever `ref` is the same in every slot, as the paper states. Costs
+//!   are fixed point ([`COST_ONE_SLOT_FX`] = one slot) in `u128`, so the agent, the switch and
+//!   the simulator decide bit-for-bit alike. Without the β term (a literal reading of "pick the
+//!   least transmission cost"), a flow always prefers the empty slots at the end of the horizon,
+//!   which recede every slot: our property tests found ring and PS jobs that never finished;
+//! - ties between slots of equal price go to the earlier slot, and ties between equal costs to
+//!   the earlier β;
 //! - when G does not fit in the horizon ("not enough available time slots"), the plan fills every
 //!   slot to its available bandwidth and reports the rest as [`Plan::unscheduled_bytes`], to be
 //!   planned in later slots as the horizon moves;
@@ -29,6 +38,32 @@ use crate::error::SchedError;
 use crate::slot::SlotClock;
 use crate::table::{PathView, Schedule};
 
+/// One slot in the fixed point of [`Plan::cost_fx`].
+pub const COST_ONE_SLOT_FX: u128 = 1 << 48;
+
+/// The price of one byte sent in a slot whose path load is `load_bps` and available bandwidth
+/// `available_bps`, in [`COST_ONE_SLOT_FX`] units: `(load / ref) / bytes_in_slot(ref)` with
+/// `ref = load + available`; 0 when `ref` carries no byte.
+pub fn byte_price_fx(clock: &SlotClock, load_bps: u64, available_bps: u64) -> u128 {
+    let reference = u128::from(load_bps) + u128::from(available_bps);
+    let ref_bytes = u128::from(clock.bytes_in_slot(u64::try_from(reference).unwrap_or(u64::MAX)));
+    if ref_bytes == 0 {
+        return 0;
+    }
+    // load <= reference, so the quotient is at most COST_ONE_SLOT_FX.
+    u128::from(load_bps) * COST_ONE_SLOT_FX / reference / ref_bytes
+}
+
+/// The cost of placing `bytes[i]` in slot offset `i` at the per-byte `prices_fx[i]`: the slots
+/// up to the last busy one, plus the bytes times their prices, in [`COST_ONE_SLOT_FX`] units.
+pub fn plan_cost_fx(bytes: &[u64], prices_fx: &[u128]) -> u128 {
+    let slots = bytes.iter().rposition(|b| *b > 0).map_or(0, |i| i as u128 + 1);
+    bytes
+        .iter()
+        .zip(prices_fx)
+        .fold(slots * COST_ONE_SLOT_FX, |c, (b, p)| c.saturating_add(u128::from(*b).saturating_mul(*p)))
+}
+
 /// A flow's plan over the horizon. Index `i` is slot `start_slot + i`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
@@ -40,8 +75,9 @@ pub struct Plan {
     pub rates_bps: Vec<u64>,
     /// Bytes that did not fit in the horizon (0 when the plan completes the flow).
     pub unscheduled_bytes: u64,
-    /// Transmission cost Σ bytes(t) · path_load_bps(t).
-    pub cost: u128,
+    /// Cost of the plan in [`COST_ONE_SLOT_FX`] units: completion slot plus transmission cost
+    /// (see the module documentation).
+    pub cost_fx: u128,
 }
 
 impl Plan {
@@ -105,14 +141,16 @@ pub(crate) fn with_first_slot(
 ) -> Plan {
     let first = first_bytes.min(remaining_bytes);
     let mut plan = greedy(clock, remaining_bytes - first, view, 1);
-    if let (Some(b), Some(r), Some(load)) =
-        (plan.bytes.first_mut(), plan.rates_bps.first_mut(), view.load_bps.first())
-    {
+    if let (Some(b), Some(r)) = (plan.bytes.first_mut(), plan.rates_bps.first_mut()) {
         *b = first;
         *r = clock.rate_bps_for_bytes(first);
-        plan.cost = plan.cost.saturating_add(u128::from(first) * u128::from(*load));
     }
+    plan.cost_fx = plan_cost_fx(&plan.bytes, &prices(clock, view));
     plan
+}
+
+fn prices(clock: &SlotClock, view: &PathView) -> Vec<u128> {
+    view.load_bps.iter().zip(&view.available_bps).map(|(l, a)| byte_price_fx(clock, *l, *a)).collect()
 }
 
 /// Alg. 1 restricted to the slots at offsets `from..K`; the slots before `from` get nothing.
@@ -123,17 +161,17 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
         bytes: vec![0; k],
         rates_bps: vec![0; k],
         unscheduled_bytes: remaining_bytes,
-        cost: 0,
+        cost_fx: 0,
     };
     if remaining_bytes == 0 || from >= k {
         return plan;
     }
-    // (load, offset, capacity in bytes) of the candidate slots, cheapest first.
-    let mut order: Vec<(u64, usize, u64)> = (from..k)
+    // (price per byte, offset, capacity in bytes) of the candidate slots, cheapest first.
+    let mut order: Vec<(u128, usize, u64)> = (from..k)
         .map(|i| {
             let load = view.load_bps.get(i).copied().unwrap_or(u64::MAX);
             let avail = view.available_bps.get(i).copied().unwrap_or(0);
-            (load, i, clock.bytes_in_slot(avail))
+            (byte_price_fx(clock, load, avail), i, clock.bytes_in_slot(avail))
         })
         .collect();
     order.sort_unstable();
@@ -147,14 +185,14 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
             continue; // infeasible by β
         }
         let mut rem = remaining_bytes;
-        let mut cost = 0u128;
-        for &(load, i, cap) in &order {
+        let mut cost = (beta as u128 + 1) * COST_ONE_SLOT_FX;
+        for &(price, i, cap) in &order {
             if i > beta {
                 continue;
             }
             let take = rem.min(cap);
             rem -= take;
-            cost = cost.saturating_add(u128::from(take) * u128::from(load));
+            cost = cost.saturating_add(u128::from(take).saturating_mul(price));
             if rem == 0 {
                 break;
             }
@@ -162,11 +200,14 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
         if best.is_none_or(|(c, _)| cost < c) {
             best = Some((cost, beta));
         }
+        if best.is_some_and(|(c, _)| c <= (beta as u128 + 2) * COST_ONE_SLOT_FX) {
+            break; // a later β costs at least its β + 1 slots
+        }
     }
     // Not feasible within the horizon: send what fits everywhere.
     let beta = best.map_or(k - 1, |(_, b)| b);
     let mut rem = remaining_bytes;
-    for &(load, i, cap) in &order {
+    for &(_, i, cap) in &order {
         if i > beta || rem == 0 {
             continue;
         }
@@ -176,9 +217,9 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
             *b = take;
             *r = clock.rate_bps_for_bytes(take);
         }
-        plan.cost = plan.cost.saturating_add(u128::from(take) * u128::from(load));
     }
     plan.unscheduled_bytes = rem;
+    plan.cost_fx = plan_cost_fx(&plan.bytes, &prices(clock, view));
     plan
 }
 
@@ -206,11 +247,27 @@ mod tests {
     }
 
     #[test]
-    fn loaded_slots_are_avoided_when_a_later_completion_is_cheaper() {
-        // Slot 0 is loaded; finishing at slot 2 using slots 1 and 2 costs less than using 0.
-        let p = initial_schedule(&clock(4), 20, &view(&[9, 1, 1, 5], &[10; 4])).unwrap();
-        assert_eq!(p.bytes, vec![0, 10, 10, 0]);
-        assert_eq!(p.cost, 20);
+    fn loaded_slots_are_filled_last_within_the_completion_window() {
+        // 15 bytes need two slots; of the first two, the idle one is filled first.
+        let p = initial_schedule(&clock(4), 15, &view(&[90, 0, 0, 0], &[10; 4])).unwrap();
+        assert_eq!(p.bytes, vec![5, 10, 0, 0]);
+        let c = clock(4);
+        assert_eq!(p.cost_fx, 2 * COST_ONE_SLOT_FX + 5 * byte_price_fx(&c, 90, 10));
+        // A fuller first slot costs more than a slot of delay only when it is nearly all the
+        // flow would send: 1 byte at 99 % load does not justify waiting a slot.
+        let p = initial_schedule(&clock(2), 1, &view(&[99, 0], &[1, 1])).unwrap();
+        assert_eq!(p.bytes, vec![1, 0]);
+    }
+
+    #[test]
+    fn byte_prices() {
+        let c = clock(1);
+        assert_eq!(byte_price_fx(&c, 0, 10), 0);
+        assert_eq!(byte_price_fx(&c, 0, 0), 0);
+        assert_eq!(byte_price_fx(&c, 50, 50), COST_ONE_SLOT_FX / 2 / 100);
+        assert_eq!(byte_price_fx(&c, u64::MAX, u64::MAX), COST_ONE_SLOT_FX / 2 / u128::from(u64::MAX));
+        assert_eq!(plan_cost_fx(&[0, 0], &[1, 1]), 0);
+        assert_eq!(plan_cost_fx(&[0, 3], &[1, 2]), 2 * COST_ONE_SLOT_FX + 6);
     }
 
     #[test]
@@ -244,7 +301,7 @@ mod tests {
     fn first_slot_fixed_rest_replanned() {
         let v = view(&[0, 5, 0, 0], &[10; 4]);
         let p = with_first_slot(&clock(4), 25, &v, 8);
-        assert_eq!(p.bytes, vec![8, 0, 10, 7]);
+        assert_eq!(p.bytes, vec![8, 7, 10, 0]);
         assert_eq!(p.unscheduled_bytes, 0);
     }
 }
