@@ -80,6 +80,13 @@ pub enum SchedError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A numeric parameter outside its range (named by `name`).
+    InvalidParameter {
+        /// The parameter's name, with its unit.
+        name: &'static str,
+        /// The refused value.
+        value: u64,
+    },
     /// A PCN threshold of zero packets.
     InvalidThreshold {
         /// The refused threshold.
@@ -119,6 +126,7 @@ impl fmt::Display for SchedError {
             }
             Self::Overflow { what } => write!(f, "{what} overflows"),
             Self::InvalidJob { index, reason } => write!(f, "job {index}: {reason}"),
+            Self::InvalidParameter { name, value } => write!(f, "{name} = {value} is out of range"),
             Self::InvalidThreshold { threshold_pkts } => {
                 write!(f, "PCN threshold threshold_pkts = {threshold_pkts} must be at least 1")
             }
