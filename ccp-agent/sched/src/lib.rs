@@ -24,6 +24,34 @@
 //! - [`cassini`]: unified-circle compatibility score, rotations and Affinity-graph time shifts;
 //! - [`pcn`]: PCN threshold bookkeeping per link;
 //! - [`error`]: [`SchedError`], every refusal naming the refused value.
+//!
+//! One agent's slot, in NIC-only mode (the agent keeps the table of its own links):
+//!
+//! ```
+//! use mlcc_sched::*;
+//!
+//! let clock = SlotClock::new(60_000, 10)?; // 60 ms slots, K = 10
+//! let now_us = 1_700_000_000_000_000;
+//! let mut table = LinkLoadTable::new(clock, clock.slot_at(now_us));
+//! table.add_link(LinkId(0), 25_000_000_000)?; // the NIC, 25 Gbit/s
+//!
+//! // A ring all-reduce flow with 100 MB left, whose predecessor is 10 MB ahead of it.
+//! let flow = FlowRequest {
+//!     flow: FlowId(1),
+//!     path: vec![LinkId(0)],
+//!     progress: FlowProgress { sent_bytes: 0, remaining_bytes: 100_000_000 },
+//!     dependency: Dependency::Ring { predecessor_bytes: 10_000_000 },
+//! };
+//! let d = plan_flow(&mut table, &flow)?;
+//! assert!(d.rate_bps <= 25_000_000_000); // apply through CCP for this slot
+//! assert_eq!(d.plan.scheduled_bytes(), 100_000_000); // fits in the horizon
+//!
+//! // Next slot: expire the old one, record what the NIC achieved, plan again.
+//! table.advance_to(table.current_slot() + 1)?;
+//! let sample = RateSample { slot: table.current_slot() - 1, rate_bps: d.rate_bps, app_limited: true };
+//! table.record_rate(LinkId(0), sample)?;
+//! # Ok::<(), SchedError>(())
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -42,4 +70,4 @@ pub use error::SchedError;
 pub use greedy::{initial_schedule, Plan};
 pub use planner::{apply_reduction, plan_flow, plan_slot, FlowRequest};
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
-pub use table::{FlowId, LinkId, LinkLoadTable, PathView, RateSample, Schedule};
+pub use table::{FlowId, LinkId, LinkLoadTable, LinkRow, PathView, RateSample, Schedule, TableSnapshot};

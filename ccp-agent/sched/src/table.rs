@@ -80,6 +80,30 @@ pub struct PathView {
     pub available_bps: Vec<u64>,
 }
 
+/// One link of a [`TableSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRow {
+    /// The link.
+    pub link: LinkId,
+    /// Its capacity, bit/s.
+    pub capacity_bps: u64,
+    /// Its estimated bandwidth for ML flows now, bit/s.
+    pub estimate_bps: u64,
+    /// Its load over the K slots from the current one, bit/s.
+    pub load_bps: Vec<u64>,
+}
+
+/// A plain-data copy of a table's links, for status output and switch feedback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSnapshot {
+    /// The table's current slot (index 0 of every `load_bps`).
+    pub current_slot: u64,
+    /// Number of flow schedules in the table.
+    pub flows: usize,
+    /// The links, in increasing order.
+    pub links: Vec<LinkRow>,
+}
+
 #[derive(Clone, Debug)]
 struct LinkState {
     capacity_bps: u64,
@@ -340,6 +364,24 @@ impl LinkLoadTable {
         }
     }
 
+    /// A plain-data copy of every link's capacity, estimate and load.
+    pub fn snapshot(&self) -> TableSnapshot {
+        let links = self
+            .link_ids()
+            .into_iter()
+            .filter_map(|link| {
+                let state = self.links.get(&link)?;
+                Some(LinkRow {
+                    link,
+                    capacity_bps: state.capacity_bps,
+                    estimate_bps: self.estimate_of(state),
+                    load_bps: self.link_load_bps(link).ok()?,
+                })
+            })
+            .collect();
+        TableSnapshot { current_slot: self.current_slot, flows: self.flows.len(), links }
+    }
+
     /// What a flow sees of `path` over the K slots from the current one: the other flows' path
     /// load and the available bandwidth. `exclude` names the flow being scheduled, whose own
     /// stored schedule (on the links of its stored path) is not counted as others' load.
@@ -478,5 +520,13 @@ mod tests {
         let v = t.path_view(&[LinkId(1)], Some(FlowId(2))).unwrap();
         assert_eq!(v.available_bps, vec![9_000, 8_000, 10_000, 10_000]);
         assert_eq!(t.path_view(&[], None), Err(SchedError::EmptyPath));
+        let snap = t.snapshot();
+        assert_eq!((snap.current_slot, snap.flows, snap.links.len()), (100, 2, 2));
+        assert_eq!(
+            snap.links[1],
+            LinkRow { link: LinkId(2), capacity_bps: 5_000, estimate_bps: 5_000, load_bps: vec![1000, 2000, 0, 0] }
+        );
+        let json = serde_json::to_string(&snap).unwrap();
+        assert_eq!(serde_json::from_str::<TableSnapshot>(&json).unwrap(), snap);
     }
 }

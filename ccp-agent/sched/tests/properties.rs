@@ -309,6 +309,40 @@ proptest! {
     }
 }
 
+proptest! {
+    /// On a loop-free Affinity graph (a random tree of jobs and links, all jobs with one
+    /// iteration time), the BFS finds shifts without conflict that reproduce every link's
+    /// relative shifts: t_k − t_j = t_k^l − t_j^l (mod the iteration time).
+    #[test]
+    fn affinity_shifts_agree_with_every_link_on_trees(
+        parents in vec(any::<prop::sample::Index>(), 1..12),
+        offsets in vec(0u64..1000, 12),
+        link_offsets in vec(0u64..1000, 12),
+        iteration in 1u64..1000,
+    ) {
+        use mlcc_sched::cassini::{affinity_time_shifts, AffinityEdge, JobId};
+        // Job i+1 shares link i with an earlier job: a tree.
+        let true_shift = |j: usize| offsets[j] % iteration;
+        let mut edges = Vec::new();
+        for (i, p) in parents.iter().enumerate() {
+            let (child, parent) = (i + 1, p.index(i + 1));
+            for j in [parent, child] {
+                let shift_ms = (true_shift(j) + link_offsets[i]) % iteration;
+                edges.push(AffinityEdge { job: JobId(j as u32), link: LinkId(i as u32), shift_ms });
+            }
+        }
+        let iters: BTreeMap<JobId, u64> = (0..=parents.len()).map(|j| (JobId(j as u32), iteration)).collect();
+        let s = affinity_time_shifts(&edges, &iters).unwrap();
+        prop_assert!(s.conflicts.is_empty());
+        prop_assert_eq!(s.shifts_ms.len(), parents.len() + 1);
+        prop_assert_eq!(s.shifts_ms[&JobId(0)], 0);
+        for j in 0..=parents.len() {
+            let expect = (true_shift(j) + iteration - true_shift(0)) % iteration;
+            prop_assert_eq!(s.shifts_ms[&JobId(j as u32)], expect);
+        }
+    }
+}
+
 #[test]
 fn views_and_decisions_serialize() {
     let d = decide(
@@ -321,5 +355,4 @@ fn views_and_decisions_serialize() {
     let j = serde_json::to_string(&d).unwrap();
     let back: Decision = serde_json::from_str(&j).unwrap();
     assert_eq!(back, d);
-    let _unused: BTreeMap<u8, u8> = BTreeMap::new();
 }
