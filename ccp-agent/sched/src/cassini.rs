@@ -59,8 +59,18 @@ impl CircleJob {
         let t = t_ms % self.iteration_ms;
         self.phases
             .iter()
-            .filter(|p| (t + self.iteration_ms - p.start_ms % self.iteration_ms) % self.iteration_ms < p.duration_ms)
+            .filter(|p| mod_sub(t, p.start_ms, self.iteration_ms) < p.duration_ms)
             .fold(0u64, |a, p| a.saturating_add(p.rate_bps))
+    }
+}
+
+/// `(a − b) mod m` without overflow, for `m > 0`.
+fn mod_sub(a: u64, b: u64, m: u64) -> u64 {
+    let (a, b) = (a % m, b % m);
+    if a >= b {
+        a - b
+    } else {
+        m - (b - a)
     }
 }
 
@@ -131,7 +141,7 @@ fn score(jobs: &[CircleJob], shifts_ms: &[u64], capacity_bps: u64, angles: usize
         let t = u64::try_from(a * u128::from(perimeter) / angles as u128).unwrap_or(0);
         let demand = jobs.iter().zip(shifts_ms).fold(0u64, |d, (j, s)| {
             // bw_j(α − ω_j): the job delayed by s is at its own time t − s.
-            let own = (t + j.iteration_ms - s % j.iteration_ms) % j.iteration_ms;
+            let own = mod_sub(t, *s, j.iteration_ms);
             d.saturating_add(j.demand_bps(own))
         });
         excess += demand.saturating_sub(capacity_bps) as f64;
@@ -315,6 +325,11 @@ mod tests {
         assert_eq!(j.demand_bps(5), 5);
         assert_eq!(j.demand_bps(10), 0);
         assert_eq!(j.demand_bps(195), 5);
+        let huge = job(u64::MAX, u64::MAX - 1, 10, 1);
+        assert_eq!(huge.demand_bps(u64::MAX - 1), 1);
+        assert_eq!(huge.demand_bps(3), 1);
+        assert_eq!(huge.demand_bps(9), 0);
+        assert_eq!(mod_sub(1, 3, 5), 3);
     }
 
     #[test]

@@ -285,7 +285,7 @@ impl LinkLoadTable {
         let k = self.clock.horizon();
         let expired = (slot - self.current_slot).min(k as u64);
         for state in self.links.values_mut() {
-            for s in self.current_slot..self.current_slot + expired {
+            for s in self.current_slot..self.current_slot.saturating_add(expired) {
                 if let Some(cell) = state.load_bps.get_mut(ring_index(s, k)) {
                     *cell = 0;
                 }
@@ -321,7 +321,8 @@ impl LinkLoadTable {
     /// agents reporting to one switch); the sum is app-limited only if every part was.
     pub fn record_rate(&mut self, link: LinkId, sample: RateSample) -> Result<(), SchedError> {
         let current_slot = self.current_slot;
-        if sample.slot >= current_slot || sample.slot + (RATE_WINDOW_SLOTS as u64) < current_slot
+        if sample.slot >= current_slot
+            || sample.slot.saturating_add(RATE_WINDOW_SLOTS as u64) < current_slot
         {
             return Err(SchedError::SampleOutOfWindow { slot: sample.slot, current_slot });
         }

@@ -356,3 +356,51 @@ fn views_and_decisions_serialize() {
     let back: Decision = serde_json::from_str(&j).unwrap();
     assert_eq!(back, d);
 }
+
+fn extreme() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), Just(1), Just(u64::MAX), Just(u64::MAX - 1), any::<u64>(), 0u64..20]
+}
+
+proptest! {
+    /// Arbitrary and extreme inputs give results or errors, never a panic (tests run with
+    /// overflow checks on).
+    #[test]
+    fn no_panics_on_arbitrary_input(
+        slot_us in extreme(),
+        k in 0usize..12,
+        start in extreme(),
+        ops in vec((0u8..7, extreme(), extreme(), vec(extreme(), 0..12), vec(0u32..4, 0..4)), 0..30),
+    ) {
+        let Ok(clock) = SlotClock::new(slot_us, k) else { return Ok(()) };
+        let mut t = LinkLoadTable::new(clock, start);
+        for (op, a, b, rates, path) in ops {
+            let path: Vec<LinkId> = path.into_iter().map(LinkId).collect();
+            match op {
+                0 => { let _ = t.add_link(LinkId((a % 4) as u32), b); }
+                1 => { let _ = t.set_schedule(FlowId(a % 4), &path, &Schedule { start_slot: b, rates_bps: rates }); }
+                2 => { let _ = t.advance_to(a); }
+                3 => { let _ = t.record_rate(LinkId((a % 4) as u32), RateSample { slot: b, rate_bps: a, app_limited: b % 2 == 0 }); }
+                4 => {
+                    let req = FlowRequest {
+                        flow: FlowId(a % 4),
+                        path,
+                        progress: FlowProgress { sent_bytes: a, remaining_bytes: b },
+                        dependency: Dependency::Ring { predecessor_bytes: rates.first().copied().unwrap_or(0) },
+                    };
+                    if let Ok(d) = plan_flow(&mut t, &req) {
+                        let _ = apply_reduction(&mut t, &req, &d, rates.last().copied().unwrap_or(0));
+                    }
+                }
+                5 => { let _ = t.remove_flow(FlowId(a % 4)); let _ = t.remove_link(LinkId((b % 4) as u32)); }
+                _ => {
+                    let view = PathView { start_slot: a, load_bps: rates.clone(), available_bps: rates.iter().rev().copied().collect() };
+                    let _ = initial_schedule(&clock, b, &view);
+                    let _ = decide(&clock, &FlowProgress { sent_bytes: a, remaining_bytes: b }, &Dependency::PsBroadcast { aggregation_min_bytes: a }, &view);
+                }
+            }
+            let _ = t.snapshot();
+            let _ = clock.slot_start_us(a);
+            let _ = (clock.slot_at(a), clock.us_until_next_slot(b), clock.bytes_in_slot(a), clock.rate_bps_for_bytes(b));
+        }
+    }
+}
