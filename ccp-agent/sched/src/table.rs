@@ -17,7 +17,13 @@
 //! scheduled to send is *app-limited* (the schedule, not the network, bounded it) and cannot
 //! lower the estimate below capacity by itself. The estimate is the largest sample of the window
 //! if any sample of the window was network-limited, and the link capacity otherwise (no ML flow
-//! has met a limit, so nothing says the link is shared); it never exceeds the capacity.
+//! has met a limit, so nothing says the link is shared); it never exceeds the capacity. Once
+//! lowered, the estimate holds while the flows keep to their (lowered) schedules, whose samples
+//! are app-limited, and returns to the capacity when the network-limited sample leaves the
+//! window: every [`RATE_WINDOW_SLOTS`] slots the ML flows probe for more, as BBR does.
+//!
+//! Samples of a slot add up, so each reporter (an agent for its flows, or a switch daemon for
+//! the flows that update their schedule through it) reports each flow once per slot.
 
 use std::collections::HashMap;
 
