@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Alg. 2 of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers" (Sec. IV-C):
+//! the rate a flow actually applies in the current slot, given the flows it depends on.
+//!
+//! ## Our reading of the paper's F
+//!
+//! The paper writes F_i for the "accumulated rate" of flow f_i: the sum of its *actual* sending
+//! rates in the earlier slots of the current communication phase plus its *initially scheduled*
+//! rate for the current slot, each multiplied by the slot length. That product is a byte count,
+//! so here `F_i = sent_bytes + planned bytes of the current slot` ([`Decision::accumulated_bytes`]),
+//! counted from the start of the flow's current iteration. The dependencies compare these byte
+//! counts across flows of one job:
+//!
+//! - parameter server, at PS p: for every slot t, min over aggregation flows into p of their
+//!   bytes by t ≥ max over broadcast flows out of p of theirs. A worker's aggregation flow i is
+//!   raised by Δ_i = (F_b^max − F_i)+ (F_b^max: the largest F of p's broadcast flows); p's
+//!   broadcast flow i by Δ_i = (F_a^min − F_i)+ (F_a^min: the least F of p's aggregation flows);
+//! - ring all-reduce: the bytes a worker sends to its successor never exceed what it received
+//!   from its predecessor: flow i is raised by Δ_i = (F_j − F_i)+, j the predecessor's flow.
+//!   The chain is the path of one gradient chunk around the ring; its first flow depends on
+//!   nothing.
+//!
+//! ## Alg. 2 as implemented by [`decide`]
+//!
+//! 1. Alg. 1 gives the initial plan; r is its current-slot bytes.
+//! 2. Δ = 0: apply r. Else if r + Δ < B_i: apply r + Δ; else apply B_i. B_i is the bytes the
+//!    current slot's available bandwidth carries ([`PathView::available_bps`]`[0]`, the largest
+//!    recorded rate of the past 4 slots minus the others' load), and the current slot never
+//!    carries more than the flow has left.
+//! 3. The future slots are re-planned by Alg. 1 with the bytes that are left.
+//! 4. Lines 13-16 ("the receiver's scheduler reduces its successor flows"): the receiver of flow
+//!    i computes [`excess_bytes`] for each of its own dependent flows (PS: each broadcast flow j
+//!    by (F_j − F_a^min)+; ring: its outgoing flow by (F_succ − F_i)+) and applies it with
+//!    [`reduce`], which takes the excess off the current slot and re-plans the rest, so the freed
+//!    bandwidth goes to other jobs. After it, the PS and ring invariants hold for the slot.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SchedError;
+use crate::greedy::{check_view, initial_schedule, with_first_slot, Plan};
+use crate::slot::SlotClock;
+use crate::table::PathView;
+
+/// Which flows of its job a flow must keep pace with, with their accumulated bytes F for the
+/// current slot (as decided by their own schedulers and exchanged between agents).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Dependency {
+    /// No dependency (the first flow of a ring chain, or a job without one).
+    #[default]
+    Independent,
+    /// A worker's aggregation (push) flow to a PS; F_b^max of that PS's broadcast flows.
+    PsAggregation {
+        /// F_b^max: the largest accumulated bytes among the PS's broadcast flows.
+        broadcast_max_bytes: u64,
+    },
+    /// A PS's broadcast (pull) flow to a worker; F_a^min of that PS's aggregation flows.
+    PsBroadcast {
+        /// F_a^min: the least accumulated bytes among the PS's aggregation flows.
+        aggregation_min_bytes: u64,
+    },
+    /// A ring all-reduce flow; F_j of the predecessor's flow into this worker.
+    Ring {
+        /// F_j: the accumulated bytes of the predecessor's flow.
+        predecessor_bytes: u64,
+    },
+}
+
+impl Dependency {
+    /// Aggregation-flow dependency from the accumulated bytes of the PS's broadcast flows
+    /// (F_b^max is their maximum); none when the PS has no broadcast flow yet.
+    pub fn ps_aggregation(broadcast_accumulated_bytes: &[u64]) -> Self {
+        broadcast_accumulated_bytes
+            .iter()
+            .max()
+            .map_or(Self::Independent, |m| Self::PsAggregation { broadcast_max_bytes: *m })
+    }
+
+    /// Broadcast-flow dependency from the accumulated bytes of the PS's aggregation flows
+    /// (F_a^min is their minimum); none when the PS has no aggregation flow.
+    pub fn ps_broadcast(aggregation_accumulated_bytes: &[u64]) -> Self {
+        aggregation_accumulated_bytes
+            .iter()
+            .min()
+            .map_or(Self::Independent, |m| Self::PsBroadcast { aggregation_min_bytes: *m })
+    }
+
+    /// Δ_i in bytes for a flow whose accumulated bytes are `accumulated_bytes` (F_i).
+    pub fn delta_bytes(&self, accumulated_bytes: u64) -> u64 {
+        match *self {
+            Self::Independent => 0,
+            Self::PsAggregation { broadcast_max_bytes: f } => f.saturating_sub(accumulated_bytes),
+            Self::PsBroadcast { aggregation_min_bytes: f } => f.saturating_sub(accumulated_bytes),
+            Self::Ring { predecessor_bytes: f } => f.saturating_sub(accumulated_bytes),
+        }
+    }
+}
+
+/// Where a flow stands in its current iteration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowProgress {
+    /// Bytes actually sent in the earlier slots of this iteration.
+    pub sent_bytes: u64,
+    /// Bytes left to send in this iteration (G).
+    pub remaining_bytes: u64,
+}
+
+/// Which branch of Alg. 2 gave the current slot's rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Δ = 0: the initial schedule's rate (Alg. 2 line 6).
+    Initial,
+    /// r + Δ fitted under B_i (line 9).
+    Raised,
+    /// Raised, but capped at B_i or at the bytes left (line 11).
+    Capped,
+    /// Cut by the receiver's excess (lines 13-16), see [`reduce`].
+    Reduced,
+}
+
+/// The outcome of Alg. 2 for one flow in one slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The adjusted plan over the horizon; `plan.bytes[0]` is sent in the current slot.
+    pub plan: Plan,
+    /// The rate to apply in the current slot, bit/s.
+    pub rate_bps: u64,
+    /// F_i after the decision: sent bytes plus the current slot's bytes.
+    pub accumulated_bytes: u64,
+    /// Δ_i in bytes, as computed from the initial plan.
+    pub delta_bytes: u64,
+    /// Which branch decided.
+    pub outcome: Outcome,
+}
+
+fn finish(plan: Plan, progress: &FlowProgress, delta_bytes: u64, outcome: Outcome) -> Decision {
+    let now = plan.bytes.first().copied().unwrap_or(0);
+    Decision {
+        rate_bps: plan.rates_bps.first().copied().unwrap_or(0),
+        accumulated_bytes: progress.sent_bytes.saturating_add(now),
+        plan,
+        delta_bytes,
+        outcome,
+    }
+}
+
+/// Alg. 2: the current slot's rate of a flow and its re-planned future, given its progress,
+/// its dependency and what it sees of its path. Never plans more than the available bandwidth
+/// of any slot. Refuses a view whose arrays do not span the horizon.
+pub fn decide(
+    clock: &SlotClock,
+    progress: &FlowProgress,
+    dependency: &Dependency,
+    view: &PathView,
+) -> Result<Decision, SchedError> {
+    let initial = initial_schedule(clock, progress.remaining_bytes, view)?;
+    let r = initial.bytes.first().copied().unwrap_or(0);
+    let delta = dependency.delta_bytes(progress.sent_bytes.saturating_add(r));
+    if delta == 0 {
+        return Ok(finish(initial, progress, 0, Outcome::Initial));
+    }
+    let b_i = clock.bytes_in_slot(view.available_bps.first().copied().unwrap_or(0));
+    let wanted = r.saturating_add(delta);
+    let (now, outcome) = if wanted < b_i && wanted <= progress.remaining_bytes {
+        (wanted, Outcome::Raised)
+    } else {
+        (b_i.min(progress.remaining_bytes).max(r), Outcome::Capped)
+    };
+    let plan = with_first_slot(clock, progress.remaining_bytes, view, now);
+    Ok(finish(plan, progress, delta, outcome))
+}
+
+/// The excess a receiver takes off one of its dependent flows: `(F_succ − F_bound)+`, with
+/// F_bound the predecessor's F (ring) or F_a^min (a PS's broadcast flows).
+pub fn excess_bytes(successor_accumulated_bytes: u64, bound_bytes: u64) -> u64 {
+    successor_accumulated_bytes.saturating_sub(bound_bytes)
+}
+
+/// Takes `excess_bytes` off the current slot of `decision` (at most all of it) and re-plans the
+/// later slots by Alg. 1 with what is left. `progress` and `view` are those `decision` was made
+/// with. Refuses a view whose arrays do not span the horizon.
+pub fn reduce(
+    clock: &SlotClock,
+    decision: &Decision,
+    progress: &FlowProgress,
+    excess_bytes: u64,
+    view: &PathView,
+) -> Result<Decision, SchedError> {
+    check_view(clock, view)?;
+    if excess_bytes == 0 {
+        return Ok(decision.clone());
+    }
+    let now = decision.plan.bytes.first().copied().unwrap_or(0);
+    let plan = with_first_slot(clock, progress.remaining_bytes, view, now.saturating_sub(excess_bytes));
+    Ok(finish(plan, progress, decision.delta_bytes, Outcome::Reduced))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> SlotClock {
+        SlotClock::new(8_000_000, 4).unwrap()
+    }
+
+    fn view(avail: u64) -> PathView {
+        PathView { start_slot: 0, load_bps: vec![0, 0, 0, 0], available_bps: vec![avail; 4] }
+    }
+
+    #[test]
+    fn dependency_deltas() {
+        assert_eq!(Dependency::ps_aggregation(&[3, 9, 4]), Dependency::PsAggregation { broadcast_max_bytes: 9 });
+        assert_eq!(Dependency::ps_broadcast(&[3, 9, 4]), Dependency::PsBroadcast { aggregation_min_bytes: 3 });
+        assert_eq!(Dependency::ps_broadcast(&[]), Dependency::Independent);
+        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.delta_bytes(4), 6);
+        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.delta_bytes(40), 0);
+        assert_eq!(Dependency::Independent.delta_bytes(0), 0);
+        let j = serde_json::to_string(&Dependency::Ring { predecessor_bytes: 5 }).unwrap();
+        assert_eq!(j, r#"{"kind":"ring","predecessor_bytes":5}"#);
+    }
+
+    #[test]
+    fn no_dependency_applies_the_initial_rate() {
+        // A loaded first slot is filled after the idle second one.
+        let v = PathView { start_slot: 0, load_bps: vec![9, 0, 0, 0], available_bps: vec![10; 4] };
+        let p = FlowProgress { sent_bytes: 0, remaining_bytes: 15 };
+        let d = decide(&clock(), &p, &Dependency::Independent, &v).unwrap();
+        assert_eq!(d.outcome, Outcome::Initial);
+        assert_eq!(d.plan.bytes, vec![5, 10, 0, 0]);
+        assert_eq!(d.rate_bps, 5);
+        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 5 }, &v).unwrap();
+        assert_eq!((d.outcome, d.delta_bytes), (Outcome::Initial, 0));
+        // A predecessor ahead raises the current slot and takes the rest off later slots.
+        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 9 }, &v).unwrap();
+        assert_eq!(d.outcome, Outcome::Raised);
+        assert_eq!(d.plan.bytes, vec![9, 6, 0, 0]);
+        assert_eq!((d.accumulated_bytes, d.delta_bytes, d.rate_bps), (9, 4, 9));
+    }
+
+    #[test]
+    fn raise_is_capped_by_available_bandwidth_and_bytes_left() {
+        let p = FlowProgress { sent_bytes: 100, remaining_bytes: 50 };
+        let d = decide(&clock(), &p, &Dependency::PsAggregation { broadcast_max_bytes: 200 }, &view(10)).unwrap();
+        // r = 10 already fills the slot: capped at B_i.
+        assert_eq!(d.outcome, Outcome::Capped);
+        assert_eq!(d.plan.bytes, vec![10, 10, 10, 10]);
+        assert_eq!(d.plan.unscheduled_bytes, 10);
+        let p = FlowProgress { sent_bytes: 0, remaining_bytes: 5 };
+        let d = decide(&clock(), &p, &Dependency::PsBroadcast { aggregation_min_bytes: 9 }, &view(100)).unwrap();
+        assert_eq!(d.plan.bytes, vec![5, 0, 0, 0]);
+        assert_eq!(d.accumulated_bytes, 5);
+    }
+
+    #[test]
+    fn reduction_defers_the_excess() {
+        let p = FlowProgress { sent_bytes: 10, remaining_bytes: 30 };
+        let d = decide(&clock(), &p, &Dependency::Independent, &view(10)).unwrap();
+        assert_eq!(d.accumulated_bytes, 20);
+        let r = reduce(&clock(), &d, &p, excess_bytes(d.accumulated_bytes, 13), &view(10)).unwrap();
+        assert_eq!(r.outcome, Outcome::Reduced);
+        assert_eq!(r.accumulated_bytes, 13);
+        assert_eq!(r.plan.bytes, vec![3, 10, 10, 7]);
+        let r = reduce(&clock(), &d, &p, 1000, &view(10)).unwrap();
+        assert_eq!(r.plan.bytes[0], 0);
+        assert_eq!(reduce(&clock(), &d, &p, 0, &view(10)).unwrap(), d);
+    }
+}

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Link load tables: per link, the load that scheduled ML flows put on it over the next K slots,
+//! and the bandwidth available to ML flows, estimated from recorded rates.
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A: each switch
+//! keeps a load table of its links over the future K slots; every flow's schedule (its rates over
+//! the K slots) is added onto the rows of the links it crosses, and the load of a path in a slot
+//! is the sum of its links' loads. Without switches (Sec. VI-H) a host keeps the table of its own
+//! NIC links. The same structure serves both: the switch daemon, the agent in NIC-only mode, and
+//! the simulator.
+//!
+//! Available bandwidth (Sec. IV-B, IV-C): the largest rate recorded on the link over the past
+//! [`RATE_WINDOW_SLOTS`] slots, minus the load of the *other* flows in the slot, so non-ML TCP
+//! traffic (which the table does not see) keeps what it had. Our reading of "recorded rate",
+//! following BBR which the paper cites for the rule: a sample is the total rate the ML flows
+//! achieved on the link in a past slot; a sample taken while the flows only sent what they were
+//! scheduled to send is *app-limited* (the schedule, not the network, bounded it) and cannot
+//! lower the estimate below capacity by itself. The estimate is the largest sample of the window
+//! if any sample of the window was network-limited, and the link capacity otherwise (no ML flow
+//! has met a limit, so nothing says the link is shared); it never exceeds the capacity. Once
+//! lowered, the estimate holds while the flows keep to their (lowered) schedules, whose samples
+//! are app-limited, and returns to the capacity when the network-limited sample leaves the
+//! window: every [`RATE_WINDOW_SLOTS`] slots the ML flows probe for more, as BBR does.
+//!
+//! Samples of a slot add up, so each reporter (an agent for its flows, or a switch daemon for
+//! the flows that update their schedule through it) reports each flow once per slot.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SchedError;
+use crate::slot::{SlotClock, RATE_WINDOW_SLOTS};
+
+/// A link (one direction of a wire, or a host NIC's egress), as numbered by the topology config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LinkId(pub u32);
+
+/// A flow (one TCP connection of a training job), as numbered by its agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FlowId(pub u64);
+
+/// A flow's planned rates over consecutive slots: `rates_bps[i]` holds in slot `start_slot + i`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// First slot of the schedule.
+    pub start_slot: u64,
+    /// Rate in bits per second in each slot, from `start_slot` on.
+    pub rates_bps: Vec<u64>,
+}
+
+impl Schedule {
+    /// The planned rate in `slot`, 0 outside the schedule.
+    pub fn rate_bps_at(&self, slot: u64) -> u64 {
+        slot.checked_sub(self.start_slot)
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| self.rates_bps.get(i).copied())
+            .unwrap_or(0)
+    }
+}
+
+/// One measurement of the total rate ML flows achieved on a link in a past slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateSample {
+    /// The slot measured.
+    pub slot: u64,
+    /// Achieved rate in bits per second.
+    pub rate_bps: u64,
+    /// True when the flows sent no more than their schedule allowed, so the sample says nothing
+    /// about what the network could have carried (BBR's "application-limited").
+    pub app_limited: bool,
+}
+
+/// What a flow about to be scheduled sees of its path over the horizon, its own load excluded.
+/// Index `i` is slot `start_slot + i`. This is also what a switch's `FetchFeedback` returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathView {
+    /// The first slot (the table's current slot).
+    pub start_slot: u64,
+    /// Path load: the sum over the path's links of the other flows' scheduled rates, in bit/s.
+    pub load_bps: Vec<u64>,
+    /// Available bandwidth: the least over the path's links of (estimated bandwidth − other
+    /// flows' load), in bit/s.
+    pub available_bps: Vec<u64>,
+}
+
+/// One link of a [`TableSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRow {
+    /// The link.
+    pub link: LinkId,
+    /// Its capacity, bit/s.
+    pub capacity_bps: u64,
+    /// Its estimated bandwidth for ML flows now, bit/s.
+    pub estimate_bps: u64,
+    /// Its load over the K slots from the current one, bit/s.
+    pub load_bps: Vec<u64>,
+}
+
+/// A plain-data copy of a table's links, for status output and switch feedback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSnapshot {
+    /// The table's current slot (index 0 of every `load_bps`).
+    pub current_slot: u64,
+    /// Number of flow schedules in the table.
+    pub flows: usize,
+    /// The links, in increasing order.
+    pub links: Vec<LinkRow>,
+}
+
+#[derive(Clone, Debug)]
+struct LinkState {
+    capacity_bps: u64,
+    /// Load per slot, slot `s` at index `s % horizon`, valid for the horizon from the current slot.
+    load_bps: Vec<u64>,
+    /// Samples, slot `s` at index `s % RATE_WINDOW_SLOTS`.
+    samples: [Option<RateSample>; RATE_WINDOW_SLOTS],
+}
+
+#[derive(Clone, Debug)]
+struct FlowEntry {
+    path: Vec<LinkId>,
+    schedule: Schedule,
+}
+
+/// The load table of a set of links over the next K slots, and the schedules that make it up.
+///
+/// Invariant: the load of a link in a slot is the sum of the rates, in that slot, of the stored
+/// schedules whose path crosses the link (saturating at `u64::MAX`).
+#[derive(Clone, Debug)]
+pub struct LinkLoadTable {
+    clock: SlotClock,
+    current_slot: u64,
+    links: HashMap<LinkId, LinkState>,
+    flows: HashMap<FlowId, FlowEntry>,
+}
+
+fn ring_index(slot: u64, len: usize) -> usize {
+    // `len` is at most MAX_HORIZON, so the remainder fits any usize.
+    (slot % len as u64) as usize
+}
+
+/// Checks that `path` is non-empty, has no link twice and only links of `links`.
+fn check_path(links: &HashMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
+    if path.is_empty() {
+        return Err(SchedError::EmptyPath);
+    }
+    for (i, l) in path.iter().enumerate() {
+        if !links.contains_key(l) {
+            return Err(SchedError::UnknownLink(*l));
+        }
+        if path.get(..i).is_some_and(|before| before.contains(l)) {
+            return Err(SchedError::DuplicateLinkInPath(*l));
+        }
+    }
+    Ok(())
+}
+
+impl LinkLoadTable {
+    /// An empty table on the grid `clock`, whose current slot is `current_slot`.
+    pub fn new(clock: SlotClock, current_slot: u64) -> Self {
+        LinkLoadTable { clock, current_slot, links: HashMap::new(), flows: HashMap::new() }
+    }
+
+    /// The slot grid.
+    pub fn clock(&self) -> &SlotClock {
+        &self.clock
+    }
+
+    /// The current slot: the first of the K slots the table holds.
+    pub fn current_slot(&self) -> u64 {
+        self.current_slot
+    }
+
+    /// Adds a link of `capacity_bps`, or changes the capacity of a known one.
+    pub fn add_link(&mut self, link: LinkId, capacity_bps: u64) -> Result<(), SchedError> {
+        if capacity_bps == 0 {
+            return Err(SchedError::InvalidCapacity { link, capacity_bps });
+        }
+        let k = self.clock.horizon();
+        self.links
+            .entry(link)
+            .and_modify(|s| s.capacity_bps = capacity_bps)
+            .or_insert_with(|| LinkState {
+                capacity_bps,
+                load_bps: vec![0; k],
+                samples: [None; RATE_WINDOW_SLOTS],
+            });
+        Ok(())
+    }
+
+    /// Removes a link no stored flow crosses.
+    pub fn remove_link(&mut self, link: LinkId) -> Result<(), SchedError> {
+        if !self.links.contains_key(&link) {
+            return Err(SchedError::UnknownLink(link));
+        }
+        if let Some((flow, _)) = self.flows.iter().find(|(_, e)| e.path.contains(&link)) {
+            return Err(SchedError::LinkInUse { link, flow: *flow });
+        }
+        self.links.remove(&link);
+        Ok(())
+    }
+
+    /// The known links, in increasing order.
+    pub fn link_ids(&self) -> Vec<LinkId> {
+        let mut v: Vec<LinkId> = self.links.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The capacity of `link` in bit/s.
+    pub fn capacity_bps(&self, link: LinkId) -> Result<u64, SchedError> {
+        self.links.get(&link).map(|s| s.capacity_bps).ok_or(SchedError::UnknownLink(link))
+    }
+
+    /// Number of stored flow schedules.
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The stored schedule of `flow` (clipped to the horizon), if any.
+    pub fn flow_schedule(&self, flow: FlowId) -> Option<&Schedule> {
+        self.flows.get(&flow).map(|e| &e.schedule)
+    }
+
+    /// The stored path of `flow`, if any.
+    pub fn flow_path(&self, flow: FlowId) -> Option<&[LinkId]> {
+        self.flows.get(&flow).map(|e| e.path.as_slice())
+    }
+
+    fn apply(links: &mut HashMap<LinkId, LinkState>, e: &FlowEntry, k: usize, add: bool) {
+        for l in &e.path {
+            if let Some(state) = links.get_mut(l) {
+                for (i, r) in e.schedule.rates_bps.iter().enumerate() {
+                    let slot = e.schedule.start_slot.saturating_add(i as u64);
+                    if let Some(cell) = state.load_bps.get_mut(ring_index(slot, k)) {
+                        *cell = if add { cell.saturating_add(*r) } else { cell.saturating_sub(*r) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds `flow`'s schedule along `path` to the table, replacing (and first taking off) any
+    /// schedule the flow had. The parts of `schedule` outside the K slots from the current slot
+    /// are dropped. Refuses an empty path, an unknown link and a link listed twice.
+    pub fn set_schedule(
+        &mut self,
+        flow: FlowId,
+        path: &[LinkId],
+        schedule: &Schedule,
+    ) -> Result<(), SchedError> {
+        check_path(&self.links, path)?;
+        let k = self.clock.horizon();
+        let end = self.current_slot.saturating_add(k as u64);
+        let first = schedule.start_slot.max(self.current_slot);
+        let mut rates = Vec::with_capacity(k);
+        let mut slot = first;
+        while slot < end {
+            rates.push(schedule.rate_bps_at(slot));
+            slot += 1;
+        }
+        while rates.last() == Some(&0) {
+            rates.pop();
+        }
+        let entry =
+            FlowEntry { path: path.to_vec(), schedule: Schedule { start_slot: first, rates_bps: rates } };
+        if let Some(old) = self.flows.remove(&flow) {
+            Self::apply(&mut self.links, &old, k, false);
+        }
+        Self::apply(&mut self.links, &entry, k, true);
+        self.flows.insert(flow, entry);
+        Ok(())
+    }
+
+    /// Takes `flow`'s schedule off the table and returns it.
+    pub fn remove_flow(&mut self, flow: FlowId) -> Result<Schedule, SchedError> {
+        let old = self.flows.remove(&flow).ok_or(SchedError::UnknownFlow(flow))?;
+        Self::apply(&mut self.links, &old, self.clock.horizon(), false);
+        Ok(old.schedule)
+    }
+
+    /// Moves the table to `slot`: the slots before it expire (their load is dropped, the
+    /// schedules are cut, and the flows with nothing left are forgotten). Refuses going back.
+    pub fn advance_to(&mut self, slot: u64) -> Result<(), SchedError> {
+        if slot < self.current_slot {
+            return Err(SchedError::SlotInPast { slot, current_slot: self.current_slot });
+        }
+        let k = self.clock.horizon();
+        let expired = (slot - self.current_slot).min(k as u64);
+        for state in self.links.values_mut() {
+            for s in self.current_slot..self.current_slot.saturating_add(expired) {
+                if let Some(cell) = state.load_bps.get_mut(ring_index(s, k)) {
+                    *cell = 0;
+                }
+            }
+        }
+        self.current_slot = slot;
+        self.flows.retain(|_, e| {
+            let s = &mut e.schedule;
+            if s.start_slot < slot {
+                let cut = usize::try_from(slot - s.start_slot).unwrap_or(usize::MAX);
+                s.rates_bps.drain(..cut.min(s.rates_bps.len()));
+                s.start_slot = slot;
+            }
+            !s.rates_bps.is_empty()
+        });
+        Ok(())
+    }
+
+    /// The load of `link` in each of the K slots from the current one, in bit/s.
+    pub fn link_load_bps(&self, link: LinkId) -> Result<Vec<u64>, SchedError> {
+        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let k = self.clock.horizon();
+        Ok((0..k as u64)
+            .map(|i| {
+                let s = self.current_slot.saturating_add(i);
+                state.load_bps.get(ring_index(s, k)).copied().unwrap_or(0)
+            })
+            .collect())
+    }
+
+    /// Records a rate achieved on `link` in a past slot (one of the [`RATE_WINDOW_SLOTS`] slots
+    /// before the current one). Samples of the same slot add up (several flows, or several
+    /// agents reporting to one switch); the sum is app-limited only if every part was.
+    pub fn record_rate(&mut self, link: LinkId, sample: RateSample) -> Result<(), SchedError> {
+        let current_slot = self.current_slot;
+        if sample.slot >= current_slot
+            || sample.slot.saturating_add(RATE_WINDOW_SLOTS as u64) < current_slot
+        {
+            return Err(SchedError::SampleOutOfWindow { slot: sample.slot, current_slot });
+        }
+        let state = self.links.get_mut(&link).ok_or(SchedError::UnknownLink(link))?;
+        if let Some(cell) = state.samples.get_mut(ring_index(sample.slot, RATE_WINDOW_SLOTS)) {
+            *cell = Some(match *cell {
+                Some(old) if old.slot == sample.slot => RateSample {
+                    slot: old.slot,
+                    rate_bps: old.rate_bps.saturating_add(sample.rate_bps),
+                    app_limited: old.app_limited && sample.app_limited,
+                },
+                _ => sample,
+            });
+        }
+        Ok(())
+    }
+
+    /// The bandwidth of `link` available to ML flows, in bit/s: the largest rate recorded over
+    /// the past [`RATE_WINDOW_SLOTS`] slots if one of them was network-limited, else the link
+    /// capacity; never above the capacity (see the module documentation).
+    pub fn estimate_bps(&self, link: LinkId) -> Result<u64, SchedError> {
+        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        Ok(self.estimate_of(state))
+    }
+
+    fn estimate_of(&self, state: &LinkState) -> u64 {
+        let lo = self.current_slot.saturating_sub(RATE_WINDOW_SLOTS as u64);
+        let mut max = 0u64;
+        let mut limited = false;
+        for s in state.samples.iter().flatten() {
+            if s.slot >= lo && s.slot < self.current_slot {
+                max = max.max(s.rate_bps);
+                limited |= !s.app_limited;
+            }
+        }
+        if limited {
+            max.min(state.capacity_bps)
+        } else {
+            state.capacity_bps
+        }
+    }
+
+    /// A plain-data copy of every link's capacity, estimate and load.
+    pub fn snapshot(&self) -> TableSnapshot {
+        let links = self
+            .link_ids()
+            .into_iter()
+            .filter_map(|link| {
+                let state = self.links.get(&link)?;
+                Some(LinkRow {
+                    link,
+                    capacity_bps: state.capacity_bps,
+                    estimate_bps: self.estimate_of(state),
+                    load_bps: self.link_load_bps(link).ok()?,
+                })
+            })
+            .collect();
+        TableSnapshot { current_slot: self.current_slot, flows: self.flows.len(), links }
+    }
+
+    /// What a flow sees of `path` over the K slots from the current one: the other flows' path
+    /// load and the available bandwidth. `exclude` names the flow being scheduled, whose own
+    /// stored schedule (on the links of its stored path) is not counted as others' load.
+    pub fn path_view(&self, path: &[LinkId], exclude: Option<FlowId>) -> Result<PathView, SchedError> {
+        check_path(&self.links, path)?;
+        let k = self.clock.horizon();
+        let own = exclude.and_then(|f| self.flows.get(&f));
+        let mut view = PathView {
+            start_slot: self.current_slot,
+            load_bps: vec![0; k],
+            available_bps: vec![u64::MAX; k],
+        };
+        for l in path {
+            let Some(state) = self.links.get(l) else { continue };
+            let est = self.estimate_of(state);
+            let own_here = own.filter(|e| e.path.contains(l)).map(|e| &e.schedule);
+            for (i, (load, avail)) in
+                view.load_bps.iter_mut().zip(view.available_bps.iter_mut()).enumerate()
+            {
+                let slot = self.current_slot.saturating_add(i as u64);
+                let total = state.load_bps.get(ring_index(slot, k)).copied().unwrap_or(0);
+                let mine = own_here.map_or(0, |s| s.rate_bps_at(slot));
+                let others = total.saturating_sub(mine);
+                *load = load.saturating_add(others);
+                *avail = (*avail).min(est.saturating_sub(others));
+            }
+        }
+        Ok(view)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> LinkLoadTable {
+        let mut t = LinkLoadTable::new(SlotClock::new(1000, 4).unwrap(), 100);
+        t.add_link(LinkId(1), 10_000).unwrap();
+        t.add_link(LinkId(2), 5_000).unwrap();
+        t
+    }
+
+    fn sched(start: u64, r: &[u64]) -> Schedule {
+        Schedule { start_slot: start, rates_bps: r.to_vec() }
+    }
+
+    #[test]
+    fn add_replace_remove_expire() {
+        let mut t = table();
+        let (a, b) = (FlowId(7), FlowId(8));
+        t.set_schedule(a, &[LinkId(1), LinkId(2)], &sched(100, &[1, 2, 3, 4, 5])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(t.flow_schedule(a).unwrap().rates_bps, vec![1, 2, 3, 4]);
+        t.set_schedule(b, &[LinkId(1)], &sched(99, &[100, 10, 10])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![11, 12, 3, 4]);
+        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![1, 2, 3, 4]);
+        // Replace a's schedule, on a shorter path.
+        t.set_schedule(a, &[LinkId(2)], &sched(102, &[7])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![10, 10, 0, 0]);
+        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![0, 0, 7, 0]);
+        // Expire two slots: b is gone, a remains.
+        t.advance_to(102).unwrap();
+        assert_eq!(t.flow_count(), 1);
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0, 0, 0, 0]);
+        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![7, 0, 0, 0]);
+        // New slots at the end start empty.
+        t.set_schedule(b, &[LinkId(1)], &sched(102, &[1, 1, 1, 1])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![1, 1, 1, 1]);
+        assert_eq!(t.remove_flow(b).unwrap(), sched(102, &[1, 1, 1, 1]));
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0; 4]);
+        assert_eq!(t.remove_flow(b), Err(SchedError::UnknownFlow(b)));
+        // A jump further than the horizon clears everything.
+        t.advance_to(1000).unwrap();
+        assert_eq!(t.flow_count(), 0);
+        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![0; 4]);
+        assert_eq!(t.advance_to(999), Err(SchedError::SlotInPast { slot: 999, current_slot: 1000 }));
+    }
+
+    #[test]
+    fn bad_paths_and_links_are_refused() {
+        let mut t = table();
+        let s = sched(100, &[1]);
+        assert_eq!(t.set_schedule(FlowId(1), &[], &s), Err(SchedError::EmptyPath));
+        assert_eq!(t.set_schedule(FlowId(1), &[LinkId(9)], &s), Err(SchedError::UnknownLink(LinkId(9))));
+        assert_eq!(
+            t.set_schedule(FlowId(1), &[LinkId(1), LinkId(2), LinkId(1)], &s),
+            Err(SchedError::DuplicateLinkInPath(LinkId(1)))
+        );
+        assert_eq!(t.flow_count(), 0);
+        assert!(t.add_link(LinkId(3), 0).unwrap_err().to_string().contains("capacity_bps = 0"));
+        t.set_schedule(FlowId(1), &[LinkId(2)], &s).unwrap();
+        assert_eq!(t.remove_link(LinkId(2)), Err(SchedError::LinkInUse { link: LinkId(2), flow: FlowId(1) }));
+        t.remove_link(LinkId(1)).unwrap();
+        assert_eq!(t.link_ids(), vec![LinkId(2)]);
+        assert_eq!(t.remove_link(LinkId(1)), Err(SchedError::UnknownLink(LinkId(1))));
+    }
+
+    #[test]
+    fn estimate_follows_the_largest_recent_network_limited_rate() {
+        let mut t = table();
+        let l = LinkId(1);
+        assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
+        // App-limited samples alone leave the capacity.
+        t.record_rate(l, RateSample { slot: 99, rate_bps: 3_000, app_limited: true }).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
+        // A network-limited one caps it at the largest sample of the window.
+        t.record_rate(l, RateSample { slot: 98, rate_bps: 2_000, app_limited: false }).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 3_000);
+        // Same-slot samples add up.
+        t.record_rate(l, RateSample { slot: 98, rate_bps: 2_500, app_limited: true }).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 4_500);
+        // Out of window.
+        assert!(t.record_rate(l, RateSample { slot: 100, rate_bps: 1, app_limited: false }).is_err());
+        assert!(t.record_rate(l, RateSample { slot: 95, rate_bps: 1, app_limited: false }).is_err());
+        // Four slots later the samples have aged out.
+        t.advance_to(102).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 4_500);
+        t.advance_to(103).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
+        // Never above capacity.
+        t.record_rate(l, RateSample { slot: 102, rate_bps: 50_000, app_limited: false }).unwrap();
+        assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
+    }
+
+    #[test]
+    fn path_view_excludes_the_flow_itself() {
+        let mut t = table();
+        t.set_schedule(FlowId(1), &[LinkId(1), LinkId(2)], &sched(100, &[1000, 2000])).unwrap();
+        t.set_schedule(FlowId(2), &[LinkId(1)], &sched(101, &[500])).unwrap();
+        let v = t.path_view(&[LinkId(1), LinkId(2)], Some(FlowId(1))).unwrap();
+        assert_eq!(v.load_bps, vec![0, 500, 0, 0]);
+        assert_eq!(v.available_bps, vec![5_000, 5_000, 5_000, 5_000]);
+        let v = t.path_view(&[LinkId(1), LinkId(2)], None).unwrap();
+        assert_eq!(v.load_bps, vec![2000, 4500, 0, 0]);
+        assert_eq!(v.available_bps, vec![4_000, 3_000, 5_000, 5_000]);
+        let v = t.path_view(&[LinkId(1)], Some(FlowId(2))).unwrap();
+        assert_eq!(v.available_bps, vec![9_000, 8_000, 10_000, 10_000]);
+        assert_eq!(t.path_view(&[], None), Err(SchedError::EmptyPath));
+        let snap = t.snapshot();
+        assert_eq!((snap.current_slot, snap.flows, snap.links.len()), (100, 2, 2));
+        assert_eq!(
+            snap.links[1],
+            LinkRow { link: LinkId(2), capacity_bps: 5_000, estimate_bps: 5_000, load_bps: vec![1000, 2000, 0, 0] }
+        );
+        let json = serde_json::to_string(&snap).unwrap();
+        assert_eq!(serde_json::from_str::<TableSnapshot>(&json).unwrap(), snap);
+    }
+}
