@@ -261,6 +261,18 @@ impl Region {
     }
 }
 
+/// Identity of a refused file: device, inode, change time (ns) and size. The scanner holds no
+/// descriptor of a refused file, so its inode number may be reused by a replacement; the change
+/// time and size tell them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId(u64, u64, i64, i64, u64);
+
+impl FileId {
+    fn of(md: &std::fs::Metadata) -> Self {
+        FileId(md.dev(), md.ino(), md.ctime(), md.ctime_nsec(), md.len())
+    }
+}
+
 /// What one [`Scanner::scan`] changed.
 #[derive(Debug, Default)]
 pub struct ScanReport {
@@ -269,7 +281,7 @@ pub struct ScanReport {
     /// Regions whose file disappeared (or was replaced) since the last scan.
     pub removed: Vec<PathBuf>,
     /// Files refused by this scan, each reported once per file (a refused file is retried only
-    /// when replaced by another file of the same name). The agent logs these.
+    /// when it changes: replaced by another file of the same name, or rewritten). The agent logs these.
     pub refused: Vec<RegionError>,
 }
 
@@ -278,8 +290,8 @@ pub struct ScanReport {
 pub struct Scanner {
     dir: PathBuf,
     regions: BTreeMap<PathBuf, Region>,
-    /// Refused files: path → (dev, inode).
-    refused: HashMap<PathBuf, (u64, u64)>,
+    /// Refused files: path → their identity when refused.
+    refused: HashMap<PathBuf, FileId>,
     /// Regions whose last snapshot failed: path → (the field at fault, consecutive failures).
     failing: HashMap<PathBuf, (String, u32)>,
 }
@@ -334,7 +346,7 @@ impl Scanner {
             self.failing.remove(&p);
             report.removed.push(p);
         }
-        self.refused.retain(|p, id| seen.get(p).is_some_and(|md| (md.dev(), md.ino()) == *id));
+        self.refused.retain(|p, id| seen.get(p).is_some_and(|md| FileId::of(md) == *id));
         for (path, md) in seen {
             if self.regions.contains_key(&path) || self.refused.contains_key(&path) {
                 continue;
@@ -345,7 +357,7 @@ impl Scanner {
                     self.regions.insert(path, r);
                 }
                 Err(e) => {
-                    self.refused.insert(path, (md.dev(), md.ino()));
+                    self.refused.insert(path, FileId::of(&md));
                     report.refused.push(e);
                 }
             }
