@@ -34,7 +34,8 @@
 //! unprivileged process (`EPERM`: add it to `net.ipv4.tcp_allowed_congestion_control`) — the
 //! socket keeps the system default and the shim says so once on stderr (`mltcp-preload: ...`). A
 //! variable that does not parse turns the shim off, also said once. Non-TCP sockets (UDP, Unix,
-//! MPTCP) are left alone.
+//! MPTCP) are left alone. Programs that make their system calls without the dynamic C library
+//! (statically linked ones, Go) bypass the shim.
 //!
 //! ## Without the shim
 //!
@@ -43,7 +44,7 @@
 //! congctl mltcp` (the route's algorithm wins over the default, and a program's own `setsockopt`
 //! wins over both). The shim is for one program at a time, and for filtering by port.
 
-mod config;
+pub mod config;
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

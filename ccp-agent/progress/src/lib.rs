@@ -18,8 +18,10 @@
 //! slot and copies each region. We chose this over a Unix socket because:
 //!
 //! - **The hot path costs no system call.** `add_bytes` runs in the library's enqueue path
-//!   (per collective, possibly per chunk); here it is a few stores to memory (about 50 ns with the
-//!   checksum), where a socket message costs a `sendmsg` and a wake-up of the agent each time.
+//!   (per collective, possibly per chunk); here it is a clock read and a few stores to memory
+//!   (0.16 µs per call measured on the 2-core reference machine, release build, checksum
+//!   included), where a socket message costs a `sendmsg` and a wake-up of the agent each time.
+//!   The agent's copy of a region costs about 2 µs (`pread` + checksum), once per region per slot.
 //! - **The agent reads at its own pace.** It needs the counters once per slot (60 ms), not every
 //!   update; a socket would queue every update (or force the library to batch and time them).
 //! - **No ordering of start-ups.** A library can write its region before the agent starts, and an
