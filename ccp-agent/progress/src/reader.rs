@@ -8,7 +8,7 @@
 //! reader, a `pread` merely comes back short. The agent area is written with 8-byte `pwrite`s of
 //! checked words for the same reason.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -22,6 +22,10 @@ use crate::writer::{region_dir, REGION_SUFFIX};
 /// How long [`Region::snapshot`] retries copies that raced with the writer before it gives up (a
 /// writer that died in the middle of an update leaves `seq` odd for ever).
 pub const SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Most regions a [`Scanner`] keeps open by default (one file descriptor and one copy per slot
+/// each; well under the usual limit of 1024 descriptors); files beyond wait until others close.
+pub const MAX_REGIONS: usize = 512;
 
 /// Consecutive polls a region must stay unreadable with a transient error before
 /// [`Scanner::poll`] reports it.
@@ -38,22 +42,31 @@ pub struct RegionError {
     pub value: String,
     /// What was expected.
     pub expected: String,
+    /// The error may go away by itself (see [`RegionError::is_transient`]).
+    pub transient: bool,
 }
 
 impl RegionError {
+    /// A permanent error: `field` of the region at `path` holds `value`, `expected` was expected.
+    pub fn new(path: &Path, field: &str, value: impl Into<String>, expected: impl Into<String>) -> Self {
+        RegionError { path: path.to_path_buf(), field: field.into(), value: value.into(), expected: expected.into(), transient: false }
+    }
+
     /// Whether the error may go away by itself: the copy kept racing with the writer (`seq`),
-    /// as when the writer is preempted in the middle of an update. A writer that died in an update
-    /// leaves this error for good.
+    /// as when the writer is preempted in the middle of an update (a writer that died in an update
+    /// leaves this error for good), or the reader ran out of descriptors or memory, or had too
+    /// many regions open.
     pub fn is_transient(&self) -> bool {
-        self.field == "seq"
+        self.transient
     }
 
     fn invalid(path: &Path, e: Invalid) -> Self {
-        RegionError { path: path.to_path_buf(), field: e.field.to_string(), value: e.value, expected: e.expected }
+        Self::new(path, e.field, e.value, e.expected)
     }
 
     fn io(path: &Path, e: &io::Error, expected: &str) -> Self {
-        RegionError { path: path.to_path_buf(), field: "file".into(), value: e.to_string(), expected: expected.into() }
+        let transient = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM));
+        RegionError { transient, ..Self::new(path, "file", e.to_string(), expected) }
     }
 }
 
@@ -131,15 +144,11 @@ impl Region {
         .map_err(|e| RegionError::io(path, &e, "a readable regular file"))?;
         let md = file.metadata().map_err(|e| RegionError::io(path, &e, "a file that can be stat'ed"))?;
         if !md.file_type().is_file() {
-            return Err(RegionError { path: path.into(), field: "file".into(), value: "not a regular file".into(), expected: "a regular file".into() });
+            return Err(RegionError::new(path, "file", "not a regular file", "a regular file"));
         }
         if md.len() < layout::HEADER_SIZE as u64 {
-            return Err(RegionError {
-                path: path.into(),
-                field: "file size".into(),
-                value: md.len().to_string(),
-                expected: format!("at least the {}-byte header", layout::HEADER_SIZE),
-            });
+            let expected = format!("at least the {}-byte header", layout::HEADER_SIZE);
+            return Err(RegionError::new(path, "file size", md.len().to_string(), expected));
         }
         let mut b = [0u8; layout::HEADER_SIZE as usize];
         sys::pread_exact(&file, &mut b, 0).map_err(|e| RegionError::io(path, &e, "a readable header"))?;
@@ -190,19 +199,15 @@ impl Region {
             std::thread::yield_now();
         }
         Err(if checksum_bad {
-            RegionError {
-                path: self.path.clone(),
-                field: "checksum".into(),
-                value: format!("{:#018x}", layout::ne_u64(&buf, layout::OFF_CHECKSUM)),
-                expected: format!("{:#018x} (FNV-1a 64 of the body)", layout::checksum(&buf, self.header.max_flows)),
-            }
+            RegionError::new(
+                &self.path,
+                "checksum",
+                format!("{:#018x}", layout::ne_u64(&buf, layout::OFF_CHECKSUM)),
+                format!("{:#018x} (FNV-1a 64 of the body)", layout::checksum(&buf, self.header.max_flows)),
+            )
         } else {
-            RegionError {
-                path: self.path.clone(),
-                field: "seq".into(),
-                value: last_seq.to_string(),
-                expected: format!("an even value, stable across a copy, within {SNAPSHOT_TIMEOUT:?} (writer stuck in an update?)"),
-            }
+            let expected = format!("an even value, stable across a copy, within {SNAPSHOT_TIMEOUT:?} (writer stuck in an update?)");
+            RegionError { transient: true, ..RegionError::new(&self.path, "seq", last_seq.to_string(), expected) }
         })
     }
 
@@ -211,12 +216,7 @@ impl Region {
         if h != self.header {
             // The header is written once; a change means someone rewrote the file.
             h.validate(buf.len() as u64).map_err(|e| RegionError::invalid(&self.path, e))?;
-            return Err(RegionError {
-                path: self.path.clone(),
-                field: "header".into(),
-                value: format!("{h:?}"),
-                expected: format!("unchanged since open: {:?}", self.header),
-            });
+            return Err(RegionError::new(&self.path, "header", format!("{h:?}"), format!("unchanged since open: {:?}", self.header)));
         }
         let body = layout::decode_body(buf, self.header.max_flows).map_err(|e| RegionError::invalid(&self.path, e))?;
         Ok(Snapshot { header: h, body, seq })
@@ -281,7 +281,9 @@ pub struct ScanReport {
     /// Regions whose file disappeared (or was replaced) since the last scan.
     pub removed: Vec<PathBuf>,
     /// Files refused by this scan, each reported once per file (a refused file is retried only
-    /// when it changes: replaced by another file of the same name, or rewritten). The agent logs these.
+    /// when it changes: replaced by another file of the same name, or rewritten). A file left
+    /// unopened for a transient reason ([`RegionError::is_transient`]: too many regions open,
+    /// out of descriptors) is retried at every scan and reported once. The agent logs these.
     pub refused: Vec<RegionError>,
 }
 
@@ -294,12 +296,30 @@ pub struct Scanner {
     refused: HashMap<PathBuf, FileId>,
     /// Regions whose last snapshot failed: path → (the field at fault, consecutive failures).
     failing: HashMap<PathBuf, (String, u32)>,
+    /// Files left unopened for a transient reason (too many regions or descriptors): retried
+    /// at every scan, reported once.
+    deferred: HashSet<PathBuf>,
+    /// Most regions kept open.
+    max_regions: usize,
 }
 
 impl Scanner {
     /// A scanner of `dir` (nothing is read until [`Scanner::scan`]).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Scanner { dir: dir.into(), regions: BTreeMap::new(), refused: HashMap::new(), failing: HashMap::new() }
+        Scanner {
+            dir: dir.into(),
+            regions: BTreeMap::new(),
+            refused: HashMap::new(),
+            failing: HashMap::new(),
+            deferred: HashSet::new(),
+            max_regions: MAX_REGIONS,
+        }
+    }
+
+    /// The same scanner keeping at most `n` regions open (default [`MAX_REGIONS`]).
+    pub fn with_max_regions(mut self, n: usize) -> Self {
+        self.max_regions = n;
+        self
     }
 
     /// A scanner of `$MLTCP_PROGRESS_DIR`, or of [`crate::DEFAULT_DIR`].
@@ -347,16 +367,30 @@ impl Scanner {
             report.removed.push(p);
         }
         self.refused.retain(|p, id| seen.get(p).is_some_and(|md| FileId::of(md) == *id));
+        self.deferred.retain(|p| seen.contains_key(p));
         for (path, md) in seen {
             if self.regions.contains_key(&path) || self.refused.contains_key(&path) {
                 continue;
             }
-            match Region::open(&path) {
+            let result = if self.regions.len() >= self.max_regions {
+                let expected = format!("at most {} regions (retried as others close)", self.max_regions);
+                Err(RegionError { transient: true, ..RegionError::new(&path, "directory", format!("{} regions already open", self.regions.len()), expected) })
+            } else {
+                Region::open(&path)
+            };
+            match result {
                 Ok(r) => {
+                    self.deferred.remove(&path);
                     report.added.push(path.clone());
                     self.regions.insert(path, r);
                 }
+                Err(e) if e.is_transient() => {
+                    if self.deferred.insert(path) {
+                        report.refused.push(e);
+                    }
+                }
                 Err(e) => {
+                    self.deferred.remove(&path);
                     self.refused.insert(path, FileId::of(&md));
                     report.refused.push(e);
                 }
@@ -379,6 +413,23 @@ impl Scanner {
     /// returned).
     pub fn snapshots(&self) -> Vec<Result<Snapshot, RegionError>> {
         self.regions.values().map(Region::snapshot).collect()
+    }
+
+    /// Attaches agent `pid` to every open region and stamps its heartbeat (call it at least every
+    /// [`crate::AGENT_STALE_MS`] ms, e.g. every slot). Returns the regions it could not write
+    /// (a region the agent may only read: the agent is not root).
+    pub fn attach_all(&self, pid: u32) -> Vec<RegionError> {
+        self.regions
+            .values()
+            .filter_map(|r| r.attach(pid).err().map(|e| RegionError::io(&r.path, &e, "a writable agent area")))
+            .collect()
+    }
+
+    /// Detaches the agent from every open region (at shutdown: writers stop waiting at once).
+    pub fn detach_all(&self) {
+        for r in self.regions.values() {
+            let _ = r.detach();
+        }
     }
 
     /// The snapshots of every region that reads well, and the errors to log: a region whose

@@ -185,7 +185,7 @@ impl Writer {
             let sum = w.cold_hash.update(w.hot_bytes()).0;
             w.image[layout::OFF_CHECKSUM..layout::OFF_CHECKSUM + 8].copy_from_slice(&sum.to_ne_bytes());
             Arc::get_mut(&mut w.map).expect("not shared yet").copy_in(&w.image);
-            std::fs::rename(&tmp, &path)?;
+            install(&tmp, &path)?;
             Ok(w)
         })();
         if result.is_err() {
@@ -405,6 +405,26 @@ fn ensure_dir(dir: &Path) -> io::Result<()> {
         Err(_) if dir.is_dir() => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Puts the finished file `tmp` in place as `path`: with a hard link, which fails if `path`
+/// exists (so two processes starting the same job and rank cannot replace each other's region);
+/// an existing region of a dead writer (or of no valid shape) is replaced with a rename.
+fn install(tmp: &Path, path: &Path) -> io::Result<()> {
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(tmp);
+            return Ok(());
+        }
+        // EEXIST: a region is there, replaced below if its writer is gone. EPERM: a file system
+        // without hard links, where the checked rename below is the best we can do.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists || e.raw_os_error() == Some(libc::EPERM) => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(pid) = live_writer(path) {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} is written by live process {pid}", path.display())));
+    }
+    std::fs::rename(tmp, path)
 }
 
 /// The writer pid of an existing region at `path` if that process (this one included) is alive

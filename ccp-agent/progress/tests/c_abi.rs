@@ -43,6 +43,29 @@ fn compile(out_dir: &Path) -> PathBuf {
     bin
 }
 
+/// The header also compiles as C++ (NCCL and libzmq are C++) and pedantic C99.
+#[test]
+fn header_compiles_as_cxx_and_c99() {
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    for (compiler, args) in [("c++", ["-x", "c++", "-std=c++11"]), ("cc", ["-x", "c", "-std=c99"])] {
+        let out = Command::new(compiler)
+            .args(args)
+            .args(["-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", "-"])
+            .arg("-I")
+            .arg(&include)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin.take().unwrap().write_all(b"#include \"progress.h\"\nint main(void) { return (int)mltcp_progress_abi_version(); }\n")?;
+                c.wait_with_output()
+            })
+            .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+        assert!(out.status.success(), "{compiler} {args:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 #[test]
 fn c_program_reports_through_progress_h() {
     let dir = TempDir::new("c-abi");

@@ -340,3 +340,42 @@ fn monotonic_ms() -> u32 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
 }
+
+#[test]
+fn scanner_region_limit_defers_then_admits() {
+    let dir = TempDir::new("limit");
+    let a = Writer::create("a", 0, &opts(dir.path(), 1)).unwrap();
+    let b = Writer::create("b", 0, &opts(dir.path(), 1)).unwrap();
+    let c = Writer::create("c", 0, &opts(dir.path(), 1)).unwrap();
+    let mut s = Scanner::new(dir.path()).with_max_regions(2);
+    let rep = s.scan().unwrap();
+    assert_eq!(rep.added.len(), 2);
+    assert_eq!(rep.refused.len(), 1);
+    let e = &rep.refused[0];
+    assert!(e.is_transient() && e.field == "directory" && e.path == c.path(), "{e}");
+    // Reported once, retried at every scan.
+    assert!(s.scan().unwrap().refused.is_empty());
+    drop(a);
+    let rep = s.scan().unwrap();
+    assert_eq!(rep.removed.len(), 1);
+    assert_eq!(rep.added, vec![c.path().to_path_buf()]);
+    drop(b);
+}
+
+#[test]
+fn scanner_attaches_and_detaches_every_region() {
+    let dir = TempDir::new("attach");
+    let mut a = Writer::create("a", 0, &opts(dir.path(), 1)).unwrap();
+    let b = Writer::create("b", 3, &opts(dir.path(), 1)).unwrap();
+    let mut s = Scanner::new(dir.path());
+    s.scan().unwrap();
+    assert!(!a.agent_view().agent_attached());
+    assert!(s.attach_all(77).is_empty());
+    assert!(a.agent_view().agent_attached() && b.agent_view().agent_attached());
+    for r in s.regions() {
+        assert_eq!(r.agent_area().unwrap().agent_pid, Some(77));
+    }
+    s.detach_all();
+    assert!(!b.agent_view().agent_attached());
+    assert_eq!(a.before_burst(Duration::from_secs(5)), BurstOutcome::NoAgent);
+}
