@@ -18,7 +18,8 @@
  *  - Every function returning int returns 0 (or a documented non-negative value) on success and a
  *    negative errno on failure; none aborts or unwinds into the caller.
  *  - A handle may be used from several threads at once (calls are serialized internally), except
- *    mltcp_progress_close, which must be the handle's last use.
+ *    mltcp_progress_close, which must be the handle's last use. After fork(), only the process
+ *    that opened a handle may use it (the child shares the parent's region).
  *  - Byte counts are bytes handed to the network (written to sockets or queued for them).
  */
 #ifndef MLTCP_PROGRESS_H
@@ -116,8 +117,9 @@ int mltcp_progress_set_bytes_per_iteration(mltcp_progress *h, uint64_t bytes);
 int mltcp_progress_set_flows(mltcp_progress *h, const struct mltcp_flow *flows, size_t n);
 
 /* Appends the connected TCP socket `fd` as a flow (its 4-tuple read with getsockname and
- * getpeername) of kind MLTCP_FLOW_* to peer `peer_rank`. -ENOSPC when every slot is used; the
- * errno of getpeername (e.g. -ENOTCONN) or -EAFNOSUPPORT for a non-IP socket. */
+ * getpeername) of kind MLTCP_FLOW_* to peer `peer_rank`. `fd` must stay open during the call.
+ * -ENOSPC when every slot is used; -EBADF for a descriptor that is not open; the errno of
+ * getpeername (e.g. -ENOTCONN, -ENOTSOCK); -EINVAL for a non-IP socket or an unknown kind. */
 int mltcp_progress_add_flow_fd(mltcp_progress *h, int fd, uint16_t kind, uint32_t peer_rank);
 
 /* Starts iteration `iteration`: the iteration's byte count goes back to 0. */

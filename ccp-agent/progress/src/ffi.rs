@@ -5,7 +5,9 @@
 
 use std::ffi::{c_char, c_int, CStr};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::mem::ManuallyDrop;
+use std::net::SocketAddr;
+use std::os::fd::FromRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -156,39 +158,19 @@ pub unsafe extern "C" fn mltcp_progress_set_flows(h: *const Handle, flows: *cons
     })
 }
 
-/// The address of a socket (`getsockname`) or of its peer (`getpeername`).
-fn sock_addr(fd: c_int, peer: bool) -> io::Result<SocketAddr> {
-    // SAFETY: all-zero bytes are a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    let p = &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr;
-    // SAFETY: `p` points to a writable sockaddr_storage of `len` bytes; the kernel writes at most
-    // `len` bytes and updates `len`.
-    let r = unsafe {
-        if peer {
-            libc::getpeername(fd, p, &mut len)
-        } else {
-            libc::getsockname(fd, p, &mut len)
-        }
-    };
-    if r != 0 {
+/// This process's and the peer's address of the connected IP socket `fd`.
+fn socket_ends(fd: c_int) -> io::Result<(SocketAddr, SocketAddr)> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags; any integer is a valid argument.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    match ss.ss_family as c_int {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in, which fits in it.
-            let a = unsafe { &*(p as *const libc::sockaddr_in) };
-            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
-            Ok(SocketAddr::new(IpAddr::V4(ip), u16::from_be(a.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says the storage holds a sockaddr_in6, which fits in it.
-            let a = unsafe { &*(p as *const libc::sockaddr_in6) };
-            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
-            Ok(SocketAddr::new(IpAddr::V6(ip), u16::from_be(a.sin6_port)))
-        }
-        _ => Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
-    }
+    // SAFETY: `fd` is open (checked above) and, per progress.h, stays open during this call;
+    // `ManuallyDrop` keeps the borrowed descriptor from being closed here.
+    let s = ManuallyDrop::new(unsafe { <std::net::TcpStream as FromRawFd>::from_raw_fd(fd) });
+    Ok((s.local_addr()?, s.peer_addr()?))
 }
 
 /// See `progress.h`.
@@ -196,8 +178,7 @@ fn sock_addr(fd: c_int, peer: bool) -> io::Result<SocketAddr> {
 pub extern "C" fn mltcp_progress_add_flow_fd(h: *const Handle, fd: c_int, kind: u16, peer_rank: u32) -> c_int {
     with_handle(h, |h| {
         let kind = FlowKind::from_raw(kind).ok_or_else(|| einval("flow kind"))?;
-        let local = sock_addr(fd, false)?;
-        let remote = sock_addr(fd, true)?;
+        let (local, remote) = socket_ends(fd)?;
         h.lock().add_flow(FlowRecord::new(local, remote, kind, peer_rank))?;
         Ok(0)
     })

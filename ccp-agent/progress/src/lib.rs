@@ -49,6 +49,16 @@
 //! make the agent fault; the copy is accepted when `seq` was even and unchanged across it and the
 //! body's FNV-1a checksum matches.
 //!
+//! ## Security
+//!
+//! The directory is world-writable and sticky (mode 1777, like `/dev/shm`): any local user's job
+//! may add its region, and only its owner (or root) can change or remove it. Region files are
+//! mode 0644: the job's flow 4-tuples and counters are readable by local users. The agent runs as
+//! root and treats every region as untrusted input: it opens only regular files, never through a
+//! symlink (`O_NOFOLLOW`), copies them with `pread` (a truncated file gives an error, not a
+//! `SIGBUS`), validates every field it uses, writes only the 24 bytes of the agent area and only
+//! in files whose header is valid, and keeps at most [`reader::MAX_REGIONS`] regions open.
+//!
 //! ## Versioning
 //!
 //! `version` (offset 8) is [`VERSION`]; any change to the layout's meaning gets a new number. A

@@ -22,11 +22,15 @@ pub const REGION_SUFFIX: &str = ".region";
 /// An agent whose heartbeat is older than this (ms) counts as gone.
 pub const AGENT_STALE_MS: u32 = 2000;
 
-/// The region directory: `dir` if given, else `$MLTCP_PROGRESS_DIR`, else [`DEFAULT_DIR`].
+/// The region directory: `dir` if given, else `$MLTCP_PROGRESS_DIR` (if set and not empty), else
+/// [`DEFAULT_DIR`].
 pub fn region_dir(dir: Option<&Path>) -> PathBuf {
     match dir {
         Some(d) => d.to_path_buf(),
-        None => std::env::var_os(DIR_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
+        None => std::env::var_os(DIR_ENV)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
     }
 }
 

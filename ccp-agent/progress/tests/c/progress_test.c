@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in a;
 	socklen_t alen = sizeof(a);
 	char line[64];
-	int l, c;
+	int l, c, sv[2];
 
 	EXPECT((int)mltcp_progress_abi_version(), MLTCP_PROGRESS_VERSION);
 
@@ -92,6 +92,14 @@ int main(int argc, char **argv)
 	EXPECT(mltcp_progress_add_flow_fd(h, l, MLTCP_FLOW_RING_RECV, 0), -ENOTCONN);
 	EXPECT(mltcp_progress_add_flow_fd(h, -1, MLTCP_FLOW_RING_RECV, 0), -EBADF);
 	EXPECT(mltcp_progress_add_flow_fd(h, c, 99, 0), -EINVAL);
+	EXPECT(mltcp_progress_add_flow_fd(h, 0, MLTCP_FLOW_RING_RECV, 0), -ENOTSOCK); /* stdin: a pipe */
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+		perror("socketpair");
+		return 1;
+	}
+	EXPECT(mltcp_progress_add_flow_fd(h, sv[0], MLTCP_FLOW_RING_RECV, 0), -EINVAL);
+	close(sv[0]);
+	close(sv[1]);
 	EXPECT(mltcp_progress_add_flow_fd(h, c, MLTCP_FLOW_RING_RECV, 0), 0);
 
 	EXPECT(mltcp_progress_begin_iteration(h, 41), 0);
