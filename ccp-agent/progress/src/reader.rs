@@ -23,6 +23,9 @@ use crate::writer::{region_dir, REGION_SUFFIX};
 /// writer that died in the middle of an update leaves `seq` odd for ever).
 pub const SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// How long [`Scanner::poll`] retries a region whose previous snapshot failed.
+pub const FAILING_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Most regions a [`Scanner`] keeps open by default (one file descriptor and one copy per slot
 /// each; well under the usual limit of 1024 descriptors); files beyond wait until others close.
 pub const MAX_REGIONS: usize = 512;
@@ -178,37 +181,43 @@ impl Region {
     /// (for up to [`SNAPSHOT_TIMEOUT`], yielding between tries). The body is then validated; an error
     /// names the field at fault.
     pub fn snapshot(&self) -> Result<Snapshot, RegionError> {
+        self.snapshot_within(SNAPSHOT_TIMEOUT)
+    }
+
+    /// [`Region::snapshot`] retrying for at most `timeout`. A checksum that mismatches twice at
+    /// the same stable `seq` is corruption, not a race: reported at once.
+    pub fn snapshot_within(&self, timeout: std::time::Duration) -> Result<Snapshot, RegionError> {
         let size = self.header.total_size as usize;
         let mut buf = vec![0u8; size];
-        let mut last_seq = 0;
-        let mut checksum_bad = false;
-        let deadline = std::time::Instant::now() + SNAPSHOT_TIMEOUT;
-        while std::time::Instant::now() < deadline {
-            sys::pread_exact(&self.file, &mut buf, 0).map_err(|e| RegionError::io(&self.path, &e, format!("{size} readable bytes").as_str()))?;
+        let mut last_seq;
+        let mut bad_at: Option<u64> = None;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            sys::pread_exact(&self.file, &mut buf, 0).map_err(|e| RegionError::io(&self.path, &e, &format!("{size} readable bytes")))?;
             let s1 = layout::ne_u64(&buf, layout::OFF_SEQ);
             let mut again = [0u8; 8];
             sys::pread_exact(&self.file, &mut again, layout::OFF_SEQ as u64).map_err(|e| RegionError::io(&self.path, &e, "a readable seq"))?;
             let s2 = u64::from_ne_bytes(again);
             last_seq = s1;
             if s1 % 2 == 0 && s1 == s2 {
-                if layout::checksum(&buf, self.header.max_flows) == layout::ne_u64(&buf, layout::OFF_CHECKSUM) {
+                let want = layout::checksum(&buf, self.header.max_flows);
+                let have = layout::ne_u64(&buf, layout::OFF_CHECKSUM);
+                if want == have {
                     return self.decode(&buf, s1);
                 }
-                checksum_bad = true;
+                if bad_at == Some(s1) {
+                    let expected = format!("{want:#018x} (FNV-1a 64 of the body)");
+                    return Err(RegionError::new(&self.path, "checksum", format!("{have:#018x}"), expected));
+                }
+                bad_at = Some(s1);
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
             }
             std::thread::yield_now();
         }
-        Err(if checksum_bad {
-            RegionError::new(
-                &self.path,
-                "checksum",
-                format!("{:#018x}", layout::ne_u64(&buf, layout::OFF_CHECKSUM)),
-                format!("{:#018x} (FNV-1a 64 of the body)", layout::checksum(&buf, self.header.max_flows)),
-            )
-        } else {
-            let expected = format!("an even value, stable across a copy, within {SNAPSHOT_TIMEOUT:?} (writer stuck in an update?)");
-            RegionError { transient: true, ..RegionError::new(&self.path, "seq", last_seq.to_string(), expected) }
-        })
+        let expected = format!("an even value, stable across a copy, within {timeout:?} (writer stuck in an update?)");
+        Err(RegionError { transient: true, ..RegionError::new(&self.path, "seq", last_seq.to_string(), expected) })
     }
 
     fn decode(&self, buf: &[u8], seq: u64) -> Result<Snapshot, RegionError> {
@@ -440,7 +449,9 @@ impl Scanner {
         let mut good = Vec::new();
         let mut errors = Vec::new();
         for (path, r) in &self.regions {
-            match r.snapshot() {
+            // A region that failed last time gets a short try, so a stuck one costs little.
+            let timeout = if self.failing.contains_key(path) { FAILING_SNAPSHOT_TIMEOUT } else { SNAPSHOT_TIMEOUT };
+            match r.snapshot_within(timeout) {
                 Ok(s) => {
                     self.failing.remove(path);
                     good.push((path.clone(), s));

@@ -134,9 +134,10 @@ pub struct Writer {
 
 impl Writer {
     /// Creates the region of `job_id` (1..=63 bytes of `[A-Za-z0-9._-]`), rank `rank`, as
-    /// `<dir>/<job_id>.<rank>.region`. The file appears complete (it is written under a temporary
-    /// name and renamed). Fails with `EEXIST` if a live process already writes that region, and
-    /// with `EINVAL` on a bad job id or flow count.
+    /// `<dir>/<job_id>.<rank>.region`. The file appears complete: it is written under a
+    /// temporary name starting with '.' (which readers skip) and then linked into place. A region
+    /// of the same name left by a dead process is replaced. Fails with `EEXIST` if a live process
+    /// already writes that region, and with `EINVAL` on a bad job id or flow count.
     pub fn create(job_id: &str, rank: u32, opts: &WriterOptions) -> io::Result<Writer> {
         if !layout::valid_job_id(job_id) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad job id {job_id:?}")));
@@ -152,7 +153,12 @@ impl Writer {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} is written by live process {pid}", path.display())));
         }
         let size = layout::region_size(max_flows);
-        let tmp = dir.join(format!(".{}.{}.tmp", region_file_name(job_id, rank), sys::own_pid()));
+        // Unique among this process's writers; one left by a dead process of the same pid is
+        // stale, so it is removed first.
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{}.{}.{serial}.tmp", region_file_name(job_id, rank), sys::own_pid()));
+        let _ = std::fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
