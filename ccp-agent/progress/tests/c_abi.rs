@@ -109,6 +109,14 @@ fn c_program_reports_through_progress_h() {
     let region = s.region(&regions.join("cjob.1.region")).unwrap();
     assert_eq!(region.header().writer_pid, child.id());
 
+    // The dump tool shows the same.
+    let dump = Command::new(env!("CARGO_BIN_EXE_mltcp-progress-dump")).arg(&regions).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.status.success(), "{text}");
+    assert!(text.contains("job=cjob rank=1 world=3 paradigm=Ring role=Worker pred=0 succ=2"), "{text}");
+    assert!(text.contains("iteration=42 iter_bytes=1234 total_bytes=2233"), "{text}");
+    assert!(text.contains("flow 10.0.0.1:40000 -> 10.0.0.2:5000 kind=RingSend peer_rank=2"), "{text}");
+
     // Attach, and grant the next request.
     region.attach(std::process::id()).unwrap();
     writeln!(stdin, "go").unwrap();
