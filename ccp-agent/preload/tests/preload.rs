@@ -60,7 +60,8 @@ fn child_probe() {
         return; // only meaningful when run by the tests below
     }
     let port: u16 = std::env::var("MLTCP_TEST_PORT").map(|p| p.parse().unwrap()).unwrap_or(0);
-    let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let host = std::env::var("MLTCP_TEST_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let l = TcpListener::bind((host.as_str(), port)).unwrap();
     let addr = l.local_addr().unwrap();
     for _ in 0..2 {
         let c = TcpStream::connect(addr).unwrap();
@@ -76,13 +77,19 @@ struct Run {
     logs: Vec<String>,
 }
 
-/// Runs `child_probe` under the shim with `env`, listening on a free port (returned too).
+/// Runs `child_probe` under the shim with `env`, listening on 127.0.0.1 port `port`.
 fn run(env: &[(&str, &str)], port: u16) -> Run {
+    run_on("127.0.0.1", env, port)
+}
+
+/// Runs `child_probe` under the shim with `env`, listening on `host` port `port`.
+fn run_on(host: &str, env: &[(&str, &str)], port: u16) -> Run {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["child_probe", "--exact", "--nocapture", "--test-threads=1"])
         .env("LD_PRELOAD", shim())
         .env("MLTCP_PRELOAD_CHILD", "1")
-        .env("MLTCP_TEST_PORT", port.to_string());
+        .env("MLTCP_TEST_PORT", port.to_string())
+        .env("MLTCP_TEST_HOST", host);
     for k in ["MLTCP_CC", "MLTCP_PORTS", "MLTCP_DSTS", "MLTCP_PRELOAD_DEBUG"] {
         cmd.env_remove(k);
     }
@@ -180,4 +187,19 @@ fn debug_logs_each_decision() {
     // Two connections: a connect and an accept each.
     assert_eq!(r.logs.len(), 4, "{:?}", r.logs);
     assert!(r.logs.iter().any(|l| l.contains("connect fd")) && r.logs.iter().any(|l| l.contains("accept fd")));
+}
+
+#[test]
+fn ipv6_sockets() {
+    let (default, other) = default_and_other();
+    let Ok(l) = TcpListener::bind("[::1]:0") else {
+        eprintln!("no IPv6 loopback here: skipped");
+        return;
+    };
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let r = run_on("::1", &[("MLTCP_CC", &other), ("MLTCP_DSTS", "::1/128")], port);
+    assert_all(&r, &other);
+    let r = run_on("::1", &[("MLTCP_CC", &other), ("MLTCP_DSTS", "fd00::/8,127.0.0.0/8")], port);
+    assert_all(&r, &default);
 }
