@@ -51,11 +51,19 @@ impl Prefix {
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(a)) => {
-                let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - self.len as u32) };
+                let mask = if self.len == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.len as u32)
+                };
                 u32::from(net) & mask == u32::from(a) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(a)) => {
-                let mask = if self.len == 0 { 0 } else { u128::MAX << (128 - self.len as u32) };
+                let mask = if self.len == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.len as u32)
+                };
                 u128::from(net) & mask == u128::from(a) & mask
             }
             _ => false,
@@ -80,13 +88,20 @@ impl Config {
     /// The configuration from the variables' values (`None` = unset). `Ok(None)`: the shim is
     /// off (`MLTCP_CC` set to "" or "none"). `Err`: a value that does not parse, with the
     /// variable and the item named.
-    pub fn from_vars(cc: Option<&str>, ports: Option<&str>, dsts: Option<&str>, debug: Option<&str>) -> Result<Option<Config>, String> {
+    pub fn from_vars(
+        cc: Option<&str>,
+        ports: Option<&str>,
+        dsts: Option<&str>,
+        debug: Option<&str>,
+    ) -> Result<Option<Config>, String> {
         let cc = cc.map(str::trim).unwrap_or(DEFAULT_CC);
         if cc.is_empty() || cc == "none" {
             return Ok(None);
         }
         if cc.len() > CC_NAME_MAX || !cc.bytes().all(|c| c.is_ascii_graphic()) {
-            return Err(format!("{ENV_CC}={cc:?}: not an algorithm name (1..={CC_NAME_MAX} printable characters)"));
+            return Err(format!(
+                "{ENV_CC}={cc:?}: not an algorithm name (1..={CC_NAME_MAX} printable characters)"
+            ));
         }
         Ok(Some(Config {
             cc: cc.to_string(),
@@ -99,7 +114,12 @@ impl Config {
     /// The configuration of this process's environment.
     pub fn from_env() -> Result<Option<Config>, String> {
         let get = |k| std::env::var(k).ok();
-        Self::from_vars(get(ENV_CC).as_deref(), get(ENV_PORTS).as_deref(), get(ENV_DSTS).as_deref(), get(ENV_DEBUG).as_deref())
+        Self::from_vars(
+            get(ENV_CC).as_deref(),
+            get(ENV_PORTS).as_deref(),
+            get(ENV_DSTS).as_deref(),
+            get(ENV_DEBUG).as_deref(),
+        )
     }
 
     /// Whether a TCP socket to `peer`, bound to `local_port` (0 = not bound yet), gets the
@@ -107,13 +127,20 @@ impl Config {
     /// peer's address is in a prefix (or no prefixes are given).
     pub fn wants(&self, peer: SocketAddr, local_port: u16) -> bool {
         let port_ok = self.ports.is_empty()
-            || self.ports.iter().any(|r| r.contains(peer.port()) || (local_port != 0 && r.contains(local_port)));
+            || self
+                .ports
+                .iter()
+                .any(|r| r.contains(peer.port()) || (local_port != 0 && r.contains(local_port)));
         let dst_ok = self.dsts.is_empty() || self.dsts.iter().any(|p| p.contains(peer.ip()));
         port_ok && dst_ok
     }
 }
 
-fn parse_list<T>(v: Option<&str>, var: &str, item: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
+fn parse_list<T>(
+    v: Option<&str>,
+    var: &str,
+    item: fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
     let Some(v) = v else { return Ok(Vec::new()) };
     v.split(',')
         .map(str::trim)
@@ -150,7 +177,10 @@ fn parse_prefix(s: &str) -> Option<Prefix> {
 ///
 /// # Safety
 /// `sa` is null or points to `len` readable bytes.
-pub unsafe fn sockaddr_to_std(sa: *const libc::sockaddr, len: libc::socklen_t) -> Option<SocketAddr> {
+pub unsafe fn sockaddr_to_std(
+    sa: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
     if sa.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
@@ -161,12 +191,18 @@ pub unsafe fn sockaddr_to_std(sa: *const libc::sockaddr, len: libc::socklen_t) -
         libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
             // SAFETY: `len` covers a whole sockaddr_in (checked), read unaligned.
             let a = unsafe { std::ptr::read_unaligned(sa as *const libc::sockaddr_in) };
-            Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))), u16::from_be(a.sin_port)))
+            Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))),
+                u16::from_be(a.sin_port),
+            ))
         }
         libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
             // SAFETY: `len` covers a whole sockaddr_in6 (checked), read unaligned.
             let a = unsafe { std::ptr::read_unaligned(sa as *const libc::sockaddr_in6) };
-            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)), u16::from_be(a.sin6_port)))
+            Some(SocketAddr::new(
+                IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)),
+                u16::from_be(a.sin6_port),
+            ))
         }
         _ => None,
     }
@@ -176,7 +212,11 @@ pub unsafe fn sockaddr_to_std(sa: *const libc::sockaddr, len: libc::socklen_t) -
 mod tests {
     use super::*;
 
-    fn cfg(cc: Option<&str>, ports: Option<&str>, dsts: Option<&str>) -> Result<Option<Config>, String> {
+    fn cfg(
+        cc: Option<&str>,
+        ports: Option<&str>,
+        dsts: Option<&str>,
+    ) -> Result<Option<Config>, String> {
         Config::from_vars(cc, ports, dsts, None)
     }
 
@@ -195,8 +235,19 @@ mod tests {
 
     #[test]
     fn ports() {
-        let c = cfg(Some("reno"), Some("5000-5100, 29500,,"), None).unwrap().unwrap();
-        assert_eq!(c.ports, vec![PortRange { lo: 5000, hi: 5100 }, PortRange { lo: 29500, hi: 29500 }]);
+        let c = cfg(Some("reno"), Some("5000-5100, 29500,,"), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            c.ports,
+            vec![
+                PortRange { lo: 5000, hi: 5100 },
+                PortRange {
+                    lo: 29500,
+                    hi: 29500
+                }
+            ]
+        );
         assert!(c.wants("10.0.0.1:5000".parse().unwrap(), 0));
         assert!(c.wants("10.0.0.1:5100".parse().unwrap(), 0));
         assert!(c.wants("10.0.0.1:29500".parse().unwrap(), 0));
@@ -212,7 +263,9 @@ mod tests {
 
     #[test]
     fn prefixes() {
-        let c = cfg(None, None, Some("10.0.0.0/24,fd00::/8, 192.168.1.7")).unwrap().unwrap();
+        let c = cfg(None, None, Some("10.0.0.0/24,fd00::/8, 192.168.1.7"))
+            .unwrap()
+            .unwrap();
         assert!(c.wants("10.0.0.200:1".parse().unwrap(), 0));
         assert!(!c.wants("10.0.1.1:1".parse().unwrap(), 0));
         assert!(c.wants("[fd12::1]:1".parse().unwrap(), 0));
@@ -224,7 +277,13 @@ mod tests {
         let all = cfg(None, None, Some("0.0.0.0/0")).unwrap().unwrap();
         assert!(all.wants("8.8.8.8:1".parse().unwrap(), 0));
         assert!(!all.wants("[2001:db8::1]:1".parse().unwrap(), 0));
-        for bad in ["10.0.0.0/33", "fd00::/129", "10.0.0/8", "host", "10.0.0.0/x"] {
+        for bad in [
+            "10.0.0.0/33",
+            "fd00::/129",
+            "10.0.0/8",
+            "host",
+            "10.0.0.0/x",
+        ] {
             let e = cfg(None, None, Some(bad)).unwrap_err();
             assert!(e.contains("MLTCP_DSTS"), "{e}");
         }
@@ -232,7 +291,9 @@ mod tests {
 
     #[test]
     fn ports_and_prefixes_both_apply() {
-        let c = cfg(None, Some("29500"), Some("10.0.0.0/8")).unwrap().unwrap();
+        let c = cfg(None, Some("29500"), Some("10.0.0.0/8"))
+            .unwrap()
+            .unwrap();
         assert!(c.wants("10.1.1.1:29500".parse().unwrap(), 0));
         assert!(!c.wants("11.1.1.1:29500".parse().unwrap(), 0));
         assert!(!c.wants("10.1.1.1:29501".parse().unwrap(), 0));
@@ -248,7 +309,8 @@ mod tests {
         let p = &a as *const _ as *const libc::sockaddr;
         let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         // SAFETY: `p` points to `len` bytes.
-        assert_eq!(unsafe { sockaddr_to_std(p, len) }, Some("10.0.0.1:5000".parse().unwrap()));
+        let got = unsafe { sockaddr_to_std(p, len) };
+        assert_eq!(got, Some("10.0.0.1:5000".parse().unwrap()));
         // SAFETY: as above, shorter length.
         assert_eq!(unsafe { sockaddr_to_std(p, 4) }, None);
         // SAFETY: null is accepted.

@@ -55,7 +55,8 @@ pub use config::{Config, PortRange, Prefix};
 
 type ConnectFn = unsafe extern "C" fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int;
 type AcceptFn = unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int;
-type Accept4Fn = unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int;
+type Accept4Fn =
+    unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int;
 
 /// The next definition of `name` after this library (libc's, normally), or null.
 fn next_symbol(name: &CStr) -> *mut c_void {
@@ -122,7 +123,10 @@ fn getsockopt_int(fd: c_int, level: c_int, opt: c_int) -> Option<c_int> {
 fn is_tcp(fd: c_int) -> bool {
     getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Some(libc::SOCK_STREAM)
         && getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) == Some(libc::IPPROTO_TCP)
-        && matches!(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN), Some(libc::AF_INET | libc::AF_INET6))
+        && matches!(
+            getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN),
+            Some(libc::AF_INET | libc::AF_INET6)
+        )
 }
 
 /// The socket's own (`peer = false`) or peer's address.
@@ -156,17 +160,28 @@ fn apply(fd: c_int, peer: Option<std::net::SocketAddr>, side: &str) {
     let local_port = sock_addr(fd, false).map_or(0, |a| a.port());
     if !cfg.wants(peer, local_port) {
         if cfg.debug {
-            log(&format!("{side} fd {fd} peer {peer} local port {local_port}: filtered out, left alone"));
+            log(&format!(
+                "{side} fd {fd} peer {peer} local port {local_port}: filtered out, left alone"
+            ));
         }
         return;
     }
     // SAFETY: `cfg.cc` is a live buffer of `len` bytes; the kernel copies at most that much.
     let r = unsafe {
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cfg.cc.as_ptr().cast(), cfg.cc.len() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cfg.cc.as_ptr().cast(),
+            cfg.cc.len() as libc::socklen_t,
+        )
     };
     if r == 0 {
         if cfg.debug {
-            log(&format!("{side} fd {fd} peer {peer}: TCP_CONGESTION={}", cfg.cc));
+            log(&format!(
+                "{side} fd {fd} peer {peer}: TCP_CONGESTION={}",
+                cfg.cc
+            ));
         }
         return;
     }
@@ -197,7 +212,11 @@ fn quietly(f: impl FnOnce()) {
 /// # Safety
 /// Same contract as libc's `connect`: `addr` points to `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int {
+pub unsafe extern "C" fn connect(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> c_int {
     let Some(real) = real!(c"connect", ConnectFn) else {
         set_errno(libc::ENOSYS);
         return -1;
@@ -216,7 +235,11 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: li
 /// # Safety
 /// Same contract as libc's `accept`.
 #[no_mangle]
-pub unsafe extern "C" fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int {
+pub unsafe extern "C" fn accept(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> c_int {
     let Some(real) = real!(c"accept", AcceptFn) else {
         set_errno(libc::ENOSYS);
         return -1;
@@ -234,7 +257,12 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut 
 /// # Safety
 /// Same contract as libc's `accept4`.
 #[no_mangle]
-pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int) -> c_int {
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+    flags: c_int,
+) -> c_int {
     let Some(real) = real!(c"accept4", Accept4Fn) else {
         set_errno(libc::ENOSYS);
         return -1;

@@ -29,14 +29,30 @@ fn cc_of(fd: c_int) -> String {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: `buf`/`len` describe a writable 16-byte buffer, the size of TCP_CONGESTION names.
-    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
-    assert_eq!(r, 0, "getsockopt(TCP_CONGESTION): {}", std::io::Error::last_os_error());
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "getsockopt(TCP_CONGESTION): {}",
+        std::io::Error::last_os_error()
+    );
     let s = &buf[..len as usize];
     String::from_utf8_lossy(&s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]).into_owned()
 }
 
 fn read_proc(name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap().trim().to_string()
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 /// The system default, and another algorithm this process may set: available, and for a
@@ -45,7 +61,11 @@ fn default_and_other() -> (String, String) {
     let default = read_proc("tcp_congestion_control");
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let usable = read_proc(if root { "tcp_available_congestion_control" } else { "tcp_allowed_congestion_control" });
+    let usable = read_proc(if root {
+        "tcp_available_congestion_control"
+    } else {
+        "tcp_allowed_congestion_control"
+    });
     let other = ["reno", "cubic"]
         .into_iter()
         .find(|a| *a != default && usable.split_whitespace().any(|x| x == *a))
@@ -59,7 +79,9 @@ fn child_probe() {
     if std::env::var_os("MLTCP_PRELOAD_CHILD").is_none() {
         return; // only meaningful when run by the tests below
     }
-    let port: u16 = std::env::var("MLTCP_TEST_PORT").map(|p| p.parse().unwrap()).unwrap_or(0);
+    let port: u16 = std::env::var("MLTCP_TEST_PORT")
+        .map(|p| p.parse().unwrap())
+        .unwrap_or(0);
     let host = std::env::var("MLTCP_TEST_HOST").unwrap_or_else(|_| "127.0.0.1".into());
     let l = TcpListener::bind((host.as_str(), port)).unwrap();
     let addr = l.local_addr().unwrap();
@@ -90,7 +112,12 @@ fn run_on(host: &str, env: &[(&str, &str)], port: u16) -> Run {
         .env("MLTCP_PRELOAD_CHILD", "1")
         .env("MLTCP_TEST_PORT", port.to_string())
         .env("MLTCP_TEST_HOST", host);
-    for k in ["MLTCP_CC", "MLTCP_PORTS", "MLTCP_DSTS", "MLTCP_PRELOAD_DEBUG"] {
+    for k in [
+        "MLTCP_CC",
+        "MLTCP_PORTS",
+        "MLTCP_DSTS",
+        "MLTCP_PRELOAD_DEBUG",
+    ] {
         cmd.env_remove(k);
     }
     cmd.envs(env.iter().copied());
@@ -108,13 +135,21 @@ fn run_on(host: &str, env: &[(&str, &str)], port: u16) -> Run {
         })
         .collect();
     assert_eq!(ccs.len(), 2, "child output:\n{stdout}\n{stderr}");
-    let logs = stderr.lines().filter(|l| l.starts_with("mltcp-preload:")).map(str::to_string).collect();
+    let logs = stderr
+        .lines()
+        .filter(|l| l.starts_with("mltcp-preload:"))
+        .map(str::to_string)
+        .collect();
     Run { ccs, logs }
 }
 
 /// A port free right now (the child binds it next).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn assert_all(r: &Run, want: &str) {
@@ -149,15 +184,35 @@ fn port_filter() {
 #[test]
 fn destination_filter() {
     let (default, other) = default_and_other();
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_DSTS", "127.0.0.0/8")], free_port());
+    let r = run(
+        &[("MLTCP_CC", &other), ("MLTCP_DSTS", "127.0.0.0/8")],
+        free_port(),
+    );
     assert_all(&r, &other);
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_DSTS", "10.0.0.0/8,fd00::/8")], free_port());
+    let r = run(
+        &[("MLTCP_CC", &other), ("MLTCP_DSTS", "10.0.0.0/8,fd00::/8")],
+        free_port(),
+    );
     assert_all(&r, &default);
     // Both filters: both must match.
     let port = free_port();
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_DSTS", "10.0.0.0/8"), ("MLTCP_PORTS", &port.to_string())], port);
+    let r = run(
+        &[
+            ("MLTCP_CC", &other),
+            ("MLTCP_DSTS", "10.0.0.0/8"),
+            ("MLTCP_PORTS", &port.to_string()),
+        ],
+        port,
+    );
     assert_all(&r, &default);
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_DSTS", "127.0.0.1"), ("MLTCP_PORTS", &port.to_string())], port);
+    let r = run(
+        &[
+            ("MLTCP_CC", &other),
+            ("MLTCP_DSTS", "127.0.0.1"),
+            ("MLTCP_PORTS", &port.to_string()),
+        ],
+        port,
+    );
     assert_all(&r, &other);
 }
 
@@ -167,26 +222,43 @@ fn unknown_algorithm_keeps_the_default_and_says_so_once() {
     let r = run(&[("MLTCP_CC", "nosuchcc")], free_port());
     assert_all(&r, &default);
     assert_eq!(r.logs.len(), 1, "{:?}", r.logs);
-    assert!(r.logs[0].contains("TCP_CONGESTION=nosuchcc") && r.logs[0].contains("system default"), "{}", r.logs[0]);
+    assert!(
+        r.logs[0].contains("TCP_CONGESTION=nosuchcc") && r.logs[0].contains("system default"),
+        "{}",
+        r.logs[0]
+    );
 }
 
 #[test]
 fn bad_filter_turns_the_shim_off_and_says_so() {
     let (default, other) = default_and_other();
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_PORTS", "5000-x")], free_port());
+    let r = run(
+        &[("MLTCP_CC", &other), ("MLTCP_PORTS", "5000-x")],
+        free_port(),
+    );
     assert_all(&r, &default);
     assert_eq!(r.logs.len(), 1, "{:?}", r.logs);
-    assert!(r.logs[0].contains("MLTCP_PORTS") && r.logs[0].contains("5000-x"), "{}", r.logs[0]);
+    assert!(
+        r.logs[0].contains("MLTCP_PORTS") && r.logs[0].contains("5000-x"),
+        "{}",
+        r.logs[0]
+    );
 }
 
 #[test]
 fn debug_logs_each_decision() {
     let (_, other) = default_and_other();
-    let r = run(&[("MLTCP_CC", &other), ("MLTCP_PRELOAD_DEBUG", "1")], free_port());
+    let r = run(
+        &[("MLTCP_CC", &other), ("MLTCP_PRELOAD_DEBUG", "1")],
+        free_port(),
+    );
     assert_all(&r, &other);
     // Two connections: a connect and an accept each.
     assert_eq!(r.logs.len(), 4, "{:?}", r.logs);
-    assert!(r.logs.iter().any(|l| l.contains("connect fd")) && r.logs.iter().any(|l| l.contains("accept fd")));
+    assert!(
+        r.logs.iter().any(|l| l.contains("connect fd"))
+            && r.logs.iter().any(|l| l.contains("accept fd"))
+    );
 }
 
 #[test]
@@ -198,8 +270,16 @@ fn ipv6_sockets() {
     };
     let port = l.local_addr().unwrap().port();
     drop(l);
-    let r = run_on("::1", &[("MLTCP_CC", &other), ("MLTCP_DSTS", "::1/128")], port);
+    let r = run_on(
+        "::1",
+        &[("MLTCP_CC", &other), ("MLTCP_DSTS", "::1/128")],
+        port,
+    );
     assert_all(&r, &other);
-    let r = run_on("::1", &[("MLTCP_CC", &other), ("MLTCP_DSTS", "fd00::/8,127.0.0.0/8")], port);
+    let r = run_on(
+        "::1",
+        &[("MLTCP_CC", &other), ("MLTCP_DSTS", "fd00::/8,127.0.0.0/8")],
+        port,
+    );
     assert_all(&r, &default);
 }

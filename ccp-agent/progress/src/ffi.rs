@@ -91,17 +91,24 @@ pub unsafe extern "C" fn mltcp_progress_open(
             return Err(einval("null argument"));
         }
         // SAFETY: non-null and NUL-terminated per the contract above.
-        let job = unsafe { CStr::from_ptr(job_id) }.to_str().map_err(|_| einval("job id is not UTF-8"))?;
+        let job = unsafe { CStr::from_ptr(job_id) }
+            .to_str()
+            .map_err(|_| einval("job id is not UTF-8"))?;
         let dir = if dir.is_null() {
             None
         } else {
             // SAFETY: non-null and NUL-terminated per the contract above.
             let d = unsafe { CStr::from_ptr(dir) };
-            Some(PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(d.to_bytes())))
+            Some(PathBuf::from(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(d.to_bytes()),
+            ))
         };
         let w = Writer::create(job, rank, &WriterOptions { dir, max_flows })?;
         let view = w.agent_view();
-        let h = Box::new(Handle { writer: Mutex::new(w), view });
+        let h = Box::new(Handle {
+            writer: Mutex::new(w),
+            view,
+        });
         // SAFETY: `out` is non-null and writable per the contract.
         unsafe { *out = Box::into_raw(h) };
         Ok(0)
@@ -110,7 +117,12 @@ pub unsafe extern "C" fn mltcp_progress_open(
 
 /// See `progress.h`.
 #[no_mangle]
-pub extern "C" fn mltcp_progress_set_job(h: *const Handle, paradigm: u32, role: u32, world_size: u32) -> c_int {
+pub extern "C" fn mltcp_progress_set_job(
+    h: *const Handle,
+    paradigm: u32,
+    role: u32,
+    world_size: u32,
+) -> c_int {
     with_handle(h, |h| {
         let p = Paradigm::from_raw(paradigm).ok_or_else(|| einval("paradigm"))?;
         let r = Role::from_raw(role).ok_or_else(|| einval("role"))?;
@@ -142,7 +154,11 @@ pub extern "C" fn mltcp_progress_set_bytes_per_iteration(h: *const Handle, bytes
 /// # Safety
 /// `flows` points to `n` readable `struct mltcp_flow` (or `n` is 0).
 #[no_mangle]
-pub unsafe extern "C" fn mltcp_progress_set_flows(h: *const Handle, flows: *const FlowRecord, n: usize) -> c_int {
+pub unsafe extern "C" fn mltcp_progress_set_flows(
+    h: *const Handle,
+    flows: *const FlowRecord,
+    n: usize,
+) -> c_int {
     with_handle(h, |h| {
         let flows: &[FlowRecord] = if n == 0 {
             &[]
@@ -175,11 +191,17 @@ fn socket_ends(fd: c_int) -> io::Result<(SocketAddr, SocketAddr)> {
 
 /// See `progress.h`.
 #[no_mangle]
-pub extern "C" fn mltcp_progress_add_flow_fd(h: *const Handle, fd: c_int, kind: u16, peer_rank: u32) -> c_int {
+pub extern "C" fn mltcp_progress_add_flow_fd(
+    h: *const Handle,
+    fd: c_int,
+    kind: u16,
+    peer_rank: u32,
+) -> c_int {
     with_handle(h, |h| {
         let kind = FlowKind::from_raw(kind).ok_or_else(|| einval("flow kind"))?;
         let (local, remote) = socket_ends(fd)?;
-        h.lock().add_flow(FlowRecord::new(local, remote, kind, peer_rank))?;
+        h.lock()
+            .add_flow(FlowRecord::new(local, remote, kind, peer_rank))?;
         Ok(0)
     })
 }
@@ -214,11 +236,16 @@ pub const BURST_TIMED_OUT: c_int = 2;
 pub extern "C" fn mltcp_progress_before_burst(h: *const Handle, timeout_us: u32) -> c_int {
     with_handle(h, |h| {
         let req = h.lock().request_burst();
-        Ok(match h.view.wait_for_grant(req, Duration::from_micros(timeout_us as u64)) {
-            BurstOutcome::Granted => BURST_GRANTED,
-            BurstOutcome::NoAgent => BURST_NO_AGENT,
-            BurstOutcome::TimedOut => BURST_TIMED_OUT,
-        })
+        Ok(
+            match h
+                .view
+                .wait_for_grant(req, Duration::from_micros(timeout_us as u64))
+            {
+                BurstOutcome::Granted => BURST_GRANTED,
+                BurstOutcome::NoAgent => BURST_NO_AGENT,
+                BurstOutcome::TimedOut => BURST_TIMED_OUT,
+            },
+        )
     })
 }
 

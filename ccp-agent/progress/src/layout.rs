@@ -3,9 +3,11 @@
 //! its parts (no I/O). All integers are in the host's byte order (a region never leaves its host);
 //! a region written with the other byte order fails the magic check.
 //!
+//! N = max_flows (flow slots, [`DEFAULT_MAX_FLOWS`] unless the writer chose otherwise).
+//!
 //! ```text
 //! offset            size  part      field
-//! 0                 8     header    magic = MAGIC ("MLTCPPRG" as a native u64)
+//! 0                 8     header    magic = MAGIC (bytes "MLTCPPRG" on a little-endian host)
 //! 8                 4     header    version = 1
 //! 12                4     header    header_size = 64
 //! 16                4     header    total_size (bytes of the whole file)
@@ -217,8 +219,17 @@ const _: () = assert!(std::mem::size_of::<FlowRecord>() == FLOW_SIZE as usize);
 
 impl FlowRecord {
     /// A record for the connection `local` → `remote` (both of the same family).
-    pub fn new(local: std::net::SocketAddr, remote: std::net::SocketAddr, kind: FlowKind, peer_rank: u32) -> Self {
-        let mut r = FlowRecord { kind: kind as u16, peer_rank, ..Default::default() };
+    pub fn new(
+        local: std::net::SocketAddr,
+        remote: std::net::SocketAddr,
+        kind: FlowKind,
+        peer_rank: u32,
+    ) -> Self {
+        let mut r = FlowRecord {
+            kind: kind as u16,
+            peer_rank,
+            ..Default::default()
+        };
         let (fam, la) = addr_bytes(local.ip());
         let (_, ra) = addr_bytes(remote.ip());
         r.family = fam;
@@ -360,34 +371,76 @@ impl Header {
     /// Checks every field against this version's layout and `file_size`; on a mismatch names the
     /// field, its value and what was expected.
     pub fn validate(&self, file_size: u64) -> Result<(), Invalid> {
-        let bad = |field, value: String, expected: String| Err(Invalid { field, value, expected });
+        let bad = |field, value: String, expected: String| {
+            Err(Invalid {
+                field,
+                value,
+                expected,
+            })
+        };
         if self.magic != MAGIC {
-            return bad("magic", format!("{:#018x}", self.magic), format!("{MAGIC:#018x}"));
+            return bad(
+                "magic",
+                format!("{:#018x}", self.magic),
+                format!("{MAGIC:#018x}"),
+            );
         }
         if self.version != VERSION {
-            return bad("version", self.version.to_string(), format!("{VERSION} (this reader's version)"));
+            return bad(
+                "version",
+                self.version.to_string(),
+                format!("{VERSION} (this reader's version)"),
+            );
         }
         if self.header_size != HEADER_SIZE {
-            return bad("header_size", self.header_size.to_string(), HEADER_SIZE.to_string());
+            return bad(
+                "header_size",
+                self.header_size.to_string(),
+                HEADER_SIZE.to_string(),
+            );
         }
         if self.flow_size != FLOW_SIZE {
-            return bad("flow_size", self.flow_size.to_string(), FLOW_SIZE.to_string());
+            return bad(
+                "flow_size",
+                self.flow_size.to_string(),
+                FLOW_SIZE.to_string(),
+            );
         }
         if self.max_flows == 0 || self.max_flows > MAX_FLOWS_LIMIT {
-            return bad("max_flows", self.max_flows.to_string(), format!("1..={MAX_FLOWS_LIMIT}"));
+            return bad(
+                "max_flows",
+                self.max_flows.to_string(),
+                format!("1..={MAX_FLOWS_LIMIT}"),
+            );
         }
         let want = region_size(self.max_flows) as u64;
         if self.total_size as u64 != want {
-            return bad("total_size", self.total_size.to_string(), format!("{want} for max_flows {}", self.max_flows));
+            return bad(
+                "total_size",
+                self.total_size.to_string(),
+                format!("{want} for max_flows {}", self.max_flows),
+            );
         }
         if self.body_offset != BODY_OFFSET {
-            return bad("body_offset", self.body_offset.to_string(), BODY_OFFSET.to_string());
+            return bad(
+                "body_offset",
+                self.body_offset.to_string(),
+                BODY_OFFSET.to_string(),
+            );
         }
         if self.body_size as u64 != want - BODY_OFFSET as u64 {
-            return bad("body_size", self.body_size.to_string(), (want - BODY_OFFSET as u64).to_string());
+            return bad(
+                "body_size",
+                self.body_size.to_string(),
+                (want - BODY_OFFSET as u64).to_string(),
+            );
         }
         if file_size != want {
-            return bad("file size", file_size.to_string(), format!("{want} (total_size)"));
+            return bad(
+                "file size",
+                file_size.to_string(),
+                format!("{want} (total_size)"),
+            );
         }
         Ok(())
     }
@@ -406,7 +459,11 @@ pub struct Invalid {
 
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "field `{}` = {} (expected {})", self.field, self.value, self.expected)
+        write!(
+            f,
+            "field `{}` = {} (expected {})",
+            self.field, self.value, self.expected
+        )
     }
 }
 
@@ -481,7 +538,9 @@ pub fn valid_job_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= JOB_ID_MAX
         && !id.starts_with('.')
-        && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+        && id
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
 }
 
 /// Writes the job part of the body into `region` (a whole region image, `OFF_DATA..OFF_FLOWS`).
@@ -491,7 +550,8 @@ pub fn encode_job(job: &JobInfo, region: &mut [u8]) {
     let id = job.job_id.as_bytes();
     let n = id.len().min(JOB_ID_MAX);
     b[..n].copy_from_slice(&id[..n]);
-    let mut put = |off: usize, v: &[u8]| b[off - OFF_DATA..off - OFF_DATA + v.len()].copy_from_slice(v);
+    let mut put =
+        |off: usize, v: &[u8]| b[off - OFF_DATA..off - OFF_DATA + v.len()].copy_from_slice(v);
     put(208, &job.rank.to_ne_bytes());
     put(212, &job.world_size.to_ne_bytes());
     put(216, &job.paradigm.to_ne_bytes());
@@ -526,14 +586,28 @@ pub struct Body {
 /// Decodes and validates the body of a whole region image `region` whose header declares
 /// `max_flows` slots (already validated).
 pub fn decode_body(region: &[u8], max_flows: u32) -> Result<Body, Invalid> {
-    let bad = |field, value: String, expected: &str| Err(Invalid { field, value, expected: expected.to_string() });
+    let bad = |field, value: String, expected: &str| {
+        Err(Invalid {
+            field,
+            value,
+            expected: expected.to_string(),
+        })
+    };
     let id_bytes = &region[OFF_DATA..OFF_DATA + JOB_ID_MAX + 1];
     let Some(nul) = id_bytes.iter().position(|&c| c == 0) else {
-        return bad("job_id", "(no NUL in 64 bytes)".into(), "a NUL-terminated id");
+        return bad(
+            "job_id",
+            "(no NUL in 64 bytes)".into(),
+            "a NUL-terminated id",
+        );
     };
     let job_id = String::from_utf8_lossy(&id_bytes[..nul]).into_owned();
     if !valid_job_id(&job_id) {
-        return bad("job_id", format!("{job_id:?}"), "1..=63 bytes of [A-Za-z0-9._-]");
+        return bad(
+            "job_id",
+            format!("{job_id:?}"),
+            "1..=63 bytes of [A-Za-z0-9._-]",
+        );
     }
     let job = JobInfo {
         job_id,
@@ -546,10 +620,18 @@ pub fn decode_body(region: &[u8], max_flows: u32) -> Result<Body, Invalid> {
         bytes_per_iteration: ne_u64(region, 240),
     };
     if Paradigm::from_raw(job.paradigm).is_none() {
-        return bad("paradigm", job.paradigm.to_string(), "0 (unknown), 1 (ring) or 2 (parameter server)");
+        return bad(
+            "paradigm",
+            job.paradigm.to_string(),
+            "0 (unknown), 1 (ring) or 2 (parameter server)",
+        );
     }
     if Role::from_raw(job.role).is_none() {
-        return bad("role", job.role.to_string(), "0 (unknown), 1 (worker) or 2 (parameter server)");
+        return bad(
+            "role",
+            job.role.to_string(),
+            "0 (unknown), 1 (worker) or 2 (parameter server)",
+        );
     }
     let n_flows = ne_u32(region, 232);
     if n_flows > max_flows {
@@ -560,7 +642,11 @@ pub fn decode_body(region: &[u8], max_flows: u32) -> Result<Body, Invalid> {
         let off = OFF_FLOWS + i * FLOW_SIZE as usize;
         let f = FlowRecord::decode(&region[off..off + FLOW_SIZE as usize]);
         if f.family != FAMILY_IPV4 && f.family != FAMILY_IPV6 {
-            return bad("flows[].family", format!("{} (flow {i})", f.family), "4 or 6");
+            return bad(
+                "flows[].family",
+                format!("{} (flow {i})", f.family),
+                "4 or 6",
+            );
         }
         if FlowKind::from_raw(f.kind).is_none() {
             return bad("flows[].kind", format!("{} (flow {i})", f.kind), "0..=4");
@@ -614,7 +700,9 @@ pub fn cold_hash(region: &[u8], max_flows: u32) -> Fnv {
 /// hot part.
 pub fn checksum(region: &[u8], max_flows: u32) -> u64 {
     let h = hot_offset(max_flows);
-    cold_hash(region, max_flows).update(&region[h..h + HOT_SIZE]).0
+    cold_hash(region, max_flows)
+        .update(&region[h..h + HOT_SIZE])
+        .0
 }
 
 /// Packs `value` into a checked word (low half the value, high half its complement).
@@ -696,12 +784,30 @@ mod tests {
             bytes_per_iteration: 97_000_000,
         };
         encode_job(&job, &mut b);
-        let f = FlowRecord::new("10.0.0.1:40000".parse().unwrap(), "10.0.0.2:5000".parse().unwrap(), FlowKind::RingSend, 0);
-        let g = FlowRecord::new("[fd00::1]:1".parse().unwrap(), "[fd00::2]:2".parse().unwrap(), FlowKind::RingRecv, 2);
+        let f = FlowRecord::new(
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:5000".parse().unwrap(),
+            FlowKind::RingSend,
+            0,
+        );
+        let g = FlowRecord::new(
+            "[fd00::1]:1".parse().unwrap(),
+            "[fd00::2]:2".parse().unwrap(),
+            FlowKind::RingRecv,
+            2,
+        );
         encode_flow(0, &f, &mut b);
         encode_flow(1, &g, &mut b);
         encode_n_flows(2, &mut b);
-        let hot = Hot { iteration: 5, iter_bytes: 10, total_bytes: 20, iter_start_ns: 1, update_ns: 2, burst_requests: 3, flags: 0 };
+        let hot = Hot {
+            iteration: 5,
+            iter_bytes: 10,
+            total_bytes: 20,
+            iter_start_ns: 1,
+            update_ns: 2,
+            burst_requests: 3,
+            flags: 0,
+        };
         hot.encode(&mut b[hot_offset(4)..]);
         let body = decode_body(&b, 4).unwrap();
         assert_eq!(body.job, job);
@@ -715,7 +821,13 @@ mod tests {
     fn body_rejections_name_the_field() {
         let mut b = vec![0u8; region_size(2)];
         assert_eq!(decode_body(&b, 2).unwrap_err().field, "job_id");
-        encode_job(&JobInfo { job_id: "j".into(), ..Default::default() }, &mut b);
+        encode_job(
+            &JobInfo {
+                job_id: "j".into(),
+                ..Default::default()
+            },
+            &mut b,
+        );
         assert!(decode_body(&b, 2).is_ok());
         b[216..220].copy_from_slice(&9u32.to_ne_bytes());
         let e = decode_body(&b, 2).unwrap_err();

@@ -107,4 +107,7 @@ pub mod writer;
 
 pub use layout::{FlowKind, FlowRecord, Hot, JobInfo, Paradigm, Role, NO_RANK, VERSION};
 pub use reader::{AgentArea, Region, RegionError, ScanReport, Scanner, Snapshot};
-pub use writer::{region_dir, AgentView, BurstOutcome, Writer, WriterOptions, AGENT_STALE_MS, DEFAULT_DIR, DIR_ENV};
+pub use writer::{
+    region_dir, AgentView, BurstOutcome, Writer, WriterOptions, AGENT_STALE_MS, DEFAULT_DIR,
+    DIR_ENV,
+};

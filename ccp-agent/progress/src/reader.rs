@@ -51,8 +51,19 @@ pub struct RegionError {
 
 impl RegionError {
     /// A permanent error: `field` of the region at `path` holds `value`, `expected` was expected.
-    pub fn new(path: &Path, field: &str, value: impl Into<String>, expected: impl Into<String>) -> Self {
-        RegionError { path: path.to_path_buf(), field: field.into(), value: value.into(), expected: expected.into(), transient: false }
+    pub fn new(
+        path: &Path,
+        field: &str,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        RegionError {
+            path: path.to_path_buf(),
+            field: field.into(),
+            value: value.into(),
+            expected: expected.into(),
+            transient: false,
+        }
     }
 
     /// Whether the error may go away by itself: the copy kept racing with the writer (`seq`),
@@ -68,8 +79,14 @@ impl RegionError {
     }
 
     fn io(path: &Path, e: &io::Error, expected: &str) -> Self {
-        let transient = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM));
-        RegionError { transient, ..Self::new(path, "file", e.to_string(), expected) }
+        let transient = matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+        );
+        RegionError {
+            transient,
+            ..Self::new(path, "file", e.to_string(), expected)
+        }
     }
 }
 
@@ -145,19 +162,40 @@ impl Region {
             r => r,
         }
         .map_err(|e| RegionError::io(path, &e, "a readable regular file"))?;
-        let md = file.metadata().map_err(|e| RegionError::io(path, &e, "a file that can be stat'ed"))?;
+        let md = file
+            .metadata()
+            .map_err(|e| RegionError::io(path, &e, "a file that can be stat'ed"))?;
         if !md.file_type().is_file() {
-            return Err(RegionError::new(path, "file", "not a regular file", "a regular file"));
+            return Err(RegionError::new(
+                path,
+                "file",
+                "not a regular file",
+                "a regular file",
+            ));
         }
         if md.len() < layout::HEADER_SIZE as u64 {
             let expected = format!("at least the {}-byte header", layout::HEADER_SIZE);
-            return Err(RegionError::new(path, "file size", md.len().to_string(), expected));
+            return Err(RegionError::new(
+                path,
+                "file size",
+                md.len().to_string(),
+                expected,
+            ));
         }
         let mut b = [0u8; layout::HEADER_SIZE as usize];
-        sys::pread_exact(&file, &mut b, 0).map_err(|e| RegionError::io(path, &e, "a readable header"))?;
+        sys::pread_exact(&file, &mut b, 0)
+            .map_err(|e| RegionError::io(path, &e, "a readable header"))?;
         let header = Header::decode(&b);
-        header.validate(md.len()).map_err(|e| RegionError::invalid(path, e))?;
-        Ok(Region { path: path.to_path_buf(), file, header, dev: md.dev(), ino: md.ino() })
+        header
+            .validate(md.len())
+            .map_err(|e| RegionError::invalid(path, e))?;
+        Ok(Region {
+            path: path.to_path_buf(),
+            file,
+            header,
+            dev: md.dev(),
+            ino: md.ino(),
+        })
     }
 
     /// The region's file.
@@ -193,10 +231,12 @@ impl Region {
         let mut bad_at: Option<u64> = None;
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            sys::pread_exact(&self.file, &mut buf, 0).map_err(|e| RegionError::io(&self.path, &e, &format!("{size} readable bytes")))?;
+            sys::pread_exact(&self.file, &mut buf, 0)
+                .map_err(|e| RegionError::io(&self.path, &e, &format!("{size} readable bytes")))?;
             let s1 = layout::ne_u64(&buf, layout::OFF_SEQ);
             let mut again = [0u8; 8];
-            sys::pread_exact(&self.file, &mut again, layout::OFF_SEQ as u64).map_err(|e| RegionError::io(&self.path, &e, "a readable seq"))?;
+            sys::pread_exact(&self.file, &mut again, layout::OFF_SEQ as u64)
+                .map_err(|e| RegionError::io(&self.path, &e, "a readable seq"))?;
             let s2 = u64::from_ne_bytes(again);
             last_seq = s1;
             if s1 % 2 == 0 && s1 == s2 {
@@ -207,7 +247,12 @@ impl Region {
                 }
                 if bad_at == Some(s1) {
                     let expected = format!("{want:#018x} (FNV-1a 64 of the body)");
-                    return Err(RegionError::new(&self.path, "checksum", format!("{have:#018x}"), expected));
+                    return Err(RegionError::new(
+                        &self.path,
+                        "checksum",
+                        format!("{have:#018x}"),
+                        expected,
+                    ));
                 }
                 bad_at = Some(s1);
             }
@@ -216,19 +261,35 @@ impl Region {
             }
             std::thread::yield_now();
         }
-        let expected = format!("an even value, stable across a copy, within {timeout:?} (writer stuck in an update?)");
-        Err(RegionError { transient: true, ..RegionError::new(&self.path, "seq", last_seq.to_string(), expected) })
+        let expected = format!(
+            "an even value, stable across a copy, within {timeout:?} (writer stuck in an update?)"
+        );
+        Err(RegionError {
+            transient: true,
+            ..RegionError::new(&self.path, "seq", last_seq.to_string(), expected)
+        })
     }
 
     fn decode(&self, buf: &[u8], seq: u64) -> Result<Snapshot, RegionError> {
         let h = Header::decode(buf);
         if h != self.header {
             // The header is written once; a change means someone rewrote the file.
-            h.validate(buf.len() as u64).map_err(|e| RegionError::invalid(&self.path, e))?;
-            return Err(RegionError::new(&self.path, "header", format!("{h:?}"), format!("unchanged since open: {:?}", self.header)));
+            h.validate(buf.len() as u64)
+                .map_err(|e| RegionError::invalid(&self.path, e))?;
+            return Err(RegionError::new(
+                &self.path,
+                "header",
+                format!("{h:?}"),
+                format!("unchanged since open: {:?}", self.header),
+            ));
         }
-        let body = layout::decode_body(buf, self.header.max_flows).map_err(|e| RegionError::invalid(&self.path, e))?;
-        Ok(Snapshot { header: h, body, seq })
+        let body = layout::decode_body(buf, self.header.max_flows)
+            .map_err(|e| RegionError::invalid(&self.path, e))?;
+        Ok(Snapshot {
+            header: h,
+            body,
+            seq,
+        })
     }
 
     /// The agent area as it stands.
@@ -247,22 +308,38 @@ impl Region {
     /// [`crate::AGENT_STALE_MS`] ms, or writers stop waiting for it.
     pub fn attach(&self, pid: u32) -> io::Result<()> {
         self.heartbeat()?;
-        sys::pwrite_word(&self.file, layout::checked_word(pid), layout::OFF_AGENT_PID as u64)
+        sys::pwrite_word(
+            &self.file,
+            layout::checked_word(pid),
+            layout::OFF_AGENT_PID as u64,
+        )
     }
 
     /// Stamps the agent heartbeat (CLOCK_MONOTONIC ms).
     pub fn heartbeat(&self) -> io::Result<()> {
-        sys::pwrite_word(&self.file, layout::checked_word(sys::monotonic_ms32()), layout::OFF_AGENT_HEARTBEAT as u64)
+        sys::pwrite_word(
+            &self.file,
+            layout::checked_word(sys::monotonic_ms32()),
+            layout::OFF_AGENT_HEARTBEAT as u64,
+        )
     }
 
     /// Detaches the agent: writers stop waiting at once.
     pub fn detach(&self) -> io::Result<()> {
-        sys::pwrite_word(&self.file, layout::checked_word(0), layout::OFF_AGENT_PID as u64)
+        sys::pwrite_word(
+            &self.file,
+            layout::checked_word(0),
+            layout::OFF_AGENT_PID as u64,
+        )
     }
 
     /// Grants every burst request up to number `upto` (a `burst_requests` value from a snapshot).
     pub fn grant_bursts(&self, upto: u32) -> io::Result<()> {
-        sys::pwrite_word(&self.file, layout::checked_word(upto), layout::OFF_BURST_GRANT as u64)
+        sys::pwrite_word(
+            &self.file,
+            layout::checked_word(upto),
+            layout::OFF_BURST_GRANT as u64,
+        )
     }
 
     fn same_file(&self, md: &std::fs::Metadata) -> bool {
@@ -375,15 +452,27 @@ impl Scanner {
             self.failing.remove(&p);
             report.removed.push(p);
         }
-        self.refused.retain(|p, id| seen.get(p).is_some_and(|md| FileId::of(md) == *id));
+        self.refused
+            .retain(|p, id| seen.get(p).is_some_and(|md| FileId::of(md) == *id));
         self.deferred.retain(|p| seen.contains_key(p));
         for (path, md) in seen {
             if self.regions.contains_key(&path) || self.refused.contains_key(&path) {
                 continue;
             }
             let result = if self.regions.len() >= self.max_regions {
-                let expected = format!("at most {} regions (retried as others close)", self.max_regions);
-                Err(RegionError { transient: true, ..RegionError::new(&path, "directory", format!("{} regions already open", self.regions.len()), expected) })
+                let expected = format!(
+                    "at most {} regions (retried as others close)",
+                    self.max_regions
+                );
+                Err(RegionError {
+                    transient: true,
+                    ..RegionError::new(
+                        &path,
+                        "directory",
+                        format!("{} regions already open", self.regions.len()),
+                        expected,
+                    )
+                })
             } else {
                 Region::open(&path)
             };
@@ -430,7 +519,11 @@ impl Scanner {
     pub fn attach_all(&self, pid: u32) -> Vec<RegionError> {
         self.regions
             .values()
-            .filter_map(|r| r.attach(pid).err().map(|e| RegionError::io(&r.path, &e, "a writable agent area")))
+            .filter_map(|r| {
+                r.attach(pid)
+                    .err()
+                    .map(|e| RegionError::io(&r.path, &e, "a writable agent area"))
+            })
             .collect()
     }
 
@@ -450,14 +543,21 @@ impl Scanner {
         let mut errors = Vec::new();
         for (path, r) in &self.regions {
             // A region that failed last time gets a short try, so a stuck one costs little.
-            let timeout = if self.failing.contains_key(path) { FAILING_SNAPSHOT_TIMEOUT } else { SNAPSHOT_TIMEOUT };
+            let timeout = if self.failing.contains_key(path) {
+                FAILING_SNAPSHOT_TIMEOUT
+            } else {
+                SNAPSHOT_TIMEOUT
+            };
             match r.snapshot_within(timeout) {
                 Ok(s) => {
                     self.failing.remove(path);
                     good.push((path.clone(), s));
                 }
                 Err(e) => {
-                    let entry = self.failing.entry(path.clone()).or_insert_with(|| (e.field.clone(), 0));
+                    let entry = self
+                        .failing
+                        .entry(path.clone())
+                        .or_insert_with(|| (e.field.clone(), 0));
                     if entry.0 != e.field {
                         *entry = (e.field.clone(), 0);
                     }

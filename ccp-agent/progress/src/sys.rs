@@ -41,12 +41,18 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { ptr: ptr.cast(), len })
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
     }
 
     /// The 8-byte word at byte offset `off` (a multiple of 8, `off + 8 <= len`), as an atomic.
     pub fn word(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len, "word offset {off} outside the mapping");
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "word offset {off} outside the mapping"
+        );
         // SAFETY: in bounds and 8-aligned (mmap returns page-aligned memory, `off` is a multiple
         // of 8); the memory lives as long as `self`; every access to it is atomic.
         unsafe { &*(self.ptr.add(off) as *const AtomicU64) }
@@ -73,7 +79,10 @@ impl Drop for Mapping {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock ids used here always exist on Linux.
     unsafe {
         libc::clock_gettime(clock, &mut ts);

@@ -75,15 +75,21 @@ impl AgentView {
     /// Whether a live agent is attached: a non-zero `agent_pid` and a heartbeat no older than
     /// [`AGENT_STALE_MS`] (CLOCK_MONOTONIC, compared wrapping).
     pub fn agent_attached(&self) -> bool {
-        match (self.read(layout::OFF_AGENT_PID), self.read(layout::OFF_AGENT_HEARTBEAT)) {
-            (Some(pid), Some(hb)) if pid != 0 => sys::monotonic_ms32().wrapping_sub(hb) <= AGENT_STALE_MS,
+        match (
+            self.read(layout::OFF_AGENT_PID),
+            self.read(layout::OFF_AGENT_HEARTBEAT),
+        ) {
+            (Some(pid), Some(hb)) if pid != 0 => {
+                sys::monotonic_ms32().wrapping_sub(hb) <= AGENT_STALE_MS
+            }
             _ => false,
         }
     }
 
     /// Whether request number `request` has been granted (`burst_grant >= request`, wrapping).
     pub fn granted(&self, request: u32) -> bool {
-        self.read(layout::OFF_BURST_GRANT).is_some_and(|g| g.wrapping_sub(request) as i32 >= 0)
+        self.read(layout::OFF_BURST_GRANT)
+            .is_some_and(|g| g.wrapping_sub(request) as i32 >= 0)
     }
 
     /// Waits up to `timeout` for request `request` to be granted; see [`Writer::before_burst`].
@@ -140,24 +146,41 @@ impl Writer {
     /// already writes that region, and with `EINVAL` on a bad job id or flow count.
     pub fn create(job_id: &str, rank: u32, opts: &WriterOptions) -> io::Result<Writer> {
         if !layout::valid_job_id(job_id) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad job id {job_id:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad job id {job_id:?}"),
+            ));
         }
-        let max_flows = if opts.max_flows == 0 { layout::DEFAULT_MAX_FLOWS } else { opts.max_flows };
+        let max_flows = if opts.max_flows == 0 {
+            layout::DEFAULT_MAX_FLOWS
+        } else {
+            opts.max_flows
+        };
         if max_flows > layout::MAX_FLOWS_LIMIT {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("max_flows {max_flows} > {}", layout::MAX_FLOWS_LIMIT)));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("max_flows {max_flows} > {}", layout::MAX_FLOWS_LIMIT),
+            ));
         }
         let dir = region_dir(opts.dir.as_deref());
         ensure_dir(&dir)?;
         let path = dir.join(region_file_name(job_id, rank));
         if let Some(pid) = live_writer(&path) {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} is written by live process {pid}", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is written by live process {pid}", path.display()),
+            ));
         }
         let size = layout::region_size(max_flows);
         // Unique among this process's writers; one left by a dead process of the same pid is
         // stale, so it is removed first.
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{}.{}.{serial}.tmp", region_file_name(job_id, rank), sys::own_pid()));
+        let tmp = dir.join(format!(
+            ".{}.{}.{serial}.tmp",
+            region_file_name(job_id, rank),
+            sys::own_pid()
+        ));
         let _ = std::fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .read(true)
@@ -184,7 +207,10 @@ impl Writer {
                 max_flows,
                 job,
                 flows: Vec::new(),
-                hot: Hot { update_ns: sys::monotonic_ns(), ..Default::default() },
+                hot: Hot {
+                    update_ns: sys::monotonic_ns(),
+                    ..Default::default()
+                },
                 cold_hash: Fnv::new(),
                 deferred: false,
                 slots_published: 0,
@@ -193,8 +219,11 @@ impl Writer {
             w.encode_cold();
             w.encode_hot();
             let sum = w.cold_hash.update(w.hot_bytes()).0;
-            w.image[layout::OFF_CHECKSUM..layout::OFF_CHECKSUM + 8].copy_from_slice(&sum.to_ne_bytes());
-            Arc::get_mut(&mut w.map).expect("not shared yet").copy_in(&w.image);
+            w.image[layout::OFF_CHECKSUM..layout::OFF_CHECKSUM + 8]
+                .copy_from_slice(&sum.to_ne_bytes());
+            Arc::get_mut(&mut w.map)
+                .expect("not shared yet")
+                .copy_in(&w.image);
             install(&tmp, &path)?;
             Ok(w)
         })();
@@ -211,7 +240,9 @@ impl Writer {
 
     /// The view of the agent area (see [`AgentView`]).
     pub fn agent_view(&self) -> AgentView {
-        AgentView { map: Arc::clone(&self.map) }
+        AgentView {
+            map: Arc::clone(&self.map),
+        }
     }
 
     /// Runs `f` and publishes everything it changed as one update: a reader sees either none or
@@ -252,12 +283,19 @@ impl Writer {
     /// slots or a record has a bad family or kind.
     pub fn set_flows(&mut self, flows: &[FlowRecord]) -> io::Result<()> {
         if flows.len() > self.max_flows as usize {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} flows > {} slots", flows.len(), self.max_flows)));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} flows > {} slots", flows.len(), self.max_flows),
+            ));
         }
         if let Some(f) = flows.iter().find(|f| {
-            (f.family != layout::FAMILY_IPV4 && f.family != layout::FAMILY_IPV6) || layout::FlowKind::from_raw(f.kind).is_none()
+            (f.family != layout::FAMILY_IPV4 && f.family != layout::FAMILY_IPV6)
+                || layout::FlowKind::from_raw(f.kind).is_none()
         }) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad flow record {f:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad flow record {f:?}"),
+            ));
         }
         for (i, f) in flows.iter().enumerate() {
             layout::encode_flow(i, f, &mut self.image);
@@ -353,7 +391,13 @@ impl Writer {
             // part: not the untouched slots, so an update costs in proportion to the flows.
             let slots = self.slots_published.max(self.flows.len());
             let h = layout::hot_offset(self.max_flows);
-            self.publish(&[(layout::OFF_DATA, layout::OFF_FLOWS + layout::FLOW_SIZE as usize * slots), (h, h + layout::HOT_SIZE)]);
+            self.publish(&[
+                (
+                    layout::OFF_DATA,
+                    layout::OFF_FLOWS + layout::FLOW_SIZE as usize * slots,
+                ),
+                (h, h + layout::HOT_SIZE),
+            ]);
             self.slots_published = self.flows.len();
         }
     }
@@ -371,15 +415,20 @@ impl Writer {
     /// mapping.
     fn publish(&mut self, ranges: &[(usize, usize)]) {
         let sum = self.cold_hash.update(self.hot_bytes()).0;
-        self.image[layout::OFF_CHECKSUM..layout::OFF_CHECKSUM + 8].copy_from_slice(&sum.to_ne_bytes());
+        self.image[layout::OFF_CHECKSUM..layout::OFF_CHECKSUM + 8]
+            .copy_from_slice(&sum.to_ne_bytes());
         let seq = self.map.word(layout::OFF_SEQ);
         let s = seq.load(Ordering::Relaxed);
         seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        self.map.word(layout::OFF_CHECKSUM).store(sum, Ordering::Relaxed);
+        self.map
+            .word(layout::OFF_CHECKSUM)
+            .store(sum, Ordering::Relaxed);
         for &(from, to) in ranges {
             for off in (from..to).step_by(8) {
-                self.map.word(off).store(layout::ne_u64(&self.image, off), Ordering::Relaxed);
+                self.map
+                    .word(off)
+                    .store(layout::ne_u64(&self.image, off), Ordering::Relaxed);
             }
         }
         seq.store(s.wrapping_add(2), Ordering::Release);
@@ -405,7 +454,11 @@ fn ensure_dir(dir: &Path) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    match std::fs::DirBuilder::new().recursive(true).mode(0o1777).create(dir) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o1777)
+        .create(dir)
+    {
         Ok(()) => {
             // Best effort: the umask may have cleared bits of the mode asked for.
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
@@ -428,11 +481,16 @@ fn install(tmp: &Path, path: &Path) -> io::Result<()> {
         }
         // EEXIST: a region is there, replaced below if its writer is gone. EPERM: a file system
         // without hard links, where the checked rename below is the best we can do.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists || e.raw_os_error() == Some(libc::EPERM) => {}
+        Err(e)
+            if e.kind() == io::ErrorKind::AlreadyExists
+                || e.raw_os_error() == Some(libc::EPERM) => {}
         Err(e) => return Err(e),
     }
     if let Some(pid) = live_writer(path) {
-        return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} is written by live process {pid}", path.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is written by live process {pid}", path.display()),
+        ));
     }
     std::fs::rename(tmp, path)
 }

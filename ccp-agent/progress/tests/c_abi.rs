@@ -31,7 +31,15 @@ fn compile(out_dir: &Path) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = out_dir.join("progress_test");
     let out = Command::new("cc")
-        .args(["-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .args([
+            "-std=c11",
+            "-D_DEFAULT_SOURCE",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+            "-I",
+        ])
         .arg(crate_dir.join("include"))
         .arg(crate_dir.join("tests/c/progress_test.c"))
         .arg(staticlib())
@@ -39,7 +47,11 @@ fn compile(out_dir: &Path) -> PathBuf {
         .arg(&bin)
         .output()
         .expect("run cc (Debian: apt-get install gcc)");
-    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     bin
 }
 
@@ -47,7 +59,10 @@ fn compile(out_dir: &Path) -> PathBuf {
 #[test]
 fn header_compiles_as_cxx_and_c99() {
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-    for (compiler, args) in [("c++", ["-x", "c++", "-std=c++11"]), ("cc", ["-x", "c", "-std=c99"])] {
+    for (compiler, args) in [
+        ("c++", ["-x", "c++", "-std=c++11"]),
+        ("cc", ["-x", "c", "-std=c99"]),
+    ] {
         let out = Command::new(compiler)
             .args(args)
             .args(["-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", "-"])
@@ -62,7 +77,11 @@ fn header_compiles_as_cxx_and_c99() {
                 c.wait_with_output()
             })
             .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
-        assert!(out.status.success(), "{compiler} {args:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{compiler} {args:?}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -83,7 +102,11 @@ fn c_program_reports_through_progress_h() {
     let mut next = || lines.next().expect("C program output").unwrap();
 
     let ready = next();
-    let port: u16 = ready.strip_prefix("READY ").unwrap_or_else(|| panic!("got {ready:?}")).parse().unwrap();
+    let port: u16 = ready
+        .strip_prefix("READY ")
+        .unwrap_or_else(|| panic!("got {ready:?}"))
+        .parse()
+        .unwrap();
 
     // What the C side wrote, through the agent's reader.
     let mut s = Scanner::new(&regions);
@@ -93,29 +116,65 @@ fn c_program_reports_through_progress_h() {
     let (snaps, errors) = s.poll();
     assert!(errors.is_empty(), "{errors:?}");
     let b = &snaps[0].1.body;
-    assert_eq!((b.job.job_id.as_str(), b.job.rank, b.job.world_size), ("cjob", 1, 3));
+    assert_eq!(
+        (b.job.job_id.as_str(), b.job.rank, b.job.world_size),
+        ("cjob", 1, 3)
+    );
     assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::Ring));
     assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
-    assert_eq!((b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration), (0, 2, 3_000_000));
+    assert_eq!(
+        (b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration),
+        (0, 2, 3_000_000)
+    );
     assert_eq!(b.flows.len(), 2);
     assert_eq!(b.flows[0].local(), "10.0.0.1:40000".parse().unwrap());
     assert_eq!(b.flows[0].remote(), "10.0.0.2:5000".parse().unwrap());
-    assert_eq!((FlowKind::from_raw(b.flows[0].kind), b.flows[0].peer_rank), (Some(FlowKind::RingSend), 2));
-    assert_eq!(b.flows[1].local(), format!("127.0.0.1:{port}").parse().unwrap());
-    assert_eq!(b.flows[1].remote().ip(), std::net::IpAddr::from([127, 0, 0, 1]));
-    assert_eq!(FlowKind::from_raw(b.flows[1].kind), Some(FlowKind::RingRecv));
-    assert_eq!((b.hot.iteration, b.hot.iter_bytes, b.hot.total_bytes), (42, 1234, 2233));
-    assert_eq!(b.hot.burst_requests, 1, "the no-agent call still counts as a request");
+    assert_eq!(
+        (FlowKind::from_raw(b.flows[0].kind), b.flows[0].peer_rank),
+        (Some(FlowKind::RingSend), 2)
+    );
+    assert_eq!(
+        b.flows[1].local(),
+        format!("127.0.0.1:{port}").parse().unwrap()
+    );
+    assert_eq!(
+        b.flows[1].remote().ip(),
+        std::net::IpAddr::from([127, 0, 0, 1])
+    );
+    assert_eq!(
+        FlowKind::from_raw(b.flows[1].kind),
+        Some(FlowKind::RingRecv)
+    );
+    assert_eq!(
+        (b.hot.iteration, b.hot.iter_bytes, b.hot.total_bytes),
+        (42, 1234, 2233)
+    );
+    assert_eq!(
+        b.hot.burst_requests, 1,
+        "the no-agent call still counts as a request"
+    );
     let region = s.region(&regions.join("cjob.1.region")).unwrap();
     assert_eq!(region.header().writer_pid, child.id());
 
     // The dump tool shows the same.
-    let dump = Command::new(env!("CARGO_BIN_EXE_mltcp-progress-dump")).arg(&regions).output().unwrap();
+    let dump = Command::new(env!("CARGO_BIN_EXE_mltcp-progress-dump"))
+        .arg(&regions)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
     assert!(dump.status.success(), "{text}");
-    assert!(text.contains("job=cjob rank=1 world=3 paradigm=Ring role=Worker pred=0 succ=2"), "{text}");
-    assert!(text.contains("iteration=42 iter_bytes=1234 total_bytes=2233"), "{text}");
-    assert!(text.contains("flow 10.0.0.1:40000 -> 10.0.0.2:5000 kind=RingSend peer_rank=2"), "{text}");
+    assert!(
+        text.contains("job=cjob rank=1 world=3 paradigm=Ring role=Worker pred=0 succ=2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("iteration=42 iter_bytes=1234 total_bytes=2233"),
+        "{text}"
+    );
+    assert!(
+        text.contains("flow 10.0.0.1:40000 -> 10.0.0.2:5000 kind=RingSend peer_rank=2"),
+        "{text}"
+    );
 
     // Attach, and grant the next request.
     region.attach(std::process::id()).unwrap();
@@ -127,7 +186,10 @@ fn c_program_reports_through_progress_h() {
             region.grant_bursts(2).unwrap();
             break;
         }
-        assert!(Instant::now() < deadline, "no burst request from the C side");
+        assert!(
+            Instant::now() < deadline,
+            "no burst request from the C side"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(next(), "BURST 0");

@@ -24,7 +24,8 @@ fn threads_share_a_handle() {
     let d = CString::new(dir.path().to_str().unwrap()).unwrap();
     let mut h: *mut Handle = std::ptr::null_mut();
     // SAFETY: valid NUL-terminated strings and a valid out pointer.
-    assert_eq!(unsafe { ffi::mltcp_progress_open(job.as_ptr(), 0, d.as_ptr(), 0, &mut h) }, 0);
+    let r = unsafe { ffi::mltcp_progress_open(job.as_ptr(), 0, d.as_ptr(), 0, &mut h) };
+    assert_eq!(r, 0);
     assert_eq!(ffi::mltcp_progress_begin_iteration(h, 1), 0);
     let path = dir.path().join("threads.0.region");
     let region = Region::open(&path).unwrap();
@@ -71,7 +72,10 @@ fn threads_share_a_handle() {
     s.scan().unwrap();
     let (snaps, _) = s.poll();
     let hot = snaps[0].1.body.hot;
-    assert_eq!((hot.iter_bytes, hot.total_bytes, hot.burst_requests), (120_000, 120_000, 1));
+    assert_eq!(
+        (hot.iter_bytes, hot.total_bytes, hot.burst_requests),
+        (120_000, 120_000, 1)
+    );
     // SAFETY: `h` came from mltcp_progress_open, no thread uses it any more.
     assert_eq!(unsafe { ffi::mltcp_progress_close(h) }, 0);
     assert!(!path.exists());

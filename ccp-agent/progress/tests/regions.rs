@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::{opts, TempDir};
 use mltcp_progress::layout::{self, region_size};
-use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Region, Role, Scanner, Writer, NO_RANK};
+use mltcp_progress::{
+    BurstOutcome, FlowKind, FlowRecord, Paradigm, Region, Role, Scanner, Writer, NO_RANK,
+};
 
 /// Overwrites `bytes` at `off` in the file at `path`.
 fn poke(path: &Path, off: u64, bytes: &[u8]) {
@@ -34,8 +36,18 @@ fn round_trip_through_the_scanner() {
     assert_eq!(w.path(), dir.path().join("bert.2.region"));
     w.set_job(Paradigm::ParameterServer, Role::Worker, 5);
     w.set_bytes_per_iteration(440_000_000);
-    let push = FlowRecord::new("10.0.0.3:41000".parse().unwrap(), "10.0.0.9:9000".parse().unwrap(), FlowKind::PsPush, 4);
-    let pull = FlowRecord::new("[fd00::3]:41001".parse().unwrap(), "[fd00::9]:9001".parse().unwrap(), FlowKind::PsPull, 4);
+    let push = FlowRecord::new(
+        "10.0.0.3:41000".parse().unwrap(),
+        "10.0.0.9:9000".parse().unwrap(),
+        FlowKind::PsPush,
+        4,
+    );
+    let pull = FlowRecord::new(
+        "[fd00::3]:41001".parse().unwrap(),
+        "[fd00::9]:9001".parse().unwrap(),
+        FlowKind::PsPull,
+        4,
+    );
     w.set_flows(&[push, pull]).unwrap();
     w.begin_iteration(3);
     w.add_bytes(1000);
@@ -50,12 +62,18 @@ fn round_trip_through_the_scanner() {
     let b = &snaps[0].1.body;
     assert_eq!(b.job.job_id, "bert");
     assert_eq!((b.job.rank, b.job.world_size), (2, 5));
-    assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::ParameterServer));
+    assert_eq!(
+        Paradigm::from_raw(b.job.paradigm),
+        Some(Paradigm::ParameterServer)
+    );
     assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
     assert_eq!((b.job.ring_pred, b.job.ring_succ), (NO_RANK, NO_RANK));
     assert_eq!(b.job.bytes_per_iteration, 440_000_000);
     assert_eq!(b.flows, vec![push, pull]);
-    assert_eq!((b.hot.iteration, b.hot.iter_bytes, b.hot.total_bytes), (3, 1500, 1500));
+    assert_eq!(
+        (b.hot.iteration, b.hot.iter_bytes, b.hot.total_bytes),
+        (3, 1500, 1500)
+    );
     assert!(b.hot.iter_start_ns > 0 && b.hot.update_ns >= b.hot.iter_start_ns);
     let region = s.region(w.path()).unwrap();
     assert!(region.writer_alive());
@@ -66,7 +84,14 @@ fn round_trip_through_the_scanner() {
     w.add_bytes(7);
     w.set_flows(&[pull]).unwrap();
     let snap = s.region(w.path()).unwrap().snapshot().unwrap();
-    assert_eq!((snap.body.hot.iteration, snap.body.hot.iter_bytes, snap.body.hot.total_bytes), (4, 7, 1507));
+    assert_eq!(
+        (
+            snap.body.hot.iteration,
+            snap.body.hot.iter_bytes,
+            snap.body.hot.total_bytes
+        ),
+        (4, 7, 1507)
+    );
     assert_eq!(snap.body.flows, vec![pull]);
 
     // Closing removes the file; the next scan drops the region.
@@ -90,17 +115,28 @@ fn writer_rejects_bad_arguments() {
     // The same job and rank while the writer lives: EEXIST.
     let e = Writer::create("j", 0, &opts(dir.path(), 2)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
-    let f = FlowRecord::new("1.1.1.1:1".parse().unwrap(), "2.2.2.2:2".parse().unwrap(), FlowKind::RingSend, 1);
+    let f = FlowRecord::new(
+        "1.1.1.1:1".parse().unwrap(),
+        "2.2.2.2:2".parse().unwrap(),
+        FlowKind::RingSend,
+        1,
+    );
     assert!(w.set_flows(&[f, f, f]).is_err());
     w.add_flow(f).unwrap();
     w.add_flow(f).unwrap();
-    assert_eq!(w.add_flow(f).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+    assert_eq!(
+        w.add_flow(f).unwrap_err().raw_os_error(),
+        Some(libc::ENOSPC)
+    );
     let mut bad = f;
     bad.family = 5;
     assert!(w.set_flows(&[bad]).is_err());
     assert_eq!(w.flows(), &[f, f]);
     // No temporary files left behind.
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("j.0.region")]);
 }
 
@@ -134,17 +170,71 @@ fn bad_regions_are_refused_and_the_others_served() {
 
     let long = (region_size(4) + 8).to_string();
     let cases: Vec<Case> = vec![
-        ("magic", Box::new(|p| poke(p, 0, b"NOTMLTCP")), "magic", "0x"),
-        ("version", Box::new(|p| poke(p, 8, &2u32.to_ne_bytes())), "version", "2"),
-        ("header", Box::new(|p| poke(p, 12, &32u32.to_ne_bytes())), "header_size", "32"),
-        ("flowsize", Box::new(|p| poke(p, 24, &40u32.to_ne_bytes())), "flow_size", "40"),
-        ("maxflows", Box::new(|p| poke(p, 20, &0u32.to_ne_bytes())), "max_flows", "0"),
-        ("total", Box::new(|p| poke(p, 16, &1234u32.to_ne_bytes())), "total_size", "1234"),
-        ("short", Box::new(|p| std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(200).unwrap()), "file size", "200"),
-        ("tiny", Box::new(|p| std::fs::write(p, b"x").unwrap()), "file size", "1"),
+        (
+            "magic",
+            Box::new(|p| poke(p, 0, b"NOTMLTCP")),
+            "magic",
+            "0x",
+        ),
+        (
+            "version",
+            Box::new(|p| poke(p, 8, &2u32.to_ne_bytes())),
+            "version",
+            "2",
+        ),
+        (
+            "header",
+            Box::new(|p| poke(p, 12, &32u32.to_ne_bytes())),
+            "header_size",
+            "32",
+        ),
+        (
+            "flowsize",
+            Box::new(|p| poke(p, 24, &40u32.to_ne_bytes())),
+            "flow_size",
+            "40",
+        ),
+        (
+            "maxflows",
+            Box::new(|p| poke(p, 20, &0u32.to_ne_bytes())),
+            "max_flows",
+            "0",
+        ),
+        (
+            "total",
+            Box::new(|p| poke(p, 16, &1234u32.to_ne_bytes())),
+            "total_size",
+            "1234",
+        ),
+        (
+            "short",
+            Box::new(|p| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .unwrap()
+                    .set_len(200)
+                    .unwrap()
+            }),
+            "file size",
+            "200",
+        ),
+        (
+            "tiny",
+            Box::new(|p| std::fs::write(p, b"x").unwrap()),
+            "file size",
+            "1",
+        ),
         (
             "long",
-            Box::new(|p| std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(region_size(4) as u64 + 8).unwrap()),
+            Box::new(|p| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .unwrap()
+                    .set_len(region_size(4) as u64 + 8)
+                    .unwrap()
+            }),
             "file size",
             &long,
         ),
@@ -164,19 +254,33 @@ fn bad_regions_are_refused_and_the_others_served() {
     assert_eq!(rep.added, vec![good.path().to_path_buf()]);
     for (name, _, field, value) in &cases {
         let path = dir.path().join(format!("{name}.region"));
-        let e = rep.refused.iter().find(|e| e.path == path).unwrap_or_else(|| panic!("{name} not refused: {rep:?}"));
+        let e = rep
+            .refused
+            .iter()
+            .find(|e| e.path == path)
+            .unwrap_or_else(|| panic!("{name} not refused: {rep:?}"));
         assert_eq!(e.field, *field, "{e}");
         assert!(e.value.starts_with(value), "{e}");
         let line = e.to_string();
-        assert!(line.contains(&*path.to_string_lossy()) && line.contains(field), "{line}");
+        assert!(
+            line.contains(&*path.to_string_lossy()) && line.contains(field),
+            "{line}"
+        );
     }
-    let link = rep.refused.iter().find(|e| e.path.ends_with("link.region")).expect("symlink refused");
+    let link = rep
+        .refused
+        .iter()
+        .find(|e| e.path.ends_with("link.region"))
+        .expect("symlink refused");
     assert_eq!(link.field, "file");
     assert_eq!(rep.refused.len(), cases.len() + 1, "{:?}", rep.refused);
 
     // Refused once: the next scan is quiet, and the good region is still served.
     let rep = s.scan().unwrap();
-    assert!(rep.refused.is_empty() && rep.added.is_empty() && rep.removed.is_empty(), "{rep:?}");
+    assert!(
+        rep.refused.is_empty() && rep.added.is_empty() && rep.removed.is_empty(),
+        "{rep:?}"
+    );
     let (snaps, errors) = s.poll();
     assert!(errors.is_empty());
     assert_eq!(snaps.len(), 1);
@@ -221,7 +325,11 @@ fn bad_bodies_are_reported_once() {
     assert_eq!(snaps.len(), 1);
     assert_eq!(snaps[0].1.body.job.job_id, "good");
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].to_string().contains("bad.0.region"), "{}", errors[0]);
+    assert!(
+        errors[0].to_string().contains("bad.0.region"),
+        "{}",
+        errors[0]
+    );
     let (_, errors) = s.poll();
     assert!(errors.is_empty(), "reported again: {errors:?}");
 
@@ -255,7 +363,12 @@ fn bad_bodies_are_reported_once() {
     assert_eq!(region.snapshot().unwrap_err().field, "header");
 
     // The file shrunk under the reader: an error, not a crash.
-    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
     assert_eq!(region.snapshot().unwrap_err().field, "file");
     drop(good);
 }
@@ -273,8 +386,12 @@ fn crashed_writer_is_detected_and_its_region_replaced() {
     poke(&path, 28, &dead.to_ne_bytes());
     let r = Region::open(&path).unwrap();
     assert!(!r.writer_alive());
-    let w2 = Writer::create("j", 1, &opts(dir.path(), 0)).expect("a dead writer's region is replaced");
-    assert_eq!(Region::open(&path).unwrap().header().writer_pid, std::process::id());
+    let w2 =
+        Writer::create("j", 1, &opts(dir.path(), 0)).expect("a dead writer's region is replaced");
+    assert_eq!(
+        Region::open(&path).unwrap().header().writer_pid,
+        std::process::id()
+    );
     drop(w2);
 }
 
@@ -283,7 +400,10 @@ fn burst_wait_without_agent_returns_at_once() {
     let dir = TempDir::new("burst-none");
     let mut w = Writer::create("j", 0, &opts(dir.path(), 0)).unwrap();
     let t = Instant::now();
-    assert_eq!(w.before_burst(Duration::from_secs(5)), BurstOutcome::NoAgent);
+    assert_eq!(
+        w.before_burst(Duration::from_secs(5)),
+        BurstOutcome::NoAgent
+    );
     assert!(t.elapsed() < Duration::from_millis(100));
     assert_eq!(w.hot().burst_requests, 1);
 }
@@ -300,7 +420,10 @@ fn burst_wait_with_agent_granted_timed_out_and_stale() {
 
     // Attached, nobody grants: waits the whole timeout.
     let t = Instant::now();
-    assert_eq!(w.before_burst(Duration::from_millis(50)), BurstOutcome::TimedOut);
+    assert_eq!(
+        w.before_burst(Duration::from_millis(50)),
+        BurstOutcome::TimedOut
+    );
     assert!(t.elapsed() >= Duration::from_millis(50));
 
     // An agent thread grants what it sees requested.
@@ -316,26 +439,42 @@ fn burst_wait_with_agent_granted_timed_out_and_stale() {
         }
         panic!("no second request");
     });
-    assert_eq!(w.before_burst(Duration::from_secs(10)), BurstOutcome::Granted);
+    assert_eq!(
+        w.before_burst(Duration::from_secs(10)),
+        BurstOutcome::Granted
+    );
     let region = agent.join().unwrap();
     assert_eq!(region.agent_area().unwrap().burst_grant, Some(2));
 
     // A heartbeat 10 s old counts as no agent.
     let stale = layout::checked_word(monotonic_ms().wrapping_sub(10_000));
-    poke(w.path(), layout::OFF_AGENT_HEARTBEAT as u64, &stale.to_ne_bytes());
+    poke(
+        w.path(),
+        layout::OFF_AGENT_HEARTBEAT as u64,
+        &stale.to_ne_bytes(),
+    );
     let t = Instant::now();
-    assert_eq!(w.before_burst(Duration::from_secs(5)), BurstOutcome::NoAgent);
+    assert_eq!(
+        w.before_burst(Duration::from_secs(5)),
+        BurstOutcome::NoAgent
+    );
     region.heartbeat().unwrap();
     assert!(w.agent_view().agent_attached());
     // Detached: no wait.
     region.detach().unwrap();
-    assert_eq!(w.before_burst(Duration::from_secs(5)), BurstOutcome::NoAgent);
+    assert_eq!(
+        w.before_burst(Duration::from_secs(5)),
+        BurstOutcome::NoAgent
+    );
     assert!(t.elapsed() < Duration::from_millis(100));
 }
 
 /// CLOCK_MONOTONIC in ms, 32 bits (the heartbeat's unit).
 fn monotonic_ms() -> u32 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
@@ -352,7 +491,10 @@ fn scanner_region_limit_defers_then_admits() {
     assert_eq!(rep.added.len(), 2);
     assert_eq!(rep.refused.len(), 1);
     let e = &rep.refused[0];
-    assert!(e.is_transient() && e.field == "directory" && e.path == c.path(), "{e}");
+    assert!(
+        e.is_transient() && e.field == "directory" && e.path == c.path(),
+        "{e}"
+    );
     // Reported once, retried at every scan.
     assert!(s.scan().unwrap().refused.is_empty());
     drop(a);
@@ -377,5 +519,8 @@ fn scanner_attaches_and_detaches_every_region() {
     }
     s.detach_all();
     assert!(!b.agent_view().agent_attached());
-    assert_eq!(a.before_burst(Duration::from_secs(5)), BurstOutcome::NoAgent);
+    assert_eq!(
+        a.before_burst(Duration::from_secs(5)),
+        BurstOutcome::NoAgent
+    );
 }

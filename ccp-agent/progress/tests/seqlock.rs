@@ -102,21 +102,36 @@ fn concurrent_writer_and_readers_never_see_a_torn_region() {
                         }
                         Err(e) => panic!("{e}"),
                     };
-                    assert!(s.seq >= last_seq && s.seq % 2 == 0, "seq went from {last_seq} to {}", s.seq);
+                    assert!(
+                        s.seq >= last_seq && s.seq % 2 == 0,
+                        "seq went from {last_seq} to {}",
+                        s.seq
+                    );
                     last_seq = s.seq;
                     let (job, hot) = (&s.body.job, &s.body.hot);
                     let b = job.bytes_per_iteration;
                     // Cold invariants: everything set from the same `b`.
                     if b > 0 {
-                        assert_eq!((job.ring_pred, job.ring_succ), (b as u32, b as u32 + 1), "{s:?}");
+                        assert_eq!(
+                            (job.ring_pred, job.ring_succ),
+                            (b as u32, b as u32 + 1),
+                            "{s:?}"
+                        );
                         assert_eq!(s.body.flows, flows_for(b), "torn flows at b = {b}");
                     }
                     // Hot invariants: iteration `it` has 0..=ADDS adds of `it` bytes.
                     let it = hot.iteration;
                     if it > 0 {
                         assert!(it == b, "iteration {it} with bytes_per_iteration {b}");
-                        assert!(hot.iter_bytes % it == 0 && hot.iter_bytes / it <= ADDS, "{hot:?}");
-                        assert_eq!(hot.total_bytes, total_before(it) + hot.iter_bytes, "{hot:?}");
+                        assert!(
+                            hot.iter_bytes % it == 0 && hot.iter_bytes / it <= ADDS,
+                            "{hot:?}"
+                        );
+                        assert_eq!(
+                            hot.total_bytes,
+                            total_before(it) + hot.iter_bytes,
+                            "{hot:?}"
+                        );
                     }
                     seen += 1;
                 }
@@ -139,5 +154,8 @@ fn concurrent_writer_and_readers_never_see_a_torn_region() {
         reads
     );
     assert!(iterations > 100, "the writer barely ran");
-    assert!(reads.iter().all(|&(n, _)| n > 100), "a reader barely ran: {reads:?}");
+    assert!(
+        reads.iter().all(|&(n, _)| n > 100),
+        "a reader barely ran: {reads:?}"
+    );
 }

@@ -62,7 +62,13 @@ fn main() {
             if s.closed() { " (closed)" } else { "" },
         );
         for f in &s.body.flows {
-            println!("  flow {} -> {} kind={:?} peer_rank={}", f.local(), f.remote(), FlowKind::from_raw(f.kind).expect("validated"), rank(f.peer_rank));
+            println!(
+                "  flow {} -> {} kind={:?} peer_rank={}",
+                f.local(),
+                f.remote(),
+                FlowKind::from_raw(f.kind).expect("validated"),
+                rank(f.peer_rank)
+            );
         }
     }
 }

@@ -31,5 +31,8 @@ impl Drop for TempDir {
 
 /// Writer options for `dir` with `max_flows` slots.
 pub fn opts(dir: &Path, max_flows: u32) -> mltcp_progress::WriterOptions {
-    mltcp_progress::WriterOptions { dir: Some(dir.to_path_buf()), max_flows }
+    mltcp_progress::WriterOptions {
+        dir: Some(dir.to_path_buf()),
+        max_flows,
+    }
 }
