@@ -330,7 +330,7 @@ impl ModelFile {
         let m: ModelFile = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
         for (k, p) in &m.models {
             let f = |field: &str| format!("{file}: models.{k}.{field}");
-            if !(p.bytes_per_iteration > 0) {
+            if p.bytes_per_iteration == 0 {
                 bail!("{} = {}: must be > 0", f("bytes_per_iteration"), p.bytes_per_iteration);
             }
             if !(p.compute_ms.is_finite() && p.compute_ms >= 0.0) {

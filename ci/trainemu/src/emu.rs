@@ -36,6 +36,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{CcVariant, JobPlan, Paradigm};
+use crate::progress::{Identity, ProgressDir, Reporter};
+use mltcp_progress::{FlowKind, Paradigm as PParadigm, Role};
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.
 #[derive(Debug, Clone)]
@@ -72,6 +74,8 @@ pub struct RunSpec {
     pub sample_ms: f64,
     /// Abort the run after this long, in seconds.
     pub timeout_s: f64,
+    /// Where the workers report progress (the agent's progress interface).
+    pub progress: ProgressDir,
 }
 
 /// Per worker (or PS) and iteration: phase times in microseconds since the run's start.
@@ -173,6 +177,8 @@ struct Ctx {
     go: Barrier,
     /// The time all workers were connected, µs.
     go_us: std::sync::OnceLock<u64>,
+    /// Where the workers report progress.
+    progress_dir: ProgressDir,
 }
 
 impl Ctx {
@@ -369,12 +375,15 @@ fn prepare(s: &TcpStream, cc: &str) -> Result<String> {
 }
 
 /// Writes `n` bytes, retrying on timeouts until the run aborts.
-fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx) -> Result<()> {
+fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx, rep: &mut Reporter) -> Result<()> {
     while n > 0 {
         let k = n.min(ZEROS.len() as u64) as usize;
         match s.write(&ZEROS[..k]) {
             Ok(0) => bail!("peer closed"),
-            Ok(w) => n -= w as u64,
+            Ok(w) => {
+                n -= w as u64;
+                rep.add_bytes(w as u64);
+            }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
             Err(e) => return Err(e).context("write"),
         }
@@ -469,6 +478,22 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
     let send_total: u64 = send.iter().sum();
     let recv_total: u64 = recv.iter().sum();
     let iters = job.iterations as u64;
+    let (rank, world) = (i as u32, w as u32);
+    let mut rep = Reporter::open(
+        &ctx.progress_dir,
+        &Identity {
+            run: &ctx.run,
+            job: &job.name,
+            rank,
+            world_size: world,
+            paradigm: PParadigm::Ring,
+            role: Role::Worker,
+            ring: Some(((rank + world - 1) % world, (rank + 1) % world)),
+            bytes_per_iteration: send_total,
+        },
+    );
+    rep.add_flow(&out, FlowKind::RingSend, (rank + 1) % world);
+    rep.add_flow(&inp, FlowKind::RingRecv, (rank + world - 1) % world);
     let got = Arc::new(Counter::new());
     let records = thread::scope(|scope| -> Result<Vec<IterRecord>> {
         let got2 = got.clone();
@@ -485,13 +510,14 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
                 let cs = ctx.us();
                 sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
                 let ce = ctx.us();
+                rep.begin_iteration(k);
                 let mut need = base;
                 for (s, n) in send.iter().enumerate() {
                     if s > 0 {
                         need += recv[s - 1];
                         got.wait_for(need, &ctx.abort)?;
                     }
-                    send_bytes(&mut out, *n, ctx)?;
+                    send_bytes(&mut out, *n, ctx, &mut rep)?;
                 }
                 got.wait_for(base + recv_total, &ctx.abort)?;
                 let end = ctx.us();
@@ -554,6 +580,21 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
         &s,
     )?;
     let g = job.gradient_bytes;
+    let w = job.workers.len() as u32;
+    let mut rep = Reporter::open(
+        &ctx.progress_dir,
+        &Identity {
+            run: &ctx.run,
+            job: &job.name,
+            rank: i as u32,
+            world_size: w + 1,
+            paradigm: PParadigm::ParameterServer,
+            role: Role::Worker,
+            ring: None,
+            bytes_per_iteration: g,
+        },
+    );
+    rep.add_flow(&s, FlowKind::PsPush, w);
     let mut buf = vec![0u8; 256 * 1024];
     let mut recs = Vec::new();
     ctx.start(job.start_offset_ms)?;
@@ -561,7 +602,8 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
         let cs = ctx.us();
         sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
         let ce = ctx.us();
-        send_bytes(&mut s, g, ctx)?;
+        rep.begin_iteration(u64::from(k));
+        send_bytes(&mut s, g, ctx, &mut rep)?;
         recv_bytes(&mut s, g, &mut buf, ctx, None)?;
         let end = ctx.us();
         recs.push(IterRecord {
@@ -612,6 +654,26 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
     }
     let g = job.gradient_bytes;
     let iters = job.iterations as usize;
+    let mut rep = Reporter::open(
+        &ctx.progress_dir,
+        &Identity {
+            run: &ctx.run,
+            job: &job.name,
+            rank: w as u32,
+            world_size: w as u32 + 1,
+            paradigm: PParadigm::ParameterServer,
+            role: Role::ParameterServer,
+            ring: None,
+            bytes_per_iteration: g * w as u64,
+        },
+    );
+    for (idx, c) in conns.iter().enumerate() {
+        if let Some(c) = c {
+            rep.add_flow(c, FlowKind::PsPull, idx as u32);
+        }
+    }
+    // One region for the PS, written by its per-connection threads.
+    let rep = Mutex::new(rep);
     *sh.pushed.lock().unwrap() = vec![0; iters];
     // Per connection: (first push byte µs, broadcast end µs) per iteration.
     let per_conn = thread::scope(|scope| -> Result<Vec<Vec<(u64, u64)>>> {
@@ -619,6 +681,7 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
             .into_iter()
             .map(|c| {
                 let mut s = c.expect("all workers connected");
+                let rep = &rep;
                 scope.spawn(move || -> Result<Vec<(u64, u64)>> {
                     let mut buf = vec![0u8; 256 * 1024];
                     let mut v = Vec::with_capacity(iters);
@@ -633,7 +696,12 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
                                 p = sh.pushed_cv.wait_timeout(p, Duration::from_millis(100)).unwrap().0;
                             }
                         }
-                        send_bytes(&mut s, g, ctx)?;
+                        send_bytes(&mut s, g, ctx, &mut Reporter::none())?;
+                        {
+                            let mut r = rep.lock().unwrap_or_else(|p| p.into_inner());
+                            r.begin_iteration(k as u64);
+                            r.add_bytes(g);
+                        }
                         v.push((first, ctx.us()));
                     }
                     Ok(v)
@@ -746,6 +814,7 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         progress: spec.jobs.iter().map(|_| AtomicU32::new(0)).collect(),
         go: Barrier::new(spec.jobs.iter().map(|j| j.workers.len()).sum()),
         go_us: std::sync::OnceLock::new(),
+        progress_dir: spec.progress.clone(),
     };
     let stop_sampler = AtomicBool::new(false);
     let mltcp = spec.cc.cc.starts_with("mltcp");
@@ -864,8 +933,64 @@ mod tests {
     }
 
     fn run_jobs(jobs: Vec<JobPlan>, cc: &str) -> RunOutput {
-        let spec = RunSpec { name: "t".into(), cc: CcVariant::parse(cc).unwrap(), jobs, sample_ms: 5.0, timeout_s: 60.0 };
+        run_jobs_reporting(jobs, cc, ProgressDir::Off)
+    }
+
+    fn run_jobs_reporting(jobs: Vec<JobPlan>, cc: &str, progress: ProgressDir) -> RunOutput {
+        let spec = RunSpec { name: "t".into(), cc: CcVariant::parse(cc).unwrap(), jobs, sample_ms: 5.0, timeout_s: 60.0, progress };
         run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap()
+    }
+
+    #[test]
+    fn workers_report_through_the_progress_interface() {
+        // An "agent" polls the region directory while a ring job and a PS job run: every
+        // process's region appears with its job, role and flows, and the bytes of an iteration
+        // never exceed what the process sends per iteration.
+        let dir = std::env::temp_dir().join(format!("trainemu-emu-progress-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let stop = AtomicBool::new(false);
+        let seen = thread::scope(|scope| {
+            let agent = scope.spawn(|| {
+                let mut sc = mltcp_progress::Scanner::new(&dir);
+                let mut seen: std::collections::BTreeMap<(String, u32), (u32, u32, usize, u64, u64, u64)> = Default::default();
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = sc.scan();
+                    let (snaps, errs) = sc.poll();
+                    assert!(errs.is_empty(), "{errs:?}");
+                    for (_, s) in snaps {
+                        let b = &s.body;
+                        let e = seen.entry((b.job.job_id.clone(), b.job.rank)).or_default();
+                        *e = (b.job.paradigm, b.job.role, b.flows.len(), b.job.bytes_per_iteration, e.4.max(b.hot.iter_bytes), e.5.max(b.hot.iteration));
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                }
+                seen
+            });
+            run_jobs_reporting(
+                vec![plan("R", Paradigm::Ring, 3, 300_000, 4, 20.0), plan("P", Paradigm::Ps, 2, 200_000, 4, 20.0)],
+                "cubic",
+                ProgressDir::Dir(dir.clone()),
+            );
+            stop.store(true, Ordering::SeqCst);
+            agent.join().unwrap()
+        });
+        for r in 0..3u32 {
+            let (paradigm, role, flows, bpi, max_iter_bytes, _) = seen[&("t.R".to_string(), r)];
+            assert_eq!((paradigm, role, flows), (PParadigm::Ring as u32, Role::Worker as u32, 2), "ring rank {r}");
+            assert_eq!(bpi, ring_steps(300_000, 3, r as usize).iter().sum::<u64>());
+            assert!(max_iter_bytes > 0 && max_iter_bytes <= bpi, "ring rank {r}: {max_iter_bytes} of {bpi}");
+        }
+        for r in 0..2u32 {
+            let (paradigm, role, flows, bpi, max_iter_bytes, _) = seen[&("t.P".to_string(), r)];
+            assert_eq!((paradigm, role, flows, bpi), (PParadigm::ParameterServer as u32, Role::Worker as u32, 1, 200_000));
+            assert!(max_iter_bytes > 0 && max_iter_bytes <= bpi);
+        }
+        let (_, role, flows, bpi, _, last_iter) = seen[&("t.P".to_string(), 2)];
+        assert_eq!((role, flows, bpi), (Role::ParameterServer as u32, 2, 400_000));
+        assert!(last_iter >= 1);
+        // Every region is removed when its process (here: worker) ends.
+        assert_eq!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -974,7 +1099,7 @@ mod tests {
 
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
-        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![] }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0 };
+        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![] }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0, progress: ProgressDir::Off };
         let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
         assert!(e.contains("nosuchcc"), "{e}");
     }

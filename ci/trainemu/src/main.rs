@@ -18,6 +18,7 @@
 mod config;
 mod emu;
 mod plot;
+mod progress;
 mod report;
 mod results;
 mod topo;
@@ -38,6 +39,32 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// A `--ccs` list.
+#[derive(Clone, Debug)]
+struct CcList(Vec<String>);
+
+/// Splits a `--ccs` value at the commas outside `[...]`.
+fn parse_cc_list(s: &str) -> Result<CcList, String> {
+    let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0i32);
+    for c in s.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    if out.iter().any(|c| c.is_empty()) {
+        return Err(format!("'{s}': empty entry"));
+    }
+    Ok(CcList(out))
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run scenarios (root; builds network namespaces unless --loopback).
@@ -48,9 +75,10 @@ enum Cmd {
         /// Model profiles (default: the built-in ci/scenarios/models.toml).
         #[arg(long)]
         models: Option<PathBuf>,
-        /// Comma-separated congestion controls replacing the scenario's `ccs`.
-        #[arg(long, value_delimiter = ',')]
-        ccs: Option<Vec<String>>,
+        /// Comma-separated congestion controls replacing the scenario's `ccs` (entries may carry
+        /// module parameters: `cubic,mltcp[slope_fx=3072,intercept_fx=512]`).
+        #[arg(long, value_parser = parse_cc_list)]
+        ccs: Option<CcList>,
         /// Iterations per job, replacing the scenario's (solo runs: min(this, solo_iterations)).
         #[arg(long)]
         iterations: Option<u32>,
@@ -60,6 +88,14 @@ enum Cmd {
         /// Abort a run that takes longer than this, in seconds.
         #[arg(long, default_value_t = 900.0)]
         run_timeout: f64,
+        /// Directory of the progress regions the workers write (the agent's progress interface,
+        /// as a patched communication library does); default `$MLTCP_PROGRESS_DIR` or
+        /// /dev/shm/mltcp-progress.
+        #[arg(long, conflicts_with = "no_progress")]
+        progress_dir: Option<PathBuf>,
+        /// Do not report progress.
+        #[arg(long)]
+        no_progress: bool,
         /// Scenario files (a missing a.toml/b.toml/c.toml/e2e.toml falls back to the built-in copy).
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
@@ -123,14 +159,19 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
     match cli.cmd {
-        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, scenarios } => {
+        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, progress_dir, no_progress, scenarios } => {
+            let progress = match (no_progress, progress_dir) {
+                (true, _) => progress::ProgressDir::Off,
+                (false, Some(d)) => progress::ProgressDir::Dir(d),
+                (false, None) => progress::ProgressDir::Default,
+            };
             let models = load_models(&models).map_err(|e| Err(UsageError(e)))?;
             // Everything is validated before anything starts.
             let mut loaded = Vec::new();
             for p in &scenarios {
                 let (mut s, text) = Scenario::load(p, &models).map_err(|e| Err(UsageError(e)))?;
                 if let Some(c) = &ccs {
-                    s.ccs = c.clone();
+                    s.ccs = c.0.clone();
                 }
                 if let Some(n) = iterations {
                     s.iterations = n;
@@ -144,7 +185,7 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 loaded.push((s, text));
             }
             for (s, text) in &loaded {
-                results::run_scenario(s, text, &models, &out, loopback, run_timeout).map_err(Ok)?;
+                results::run_scenario(s, text, &models, &out, loopback, run_timeout, &progress).map_err(Ok)?;
             }
             Ok(())
         }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{CcVariant, JobPlan, ModelFile, Scenario};
 use crate::emu::{self, FlowInfo, IterRecord, Net, RunSpec, Sample};
+use crate::progress::ProgressDir;
 use crate::topo;
 
 /// One run of a scenario, as listed in meta.json.
@@ -146,7 +147,15 @@ fn flush_tcp_metrics(s: &Scenario) {
 }
 
 /// Runs scenario `s` (validated) and writes `out/<name>/`.
-pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, loopback: bool, run_timeout: f64) -> Result<()> {
+pub fn run_scenario(
+    s: &Scenario,
+    text: &str,
+    models: &ModelFile,
+    out: &Path,
+    loopback: bool,
+    run_timeout: f64,
+    progress: &ProgressDir,
+) -> Result<()> {
     let dir = out.join(&s.name);
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
@@ -168,10 +177,10 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, lo
         solo.iterations = s.solo_iterations;
         solo.start_offset_ms = 0.0;
         let cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
-        runs.push((RunSpec { name: format!("solo-{}", p.name), cc, jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout }, "solo"));
+        runs.push((RunSpec { name: format!("solo-{}", p.name), cc, jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout, progress: progress.clone() }, "solo"));
     }
     for v in variants.into_iter().filter(|v| avail.contains(&v.cc)) {
-        runs.push((RunSpec { name: v.dir_name(), cc: v, jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout }, "together"));
+        runs.push((RunSpec { name: v.dir_name(), cc: v, jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout, progress: progress.clone() }, "together"));
     }
     let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
     let mut meta = Meta { scenario: s.clone(), plans: plans.clone(), runs: Vec::new(), skipped_ccs: skipped, kernel, netns: !loopback };
