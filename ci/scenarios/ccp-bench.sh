@@ -103,7 +103,7 @@ tail -n 1 "$OUT"/agent.*.log 2>/dev/null | grep "flow closed" | sed 's/^.*flow c
 # datapath on the same core (`userspace-dp`, program run as soon as the message arrives).
 PINGS=2000
 vm_net_unshape
-ccp-test-agent ping --samples $PINGS > "$OUT/ping-netlink.txt" 2> "$OUT/ping-netlink.log" &
+ccp-test-agent ping --samples $PINGS --dst-port 5201 > "$OUT/ping-netlink.txt" 2> "$OUT/ping-netlink.log" &
 _agent=$!
 sleep 1
 vm_iperf "$OUT/ping-netlink.json" -C mltcp -t 30 > /dev/null 2>&1 &

@@ -42,6 +42,13 @@ pub struct PingArgs {
     /// Round trips left out at the start (warm-up).
     #[arg(long, default_value_t = 50)]
     pub warmup: u32,
+    /// Measure only on a flow to this destination port (e.g. iperf3's 5201: the sending side,
+    /// whose ACKs run the program); 0: the first flow announced.
+    #[arg(long, default_value_t = 0)]
+    pub dst_port: u16,
+    /// Give up after this many seconds, printing what was measured.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_s: u64,
 }
 
 /// Round-trip times, microseconds, shared with `main` to print when the agent stops.
@@ -61,8 +68,16 @@ pub struct Ping {
 }
 
 impl Ping {
-    /// The algorithm; `stop` is portus's run flag, cleared when enough samples are in.
+    /// The algorithm; `stop` is portus's run flag, cleared when enough samples are in or
+    /// `args.timeout_s` has passed (a watchdog thread).
     pub fn new(args: &PingArgs, samples: Arc<Mutex<Samples>>, stop: Arc<AtomicBool>) -> Self {
+        let (watch, t) = (stop.clone(), Duration::from_secs(args.timeout_s));
+        std::thread::spawn(move || {
+            std::thread::sleep(t);
+            if watch.swap(false, Ordering::SeqCst) {
+                tracing::warn!(timeout_s = t.as_secs(), "ping: timed out; reporting what was measured");
+            }
+        });
         Self { args: args.clone(), samples, stop }
     }
 }
@@ -90,7 +105,10 @@ impl<I: Ipc> CongAlg<I> for Ping {
     }
 
     fn new_flow(&self, mut control: PortusDatapath<I>, info: DatapathInfo) -> Self::Flow {
-        let first = {
+        // portus hands ports in network byte order (as the datapath sends them).
+        let dst_port = u16::from_be(info.dst_port as u16);
+        let wanted = self.args.dst_port == 0 || self.args.dst_port == dst_port;
+        let first = wanted && {
             let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
             !std::mem::replace(&mut s.busy, true)
         };
@@ -100,9 +118,9 @@ impl<I: Ipc> CongAlg<I> for Ping {
                 Ok(s) => sc = Some(s),
                 Err(e) => tracing::error!(sid = info.sock_id, err = %e.0, "set_program failed"),
             }
-            tracing::info!(sid = info.sock_id, "CREATE: measuring round trips on this flow");
+            tracing::info!(sid = info.sock_id, dst_port, "CREATE: measuring round trips on this flow");
         } else {
-            tracing::info!(sid = info.sock_id, "CREATE: another flow, left alone");
+            tracing::info!(sid = info.sock_id, dst_port, "CREATE: another flow, left alone");
         }
         let mut f = PingFlow {
             control,
@@ -153,6 +171,10 @@ impl<I: Ipc> Flow for PingFlow<I> {
 
     fn close(&mut self) {
         tracing::info!(pings = self.seq, "flow closed");
+        if self.sc.is_some() {
+            // The next flow announced is measured instead.
+            self.samples.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+        }
     }
 }
 
