@@ -489,7 +489,7 @@ impl Cubic {
     /// seconds). On the cubic curve itself (large BDP) F still only changes the catch-up speed.
     ///
     /// - slow start grows by `ss_f_fx` per ACKed segment ([`reno::mltcp_slow_start`]; the glue
-    ///   passes [`crate::iteration::slow_start_gain_fx`]).
+    ///   passes [`super::iteration::slow_start_gain_fx`]).
     ///
     /// With `f_fx = ss_f_fx = FX_ONE` this is exactly [`Cubic::cong_avoid`] (same state, bit for
     /// bit).

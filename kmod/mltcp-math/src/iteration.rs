@@ -179,7 +179,7 @@ pub fn f_fx(p: &Params, ratio_fx: u32) -> u32 {
 /// The slow-start gain for an ACK whose congestion-avoidance gain is `f_fx`: `min(F, 1)` when
 /// `p.scale_slow_start` is on (F scales every window increase, the slow-start one included, but
 /// slow start is never made more aggressive than Linux's), else [`FX_ONE`] (Linux's slow start).
-/// Feed it to [`crate::reno::mltcp_slow_start`] (through `mltcp_cong_avoid`).
+/// Feed it to [`super::reno::mltcp_slow_start`] (through `mltcp_cong_avoid`).
 #[inline]
 pub fn slow_start_gain_fx(p: &Params, f_fx: u32) -> u32 {
     if p.scale_slow_start != 0 {

@@ -43,7 +43,7 @@ pub struct Params {
     /// (256 = 1/4). Range `[1, FX_ONE]`; `FX_ONE` = use the last iteration only.
     pub ewma_weight_fx: u32,
     /// 1: F also scales the slow-start increase (capped at 1.0, so slow start is never faster
-    /// than Linux's; [`crate::iteration::slow_start_gain_fx`]); 0: Linux's slow start, F acts in
+    /// than Linux's; [`super::iteration::slow_start_gain_fx`]); 0: Linux's slow start, F acts in
     /// congestion avoidance only. Range `[0, 1]`.
     pub scale_slow_start: u32,
 }

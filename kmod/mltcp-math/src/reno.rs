@@ -106,7 +106,7 @@ pub fn mltcp_ai_w(cwnd: u32, f_fx: u32) -> u32 {
 /// [`FX_ONE`] ACKs toward the next congestion-avoidance increment: at most one segment early.)
 ///
 /// With `ss_f_fx = FX_ONE` this is exactly [`slow_start`] (`cwnd_cnt` untouched). The glue passes
-/// `min(F, 1)` ([`super::mltcp::slow_start_gain_fx`]) when `scale_slow_start` is on: a flow early
+/// `min(F, 1)` ([`super::iteration::slow_start_gain_fx`]) when `scale_slow_start` is on: a flow early
 /// in its iteration ramps up more slowly (×(1 + F) per RTT instead of ×2), and slow start is never
 /// more aggressive than Linux's. `ss_f_fx = 0` never grows the window and never divides by zero.
 #[inline]
