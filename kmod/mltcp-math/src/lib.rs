@@ -14,6 +14,7 @@
 //! - [`iteration`]: per-socket training-iteration tracking, `bytes_ratio` and `F`;
 //! - [`reno`]: `net/ipv4/tcp_cong.c` (slow start, AIMD) and MLTCP-Reno;
 //! - [`cubic`]: `net/ipv4/tcp_cubic.c` (CUBIC + HyStart) and MLTCP-CUBIC;
+//! - [`dctcp`]: `net/ipv4/tcp_dctcp.c` (ECN-fraction window reduction) for MLTCP-DCTCP;
 //! - [`mltcp`]: the per-socket private data of the two algorithms.
 //!
 //! Rules this code keeps, because the same files are compiled into the kernel module with
@@ -38,6 +39,7 @@
 #![deny(missing_docs)]
 
 pub mod cubic;
+pub mod dctcp;
 pub mod fixed;
 pub mod iteration;
 pub mod mltcp;

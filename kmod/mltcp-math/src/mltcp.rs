@@ -4,6 +4,7 @@
 //! `include/net/inet_connection_sock.h`), which the kernel zeroes before `init`.
 
 use super::cubic::Cubic;
+use super::dctcp::Dctcp;
 use super::iteration::Iteration;
 
 /// Size of `icsk_ca_priv` in bytes (`ICSK_CA_PRIV_SIZE`, 13 × u64 on Linux 6.12).
@@ -29,7 +30,20 @@ pub struct MltcpCubicState {
     pub iter: Iteration,
 }
 
+/// Private data of `mltcp_dctcp` (MLTCP over DCTCP, thesis ch. 5): tcp_dctcp.c's state plus the
+/// iteration tracking; the additive increase is MLTCP-Reno's. Valid when all-zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MltcpDctcpState {
+    /// DCTCP state.
+    pub dctcp: Dctcp,
+    /// Training-iteration tracking and bytes-per-iteration estimate.
+    pub iter: Iteration,
+}
+
 const _: () = assert!(core::mem::size_of::<MltcpRenoState>() <= ICSK_CA_PRIV_SIZE);
+const _: () = assert!(core::mem::size_of::<MltcpDctcpState>() <= ICSK_CA_PRIV_SIZE);
+const _: () = assert!(core::mem::align_of::<MltcpDctcpState>() <= 8);
 const _: () = assert!(core::mem::size_of::<MltcpCubicState>() <= ICSK_CA_PRIV_SIZE);
 // icsk_ca_priv is u64-aligned.
 const _: () = assert!(core::mem::align_of::<MltcpCubicState>() <= 8);
@@ -46,5 +60,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<Iteration>(), 32);
         assert_eq!(core::mem::size_of::<MltcpRenoState>(), 32);
         assert_eq!(core::mem::size_of::<MltcpCubicState>(), 96);
+        assert_eq!(core::mem::size_of::<MltcpDctcpState>(), 64);
     }
 }

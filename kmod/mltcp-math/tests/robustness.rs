@@ -4,6 +4,7 @@
 //! state, F at its minimum and maximum, invalid params. Run in debug (overflow checks on).
 
 use mltcp_math::cubic::{cubic_root, Clock, Cubic, CubicParams};
+use mltcp_math::dctcp::{Counters, Dctcp, DCTCP_MAX_ALPHA};
 use mltcp_math::fixed::FX_ONE;
 use mltcp_math::iteration::{f_fx, Iteration};
 use mltcp_math::mltcp::{MltcpCubicState, MltcpRenoState};
@@ -214,4 +215,29 @@ fn bytes_acked_near_u64_max() {
     assert_eq!(it.bytes_ratio_fx(u64::MAX), Some(FX_ONE));
     it.set_bytes_per_iteration(u64::MAX);
     assert_eq!(it.bytes_ratio_fx(u64::MAX), Some(0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// DCTCP never panics and keeps alpha in [0, 1.0] and ssthresh >= 2, whatever the counters.
+    #[test]
+    fn dctcp_never_panics(
+        state in any::<[u32; 7]>(), c in any::<[u32; 4]>(), g in any::<u32>(), cwnd in any::<u32>(),
+        ce in any::<bool>(), rcv in any::<u32>(), pending in any::<bool>(),
+    ) {
+        let mut d = Dctcp {
+            old_delivered: state[0], old_delivered_ce: state[1], next_seq: state[2],
+            alpha: state[3] % (DCTCP_MAX_ALPHA + 1), loss_cwnd: state[4], prior_rcv_nxt: state[5], ce_state: state[6] & 1,
+        };
+        let c = Counters { snd_una: c[0], snd_nxt: c[1], delivered: c[2], delivered_ce: c[3] };
+        d.update_alpha(&c, g);
+        prop_assert!(d.alpha <= DCTCP_MAX_ALPHA);
+        prop_assert!(d.ssthresh(cwnd) >= 2);
+        prop_assert!(d.react_to_loss(cwnd) >= 2);
+        prop_assert!(d.undo_cwnd(cwnd) >= cwnd);
+        let _ = d.ece_ack_update(ce, rcv, pending);
+        d.init(&c, rcv, g);
+        prop_assert!(d.alpha <= DCTCP_MAX_ALPHA);
+    }
 }
