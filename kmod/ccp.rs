@@ -15,14 +15,15 @@
 //!
 //! The flow stays on native MLTCP whenever the agent is not in charge: no agent listening on
 //! group 22 (a killed agent's socket closes, so this is immediate), no program installed for the
-//! flow, or an error in its program. Messages from senders without `CAP_NET_ADMIN` are dropped
+//! flow, an error in its program, or (module parameter `ccp_heartbeat_ms`, 0 = off by default)
+//! no message from the agent for longer than that. Messages from senders without `CAP_NET_ADMIN` are dropped
 //! and counted; so are malformed ones (by the core). One lock (bottom-half safe) serialises the
 //! netlink path and the ACK path, so neither sees a torn update.
 
 use super::ccp_datapath::{
     Datapath, DatapathOps, Error as CcpError, FlowInfo, Invoked, Primitives, SendError,
 };
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     alloc::{flags, KBox, VBox},
     net::netlink::{capability, KernelSocket, Message, Receiver},
@@ -30,6 +31,7 @@ use kernel::{
     new_spinlock_bh,
     prelude::*,
     sync::SpinLockBh,
+    time::Ktime,
 };
 
 /// `NETLINK_USERSOCK`: the netlink protocol portus's netlink backend uses.
@@ -82,6 +84,10 @@ struct Ccp {
     counters: Counters,
     /// Whether an agent was listening when last checked (for the transition log lines).
     agent_up: AtomicBool,
+    /// CLOCK_MONOTONIC ns of the last message from a privileged sender (the agent).
+    last_msg_ns: AtomicI64,
+    /// Whether the agent was past the heartbeat timeout when last checked (for the log lines).
+    silent: AtomicBool,
 }
 
 /// The live datapath (null while loading or unloading).
@@ -107,6 +113,8 @@ impl CcpHandle {
                 nl,
                 counters: Counters::default(),
                 agent_up: AtomicBool::new(false),
+                last_msg_ns: AtomicI64::new(Ktime::ktime_get().to_ns()),
+                silent: AtomicBool::new(false),
             }),
             flags::GFP_KERNEL,
         )?;
@@ -185,6 +193,8 @@ impl Ccp {
         if up != self.agent_up.swap(up, Ordering::AcqRel) {
             if up {
                 pr_info!("ccp: agent listening on netlink group {}: new flows are offered to it\n", CCP_GROUP);
+                // A new agent counts as heard from now.
+                self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
                 let mut ops = Ops { nl: &self.nl, now_us: 0, cwnd_bytes: None, rate_bps: None };
                 let _ = t.dp.send_ready(DATAPATH_ID, &mut ops);
             } else {
@@ -192,6 +202,26 @@ impl Ccp {
             }
         }
         up
+    }
+
+    /// False when the heartbeat is on (`ccp_heartbeat_ms` > 0) and the agent has sent nothing for
+    /// longer than it; logs each transition once. No READY when the agent speaks again: its
+    /// flows and programs are still in place, so control simply resumes.
+    fn heard_recently(&self) -> bool {
+        let hb_ms = super::ccp_heartbeat_ms();
+        if hb_ms == 0 {
+            return true;
+        }
+        let idle_ns = Ktime::ktime_get().to_ns().saturating_sub(self.last_msg_ns.load(Ordering::Relaxed));
+        let silent = idle_ns > i64::from(hb_ms).saturating_mul(1_000_000);
+        if silent != self.silent.swap(silent, Ordering::AcqRel) {
+            if silent {
+                pr_info!("ccp: no message from the agent for over {} ms: flows back on native MLTCP\n", hb_ms);
+            } else {
+                pr_info!("ccp: the agent speaks again: its flows are under its control again\n");
+            }
+        }
+        !silent
     }
 
     fn receive(&self, msg: &Message<'_>) {
@@ -202,6 +232,7 @@ impl Ccp {
             }
             return;
         }
+        self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
         let mut t = self.tables.lock();
         if t.dp.handle_msg(msg.payload()).is_err() {
             let n = self.counters.bad_messages.fetch_add(1, Ordering::Relaxed);
@@ -283,7 +314,9 @@ pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> b
     let Some(i) = slot(sid) else { return false };
     let mut guard = c.tables.lock();
     let t: &mut Tables = &mut guard;
-    let up = c.check_agent(t);
+    // New flows are offered whenever an agent listens (a restarted agent speaks only once it is
+    // offered one); control additionally needs the agent to have spoken recently.
+    let up = c.check_agent(t) && c.heard_recently();
     let Some(e) = t.extra.get_mut(i) else { return false };
     if !up || e.dead {
         release_control(sk, e);

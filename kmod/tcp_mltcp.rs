@@ -105,6 +105,19 @@ kernel::module_param!(
     desc: "1: F(bytes_ratio) also scales the slow-start increase, capped at 1.0; 0: Linux's slow start (0..1)"
 );
 
+kernel::module_param!(
+    /// CCP: fall back to native MLTCP after this long without a message from the agent (0: off).
+    static CCP_HEARTBEAT_MS: u32 = 0;
+    module: "tcp_mltcp", name: "ccp_heartbeat_ms", perm: 0o644,
+    check: |v| if v <= 600_000 { Ok(v) } else { Err(refuse(ParamError { name: "ccp_heartbeat_ms", value: v, min: 0, max: 600_000 })) },
+    desc: "CCP: flows go back to native MLTCP when the agent sent nothing for this long, in ms; 0 = off (0..600000)"
+);
+
+/// The CCP heartbeat timeout, ms (0: off).
+fn ccp_heartbeat_ms() -> u32 {
+    CCP_HEARTBEAT_MS.get()
+}
+
 /// The current parameters (each read lock-free; a write between reads mixes old and new values
 /// for one ACK at most, which is harmless).
 fn params() -> Params {

@@ -19,7 +19,9 @@
 # Tests: ccp_const_rate (mean within ±20 % of the agent's rate), ccp_rate_change (40 -> 20 Mbit/s
 # through --rate-file, followed within 1 s), ccp_agent_killed (kill -9: back to native MLTCP within
 # 1 s, no zero-throughput interval), ccp_unprivileged (a forged UPDATE_FIELDS from uid 65534 changes
-# nothing and the module logs the drop). Files: /results/ccp/*.json, agent logs, dmesg.
+# nothing and the module logs the drop), ccp_heartbeat (ccp_heartbeat_ms = 1000: an agent sending
+# keepalives keeps control, a quiet one loses the flow to native MLTCP). Files: /results/ccp/*.json,
+# agent logs, dmesg.
 
 CCP_OUT=/results/ccp
 CCP_SHAPE=${CCP_SHAPE:-}  # e.g. "100mbit 10ms": vm_net_shape arguments; empty: bare veth
@@ -250,9 +252,40 @@ test_ccp_unprivileged() {
   awk -v m="$minimum" -v r=$rate 'BEGIN { exit !(m >= 0.5 * r) }' || fail "an interval fell to $minimum Mbit/s after the forged message"
 }
 
+# ccp_heartbeat: with ccp_heartbeat_ms = 1000, an agent that keeps sending (const-rate
+# --keepalive-ms 200) keeps its flow at its rate; one that goes quiet after setting the rate loses
+# it to native MLTCP about a second later, and the module says so once.
+test_ccp_heartbeat() {
+  ccp_setup
+  hb=/sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms
+  [ -f "$hb" ] || fail "no parameter ccp_heartbeat_ms"
+  trap 'echo 0 > '"$hb"'; ccp_agent_stop; vm_net_unshape' EXIT
+  echo 1000 > "$hb" || fail "cannot set ccp_heartbeat_ms"
+  rate=20
+  # Talking agent: stays in control.
+  ccp_agent_start "$CCP_OUT/heartbeat_talk.agent.log" const-rate --rate-mbit $rate --keepalive-ms 200 || fail "agent did not start"
+  ccp_iperf_bg heartbeat_talk 5
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_agent_stop
+  talk=$(ccp_mean "$CCP_OUT/heartbeat_talk.json" 0.5 100)
+  note "keepalive 200 ms: $talk Mbit/s after 0.5 s ($(ccp_show_intervals "$CCP_OUT/heartbeat_talk.json"))"
+  # Quiet agent: the flow goes native after ~1 s.
+  ccp_agent_start "$CCP_OUT/heartbeat_quiet.agent.log" const-rate --rate-mbit $rate || fail "agent did not start"
+  ccp_iperf_bg heartbeat_quiet 5
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  quiet=$(ccp_mean "$CCP_OUT/heartbeat_quiet.json" 2.5 100)
+  note "no keepalive: $quiet Mbit/s from 2.5 s on ($(ccp_show_intervals "$CCP_OUT/heartbeat_quiet.json"))"
+  dm=$(dmesg | grep "no message from the agent for over 1000 ms" | tail -n 1)
+  note "dmesg: $dm"
+  ccp_within "$talk" $rate 20 || fail "with keepalives $talk Mbit/s, not within ±20% of $rate (the agent lost control)"
+  awk -v x="$quiet" -v r=$rate 'BEGIN { exit !(x != "nan" && x >= 2 * r) }' \
+    || fail "without keepalives $quiet Mbit/s from 2.5 s on, not >= $((2 * rate)) (no fallback to native)"
+  [ -n "$dm" ] || fail "no 'no message from the agent' line in dmesg"
+}
+
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1

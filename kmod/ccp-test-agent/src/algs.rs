@@ -32,6 +32,10 @@ pub struct ConstRateArgs {
     /// max(srtt, this), so the window never limits the paced rate.
     #[arg(long, default_value_t = 20)]
     pub min_rtt_ms: u32,
+    /// Re-send the flow's Rate and Cwnd at least this often, ms, even when unchanged (a keepalive
+    /// for the module's `ccp_heartbeat_ms`); 0: only on a change.
+    #[arg(long, default_value_t = 0)]
+    pub keepalive_ms: u64,
 }
 
 /// Mbit/s to bytes/s, clamped to what `update_field` carries (u32).
@@ -96,6 +100,8 @@ pub struct ConstRateFlow<I: Ipc> {
     alg: ConstRate,
     reports: u64,
     started: Instant,
+    /// When Rate/Cwnd were last sent (for `--keepalive-ms`).
+    last_sent: Instant,
 }
 
 impl<I: Ipc> CongAlg<I> for ConstRate {
@@ -140,6 +146,7 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
             alg: ConstRate { args: self.args.clone(), program: String::new() },
             reports: 0,
             started: Instant::now(),
+            last_sent: Instant::now(),
         }
     }
 }
@@ -159,7 +166,10 @@ impl<I: Ipc> Flow for ConstRateFlow<I> {
         let cwnd = self.alg.cwnd_for(rate, srtt, self.mss);
         // Apply a new rate at once; re-derive the window when the RTT moves it by > 25 %.
         let cwnd_moved = cwnd > self.cwnd + self.cwnd / 4 || cwnd < self.cwnd - self.cwnd / 4;
-        if rate != self.rate || cwnd_moved {
+        let keepalive = self.alg.args.keepalive_ms > 0
+            && self.last_sent.elapsed().as_millis() >= u128::from(self.alg.args.keepalive_ms);
+        if rate != self.rate || cwnd_moved || keepalive {
+            self.last_sent = Instant::now();
             if let Err(e) = self.control.update_field(&self.sc, &[("Rate", rate), ("Cwnd", cwnd)]) {
                 tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
                 return;
