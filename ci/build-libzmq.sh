@@ -7,8 +7,9 @@
 # by cargo into ~/.cargo/registry/src. Steps: cargo fetch the crate (a throw-away manifest in the
 # cache), copy vendor/ to $MLTCP_CACHE/libzmq/<key>/src, `patch -p1`, build with Debian's cmake
 # (installed by ci/deps.sh when missing), link libmltcp_progress.a (cargo build -p mltcp-progress).
-# The key hashes the patch, the progress library and this script: a second run with nothing
-# changed does nothing but print the paths.
+# The patch is checked against the recorded hashes of the released and patched files
+# (patches/check-patch.sh). The key hashes the patch, its hash lists, the progress library, the test
+# program and this script: a second run with nothing changed does nothing but print the paths.
 #
 # Usage: ci/build-libzmq.sh [--print-dir]
 #   prints (or, with --print-dir, only prints) the install prefix: <prefix>/lib/libzmq.so,
@@ -62,7 +63,8 @@ crate_src=$(dirname "$crate_src")
 [ -f "$crate_src/vendor/CMakeLists.txt" ] || die "no vendor/CMakeLists.txt in $crate_src"
 
 # 3. Keyed build directory.
-key=$(cat "$PATCH" "$PS_TEST" "$progress_a" "$0" <(echo "$ZEROMQ_SRC") | sha256sum | cut -c1-16)
+key=$(cat "$PATCH" "$REPO_ROOT"/patches/libzmq/SHA256SUMS.* "$REPO_ROOT/patches/check-patch.sh" \
+  "$PS_TEST" "$progress_a" "$0" <(echo "$ZEROMQ_SRC") | sha256sum | cut -c1-16)
 root=$MLTCP_CACHE/libzmq/$key
 prefix=$root/install
 if [ -f "$root/done" ]; then
@@ -75,7 +77,8 @@ mkdir -p "$root"
 log "copying libzmq from $crate_src/vendor and applying $(basename "$PATCH")"
 cp -a "$crate_src/vendor" "$root/src"
 chmod -R u+w "$root/src"
-(cd "$root/src" && patch -p1 --quiet --forward <"$PATCH") || die "patch does not apply to zeromq-src $ZEROMQ_SRC"
+"$REPO_ROOT/patches/check-patch.sh" "$REPO_ROOT/patches/libzmq" "$root/src" --apply >/dev/null \
+  || die "the patch does not apply to zeromq-src $ZEROMQ_SRC (see the message above)"
 
 log "building libzmq (cmake, -j$JOBS)"
 cmake -S "$root/src" -B "$root/build" -DCMAKE_BUILD_TYPE=Release \
@@ -86,8 +89,11 @@ cmake -S "$root/src" -B "$root/build" -DCMAKE_BUILD_TYPE=Release \
   || die "cmake configure failed: see $root/cmake.log"
 cmake --build "$root/build" -j"$JOBS" >"$root/build.log" 2>&1 || die "libzmq build failed: see $root/build.log"
 cmake --install "$root/build" >>"$root/build.log" 2>&1 || die "libzmq install failed: see $root/build.log"
-nm -D --defined-only "$prefix/lib/libzmq.so" | grep -q ' zmq_socket$' || die "libzmq.so exports no zmq_socket"
-nm "$prefix/lib/libzmq.so" | grep -q 'mltcp_progress_add_bytes' \
+# (Whole outputs to grep: `nm | grep -q` fails under pipefail when grep exits first.)
+syms=$(nm -D --defined-only "$prefix/lib/libzmq.so")
+grep -q ' zmq_socket$' <<<"$syms" || die "libzmq.so exports no zmq_socket"
+grep -q ' mltcp_progress' <<<"$syms" && die "libzmq.so exports the progress library's symbols"
+grep -q ' mltcp_progress_add_bytes$' <<<"$(nm "$prefix/lib/libzmq.so")" \
   || die "libzmq.so does not contain the progress library (MLTCP_PROGRESS not honoured?)"
 
 log "building mltcp-ps-test"
