@@ -229,3 +229,22 @@ fn hook_sets_cc_and_reports_progress() {
         "{err}"
     );
 }
+
+/// Each library's README records the hashes of its `SHA256SUMS.*` files (what
+/// `patches/check-patch.sh` checks), so the page cannot drift from the patch.
+#[test]
+fn readmes_record_the_patch_hashes() {
+    for lib in ["nccl", "libzmq"] {
+        let dir = repo().join("patches").join(lib);
+        let readme = read(&dir.join("README.md"));
+        for sums in ["SHA256SUMS.base", "SHA256SUMS.patched"] {
+            for line in read(&dir.join(sums)).lines() {
+                let (hash, file) = line.split_once("  ").expect("sha256sum line");
+                assert!(
+                    readme.contains(hash),
+                    "patches/{lib}/README.md lacks the {sums} hash of {file}"
+                );
+            }
+        }
+    }
+}
