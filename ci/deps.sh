@@ -18,6 +18,8 @@ APT_PACKAGES=(
   qemu-system-x86 busybox-static iperf3 iproute2
   # Text in the PNG plots of trainemu report.
   fonts-dejavu-core
+  # Patched libzmq (ci/build-libzmq.sh).
+  cmake
 )
 
 missing=()

@@ -10,21 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TempDir;
-use mltcp_progress::{FlowKind, Paradigm, Role, Scanner};
-
-/// The staticlib cargo built next to this test binary (`target/<profile>/deps/`, or its parent).
-fn staticlib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    for d in [deps, deps.parent().unwrap()] {
-        let p = d.join("libmltcp_progress.a");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libmltcp_progress.a not found near {}", exe.display());
-}
+use common::{scan_one, staticlib, TempDir};
+use mltcp_progress::{FlowKind, Paradigm, Role};
 
 /// Compiles the C test program into `out_dir`; returns the binary.
 fn compile(out_dir: &Path) -> PathBuf {
@@ -109,13 +96,8 @@ fn c_program_reports_through_progress_h() {
         .unwrap();
 
     // What the C side wrote, through the agent's reader.
-    let mut s = Scanner::new(&regions);
-    let rep = s.scan().unwrap();
-    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
-    assert_eq!(rep.added, vec![regions.join("cjob.1.region")]);
-    let (snaps, errors) = s.poll();
-    assert!(errors.is_empty(), "{errors:?}");
-    let b = &snaps[0].1.body;
+    let (mut s, snap) = scan_one(&regions, "cjob.1.region");
+    let b = &snap.body;
     assert_eq!(
         (b.job.job_id.as_str(), b.job.rank, b.job.world_size),
         ("cjob", 1, 3)

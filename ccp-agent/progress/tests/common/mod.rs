@@ -36,3 +36,28 @@ pub fn opts(dir: &Path, max_flows: u32) -> mltcp_progress::WriterOptions {
         max_flows,
     }
 }
+
+/// The staticlib cargo built next to this test binary (`target/<profile>/deps/`, or its parent).
+pub fn staticlib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for d in [deps, deps.parent().unwrap()] {
+        let p = d.join("libmltcp_progress.a");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libmltcp_progress.a not found near {}", exe.display());
+}
+
+/// Scans `dir` with a fresh [`mltcp_progress::Scanner`], expects exactly the region file `file`
+/// and returns the scanner with that region's snapshot.
+pub fn scan_one(dir: &Path, file: &str) -> (mltcp_progress::Scanner, mltcp_progress::Snapshot) {
+    let mut s = mltcp_progress::Scanner::new(dir);
+    let rep = s.scan().unwrap();
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    assert_eq!(rep.added, vec![dir.join(file)]);
+    let (mut snaps, errors) = s.poll();
+    assert!(errors.is_empty(), "{errors:?}");
+    (s, snaps.remove(0).1)
+}
