@@ -1,6 +1,7 @@
 #!/bin/sh
 # ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6; the iteration test
-# comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh; the CCP datapath
+# comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh, the library
+# tests (LD_PRELOAD shim, patched libzmq) from libs.sh; the CCP datapath
 # tests are ccp.sh, run in a VM of their own). Runs in the guest
 # under sh (dash), as root:
 #
@@ -22,6 +23,7 @@
 TESTS_DIR=/host/ci/vm-tests
 . "$TESTS_DIR/mltcp_stat.sh" || { echo "cannot source $TESTS_DIR/mltcp_stat.sh"; exit 1; }
 . "$TESTS_DIR/trainemu_e2e.sh" || { echo "cannot source $TESTS_DIR/trainemu_e2e.sh"; exit 1; }
+. "$TESTS_DIR/libs.sh" || { echo "cannot source $TESTS_DIR/libs.sh"; exit 1; }
 
 ALG=mltcp ALG_CUBIC=mltcp_cubic             # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
@@ -335,6 +337,9 @@ run_test mltcp_stat_iterations
 run_test bad_params
 run_test loss_mltcp
 run_test loss_mltcp_cubic
+run_test preload_iperf3
+run_test preload_unknown_cc
+run_test libzmq_ps
 vm_net_teardown
 run_test trainemu_e2e
 run_test dmesg_clean
