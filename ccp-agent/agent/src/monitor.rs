@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The monitoring block: which CCP flows belong to registered training jobs, and how far each
+//! is into its iteration.
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. V: the patched
+//! communication library records the bytes of the current iteration in host shared memory and
+//! the scheduler compares them with the model size. Here the library writes an
+//! `mltcp-progress` region per process; every slot [`Monitor::refresh`] copies every region
+//! (`mltcp_progress::Scanner`) and maps each IPv4 flow record (local → remote 4-tuple) to a
+//! [`Registration`]. A CCP flow whose 4-tuple is in no region belongs to an unregistered process
+//! and gets no program: it runs native MLTCP. A refused region (wrong version or shape) is
+//! logged once, naming the file, field and value, and the other regions are still served.
+//!
+//! Per-flow progress: a region's counters are per process, so the bytes of the iteration and the
+//! bytes per iteration are split evenly over the process's *sending* flows (ring: the flow to the
+//! successor; PS worker: its pushes; PS: its broadcasts; unspecified kinds count as sending).
+
+use crate::flows::FlowKey;
+use mltcp_progress::{FlowKind, Paradigm, Role, Scanner};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+/// What the progress interface says about one flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// Job id.
+    pub job: String,
+    /// The sending process's rank.
+    pub rank: u32,
+    /// The job's paradigm.
+    pub paradigm: Paradigm,
+    /// The sending process's role.
+    pub role: Role,
+    /// The flow's kind, as registered.
+    pub kind: FlowKind,
+    /// The receiver's rank (`mltcp_progress::NO_RANK` when not told).
+    pub peer_rank: u32,
+    /// Current iteration number.
+    pub iteration: u64,
+    /// Bytes of the current iteration this flow has been handed (share of the process's).
+    pub sent_bytes: u64,
+    /// Bytes per iteration of this flow (share of the process's); `None` when not told.
+    pub iteration_bytes: Option<u64>,
+    /// Whether this end sends the flow's data (only sending flows are scheduled).
+    pub sending: bool,
+}
+
+impl Registration {
+    /// Bytes left in the current iteration (0 when unknown).
+    pub fn remaining_bytes(&self) -> u64 {
+        self.iteration_bytes.map_or(0, |b| b.saturating_sub(self.sent_bytes))
+    }
+}
+
+fn is_sending(role: Role, kind: FlowKind) -> bool {
+    match kind {
+        FlowKind::RingSend | FlowKind::Unspecified => true,
+        FlowKind::RingRecv => false,
+        FlowKind::PsPush => role != Role::ParameterServer,
+        FlowKind::PsPull => role == Role::ParameterServer,
+    }
+}
+
+/// The registry of the progress regions of one directory.
+pub struct Monitor {
+    scanner: Scanner,
+    by_key: HashMap<FlowKey, Registration>,
+    pid: u32,
+}
+
+impl Monitor {
+    /// A monitor of the regions under `dir` (nothing read yet).
+    pub fn new(dir: &Path) -> Self {
+        Monitor { scanner: Scanner::new(dir), by_key: HashMap::new(), pid: std::process::id() }
+    }
+
+    /// Re-reads the directory and every region; logs refused regions and snapshot errors (once
+    /// per problem, as the scanner reports them). Attaches to new regions and beats the
+    /// attached ones' heartbeat (so `before_burst` knows an agent is there).
+    pub fn refresh(&mut self) {
+        match self.scanner.scan() {
+            Ok(report) => {
+                for e in &report.refused {
+                    tracing::warn!(error = %e, "progress region refused");
+                }
+                for p in &report.added {
+                    tracing::info!(region = %p.display(), "progress region registered");
+                    if let Some(r) = self.scanner.region(p) {
+                        let _ = r.attach(self.pid);
+                    }
+                }
+                for p in &report.removed {
+                    tracing::info!(region = %p.display(), "progress region gone");
+                }
+            }
+            Err(e) => tracing::debug!(dir = %self.scanner.dir().display(), error = %e, "progress directory unreadable"),
+        }
+        let (snaps, errors) = self.scanner.poll();
+        for e in &errors {
+            tracing::warn!(error = %e, "progress region unreadable");
+        }
+        for r in self.scanner.regions() {
+            let _ = r.heartbeat();
+        }
+        self.by_key.clear();
+        for (_, s) in snaps {
+            if s.closed() {
+                continue;
+            }
+            let job = &s.body.job;
+            let paradigm = Paradigm::from_raw(job.paradigm).unwrap_or(Paradigm::Unknown);
+            let role = Role::from_raw(job.role).unwrap_or(Role::Unknown);
+            let kinds: Vec<FlowKind> =
+                s.body.flows.iter().map(|f| FlowKind::from_raw(f.kind).unwrap_or(FlowKind::Unspecified)).collect();
+            let n_send = kinds.iter().filter(|k| is_sending(role, **k)).count().max(1) as u64;
+            for (f, kind) in s.body.flows.iter().zip(kinds) {
+                let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else { continue };
+                let key = FlowKey { src, src_port: f.local_port, dst, dst_port: f.remote_port };
+                let iteration_bytes = (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);
+                self.by_key.insert(
+                    key,
+                    Registration {
+                        job: job.job_id.clone(),
+                        rank: job.rank,
+                        paradigm,
+                        role,
+                        kind,
+                        peer_rank: f.peer_rank,
+                        iteration: s.body.hot.iteration,
+                        sent_bytes: s.body.hot.iter_bytes / n_send,
+                        iteration_bytes,
+                        sending: is_sending(role, kind),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The registration of the flow `key`, if a region lists it.
+    pub fn lookup(&self, key: &FlowKey) -> Option<&Registration> {
+        self.by_key.get(key)
+    }
+
+    /// Number of registered flow records.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether no flow is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Detaches from every region (at shutdown: `before_burst` then returns at once).
+    pub fn detach(&self) {
+        self.scanner.detach_all();
+    }
+}
