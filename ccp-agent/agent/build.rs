@@ -18,13 +18,28 @@ fn main() {
     let switch = tonic_build::manual::Service::builder()
         .name("Switch")
         .package("mlcc.v1")
-        .method(method("fetch_feedback", "FetchFeedback", "FeedbackRequest", "FeedbackReply"))
-        .method(method("update_schedule", "UpdateSchedule", "ScheduleUpdate", "UpdateReply"))
+        .method(method(
+            "fetch_feedback",
+            "FetchFeedback",
+            "FeedbackRequest",
+            "FeedbackReply",
+        ))
+        .method(method(
+            "update_schedule",
+            "UpdateSchedule",
+            "ScheduleUpdate",
+            "UpdateReply",
+        ))
         .build();
     let agent = tonic_build::manual::Service::builder()
         .name("Agent")
         .package("mlcc.v1")
-        .method(method("notify", "Notify", "DependencyNotice", "NoticeReply"))
+        .method(method(
+            "notify",
+            "Notify",
+            "DependencyNotice",
+            "NoticeReply",
+        ))
         .method(method("status", "Status", "StatusRequest", "StatusReply"))
         .build();
     tonic_build::manual::Builder::new().compile(&[switch, agent]);

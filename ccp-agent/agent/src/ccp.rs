@@ -69,7 +69,12 @@ pub struct SlotIpc<I: PollableIpc> {
 impl<I: PollableIpc> SlotIpc<I> {
     /// Wraps `inner`; slots of `slot_us` (> 0) microseconds.
     pub fn new(inner: I, slot_us: u64, shared: Arc<Shared>) -> Self {
-        Self { inner, slot_us: slot_us.max(1), next_tick: Cell::new(0), shared }
+        Self {
+            inner,
+            slot_us: slot_us.max(1),
+            next_tick: Cell::new(0),
+            shared,
+        }
     }
 }
 
@@ -90,30 +95,57 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
     fn recv(&self, buf: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
         let now = wall_us();
         if now >= self.next_tick.get() {
-            self.next_tick.set((now / self.slot_us + 1).saturating_mul(self.slot_us));
+            self.next_tick
+                .set((now / self.slot_us + 1).saturating_mul(self.slot_us));
             with_driver(|d| d.on_slot(now));
         }
-        let wait_ms = (self.next_tick.get().saturating_sub(wall_us()).div_ceil(1000)).clamp(1, MAX_WAIT_MS);
+        let wait_ms = (self
+            .next_tick
+            .get()
+            .saturating_sub(wall_us())
+            .div_ceil(1000))
+        .clamp(1, MAX_WAIT_MS);
         let mut fds = [
-            libc::pollfd { fd: self.inner.raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.shared.wake_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: self.inner.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.shared.wake_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: `fds` is a live array of two initialised pollfd structs.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms as libc::c_int) };
+        let r = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                wait_ms as libc::c_int,
+            )
+        };
         if r > 0 && fds[1].revents != 0 {
             with_driver(|d| d.on_wake());
         }
         if r > 0 && fds[0].revents != 0 {
             let (n, addr) = self.inner.recv(buf)?;
             if !well_formed(buf.get(..n).unwrap_or(&[])) {
-                self.shared.dropped_unparsable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::warn!(len = n, "dropped a datapath message portus cannot parse (or an INSTALL)");
+                self.shared
+                    .dropped_unparsable
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(
+                    len = n,
+                    "dropped a datapath message portus cannot parse (or an INSTALL)"
+                );
                 return Err(portus::Error(String::from("unparsable message")));
             }
             return Ok((n, addr));
         }
         // portus logs this at trace level, checks its stop flag and asks again.
-        Err(portus::Error(String::from("no message before the slot boundary")))
+        Err(portus::Error(String::from(
+            "no message before the slot boundary",
+        )))
     }
 
     fn close(&mut self) -> portus::Result<()> {
@@ -172,7 +204,10 @@ impl<I: Ipc> CongAlg<I> for MlccAlg<I> {
             Ok(mut c) => c.new_flow(control, &info),
             Err(_) => 0,
         };
-        MlccFlow { core: self.core.clone(), local }
+        MlccFlow {
+            core: self.core.clone(),
+            local,
+        }
     }
 }
 

@@ -78,8 +78,18 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn err(file: &Path, field: impl Into<String>, value: impl fmt::Display, reason: impl Into<String>) -> ConfigError {
-    ConfigError { file: file.to_path_buf(), field: field.into(), value: value.to_string(), reason: reason.into() }
+fn err(
+    file: &Path,
+    field: impl Into<String>,
+    value: impl fmt::Display,
+    reason: impl Into<String>,
+) -> ConfigError {
+    ConfigError {
+        file: file.to_path_buf(),
+        field: field.into(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// Default slot length, ms ("Dynamic Flow Scheduling for DNN Training Workloads in Data
@@ -216,8 +226,17 @@ fn parse<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, C
                 let before = text.get(..span.start).unwrap_or("");
                 let line = before.matches('\n').count() + 1;
                 let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                let snippet = text.get(span.clone()).unwrap_or("").lines().next().unwrap_or("").trim();
-                (format!("line {line}, column {col}"), snippet.chars().take(60).collect::<String>())
+                let snippet = text
+                    .get(span.clone())
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim();
+                (
+                    format!("line {line}, column {col}"),
+                    snippet.chars().take(60).collect::<String>(),
+                )
             }
             None => (String::from("(document)"), String::new()),
         };
@@ -226,17 +245,18 @@ fn parse<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, C
 }
 
 fn check_slots(file: &Path, slot_ms: u64, horizon: usize) -> Result<(), ConfigError> {
-    if slot_ms == 0 || slot_ms > 60_000 {
+    if !(1..=60_000).contains(&slot_ms) {
         return Err(err(file, "slot_ms", slot_ms, "must be 1..=60000"));
     }
-    if horizon == 0 || horizon > 1024 {
+    if !(1..=1024).contains(&horizon) {
         return Err(err(file, "horizon", horizon, "must be 1..=1024"));
     }
     Ok(())
 }
 
 fn sockaddr(file: &Path, field: String, v: &str) -> Result<SocketAddr, ConfigError> {
-    v.parse().map_err(|_| err(file, field, format!("{v:?}"), "not an ip:port address"))
+    v.parse()
+        .map_err(|_| err(file, field, format!("{v:?}"), "not an ip:port address"))
 }
 
 impl Topology {
@@ -254,11 +274,21 @@ impl Topology {
         check_slots(file, slot_ms, horizon)?;
         let mut links = HashMap::new();
         for (i, l) in raw.link.iter().enumerate() {
-            if l.capacity_mbps == 0 || l.capacity_mbps > 10_000_000 {
-                return Err(err(file, format!("link[{i}].capacity_mbps"), l.capacity_mbps, "must be 1..=10000000"));
+            if !(1..=10_000_000).contains(&l.capacity_mbps) {
+                return Err(err(
+                    file,
+                    format!("link[{i}].capacity_mbps"),
+                    l.capacity_mbps,
+                    "must be 1..=10000000",
+                ));
             }
             if links.insert(l.id, l.capacity_mbps * 1_000_000).is_some() {
-                return Err(err(file, format!("link[{i}].id"), l.id, "link id listed twice"));
+                return Err(err(
+                    file,
+                    format!("link[{i}].id"),
+                    l.id,
+                    "link id listed twice",
+                ));
             }
         }
         let known = |field: String, id: u32| -> Result<(), ConfigError> {
@@ -273,66 +303,146 @@ impl Topology {
         let mut addrs = HashSet::new();
         for (i, h) in raw.host.iter().enumerate() {
             if h.name.is_empty() || !names.insert(h.name.clone()) {
-                return Err(err(file, format!("host[{i}].name"), format!("{:?}", h.name), "empty or listed twice"));
+                return Err(err(
+                    file,
+                    format!("host[{i}].name"),
+                    format!("{:?}", h.name),
+                    "empty or listed twice",
+                ));
             }
             let mut v = Vec::new();
             for (j, a) in h.addrs.iter().enumerate() {
-                let ip: Ipv4Addr = a
-                    .parse()
-                    .map_err(|_| err(file, format!("host[{i}].addrs[{j}]"), format!("{a:?}"), "not an IPv4 address"))?;
+                let ip: Ipv4Addr = a.parse().map_err(|_| {
+                    err(
+                        file,
+                        format!("host[{i}].addrs[{j}]"),
+                        format!("{a:?}"),
+                        "not an IPv4 address",
+                    )
+                })?;
                 if !addrs.insert(ip) {
-                    return Err(err(file, format!("host[{i}].addrs[{j}]"), format!("{a:?}"), "address of two hosts"));
+                    return Err(err(
+                        file,
+                        format!("host[{i}].addrs[{j}]"),
+                        format!("{a:?}"),
+                        "address of two hosts",
+                    ));
                 }
                 v.push(ip);
             }
             if v.is_empty() {
-                return Err(err(file, format!("host[{i}].addrs"), "[]", "a host needs at least one address"));
+                return Err(err(
+                    file,
+                    format!("host[{i}].addrs"),
+                    "[]",
+                    "a host needs at least one address",
+                ));
             }
             known(format!("host[{i}].nic"), h.nic)?;
-            hosts.push(Host { name: h.name.clone(), addrs: v, nic: h.nic, agent: sockaddr(file, format!("host[{i}].agent"), &h.agent)? });
+            hosts.push(Host {
+                name: h.name.clone(),
+                addrs: v,
+                nic: h.nic,
+                agent: sockaddr(file, format!("host[{i}].agent"), &h.agent)?,
+            });
         }
         let nics: HashSet<u32> = hosts.iter().map(|h| h.nic).collect();
         let mut switches = Vec::new();
         let mut owned = HashMap::new();
         for (i, s) in raw.switch.iter().enumerate() {
             if s.name.is_empty() || switches.iter().any(|o: &Switch| o.name == s.name) {
-                return Err(err(file, format!("switch[{i}].name"), format!("{:?}", s.name), "empty or listed twice"));
+                return Err(err(
+                    file,
+                    format!("switch[{i}].name"),
+                    format!("{:?}", s.name),
+                    "empty or listed twice",
+                ));
             }
             for (j, l) in s.links.iter().enumerate() {
                 known(format!("switch[{i}].links[{j}]"), *l)?;
                 if nics.contains(l) {
-                    return Err(err(file, format!("switch[{i}].links[{j}]"), l, "a host's NIC link is kept by its agent, not a switch"));
+                    return Err(err(
+                        file,
+                        format!("switch[{i}].links[{j}]"),
+                        l,
+                        "a host's NIC link is kept by its agent, not a switch",
+                    ));
                 }
                 if let Some(other) = owned.insert(*l, s.name.clone()) {
-                    return Err(err(file, format!("switch[{i}].links[{j}]"), l, format!("already owned by switch {other:?}")));
+                    return Err(err(
+                        file,
+                        format!("switch[{i}].links[{j}]"),
+                        l,
+                        format!("already owned by switch {other:?}"),
+                    ));
                 }
             }
-            switches.push(Switch { name: s.name.clone(), listen: sockaddr(file, format!("switch[{i}].listen"), &s.listen)?, links: s.links.clone() });
+            switches.push(Switch {
+                name: s.name.clone(),
+                listen: sockaddr(file, format!("switch[{i}].listen"), &s.listen)?,
+                links: s.links.clone(),
+            });
         }
         let mut routes = HashMap::new();
         for (i, r) in raw.route.iter().enumerate() {
             let from = hosts.iter().find(|h| h.name == r.from);
             let Some(from) = from else {
-                return Err(err(file, format!("route[{i}].from"), format!("{:?}", r.from), "no [[host]] has this name"));
+                return Err(err(
+                    file,
+                    format!("route[{i}].from"),
+                    format!("{:?}", r.from),
+                    "no [[host]] has this name",
+                ));
             };
             if !names.contains(&r.to) {
-                return Err(err(file, format!("route[{i}].to"), format!("{:?}", r.to), "no [[host]] has this name"));
+                return Err(err(
+                    file,
+                    format!("route[{i}].to"),
+                    format!("{:?}", r.to),
+                    "no [[host]] has this name",
+                ));
             }
             let mut seen = HashSet::new();
             for (j, l) in r.links.iter().enumerate() {
                 known(format!("route[{i}].links[{j}]"), *l)?;
                 if !seen.insert(*l) {
-                    return Err(err(file, format!("route[{i}].links[{j}]"), l, "link listed twice"));
+                    return Err(err(
+                        file,
+                        format!("route[{i}].links[{j}]"),
+                        l,
+                        "link listed twice",
+                    ));
                 }
             }
             if r.links.first() != Some(&from.nic) {
-                return Err(err(file, format!("route[{i}].links"), format!("{:?}", r.links), format!("must start with {:?}'s NIC link {}", from.name, from.nic)));
+                return Err(err(
+                    file,
+                    format!("route[{i}].links"),
+                    format!("{:?}", r.links),
+                    format!("must start with {:?}'s NIC link {}", from.name, from.nic),
+                ));
             }
-            if routes.insert((r.from.clone(), r.to.clone()), r.links.clone()).is_some() {
-                return Err(err(file, format!("route[{i}]"), format!("{} -> {}", r.from, r.to), "route listed twice"));
+            if routes
+                .insert((r.from.clone(), r.to.clone()), r.links.clone())
+                .is_some()
+            {
+                return Err(err(
+                    file,
+                    format!("route[{i}]"),
+                    format!("{} -> {}", r.from, r.to),
+                    "route listed twice",
+                ));
             }
         }
-        Ok(Topology { file: file.to_path_buf(), slot_ms, horizon, links, hosts, switches, routes })
+        Ok(Topology {
+            file: file.to_path_buf(),
+            slot_ms,
+            horizon,
+            links,
+            hosts,
+            switches,
+            routes,
+        })
     }
 
     /// The host that owns `ip`.
@@ -420,7 +530,10 @@ pub struct AgentConfig {
 /// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
 /// portus 0.9 parser accepts a comment only before an event.
 pub fn strip_program_comments(text: &str) -> String {
-    text.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn relative(base: &Path, p: &Path) -> PathBuf {
@@ -434,67 +547,141 @@ fn relative(base: &Path, p: &Path) -> PathBuf {
 impl AgentConfig {
     /// Reads and checks `file` and the topology it names; `slot_ms` and `horizon` (command
     /// line) override the files'.
-    pub fn load(file: &Path, slot_ms: Option<u64>, horizon: Option<usize>) -> Result<AgentConfig, ConfigError> {
+    pub fn load(
+        file: &Path,
+        slot_ms: Option<u64>,
+        horizon: Option<usize>,
+    ) -> Result<AgentConfig, ConfigError> {
         let text = read(file)?;
         Self::parse_text(file, &text, slot_ms, horizon)
     }
 
     /// [`AgentConfig::load`] on text already read.
-    pub fn parse_text(file: &Path, text: &str, slot_ms: Option<u64>, horizon: Option<usize>) -> Result<AgentConfig, ConfigError> {
+    pub fn parse_text(
+        file: &Path,
+        text: &str,
+        slot_ms: Option<u64>,
+        horizon: Option<usize>,
+    ) -> Result<AgentConfig, ConfigError> {
         let raw: RawAgentConfig = parse(file, text)?;
         let topo_file = relative(file, &raw.topology);
         let topology = Topology::load(&topo_file).map_err(|e| {
             if e.field == "(file)" {
-                err(file, "topology", format!("{:?}", raw.topology.display().to_string()), e.reason)
+                err(
+                    file,
+                    "topology",
+                    format!("{:?}", raw.topology.display().to_string()),
+                    e.reason,
+                )
             } else {
                 e
             }
         })?;
         if raw.hosts.is_empty() {
-            return Err(err(file, "hosts", "[]", "an agent serves at least one host"));
+            return Err(err(
+                file,
+                "hosts",
+                "[]",
+                "an agent serves at least one host",
+            ));
         }
         for (i, h) in raw.hosts.iter().enumerate() {
             if !topology.hosts.iter().any(|t| &t.name == h) {
-                return Err(err(file, format!("hosts[{i}]"), format!("{h:?}"), format!("no [[host]] of {} has this name", topo_file.display())));
+                return Err(err(
+                    file,
+                    format!("hosts[{i}]"),
+                    format!("{h:?}"),
+                    format!("no [[host]] of {} has this name", topo_file.display()),
+                ));
             }
         }
         let listen = match &raw.listen {
             Some(l) => sockaddr(file, String::from("listen"), l)?,
-            None => topology.hosts.iter().find(|t| t.name == raw.hosts[0]).map(|t| t.agent).ok_or_else(|| err(file, "hosts[0]", &raw.hosts[0], "unknown host"))?,
+            None => topology
+                .hosts
+                .iter()
+                .find(|t| t.name == raw.hosts[0])
+                .map(|t| t.agent)
+                .ok_or_else(|| err(file, "hosts[0]", &raw.hosts[0], "unknown host"))?,
         };
         let program_file = relative(file, &raw.program);
-        let program_text = std::fs::read_to_string(&program_file)
-            .map_err(|e| err(file, "program", format!("{:?}", raw.program.display().to_string()), format!("cannot read {}: {e}", program_file.display())))?;
+        let program_text = std::fs::read_to_string(&program_file).map_err(|e| {
+            err(
+                file,
+                "program",
+                format!("{:?}", raw.program.display().to_string()),
+                format!("cannot read {}: {e}", program_file.display()),
+            )
+        })?;
         let program = strip_program_comments(&program_text);
         if let Err(e) = portus::lang::compile(program.as_bytes(), &[]) {
-            return Err(err(file, "program", format!("{:?}", raw.program.display().to_string()), format!("does not compile: {e:?}")));
+            return Err(err(
+                file,
+                "program",
+                format!("{:?}", raw.program.display().to_string()),
+                format!("does not compile: {e:?}"),
+            ));
         }
         for f in crate::engine::REQUIRED_FIELDS {
             if !program.contains(f) {
-                return Err(err(file, "program", format!("{:?}", raw.program.display().to_string()), format!("the program lacks {f}, which the agent reads or sets")));
+                return Err(err(
+                    file,
+                    "program",
+                    format!("{:?}", raw.program.display().to_string()),
+                    format!("the program lacks {f}, which the agent reads or sets"),
+                ));
             }
         }
-        let unix_name = raw.unix_name.clone().unwrap_or_else(|| String::from("ccp-agent"));
+        let unix_name = raw
+            .unix_name
+            .clone()
+            .unwrap_or_else(|| String::from("ccp-agent"));
         if unix_name.is_empty() || unix_name.contains('/') {
-            return Err(err(file, "unix_name", format!("{unix_name:?}"), "must be non-empty and without '/'"));
+            return Err(err(
+                file,
+                "unix_name",
+                format!("{unix_name:?}"),
+                "must be non-empty and without '/'",
+            ));
         }
         let slot_ms = slot_ms.or(raw.slot_ms).unwrap_or(topology.slot_ms);
         let horizon = horizon.or(raw.horizon).unwrap_or(topology.horizon);
         check_slots(file, slot_ms, horizon)?;
         if slot_ms != topology.slot_ms || horizon != topology.horizon {
-            tracing::warn!(slot_ms, horizon, topology_slot_ms = topology.slot_ms, topology_horizon = topology.horizon, "slot grid differs from the topology's: switches plan on the topology's");
+            tracing::warn!(
+                slot_ms,
+                horizon,
+                topology_slot_ms = topology.slot_ms,
+                topology_horizon = topology.horizon,
+                "slot grid differs from the topology's: switches plan on the topology's"
+            );
         }
         let min_rate_kbps = raw.min_rate_kbps.unwrap_or(1000);
         if min_rate_kbps == 0 {
-            return Err(err(file, "min_rate_kbps", 0, "must be > 0 (a zero rate stalls the flow)"));
+            return Err(err(
+                file,
+                "min_rate_kbps",
+                0,
+                "must be > 0 (a zero rate stalls the flow)",
+            ));
         }
         let cwnd_bytes = raw.cwnd_bytes.unwrap_or(16 << 20);
         if cwnd_bytes < 2 * 1448 {
-            return Err(err(file, "cwnd_bytes", cwnd_bytes, "must be at least 2 segments (2896)"));
+            return Err(err(
+                file,
+                "cwnd_bytes",
+                cwnd_bytes,
+                "must be at least 2 segments (2896)",
+            ));
         }
         let rpc_timeout_ms = raw.rpc_timeout_ms.unwrap_or((slot_ms / 3).max(1));
-        if rpc_timeout_ms == 0 || rpc_timeout_ms >= slot_ms.max(2) {
-            return Err(err(file, "rpc_timeout_ms", rpc_timeout_ms, format!("must be 1..{slot_ms} (less than a slot)")));
+        if !(1..slot_ms.max(2)).contains(&rpc_timeout_ms) {
+            return Err(err(
+                file,
+                "rpc_timeout_ms",
+                rpc_timeout_ms,
+                format!("must be 1..{slot_ms} (less than a slot)"),
+            ));
         }
         Ok(AgentConfig {
             file: file.to_path_buf(),
@@ -503,7 +690,9 @@ impl AgentConfig {
             listen,
             program_file,
             program,
-            progress_dir: raw.progress_dir.unwrap_or_else(|| mltcp_progress::region_dir(None)),
+            progress_dir: raw
+                .progress_dir
+                .unwrap_or_else(|| mltcp_progress::region_dir(None)),
             unix_name,
             nic_only: raw.nic_only,
             slot_ms,
@@ -516,6 +705,9 @@ impl AgentConfig {
 
     /// The served hosts.
     pub fn served(&self) -> impl Iterator<Item = &Host> {
-        self.topology.hosts.iter().filter(|h| self.hosts.contains(&h.name))
+        self.topology
+            .hosts
+            .iter()
+            .filter(|h| self.hosts.contains(&h.name))
     }
 }

@@ -39,9 +39,14 @@
 use crate::config::AgentConfig;
 use crate::flows::FlowKey;
 use crate::monitor::{Monitor, Registration};
-use crate::proto::{self, notice_kind, switch::switch_client::SwitchClient, agent::agent_client::AgentClient};
+use crate::proto::{
+    self, agent::agent_client::AgentClient, notice_kind, switch::switch_client::SwitchClient,
+};
 use crate::shared::Shared;
-use mlcc_sched::{Decision, Dependency, FlowId, FlowProgress, LinkId, LinkLoadTable, PathView, RateSample, SlotClock};
+use mlcc_sched::{
+    Decision, Dependency, FlowId, FlowProgress, LinkId, LinkLoadTable, PathView, RateSample,
+    SlotClock,
+};
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
@@ -65,7 +70,9 @@ pub struct Net {
 }
 
 fn channel(addr: SocketAddr, timeout: Duration) -> Option<Channel> {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}")).ok().map(|e| e.connect_timeout(timeout).timeout(timeout).connect_lazy())
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .ok()
+        .map(|e| e.connect_timeout(timeout).timeout(timeout).connect_lazy())
 }
 
 impl Net {
@@ -76,9 +83,21 @@ impl Net {
         let switches = if cfg.nic_only {
             Vec::new()
         } else {
-            cfg.topology.switches.iter().filter_map(|s| channel(s.listen, timeout).map(|c| (s.clone(), SwitchClient::new(c)))).collect()
+            cfg.topology
+                .switches
+                .iter()
+                .filter_map(|s| {
+                    channel(s.listen, timeout).map(|c| (s.clone(), SwitchClient::new(c)))
+                })
+                .collect()
         };
-        Net { rt, switches, peers: HashMap::new(), timeout, name: cfg.listen.to_string() }
+        Net {
+            rt,
+            switches,
+            peers: HashMap::new(),
+            timeout,
+            name: cfg.listen.to_string(),
+        }
     }
 
     fn peer(&mut self, addr: SocketAddr) -> Option<AgentClient<Channel>> {
@@ -145,12 +164,23 @@ pub struct AgentCore<I: Ipc> {
 }
 
 /// The datapath program's report fields and control register the agent uses.
-pub const REQUIRED_FIELDS: [&str; 6] = ["Report.acked", "Report.lost", "Report.rtt", "Report.rate", "Report.micros", "Control.slot_us"];
+pub const REQUIRED_FIELDS: [&str; 6] = [
+    "Report.acked",
+    "Report.lost",
+    "Report.rtt",
+    "Report.rate",
+    "Report.micros",
+    "Control.slot_us",
+];
 
 impl<I: Ipc> AgentCore<I> {
     /// A core for `cfg`; `net` carries the gRPC clients. Errors: a NIC link refused by the
     /// table (never with a checked config).
-    pub fn new(cfg: Arc<AgentConfig>, shared: Arc<Shared>, net: Net) -> Result<Self, mlcc_sched::SchedError> {
+    pub fn new(
+        cfg: Arc<AgentConfig>,
+        shared: Arc<Shared>,
+        net: Net,
+    ) -> Result<Self, mlcc_sched::SchedError> {
         let clock = SlotClock::new(cfg.slot_ms * 1000, cfg.horizon)?;
         let mut table = LinkLoadTable::new(clock, clock.slot_at(crate::wall_us()));
         let mut local_links = HashSet::new();
@@ -235,7 +265,14 @@ impl<I: Ipc> AgentCore<I> {
     fn install(&self, f: &mut FlowEntry<I>) {
         let slot_us = u32::try_from(self.clock.slot_us()).unwrap_or(u32::MAX);
         let rate = u32::try_from(f.unthrottled_bps / 8).unwrap_or(u32::MAX);
-        match f.dp.set_program(PROGRAM_NAME, Some(&[("Cwnd", self.cfg.cwnd_bytes), ("Rate", rate), ("Control.slot_us", slot_us)])) {
+        match f.dp.set_program(
+            PROGRAM_NAME,
+            Some(&[
+                ("Cwnd", self.cfg.cwnd_bytes),
+                ("Rate", rate),
+                ("Control.slot_us", slot_us),
+            ]),
+        ) {
             Ok(sc) => {
                 f.scope = Some(sc);
                 f.applied_bps = Some(rate);
@@ -247,7 +284,9 @@ impl<I: Ipc> AgentCore<I> {
 
     /// A MEASURE of flow `local`: adds its fields to the slot's measurements.
     pub fn on_report(&mut self, local: u64, m: &Report) {
-        let Some(f) = self.flows.get_mut(&local) else { return };
+        let Some(f) = self.flows.get_mut(&local) else {
+            return;
+        };
         let Some(sc) = &f.scope else { return };
         let get = |name: &str| m.get_field(name, sc).ok();
         if let Some(a) = get("Report.acked") {
@@ -272,7 +311,10 @@ impl<I: Ipc> AgentCore<I> {
 
     /// Number of flows and how many run a program.
     pub fn counts(&self) -> (usize, usize) {
-        (self.flows.len(), self.flows.values().filter(|f| f.scope.is_some()).count())
+        (
+            self.flows.len(),
+            self.flows.values().filter(|f| f.scope.is_some()).count(),
+        )
     }
 
     /// The per-slot work (see the module docs); does nothing when the slot of `now_us` was
@@ -290,7 +332,9 @@ impl<I: Ipc> AgentCore<I> {
         let mut order: Vec<(String, u32, u64)> = self
             .flows
             .iter()
-            .filter_map(|(local, f)| Some((f.reg.as_ref()?.job.clone(), f.reg.as_ref()?.rank, *local)))
+            .filter_map(|(local, f)| {
+                Some((f.reg.as_ref()?.job.clone(), f.reg.as_ref()?.rank, *local))
+            })
             .filter(|(_, _, l)| self.flows.get(l).is_some_and(|f| f.scope.is_some()))
             .collect();
         order.sort();
@@ -336,13 +380,16 @@ impl<I: Ipc> AgentCore<I> {
         for f in self.flows.values_mut() {
             let acked = std::mem::take(&mut f.acked);
             f.lost_last = std::mem::take(&mut f.lost);
-            f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us)).unwrap_or(u64::MAX);
+            f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us))
+                .unwrap_or(u64::MAX);
             f.acked_iter = f.acked_iter.saturating_add(acked);
             f.app_limited = true;
             if let Some(p) = &f.plan {
                 if p.slot + 1 == slot {
                     let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
-                    let network_limited = planned > 0 && acked.saturating_mul(10) < planned.saturating_mul(8) && p.progress.remaining_bytes > acked;
+                    let network_limited = planned > 0
+                        && acked.saturating_mul(10) < planned.saturating_mul(8)
+                        && p.progress.remaining_bytes > acked;
                     f.app_limited = !network_limited;
                     for l in &p.local {
                         let e = samples.entry(l.0).or_insert((0, true));
@@ -353,7 +400,14 @@ impl<I: Ipc> AgentCore<I> {
             }
         }
         for (l, (rate_bps, app_limited)) in samples {
-            let _ = self.table.record_rate(LinkId(l), RateSample { slot: slot.saturating_sub(1), rate_bps, app_limited });
+            let _ = self.table.record_rate(
+                LinkId(l),
+                RateSample {
+                    slot: slot.saturating_sub(1),
+                    rate_bps,
+                    app_limited,
+                },
+            );
         }
     }
 
@@ -361,9 +415,13 @@ impl<I: Ipc> AgentCore<I> {
         self.monitor.refresh();
         let locals: Vec<u64> = self.flows.keys().copied().collect();
         for l in locals {
-            let Some(key) = self.flows.get(&l).map(|f| f.key) else { continue };
+            let Some(key) = self.flows.get(&l).map(|f| f.key) else {
+                continue;
+            };
             let reg = self.registration(&key);
-            let Some(mut f) = self.flows.remove(&l) else { continue };
+            let Some(mut f) = self.flows.remove(&l) else {
+                continue;
+            };
             match &reg {
                 Some(r) => {
                     if f.iteration != Some(r.iteration) {
@@ -416,14 +474,23 @@ impl<I: Ipc> AgentCore<I> {
         let k = self.clock.horizon();
         let mut tasks = Vec::new();
         for (sw, client) in &self.net.switches {
-            let Some((links, exclude)) = wanted.remove(&sw.name) else { continue };
+            let Some((links, exclude)) = wanted.remove(&sw.name) else {
+                continue;
+            };
             let mut links: Vec<u32> = links.into_iter().collect();
             links.sort_unstable();
             let mut c = client.clone();
             let t = self.net.timeout;
-            let req = proto::FeedbackRequest { links, exclude_flows: exclude, slot };
+            let req = proto::FeedbackRequest {
+                links,
+                exclude_flows: exclude,
+                slot,
+            };
             let wanted_links = req.links.clone();
-            let h = self.net.rt.spawn(async move { tokio::time::timeout(t, c.fetch_feedback(req)).await });
+            let h = self
+                .net
+                .rt
+                .spawn(async move { tokio::time::timeout(t, c.fetch_feedback(req)).await });
             tasks.push((sw.name.clone(), wanted_links, h));
         }
         for (name, wanted_links, h) in tasks {
@@ -439,16 +506,20 @@ impl<I: Ipc> AgentCore<I> {
                         for (i, cell) in load.iter_mut().enumerate() {
                             let abs = slot.saturating_add(i as u64);
                             if abs >= reply.start_slot {
-                                let j = usize::try_from(abs - reply.start_slot).unwrap_or(usize::MAX);
+                                let j =
+                                    usize::try_from(abs - reply.start_slot).unwrap_or(usize::MAX);
                                 *cell = lf.load_bps.get(j).copied().unwrap_or(0);
                             }
                         }
-                        self.last_feedback.insert(lf.link, (slot, lf.estimate_bps, load.clone()));
+                        self.last_feedback
+                            .insert(lf.link, (slot, lf.estimate_bps, load.clone()));
                         out.insert(lf.link, (lf.estimate_bps, load));
                     }
                 }
                 other => {
-                    self.shared.rpc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if self.failing.insert(name.clone()) {
                         let why = match other {
                             Ok(Ok(Err(s))) => s.message().to_string(),
@@ -458,7 +529,9 @@ impl<I: Ipc> AgentCore<I> {
                         tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are left out of the paths");
                     }
                     for l in wanted_links {
-                        let Some((at, est, load)) = self.last_feedback.get(&l) else { continue };
+                        let Some((at, est, load)) = self.last_feedback.get(&l) else {
+                            continue;
+                        };
                         let age = usize::try_from(slot.saturating_sub(*at)).unwrap_or(usize::MAX);
                         if age < k {
                             let mut shifted: Vec<u64> = load.iter().skip(age).copied().collect();
@@ -473,7 +546,9 @@ impl<I: Ipc> AgentCore<I> {
     }
 
     fn dependency(&self, r: &Registration) -> Dependency {
-        let same = |n: &&proto::DependencyNotice, kind: u32| n.job == r.job && n.kind == kind && n.to_rank == r.rank && n.iteration == r.iteration;
+        let same = |n: &&proto::DependencyNotice, kind: u32| {
+            n.job == r.job && n.kind == kind && n.to_rank == r.rank && n.iteration == r.iteration
+        };
         match (r.paradigm, r.role, r.kind) {
             (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => self
                 .notices
@@ -481,31 +556,64 @@ impl<I: Ipc> AgentCore<I> {
                 .filter(|n| same(n, notice_kind::RING))
                 .map(|n| n.accumulated_bytes)
                 .max()
-                .map_or(Dependency::Independent, |f| Dependency::Ring { predecessor_bytes: f }),
+                .map_or(Dependency::Independent, |f| Dependency::Ring {
+                    predecessor_bytes: f,
+                }),
             (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
-                let b: Vec<u64> = self.notices.values().filter(|n| same(n, notice_kind::PS_BROADCAST) && n.from_rank == r.peer_rank).map(|n| n.bound_bytes).collect();
+                let b: Vec<u64> = self
+                    .notices
+                    .values()
+                    .filter(|n| same(n, notice_kind::PS_BROADCAST) && n.from_rank == r.peer_rank)
+                    .map(|n| n.bound_bytes)
+                    .collect();
                 Dependency::ps_aggregation(&b)
             }
             (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
-                let a: Vec<u64> = self.notices.values().filter(|n| same(n, notice_kind::PS_AGGREGATION)).map(|n| n.accumulated_bytes).collect();
+                let a: Vec<u64> = self
+                    .notices
+                    .values()
+                    .filter(|n| same(n, notice_kind::PS_AGGREGATION))
+                    .map(|n| n.accumulated_bytes)
+                    .collect();
                 Dependency::ps_broadcast(&a)
             }
             _ => Dependency::Independent,
         }
     }
 
-    fn plan_flow(&mut self, local: u64, slot: u64, feedback: &HashMap<u32, (u64, Vec<u64>)>, adds: &mut HashMap<u32, Vec<u64>>) {
+    fn plan_flow(
+        &mut self,
+        local: u64,
+        slot: u64,
+        feedback: &HashMap<u32, (u64, Vec<u64>)>,
+        adds: &mut HashMap<u32, Vec<u64>>,
+    ) {
         let k = self.clock.horizon();
-        let Some(f) = self.flows.get(&local) else { return };
+        let Some(f) = self.flows.get(&local) else {
+            return;
+        };
         let Some(reg) = f.reg.clone() else { return };
         if reg.iteration_bytes.is_none() {
             return;
         }
         let (key, id) = (f.key, f.id);
-        let Some(src) = self.cfg.topology.host_of(key.src) else { return };
-        let path = self.cfg.topology.path(src, self.cfg.topology.host_of(key.dst));
-        let local_links: Vec<LinkId> = path.iter().filter(|l| self.local_links.contains(l)).map(|l| LinkId(*l)).collect();
-        let remote: Vec<u32> = path.iter().copied().filter(|l| !self.local_links.contains(l) && feedback.contains_key(l)).collect();
+        let Some(src) = self.cfg.topology.host_of(key.src) else {
+            return;
+        };
+        let path = self
+            .cfg
+            .topology
+            .path(src, self.cfg.topology.host_of(key.dst));
+        let local_links: Vec<LinkId> = path
+            .iter()
+            .filter(|l| self.local_links.contains(l))
+            .map(|l| LinkId(*l))
+            .collect();
+        let remote: Vec<u32> = path
+            .iter()
+            .copied()
+            .filter(|l| !self.local_links.contains(l) && feedback.contains_key(l))
+            .collect();
         let mut view = match self.table.path_view(&local_links, Some(FlowId(id))) {
             Ok(v) => v,
             Err(e) => {
@@ -514,11 +622,19 @@ impl<I: Ipc> AgentCore<I> {
             }
         };
         for l in &remote {
-            let Some((est, load)) = feedback.get(l) else { continue };
+            let Some((est, load)) = feedback.get(l) else {
+                continue;
+            };
             let add = adds.entry(*l).or_insert_with(|| vec![0; k]);
             for i in 0..k {
-                let others = load.get(i).copied().unwrap_or(0).saturating_add(add.get(i).copied().unwrap_or(0));
-                if let (Some(vl), Some(va)) = (view.load_bps.get_mut(i), view.available_bps.get_mut(i)) {
+                let others = load
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_add(add.get(i).copied().unwrap_or(0));
+                if let (Some(vl), Some(va)) =
+                    (view.load_bps.get_mut(i), view.available_bps.get_mut(i))
+                {
                     *vl = vl.saturating_add(others);
                     *va = (*va).min(est.saturating_sub(others));
                 }
@@ -544,7 +660,14 @@ impl<I: Ipc> AgentCore<I> {
                 }
             }
         }
-        let planned = Planned { slot, decision: d, view, progress, local: local_links, path };
+        let planned = Planned {
+            slot,
+            decision: d,
+            view,
+            progress,
+            local: local_links,
+            path,
+        };
         self.publish_local(id, &planned);
         self.queue_update(id, &planned);
         if let Some(f) = self.flows.get_mut(&local) {
@@ -556,7 +679,8 @@ impl<I: Ipc> AgentCore<I> {
         let r = if p.decision.plan.rates_bps.iter().all(|r| *r == 0) {
             self.table.remove_flow(FlowId(id)).map(|_| ())
         } else {
-            self.table.set_schedule(FlowId(id), &p.local, &p.decision.plan.schedule())
+            self.table
+                .set_schedule(FlowId(id), &p.local, &p.decision.plan.schedule())
         };
         if let Err(e) = r {
             if !matches!(e, mlcc_sched::SchedError::UnknownFlow(_)) {
@@ -569,35 +693,61 @@ impl<I: Ipc> AgentCore<I> {
         if self.net.switches.is_empty() {
             return;
         }
-        let (achieved_bps, app_limited) = self.flows.values().find(|f| f.id == id).map_or((0, true), |f| (f.achieved_bps, f.app_limited));
+        let (achieved_bps, app_limited) = self
+            .flows
+            .values()
+            .find(|f| f.id == id)
+            .map_or((0, true), |f| (f.achieved_bps, f.app_limited));
         let s = p.decision.plan.schedule();
         for (sw, _) in &self.net.switches {
             if p.path.iter().any(|l| sw.links.contains(l)) {
-                self.pending.entry(sw.name.clone()).or_default().push(proto::FlowSchedule {
-                    flow: id,
-                    links: p.path.clone(),
-                    start_slot: s.start_slot,
-                    rates_bps: s.rates_bps.clone(),
-                    achieved_bps,
-                    achieved_slot: p.slot.saturating_sub(1),
-                    app_limited,
-                });
+                self.pending
+                    .entry(sw.name.clone())
+                    .or_default()
+                    .push(proto::FlowSchedule {
+                        flow: id,
+                        links: p.path.clone(),
+                        start_slot: s.start_slot,
+                        rates_bps: s.rates_bps.clone(),
+                        achieved_bps,
+                        achieved_slot: p.slot.saturating_sub(1),
+                        app_limited,
+                    });
             }
         }
     }
 
     /// The pending schedule updates of every switch, with removals for the flows gone, as one
     /// request per switch.
-    fn take_batches(&mut self, slot: u64) -> Vec<(String, SwitchClient<Channel>, proto::ScheduleUpdate)> {
+    fn take_batches(
+        &mut self,
+        slot: u64,
+    ) -> Vec<(String, SwitchClient<Channel>, proto::ScheduleUpdate)> {
         for id in std::mem::take(&mut self.gone) {
             for (sw, _) in &self.net.switches {
-                self.pending.entry(sw.name.clone()).or_default().push(proto::FlowSchedule { flow: id, ..Default::default() });
+                self.pending
+                    .entry(sw.name.clone())
+                    .or_default()
+                    .push(proto::FlowSchedule {
+                        flow: id,
+                        ..Default::default()
+                    });
             }
         }
         let mut out = Vec::new();
         for (sw, client) in &self.net.switches {
-            let Some(flows) = self.pending.remove(&sw.name) else { continue };
-            out.push((sw.name.clone(), client.clone(), proto::ScheduleUpdate { agent: self.net.name.clone(), slot, flows }));
+            let Some(flows) = self.pending.remove(&sw.name) else {
+                continue;
+            };
+            out.push((
+                sw.name.clone(),
+                client.clone(),
+                proto::ScheduleUpdate {
+                    agent: self.net.name.clone(),
+                    slot,
+                    flows,
+                },
+            ));
         }
         out
     }
@@ -614,7 +764,9 @@ impl<I: Ipc> AgentCore<I> {
                         }
                     }
                     _ => {
-                        shared.rpc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        shared
+                            .rpc_failures
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         tracing::debug!(switch = %name, "UpdateSchedule failed");
                     }
                 }
@@ -626,25 +778,42 @@ impl<I: Ipc> AgentCore<I> {
         let mut out = Vec::new();
         let mut bcast_max: HashMap<(String, u32), u64> = HashMap::new();
         for f in self.flows.values() {
-            let (Some(r), Some(p)) = (&f.reg, &f.plan) else { continue };
+            let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                continue;
+            };
             if p.slot == slot && r.role == Role::ParameterServer && r.kind == FlowKind::PsPull {
                 let e = bcast_max.entry((r.job.clone(), r.rank)).or_insert(0);
                 *e = (*e).max(p.decision.accumulated_bytes);
             }
         }
         for f in self.flows.values() {
-            let (Some(r), Some(p)) = (&f.reg, &f.plan) else { continue };
+            let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                continue;
+            };
             if p.slot != slot || r.peer_rank == NO_RANK {
                 continue;
             }
             let kind = match (r.paradigm, r.role, r.kind) {
-                (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => notice_kind::RING,
-                (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => notice_kind::PS_AGGREGATION,
-                (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => notice_kind::PS_BROADCAST,
+                (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => {
+                    notice_kind::RING
+                }
+                (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
+                    notice_kind::PS_AGGREGATION
+                }
+                (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
+                    notice_kind::PS_BROADCAST
+                }
                 _ => continue,
             };
             let acc = p.decision.accumulated_bytes;
-            let bound = if kind == notice_kind::PS_BROADCAST { bcast_max.get(&(r.job.clone(), r.rank)).copied().unwrap_or(acc) } else { acc };
+            let bound = if kind == notice_kind::PS_BROADCAST {
+                bcast_max
+                    .get(&(r.job.clone(), r.rank))
+                    .copied()
+                    .unwrap_or(acc)
+            } else {
+                acc
+            };
             let n = proto::DependencyNotice {
                 job: r.job.clone(),
                 from_rank: r.rank,
@@ -658,18 +827,24 @@ impl<I: Ipc> AgentCore<I> {
             out.push((f.key, n));
         }
         for (key, n) in out {
-            let Some(dst) = self.cfg.topology.host_of(key.dst) else { continue };
+            let Some(dst) = self.cfg.topology.host_of(key.dst) else {
+                continue;
+            };
             let (local, addr) = (self.cfg.hosts.contains(&dst.name), dst.agent);
             if local {
                 self.handle_notice(n);
                 continue;
             }
-            let Some(mut c) = self.net.peer(addr) else { continue };
+            let Some(mut c) = self.net.peer(addr) else {
+                continue;
+            };
             let t = self.net.timeout;
             let shared = self.shared.clone();
             self.net.rt.spawn(async move {
                 if !matches!(tokio::time::timeout(t, c.notify(n)).await, Ok(Ok(_))) {
-                    shared.rpc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::debug!(peer = %addr, "Notify failed");
                 }
             });
@@ -680,13 +855,19 @@ impl<I: Ipc> AgentCore<I> {
     /// receiving process that are ahead of it by the excess.
     fn handle_notice(&mut self, n: proto::DependencyNotice) {
         let Some(slot) = self.slot else { return };
-        self.notices.insert((n.job.clone(), n.kind, n.from_rank, n.to_rank), n.clone());
+        self.notices
+            .insert((n.job.clone(), n.kind, n.from_rank, n.to_rank), n.clone());
         let bound = match n.kind {
             notice_kind::RING => n.accumulated_bytes,
             notice_kind::PS_AGGREGATION => self
                 .notices
                 .values()
-                .filter(|m| m.job == n.job && m.kind == notice_kind::PS_AGGREGATION && m.to_rank == n.to_rank && m.iteration == n.iteration)
+                .filter(|m| {
+                    m.job == n.job
+                        && m.kind == notice_kind::PS_AGGREGATION
+                        && m.to_rank == n.to_rank
+                        && m.iteration == n.iteration
+                })
                 .map(|m| m.accumulated_bytes)
                 .min()
                 .unwrap_or(n.accumulated_bytes),
@@ -696,17 +877,30 @@ impl<I: Ipc> AgentCore<I> {
             .flows
             .iter()
             .filter(|(_, f)| {
-                let (Some(r), Some(p)) = (&f.reg, &f.plan) else { return false };
+                let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                    return false;
+                };
                 let kind_ok = match n.kind {
-                    notice_kind::RING => r.paradigm == Paradigm::Ring && matches!(r.kind, FlowKind::RingSend | FlowKind::Unspecified),
+                    notice_kind::RING => {
+                        r.paradigm == Paradigm::Ring
+                            && matches!(r.kind, FlowKind::RingSend | FlowKind::Unspecified)
+                    }
                     _ => r.role == Role::ParameterServer && r.kind == FlowKind::PsPull,
                 };
-                kind_ok && r.job == n.job && r.rank == n.to_rank && r.iteration == n.iteration && p.slot == slot
+                // Only a notice of this very slot bounds this slot's plan (an older F is lower).
+                kind_ok
+                    && r.job == n.job
+                    && r.rank == n.to_rank
+                    && r.iteration == n.iteration
+                    && p.slot == slot
+                    && n.slot == slot
             })
             .map(|(l, _)| *l)
             .collect();
         for local in targets {
-            let Some(f) = self.flows.get(&local) else { continue };
+            let Some(f) = self.flows.get(&local) else {
+                continue;
+            };
             let Some(p) = f.plan.clone() else { continue };
             let excess = mlcc_sched::excess_bytes(p.decision.accumulated_bytes, bound);
             if excess == 0 {
@@ -731,15 +925,21 @@ impl<I: Ipc> AgentCore<I> {
     /// The rate flow `local` should run at in the current slot, bit/s.
     fn target_bps(&self, f: &FlowEntry<I>) -> u64 {
         match (&f.reg, &f.plan) {
-            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => p.decision.rate_bps.max(self.cfg.min_rate_bps),
+            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
+                p.decision.rate_bps.max(self.cfg.min_rate_bps)
+            }
             _ => f.unthrottled_bps,
         }
     }
 
     fn apply(&mut self, local: u64) {
-        let Some(f) = self.flows.get(&local) else { return };
+        let Some(f) = self.flows.get(&local) else {
+            return;
+        };
         let Some(sc) = &f.scope else { return };
-        let bytes = u32::try_from(self.target_bps(f) / 8).unwrap_or(u32::MAX).max(1);
+        let bytes = u32::try_from(self.target_bps(f) / 8)
+            .unwrap_or(u32::MAX)
+            .max(1);
         if f.applied_bps == Some(bytes) {
             return;
         }
@@ -765,7 +965,10 @@ impl<I: Ipc> AgentCore<I> {
                 continue;
             }
             let (outcome, remaining) = match &f.plan {
-                Some(p) if p.slot == slot => (format!("{:?}", p.decision.outcome).to_lowercase(), p.progress.remaining_bytes),
+                Some(p) if p.slot == slot => (
+                    format!("{:?}", p.decision.outcome).to_lowercase(),
+                    p.progress.remaining_bytes,
+                ),
                 _ if r.iteration_bytes.is_none() => (String::from("unplanned"), 0),
                 _ => (String::from("idle"), 0),
             };
@@ -784,19 +987,38 @@ impl<I: Ipc> AgentCore<I> {
                 iteration: r.iteration,
             });
         }
-        let mode = if self.cfg.nic_only || self.net.switches.is_empty() { "nic-only" } else { "switch" };
+        let mode = if self.cfg.nic_only || self.net.switches.is_empty() {
+            "nic-only"
+        } else {
+            "switch"
+        };
         let mut s = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
-        *s = proto::StatusReply { slot, slot_us: self.clock.slot_us(), mode: mode.to_string(), flows, native_flows: native, ..Default::default() };
+        *s = proto::StatusReply {
+            slot,
+            slot_us: self.clock.slot_us(),
+            mode: mode.to_string(),
+            flows,
+            native_flows: native,
+            ..Default::default()
+        };
     }
 
     /// At shutdown: takes this agent's schedules off the switches (best effort, within the RPC
     /// deadline) and detaches from the progress regions.
     pub fn shutdown(&mut self) {
         self.monitor.detach();
-        let ids: Vec<u64> = self.flows.values().filter(|f| f.plan.is_some()).map(|f| f.id).collect();
+        let ids: Vec<u64> = self
+            .flows
+            .values()
+            .filter(|f| f.plan.is_some())
+            .map(|f| f.id)
+            .collect();
         self.gone.extend(ids);
         for (_, mut c, req) in self.take_batches(self.clock.slot_at(crate::wall_us())) {
-            let _ = self.net.rt.block_on(tokio::time::timeout(self.net.timeout, c.update_schedule(req)));
+            let _ = self.net.rt.block_on(tokio::time::timeout(
+                self.net.timeout,
+                c.update_schedule(req),
+            ));
         }
     }
 }

@@ -65,7 +65,11 @@ impl FlowKey {
 
 impl std::fmt::Display for FlowKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} -> {}:{}", self.src, self.src_port, self.dst, self.dst_port)
+        write!(
+            f,
+            "{}:{} -> {}:{}",
+            self.src, self.src_port, self.dst, self.dst_port
+        )
     }
 }
 
@@ -80,13 +84,25 @@ mod tests {
 
     #[test]
     fn ccp_fields_round_trip() {
-        let k = FlowKey { src: Ipv4Addr::new(10, 0, 0, 1), src_port: 5201, dst: Ipv4Addr::new(10, 0, 0, 2), dst_port: 40000 };
+        let k = FlowKey {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            src_port: 5201,
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dst_port: 40000,
+        };
         let (a, b, c, d) = k.to_ccp();
         assert_eq!(FlowKey::from_ccp(a, b, c, d), k);
         if cfg!(target_endian = "little") {
             assert_eq!((a, b), (0x0100_000a, 0x5114));
         }
-        assert_ne!(k.id(), FlowKey { dst_port: 40001, ..k }.id());
+        assert_ne!(
+            k.id(),
+            FlowKey {
+                dst_port: 40001,
+                ..k
+            }
+            .id()
+        );
         assert_eq!(k.to_string(), "10.0.0.1:5201 -> 10.0.0.2:40000");
     }
 }

@@ -22,7 +22,10 @@
 //! datapaths. The kernel's CCP socket lives in the initial network namespace: the agent checks
 //! at start-up that it runs there (`ccp_ipc::check_initial_netns`).
 #![deny(missing_docs)]
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod ccp;
 pub mod config;
@@ -40,5 +43,7 @@ pub mod switch;
 /// and switches number slots from it, so their clocks must be synchronised (NTP/PTP) to well
 /// under a slot.
 pub fn wall_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }

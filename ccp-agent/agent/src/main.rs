@@ -93,7 +93,10 @@ fn stop_on_signals() -> Arc<AtomicBool> {
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
@@ -105,18 +108,43 @@ fn main() {
 
 fn real_main(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Run { config, ipc, slot_ms, horizon } => {
+        Cmd::Run {
+            config,
+            ipc,
+            slot_ms,
+            horizon,
+        } => {
             let cfg = AgentConfig::load(&config, slot_ms, horizon)?;
             let stop = stop_on_signals();
-            run_agent(cfg, RunOptions { ipc, listener: None, stop, shared_out: None })
+            run_agent(
+                cfg,
+                RunOptions {
+                    ipc,
+                    listener: None,
+                    stop,
+                    shared_out: None,
+                },
+            )
         }
-        Cmd::Switch { config, name, slot_ms, horizon } => {
+        Cmd::Switch {
+            config,
+            name,
+            slot_ms,
+            horizon,
+        } => {
             let topo = Topology::load(&config)?;
             let stop = stop_on_signals();
             run_switch(&topo, name.as_deref(), slot_ms, horizon, stop)
         }
-        Cmd::Status { agent, config, switch, raw } => {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Cmd::Status {
+            agent,
+            config,
+            switch,
+            raw,
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             if let Some(s) = switch {
                 let r = rt.block_on(ccp_agent::status::switch_status(s))?;
                 if raw {
@@ -129,7 +157,11 @@ fn real_main(cli: Cli) -> Result<()> {
             let addr = match (agent, config) {
                 (Some(a), _) => a,
                 (None, Some(c)) => AgentConfig::load(&c, None, None)?.listen,
-                (None, None) => return Err(anyhow!("give --agent ADDR, --config agent.toml or --switch ADDR")),
+                (None, None) => {
+                    return Err(anyhow!(
+                        "give --agent ADDR, --config agent.toml or --switch ADDR"
+                    ))
+                }
             };
             let r = rt.block_on(ccp_agent::status::agent_status(addr))?;
             if raw {

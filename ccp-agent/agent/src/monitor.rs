@@ -49,7 +49,8 @@ pub struct Registration {
 impl Registration {
     /// Bytes left in the current iteration (0 when unknown).
     pub fn remaining_bytes(&self) -> u64 {
-        self.iteration_bytes.map_or(0, |b| b.saturating_sub(self.sent_bytes))
+        self.iteration_bytes
+            .map_or(0, |b| b.saturating_sub(self.sent_bytes))
     }
 }
 
@@ -72,7 +73,11 @@ pub struct Monitor {
 impl Monitor {
     /// A monitor of the regions under `dir` (nothing read yet).
     pub fn new(dir: &Path) -> Self {
-        Monitor { scanner: Scanner::new(dir), by_key: HashMap::new(), pid: std::process::id() }
+        Monitor {
+            scanner: Scanner::new(dir),
+            by_key: HashMap::new(),
+            pid: std::process::id(),
+        }
     }
 
     /// Re-reads the directory and every region; logs refused regions and snapshot errors (once
@@ -94,7 +99,9 @@ impl Monitor {
                     tracing::info!(region = %p.display(), "progress region gone");
                 }
             }
-            Err(e) => tracing::debug!(dir = %self.scanner.dir().display(), error = %e, "progress directory unreadable"),
+            Err(e) => {
+                tracing::debug!(dir = %self.scanner.dir().display(), error = %e, "progress directory unreadable")
+            }
         }
         let (snaps, errors) = self.scanner.poll();
         for e in &errors {
@@ -111,13 +118,29 @@ impl Monitor {
             let job = &s.body.job;
             let paradigm = Paradigm::from_raw(job.paradigm).unwrap_or(Paradigm::Unknown);
             let role = Role::from_raw(job.role).unwrap_or(Role::Unknown);
-            let kinds: Vec<FlowKind> =
-                s.body.flows.iter().map(|f| FlowKind::from_raw(f.kind).unwrap_or(FlowKind::Unspecified)).collect();
-            let n_send = kinds.iter().filter(|k| is_sending(role, **k)).count().max(1) as u64;
+            let kinds: Vec<FlowKind> = s
+                .body
+                .flows
+                .iter()
+                .map(|f| FlowKind::from_raw(f.kind).unwrap_or(FlowKind::Unspecified))
+                .collect();
+            let n_send = kinds
+                .iter()
+                .filter(|k| is_sending(role, **k))
+                .count()
+                .max(1) as u64;
             for (f, kind) in s.body.flows.iter().zip(kinds) {
-                let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else { continue };
-                let key = FlowKey { src, src_port: f.local_port, dst, dst_port: f.remote_port };
-                let iteration_bytes = (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);
+                let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else {
+                    continue;
+                };
+                let key = FlowKey {
+                    src,
+                    src_port: f.local_port,
+                    dst,
+                    dst_port: f.remote_port,
+                };
+                let iteration_bytes =
+                    (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);
                 self.by_key.insert(
                     key,
                     Registration {
@@ -155,5 +178,74 @@ impl Monitor {
     /// Detaches from every region (at shutdown: `before_burst` then returns at once).
     pub fn detach(&self) {
         self.scanner.detach_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mltcp_progress::{FlowRecord, Writer, WriterOptions};
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    #[test]
+    fn registered_flows_are_found_and_split() {
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("ccp-agent-monitor-{}-{n}", std::process::id()));
+        let mut w = Writer::create(
+            "ps1",
+            0,
+            &WriterOptions {
+                dir: Some(dir.clone()),
+                max_flows: 0,
+            },
+        )
+        .unwrap();
+        w.set_job(Paradigm::ParameterServer, Role::ParameterServer, 3);
+        w.set_bytes_per_iteration(1000);
+        let me = |p| SocketAddr::from((Ipv4Addr::new(10, 0, 0, 1), p));
+        let peer = |p| SocketAddr::from((Ipv4Addr::new(10, 0, 0, 2), p));
+        w.add_flow(FlowRecord::new(me(1), peer(2), FlowKind::PsPull, 1))
+            .unwrap();
+        w.add_flow(FlowRecord::new(me(3), peer(4), FlowKind::PsPull, 2))
+            .unwrap();
+        w.add_flow(FlowRecord::new(me(5), peer(6), FlowKind::PsPush, 1))
+            .unwrap();
+        w.begin_iteration(4);
+        w.add_bytes(300);
+        let mut m = Monitor::new(&dir);
+        m.refresh();
+        assert_eq!(m.len(), 3);
+        let k = |a: u16, b: u16| FlowKey {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            src_port: a,
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dst_port: b,
+        };
+        let r = m.lookup(&k(1, 2)).unwrap();
+        assert!(r.sending, "a PS's broadcast is sent by it");
+        assert_eq!(
+            (
+                r.iteration,
+                r.sent_bytes,
+                r.iteration_bytes,
+                r.remaining_bytes()
+            ),
+            (4, 150, Some(500), 350)
+        );
+        assert_eq!(r.peer_rank, 1);
+        assert!(
+            !m.lookup(&k(5, 6)).unwrap().sending,
+            "a push into a PS is received by it"
+        );
+        assert!(m.lookup(&k(9, 9)).is_none(), "unregistered");
+        drop(w);
+        m.refresh();
+        assert!(m.is_empty(), "a closed region registers nothing");
+        m.detach();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -22,16 +22,25 @@ impl AgentService {
 
 #[tonic::async_trait]
 impl agent_server::Agent for AgentService {
-    async fn notify(&self, req: Request<proto::DependencyNotice>) -> Result<Response<proto::NoticeReply>, Status> {
+    async fn notify(
+        &self,
+        req: Request<proto::DependencyNotice>,
+    ) -> Result<Response<proto::NoticeReply>, Status> {
         let n = req.into_inner();
         if n.job.is_empty() || n.job.len() > 63 {
-            return Err(Status::invalid_argument(format!("notice job id {:?}: must be 1..=63 bytes", n.job)));
+            return Err(Status::invalid_argument(format!(
+                "notice job id {:?}: must be 1..=63 bytes",
+                n.job
+            )));
         }
         self.shared.deliver(n);
         Ok(Response::new(proto::NoticeReply { reduced_bytes: 0 }))
     }
 
-    async fn status(&self, _req: Request<proto::StatusRequest>) -> Result<Response<proto::StatusReply>, Status> {
+    async fn status(
+        &self,
+        _req: Request<proto::StatusRequest>,
+    ) -> Result<Response<proto::StatusReply>, Status> {
         Ok(Response::new(self.shared.status()))
     }
 }

@@ -64,7 +64,8 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     let cfg = Arc::new(cfg);
     let listener = match opts.listener {
         Some(l) => l,
-        None => std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding the agent's gRPC address {}", cfg.listen))?,
+        None => std::net::TcpListener::bind(cfg.listen)
+            .with_context(|| format!("binding the agent's gRPC address {}", cfg.listen))?,
     };
     listener.set_nonblocking(true)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -75,9 +76,12 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         rt.spawn(
             tonic::transport::Server::builder()
                 .add_service(svc)
-                .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), async {
-                    let _ = rx.await;
-                }),
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(l),
+                    async {
+                        let _ = rx.await;
+                    },
+                ),
         )
     };
     let net = Net::new(&cfg, rt.handle().clone());
@@ -92,26 +96,43 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         IpcKind::Netlink => {
             let s = ccp_ipc::CheckedNetlink::new().map_err(|e| anyhow!("netlink: {}", e.0))?;
             *shared.drops.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.counters());
-            run_portus(SlotIpc::new(s, slot_us, shared.clone()), &cfg, shared.clone(), net, opts.stop)
+            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
         }
         IpcKind::Unix => {
-            let s = ccp_ipc::UnixIpc::bind(&cfg.unix_name).map_err(|e| anyhow!("unix socket: {}", e.0))?;
-            run_portus(SlotIpc::new(s, slot_us, shared.clone()), &cfg, shared.clone(), net, opts.stop)
+            let s = ccp_ipc::UnixIpc::bind(&cfg.unix_name)
+                .map_err(|e| anyhow!("unix socket: {}", e.0))?;
+            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
         }
     };
     let _ = tx.send(());
-    let _ = rt.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(1), server).await });
+    let _ = rt
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(1), server).await });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     tracing::info!("ccp-agent stopped");
     result
 }
 
-fn run_portus<I: PollableIpc>(ipc: SlotIpc<I>, cfg: &Arc<AgentConfig>, shared: Arc<Shared>, net: Net, stop: Arc<AtomicBool>) -> Result<()> {
-    let core = Rc::new(RefCell::new(AgentCore::<SlotIpc<I>>::new(cfg.clone(), shared, net)?));
+fn run_portus<I: PollableIpc>(
+    inner: I,
+    slot_us: u64,
+    cfg: &Arc<AgentConfig>,
+    shared: Arc<Shared>,
+    net: Net,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let core = Rc::new(RefCell::new(AgentCore::<SlotIpc<I>>::new(
+        cfg.clone(),
+        shared.clone(),
+        net,
+    )?));
     let driver: Rc<RefCell<dyn SlotDriver>> = core.clone();
     install_driver(Some(driver));
     let alg = MlccAlg::new(core.clone(), cfg.program.clone());
-    let r = portus::RunBuilder::new(BackendBuilder { sock: ipc }).default_alg(alg).with_stop_handle(stop).run();
+    let ipc = SlotIpc::new(inner, slot_us, shared.clone());
+    let r = portus::RunBuilder::new(BackendBuilder { sock: ipc })
+        .default_alg(alg)
+        .with_stop_handle(stop)
+        .run();
     install_driver(None);
     // The socket is closed (portus dropped it): the flows are native again.
     tracing::info!("datapath socket closed: flows fall back to native MLTCP");
@@ -123,19 +144,41 @@ fn run_portus<I: PollableIpc>(ipc: SlotIpc<I>, cfg: &Arc<AgentConfig>, shared: A
 
 /// Runs the switch daemon `name` of `topo` (the only one when `name` is `None`) until
 /// SIGTERM/SIGINT or `stop` clears. Errors: unknown switch name, bind failure.
-pub fn run_switch(topo: &Topology, name: Option<&str>, slot_ms: Option<u64>, horizon: Option<usize>, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run_switch(
+    topo: &Topology,
+    name: Option<&str>,
+    slot_ms: Option<u64>,
+    horizon: Option<usize>,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
     let sw: &Switch = match name {
         Some(n) => topo.switches.iter().find(|s| s.name == n).ok_or_else(|| {
-            anyhow!("{}: no [[switch]] named {n:?} (known: {:?})", topo.file.display(), topo.switches.iter().map(|s| &s.name).collect::<Vec<_>>())
+            anyhow!(
+                "{}: no [[switch]] named {n:?} (known: {:?})",
+                topo.file.display(),
+                topo.switches.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
         })?,
         None => match topo.switches.as_slice() {
             [one] => one,
             [] => return Err(anyhow!("{}: no [[switch]] to serve", topo.file.display())),
-            _ => return Err(anyhow!("{}: several switches: choose one with --name", topo.file.display())),
+            _ => {
+                return Err(anyhow!(
+                    "{}: several switches: choose one with --name",
+                    topo.file.display()
+                ))
+            }
         },
     };
-    let clock = mlcc_sched::SlotClock::new(slot_ms.unwrap_or(topo.slot_ms) * 1000, horizon.unwrap_or(topo.horizon)).map_err(|e| anyhow!("{e}"))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let clock = mlcc_sched::SlotClock::new(
+        slot_ms.unwrap_or(topo.slot_ms) * 1000,
+        horizon.unwrap_or(topo.horizon),
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     rt.block_on(crate::switch::serve(topo, sw, clock, None, async move {
         while stop.load(std::sync::atomic::Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -71,7 +71,11 @@ impl Shared {
 
     /// The status with the live counters filled in.
     pub fn status(&self) -> proto::StatusReply {
-        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut s = self
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         s.notices_received = self.notices_received.load(Ordering::Relaxed);
         s.rpc_failures = self.rpc_failures.load(Ordering::Relaxed);
         s.dropped_bad = self.dropped_unparsable.load(Ordering::Relaxed);

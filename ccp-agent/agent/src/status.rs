@@ -32,7 +32,17 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     let _ = writeln!(
         out,
         "{:<16} {:>4} {:<22} {:<22} {:>10} {:>10} {:>12} {:>8} {:>5} {:>9} {:>6}",
-        "job", "rank", "src", "dst", "sched_Mbps", "achv_Mbps", "left_bytes", "rtt_us", "lost", "outcome", "iter"
+        "job",
+        "rank",
+        "src",
+        "dst",
+        "sched_Mbps",
+        "achv_Mbps",
+        "left_bytes",
+        "rtt_us",
+        "lost",
+        "outcome",
+        "iter"
     );
     for f in &s.flows {
         let _ = writeln!(
@@ -59,24 +69,53 @@ pub fn format_switch(r: &proto::FeedbackReply) -> String {
     let mut out = format!("slot {}: {} flow schedules\n", r.start_slot, r.flows);
     for l in &r.links {
         let loads: Vec<String> = l.load_bps.iter().map(|b| mbit(*b)).collect();
-        let _ = writeln!(out, "link {:>4}: capacity {} estimate {} load [{}]", l.link, mbit(l.capacity_bps), mbit(l.estimate_bps), loads.join(" "));
+        let _ = writeln!(
+            out,
+            "link {:>4}: capacity {} estimate {} load [{}]",
+            l.link,
+            mbit(l.capacity_bps),
+            mbit(l.estimate_bps),
+            loads.join(" ")
+        );
     }
     out
 }
 
 fn endpoint(addr: SocketAddr) -> Result<tonic::transport::Endpoint> {
-    Ok(tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect_timeout(Duration::from_secs(2)).timeout(Duration::from_secs(2)))
+    Ok(
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(2)),
+    )
 }
 
 /// Fetches an agent's status.
 pub async fn agent_status(addr: SocketAddr) -> Result<proto::StatusReply> {
-    let ch = endpoint(addr)?.connect().await.map_err(|e| anyhow!("agent {addr}: {e}"))?;
-    Ok(AgentClient::new(ch).status(proto::StatusRequest {}).await.map_err(|e| anyhow!("agent {addr}: {}", e.message()))?.into_inner())
+    let ch = endpoint(addr)?
+        .connect()
+        .await
+        .map_err(|e| anyhow!("agent {addr}: {e}"))?;
+    Ok(AgentClient::new(ch)
+        .status(proto::StatusRequest {})
+        .await
+        .map_err(|e| anyhow!("agent {addr}: {}", e.message()))?
+        .into_inner())
 }
 
 /// Fetches a switch's whole table.
 pub async fn switch_status(addr: SocketAddr) -> Result<proto::FeedbackReply> {
-    let ch = endpoint(addr)?.connect().await.map_err(|e| anyhow!("switch {addr}: {e}"))?;
-    let req = proto::FeedbackRequest { links: vec![], exclude_flows: vec![], slot: 0 };
-    Ok(SwitchClient::new(ch).fetch_feedback(req).await.map_err(|e| anyhow!("switch {addr}: {}", e.message()))?.into_inner())
+    let ch = endpoint(addr)?
+        .connect()
+        .await
+        .map_err(|e| anyhow!("switch {addr}: {e}"))?;
+    let req = proto::FeedbackRequest {
+        links: vec![],
+        exclude_flows: vec![],
+        slot: 0,
+    };
+    Ok(SwitchClient::new(ch)
+        .fetch_feedback(req)
+        .await
+        .map_err(|e| anyhow!("switch {addr}: {}", e.message()))?
+        .into_inner())
 }

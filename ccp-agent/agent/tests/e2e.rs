@@ -27,7 +27,12 @@ use std::time::{Duration, Instant};
 const ITER_BYTES: u64 = 600_000;
 
 fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
-    FlowKey { src: Ipv4Addr::from(src), src_port: sp, dst: Ipv4Addr::from(dst), dst_port: dp }
+    FlowKey {
+        src: Ipv4Addr::from(src),
+        src_port: sp,
+        dst: Ipv4Addr::from(dst),
+        dst_port: dp,
+    }
 }
 
 fn sa(k: &FlowKey, local: bool) -> SocketAddr {
@@ -49,13 +54,32 @@ struct Rank {
 
 impl Rank {
     fn new(dir: &std::path::Path, rank: u32, flow: &FlowKey, peer: u32) -> Self {
-        let mut w = Writer::create("ring2", rank, &WriterOptions { dir: Some(dir.to_path_buf()), max_flows: 0 }).unwrap();
+        let mut w = Writer::create(
+            "ring2",
+            rank,
+            &WriterOptions {
+                dir: Some(dir.to_path_buf()),
+                max_flows: 0,
+            },
+        )
+        .unwrap();
         w.set_job(Paradigm::Ring, Role::Worker, 2);
         w.set_ring(peer, peer);
         w.set_bytes_per_iteration(ITER_BYTES);
-        w.add_flow(FlowRecord::new(sa(flow, true), sa(flow, false), FlowKind::RingSend, peer)).unwrap();
+        w.add_flow(FlowRecord::new(
+            sa(flow, true),
+            sa(flow, false),
+            FlowKind::RingSend,
+            peer,
+        ))
+        .unwrap();
         w.begin_iteration(1);
-        Rank { w, it: 1, in_iter: 0, idle_until: None }
+        Rank {
+            w,
+            it: 1,
+            in_iter: 0,
+            idle_until: None,
+        }
     }
 
     fn acked(&mut self, n: u64) {
@@ -85,7 +109,11 @@ fn two_agents_one_switch_mock_datapaths() {
     let la = TcpListener::bind("127.0.0.1:0").unwrap();
     let lb = TcpListener::bind("127.0.0.1:0").unwrap();
     let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, ab, as_) = (la.local_addr().unwrap(), lb.local_addr().unwrap(), ls.local_addr().unwrap());
+    let (aa, ab, as_) = (
+        la.local_addr().unwrap(),
+        lb.local_addr().unwrap(),
+        ls.local_addr().unwrap(),
+    );
     let topo = tmp.write(
         "topo.toml",
         &format!(
@@ -126,7 +154,10 @@ links = [2, 10]
 "#
         ),
     );
-    let names = [format!("e2e-a-{}", std::process::id()), format!("e2e-b-{}", std::process::id())];
+    let names = [
+        format!("e2e-a-{}", std::process::id()),
+        format!("e2e-b-{}", std::process::id()),
+    ];
     let agent_toml = |host: &str, name: &str| {
         tmp.write(
             &format!("{host}.toml"),
@@ -148,7 +179,11 @@ links = [2, 10]
         let (topology, stop) = (topology.clone(), sw_stop.clone());
         ls.set_nonblocking(true).unwrap();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
             let sw = topology.switches[0].clone();
             let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
             rt.block_on(async move {
@@ -170,13 +205,25 @@ links = [2, 10]
     let mut shareds = Vec::new();
     for (cfg, l) in [(cfg_a, la), (cfg_b, lb)] {
         let (tx, rx) = std::sync::mpsc::channel();
-        let opts = RunOptions { ipc: IpcKind::Unix, listener: Some(l), stop: stop.clone(), shared_out: Some(tx) };
+        let opts = RunOptions {
+            ipc: IpcKind::Unix,
+            listener: Some(l),
+            stop: stop.clone(),
+            shared_out: Some(tx),
+        };
         agents.push(std::thread::spawn(move || run_agent(cfg, opts)));
-        shareds.push(rx.recv_timeout(Duration::from_secs(10)).expect("agent started"));
+        shareds.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("agent started"),
+        );
     }
     // Let the agents bind their unix sockets.
     let t0 = Instant::now();
-    while names.iter().any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists()) && t0.elapsed() < Duration::from_secs(10) {
+    while names
+        .iter()
+        .any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists())
+        && t0.elapsed() < Duration::from_secs(10)
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
 
@@ -189,19 +236,42 @@ links = [2, 10]
     let line = 12_500_000; // 100 Mbit/s
     let dp_a = {
         let r0 = r0.clone();
-        MockDatapath::start(&names[0], vec![MockFlow { key: f0, line_rate: line }, MockFlow { key: other, line_rate: line }], move |i, n| {
-            if i == 0 {
-                r0.lock().unwrap().acked(n);
-            }
-        })
+        MockDatapath::start(
+            &names[0],
+            vec![
+                MockFlow {
+                    key: f0,
+                    line_rate: line,
+                },
+                MockFlow {
+                    key: other,
+                    line_rate: line,
+                },
+            ],
+            move |i, n| {
+                if i == 0 {
+                    r0.lock().unwrap().acked(n);
+                }
+            },
+        )
     };
     let dp_b = {
         let r1 = r1.clone();
-        MockDatapath::start(&names[1], vec![MockFlow { key: f1, line_rate: line }], move |_, n| r1.lock().unwrap().acked(n))
+        MockDatapath::start(
+            &names[1],
+            vec![MockFlow {
+                key: f1,
+                line_rate: line,
+            }],
+            move |_, n| r1.lock().unwrap().acked(n),
+        )
     };
 
     // Watch the switch and the agents for a while.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut max_switch_flows = 0;
     let mut max_link_load = 0u64;
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -230,22 +300,36 @@ links = [2, 10]
     // Rates: set by the agents, within the shared link's 40 Mbit/s (5 MB/s) once planned.
     // (A slot whose switch feedback missed its deadline plans on the NIC alone: allow a few.)
     for (who, rates) in [("A", &sa_.rates[0]), ("B", &sb.rates[0])] {
-        assert!(rates.len() >= 2, "{who}: the agent changed the rate: {rates:?}");
+        assert!(
+            rates.len() >= 2,
+            "{who}: the agent changed the rate: {rates:?}"
+        );
         let above = rates[1..].iter().filter(|r| **r > 5_000_000).count();
-        assert!(above * 10 <= rates.len(), "{who}: rates above the core link: {rates:?}");
+        assert!(
+            above * 10 <= rates.len(),
+            "{who}: rates above the core link: {rates:?}"
+        );
     }
     assert!(sa_.rates[1].is_empty(), "no rate on the native flow");
     // The switch saw both agents' schedules and kept the link within capacity.
     assert!(max_switch_flows >= 2, "switch flows: {max_switch_flows}");
     // Two agents planning in the same slot each see the other's previous plan, so the sum can
     // pass the capacity for a slot (the paper's protocol has the same window); bounded by 2x.
-    assert!(max_link_load > 0 && max_link_load <= 2 * 40_000_000 + 2_000_000, "link 10 load {max_link_load}");
+    assert!(
+        max_link_load > 0 && max_link_load <= 2 * 40_000_000 + 2_000_000,
+        "link 10 load {max_link_load}"
+    );
     // Status: one controlled flow each, the native one counted; notices crossed.
     assert_eq!((st_a.flows.len(), st_a.native_flows), (1, 1), "{st_a:?}");
     assert_eq!((st_b.flows.len(), st_b.native_flows), (1, 0), "{st_b:?}");
     assert_eq!(st_a.mode, "switch");
     assert!(st_a.flows[0].scheduled_bps > 0 && st_a.flows[0].scheduled_bps <= 40_000_000);
-    assert!(st_a.notices_received > 0 && st_b.notices_received > 0, "notices: {} {}", st_a.notices_received, st_b.notices_received);
+    assert!(
+        st_a.notices_received > 0 && st_b.notices_received > 0,
+        "notices: {} {}",
+        st_a.notices_received,
+        st_b.notices_received
+    );
     // The ring made progress through several iterations.
     assert!(r0.lock().unwrap().it >= 2 && r1.lock().unwrap().it >= 2);
     for s in &shareds {
@@ -260,7 +344,10 @@ links = [2, 10]
         a.join().unwrap().unwrap();
     }
     for n in &names {
-        assert!(!std::path::Path::new(&format!("/tmp/ccp/{n}")).exists(), "socket {n} closed and removed");
+        assert!(
+            !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists(),
+            "socket {n} closed and removed"
+        );
     }
     sw_stop.store(false, std::sync::atomic::Ordering::SeqCst);
     sw_thread.join().unwrap();

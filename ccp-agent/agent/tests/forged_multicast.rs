@@ -38,7 +38,10 @@ fn forged_multicast_is_dropped_counted_and_survived() {
         return;
     }
     if let Err(e) = ccp_ipc::CheckedNetlink::new() {
-        eprintln!("skipped: cannot join netlink group {CCP_GROUP} here ({})", e.0);
+        eprintln!(
+            "skipped: cannot join netlink group {CCP_GROUP} here ({})",
+            e.0
+        );
         return;
     }
     let tmp = TempDir::new("forge");
@@ -59,9 +62,16 @@ fn forged_multicast_is_dropped_counted_and_survived() {
     let cfg = AgentConfig::load(&p, None, None).unwrap();
     let stop = Arc::new(AtomicBool::new(true));
     let (tx, rx) = std::sync::mpsc::channel();
-    let opts = RunOptions { ipc: IpcKind::Netlink, listener: Some(l), stop: stop.clone(), shared_out: Some(tx) };
+    let opts = RunOptions {
+        ipc: IpcKind::Netlink,
+        listener: Some(l),
+        stop: stop.clone(),
+        shared_out: Some(tx),
+    };
     let agent = std::thread::spawn(move || run_agent(cfg, opts));
-    let shared = rx.recv_timeout(Duration::from_secs(10)).expect("agent started");
+    let shared = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("agent started");
     // Wait until the agent's socket is in the group (it reports a first slot).
     let t0 = Instant::now();
     while shared.status().slot == 0 && t0.elapsed() < Duration::from_secs(5) {
@@ -80,9 +90,19 @@ fn forged_multicast_is_dropped_counted_and_survived() {
     }
     let st = shared.status();
     assert!(st.dropped_foreign >= 2, "{st:?}");
-    assert_eq!((st.flows.len(), st.native_flows), (0, 0), "a forged CREATE made a flow: {st:?}");
-    assert!(!agent.is_finished(), "the agent survived the forged INSTALL");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    assert_eq!(
+        (st.flows.len(), st.native_flows),
+        (0, 0),
+        "a forged CREATE made a flow: {st:?}"
+    );
+    assert!(
+        !agent.is_finished(),
+        "the agent survived the forged INSTALL"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     assert!(rt.block_on(ccp_agent::status::agent_status(addr)).is_ok());
     stop.store(false, Ordering::SeqCst);
     agent.join().unwrap().unwrap();

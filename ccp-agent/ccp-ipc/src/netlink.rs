@@ -68,7 +68,9 @@ pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict 
         return Verdict::Foreign;
     }
     // One nlmsghdr: its length must cover the header and a CCP header (u16 type, u16 len, u32 sid).
-    let Some(b) = datagram.get(..4) else { return Verdict::Bad };
+    let Some(b) = datagram.get(..4) else {
+        return Verdict::Bad;
+    };
     let nl_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
     if nl_len < NLMSG_HDRSIZE + 8 || nl_len > datagram.len() {
         return Verdict::Bad;
@@ -106,7 +108,13 @@ fn setsockopt_int(fd: i32, level: i32, opt: i32, val: i32) -> std::io::Result<()
 /// Opens an unbound `NETLINK_USERSOCK` raw socket.
 pub fn open_usersock() -> Result<OwnedFd> {
     // SAFETY: Plain socket(2) call; the result is checked before it is wrapped.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_USERSOCK) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_USERSOCK,
+        )
+    };
     if fd < 0 {
         return Err(errno_err("socket(AF_NETLINK, NETLINK_USERSOCK)"));
     }
@@ -177,13 +185,25 @@ impl CheckedNetlink {
         let fd = open_usersock()?;
         bind_auto(&fd)?;
         let raw = fd.as_raw_fd();
-        setsockopt_int(raw, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, CCP_GROUP as i32)
-            .map_err(|e| Error(format!("joining netlink group {CCP_GROUP} (needs CAP_NET_ADMIN): {e}")))?;
+        setsockopt_int(
+            raw,
+            libc::SOL_NETLINK,
+            libc::NETLINK_ADD_MEMBERSHIP,
+            CCP_GROUP as i32,
+        )
+        .map_err(|e| {
+            Error(format!(
+                "joining netlink group {CCP_GROUP} (needs CAP_NET_ADMIN): {e}"
+            ))
+        })?;
         // Reports of many flows every 10 ms: a bigger buffer than the default avoids ENOBUFS.
         if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
             let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
         }
-        let tv = libc::timeval { tv_sec: 1, tv_usec: 0 };
+        let tv = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
         // SAFETY: `tv` outlives the call; the length matches.
         unsafe {
             libc::setsockopt(
@@ -194,7 +214,10 @@ impl CheckedNetlink {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             );
         }
-        Ok(Self { fd, counters: Arc::default() })
+        Ok(Self {
+            fd,
+            counters: Arc::default(),
+        })
     }
 
     /// This socket's drop counters.
@@ -226,7 +249,9 @@ impl Ipc for CheckedNetlink {
     }
 
     fn send(&self, msg: &[u8], _to: &()) -> Result<()> {
-        send_to_kernel(&self.fd, msg).map(|_| ()).map_err(Error::from)
+        send_to_kernel(&self.fd, msg)
+            .map(|_| ())
+            .map_err(Error::from)
     }
 
     fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
@@ -255,15 +280,26 @@ impl Ipc for CheckedNetlink {
             Verdict::Foreign => {
                 self.counters.foreign.fetch_add(1, Ordering::Relaxed);
                 if let Some(k) = rate_limited(&DROPPED_FOREIGN) {
-                    tracing::warn!(sender_portid = sa.nl_pid, total = k, "dropped a netlink message not sent by the kernel");
+                    tracing::warn!(
+                        sender_portid = sa.nl_pid,
+                        total = k,
+                        "dropped a netlink message not sent by the kernel"
+                    );
                 }
                 Err(Error(String::from("foreign sender")))
             }
             Verdict::Bad => {
                 self.counters.bad.fetch_add(1, Ordering::Relaxed);
-                let typ = datagram.get(NLMSG_HDRSIZE..NLMSG_HDRSIZE + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+                let typ = datagram
+                    .get(NLMSG_HDRSIZE..NLMSG_HDRSIZE + 2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]));
                 if let Some(k) = rate_limited(&DROPPED_BAD) {
-                    tracing::warn!(len = n, ?typ, total = k, "dropped a malformed or unexpected message from the kernel");
+                    tracing::warn!(
+                        len = n,
+                        ?typ,
+                        total = k,
+                        "dropped a malformed or unexpected message from the kernel"
+                    );
                 }
                 Err(Error(String::from("bad message")))
             }
@@ -304,9 +340,21 @@ mod tests {
         for t in [2, 3, 4, 9] {
             assert_eq!(classify(0, &framed(t, 16), 1024), Verdict::Bad, "type {t}");
         }
-        assert_eq!(classify(0, &m, 8), Verdict::Bad, "larger than the caller's buffer");
-        assert_eq!(classify(0, &m[..10], 1024), Verdict::Bad, "truncated header");
-        assert_eq!(classify(0, &m[..m.len() - 1], 1024), Verdict::Bad, "length beyond datagram");
+        assert_eq!(
+            classify(0, &m, 8),
+            Verdict::Bad,
+            "larger than the caller's buffer"
+        );
+        assert_eq!(
+            classify(0, &m[..10], 1024),
+            Verdict::Bad,
+            "truncated header"
+        );
+        assert_eq!(
+            classify(0, &m[..m.len() - 1], 1024),
+            Verdict::Bad,
+            "length beyond datagram"
+        );
         assert_eq!(classify(0, &[], 1024), Verdict::Bad);
     }
 }

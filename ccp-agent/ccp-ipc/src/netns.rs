@@ -49,8 +49,11 @@ impl std::error::Error for NetnsError {}
 
 fn ns_id(path: &'static str) -> Result<(u64, u64, String), NetnsError> {
     use std::os::unix::fs::MetadataExt;
-    let md = std::fs::metadata(Path::new(path)).map_err(|error| NetnsError::Unreadable { path, error })?;
-    let name = std::fs::read_link(path).map(|p| p.display().to_string()).unwrap_or_default();
+    let md = std::fs::metadata(Path::new(path))
+        .map_err(|error| NetnsError::Unreadable { path, error })?;
+    let name = std::fs::read_link(path)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     Ok((md.dev(), md.ino(), name))
 }
 
@@ -61,6 +64,9 @@ pub fn check_initial_netns() -> Result<(), NetnsError> {
     if (ours.0, ours.1) == (initial.0, initial.1) {
         Ok(())
     } else {
-        Err(NetnsError::NotInitial { ours: ours.2, initial: initial.2 })
+        Err(NetnsError::NotInitial {
+            ours: ours.2,
+            initial: initial.2,
+        })
     }
 }

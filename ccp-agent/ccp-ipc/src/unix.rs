@@ -25,16 +25,20 @@ impl UnixIpc {
     /// 1 s receive timeout. Errors: the name contains '/', or the bind fails.
     pub fn bind(name: &str) -> Result<Self> {
         if name.is_empty() || name.contains('/') {
-            return Err(Error(format!("unix socket name {name:?}: must be non-empty and without '/'")));
+            return Err(Error(format!(
+                "unix socket name {name:?}: must be non-empty and without '/'"
+            )));
         }
-        std::fs::create_dir_all(SOCKET_DIR).map_err(|e| Error(format!("creating {SOCKET_DIR}: {e}")))?;
+        std::fs::create_dir_all(SOCKET_DIR)
+            .map_err(|e| Error(format!("creating {SOCKET_DIR}: {e}")))?;
         let path = Path::new(SOCKET_DIR).join(name);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error(format!("removing stale {}: {e}", path.display()))),
         }
-        let sock = UnixDatagram::bind(&path).map_err(|e| Error(format!("binding {}: {e}", path.display())))?;
+        let sock = UnixDatagram::bind(&path)
+            .map_err(|e| Error(format!("binding {}: {e}", path.display())))?;
         sock.set_read_timeout(Some(std::time::Duration::from_secs(1)))
             .map_err(|e| Error(format!("SO_RCVTIMEO on {}: {e}", path.display())))?;
         Ok(Self { sock, path })
@@ -66,7 +70,9 @@ impl Ipc for UnixIpc {
         let (n, addr) = self.sock.recv_from(buf).map_err(Error::from)?;
         match addr.as_pathname() {
             Some(p) => Ok((n, p.to_path_buf())),
-            None => Err(Error(String::from("datagram from an unbound socket: no address to answer"))),
+            None => Err(Error(String::from(
+                "datagram from an unbound socket: no address to answer",
+            ))),
         }
     }
 

@@ -34,7 +34,10 @@ fn forged_multicast_is_dropped_and_counted() {
     let agent = match CheckedNetlink::new() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("skipped: cannot join netlink group {CCP_GROUP} here ({})", e.0);
+            eprintln!(
+                "skipped: cannot join netlink group {CCP_GROUP} here ({})",
+                e.0
+            );
             return;
         }
     };
@@ -61,6 +64,9 @@ fn forged_multicast_is_dropped_and_counted() {
         }
     }
     assert_eq!(delivered, 0, "a forged message was delivered");
-    assert!(counters.foreign.load(Ordering::Relaxed) >= 2, "{counters:?}");
+    assert!(
+        counters.foreign.load(Ordering::Relaxed) >= 2,
+        "{counters:?}"
+    );
     assert!(ccp_ipc::netlink::DROPPED_FOREIGN.load(Ordering::Relaxed) >= 2);
 }

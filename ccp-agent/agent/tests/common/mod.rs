@@ -17,7 +17,10 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
         let p = std::env::temp_dir().join(format!("ccp-agent-{tag}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
@@ -54,7 +57,10 @@ impl DatapathOps for Host {
         self.start.elapsed().as_micros() as u64
     }
     fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
-        self.sock.send_to(msg, &self.agent).map(|_| ()).map_err(|_| SendError)
+        self.sock
+            .send_to(msg, &self.agent)
+            .map(|_| ())
+            .map_err(|_| SendError)
     }
     fn set_cwnd(&mut self, bytes: u64) {
         self.cwnds.insert(self.current, bytes);
@@ -95,7 +101,11 @@ pub struct MockDatapath {
 }
 
 impl MockDatapath {
-    pub fn start(agent_name: &str, flows: Vec<MockFlow>, mut on_acked: impl FnMut(usize, u64) + Send + 'static) -> Self {
+    pub fn start(
+        agent_name: &str,
+        flows: Vec<MockFlow>,
+        mut on_acked: impl FnMut(usize, u64) + Send + 'static,
+    ) -> Self {
         let agent = PathBuf::from(format!("/tmp/ccp/{agent_name}"));
         let me = PathBuf::from(format!("/tmp/ccp/{agent_name}-dp"));
         let _ = std::fs::remove_file(&me);
@@ -110,7 +120,14 @@ impl MockDatapath {
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (stats.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
-            let mut host = Host { sock, agent, start: Instant::now(), current: 0, rates: HashMap::new(), cwnds: HashMap::new() };
+            let mut host = Host {
+                sock,
+                agent,
+                start: Instant::now(),
+                current: 0,
+                rates: HashMap::new(),
+                cwnds: HashMap::new(),
+            };
             let mut dp: Box<Datapath<16, 8>> = Box::new(Datapath::new());
             dp.init(host.now_us());
             // The agent may still be binding: retry READY.
@@ -130,9 +147,17 @@ impl MockDatapath {
                     for (i, f) in flows.iter().enumerate() {
                         if sids[i].is_none() {
                             let (a, b, c, d) = f.key.to_ccp();
-                            let info = FlowInfo { init_cwnd: 14_480, mss: 1448, src_ip: a, src_port: b, dst_ip: c, dst_port: d, ..Default::default() }
-                                .with_alg_name(b"mltcp")
-                                .unwrap();
+                            let info = FlowInfo {
+                                init_cwnd: 14_480,
+                                mss: 1448,
+                                src_ip: a,
+                                src_port: b,
+                                dst_ip: c,
+                                dst_port: d,
+                                ..Default::default()
+                            }
+                            .with_alg_name(b"mltcp")
+                            .unwrap();
                             sids[i] = dp.flow_start(&info, &mut host).ok();
                         }
                     }
@@ -140,7 +165,13 @@ impl MockDatapath {
                 for (i, f) in flows.iter().enumerate() {
                     let Some(sid) = sids[i] else { continue };
                     host.current = sid;
-                    let rate = host.rates.get(&sid).copied().filter(|r| *r > 0).unwrap_or(f.line_rate).min(f.line_rate);
+                    let rate = host
+                        .rates
+                        .get(&sid)
+                        .copied()
+                        .filter(|r| *r > 0)
+                        .unwrap_or(f.line_rate)
+                        .min(f.line_rate);
                     carry[i] += rate;
                     let bytes = carry[i] / 1000;
                     carry[i] %= 1000;
@@ -181,7 +212,11 @@ impl MockDatapath {
             }
             let _ = std::fs::remove_file(&me);
         });
-        MockDatapath { stats, stop, thread: Some(thread) }
+        MockDatapath {
+            stats,
+            stop,
+            thread: Some(thread),
+        }
     }
 
     pub fn snapshot(&self) -> MockStats {
