@@ -7,7 +7,8 @@
 //! thread that owns the flows, [`SlotIpc`] wraps the real backend: each time portus asks for the
 //! next message it first runs the slot work when a boundary has passed, then polls the socket
 //! and the agent's wake-up eventfd until the next boundary (at most 100 ms, so portus also sees
-//! its stop flag promptly). The slot work reaches the flows through a thread-local handle to the
+//! its stop flag promptly), and drops datagrams portus could not take safely
+//! ([`ccp_ipc::portus_safe`]). The slot work reaches the flows through a thread-local handle to the
 //! [`AgentCore`] (installed by [`install_driver`] on the portus thread before it runs): the IPC
 //! must be `Send`, the core holds `Rc`s.
 
@@ -130,13 +131,13 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
         }
         if r > 0 && fds[0].revents != 0 {
             let (n, addr) = self.inner.recv(buf)?;
-            if !well_formed(buf.get(..n).unwrap_or(&[])) {
+            if !ccp_ipc::portus_safe(buf.get(..n).unwrap_or(&[])) {
                 self.shared
                     .dropped_unparsable
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::warn!(
                     len = n,
-                    "dropped a datapath message portus cannot parse (or an INSTALL)"
+                    "dropped a datapath message portus could not take (malformed, or not CREATE, MEASURE or READY)"
                 );
                 return Err(portus::Error(String::from("unparsable message")));
             }
@@ -151,21 +152,6 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
     fn close(&mut self) -> portus::Result<()> {
         self.inner.close()
     }
-}
-
-/// Whether every CCP message in `b` parses and none is an INSTALL: portus 0.9's loop ends on a
-/// message it cannot parse and reaches `unreachable!()` on an INSTALL, so such datagrams are
-/// dropped before portus sees them.
-pub fn well_formed(b: &[u8]) -> bool {
-    let mut off = 0;
-    while off < b.len() {
-        match portus::serialize::Msg::from_buf(&b[off..]) {
-            Ok((portus::serialize::Msg::Ins(_), _)) => return false,
-            Ok((_, used)) if used > 0 => off += used,
-            _ => return false,
-        }
-    }
-    !b.is_empty()
 }
 
 /// The portus algorithm of the agent: every flow, whatever algorithm name its CREATE carries
@@ -222,25 +208,5 @@ impl<I: Ipc> Flow for MlccFlow<I> {
         if let Ok(mut c) = self.core.try_borrow_mut() {
             c.close_flow(self.local);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_parsable_datapath_messages_pass() {
-        // READY: type 5, len 12, sid 0, id 1.
-        let ready = [5u8, 0, 12, 0, 0, 0, 0, 0, 1, 0, 0, 0];
-        assert!(well_formed(&ready));
-        let mut two = ready.to_vec();
-        two.extend_from_slice(&ready);
-        assert!(well_formed(&two));
-        assert!(!well_formed(&[]));
-        assert!(!well_formed(&ready[..6]));
-        let mut bad_len = ready;
-        bad_len[2] = 200;
-        assert!(!well_formed(&bad_len));
     }
 }

@@ -76,21 +76,32 @@ fn channel(addr: SocketAddr, timeout: Duration) -> Option<Channel> {
 }
 
 impl Net {
-    /// Clients (connected lazily) for the switches of `cfg` (none in NIC-only mode).
+    /// Clients for the switches of `cfg` (none in NIC-only mode): each connected at once when
+    /// it answers within a second, else lazily at its first RPC.
     pub fn new(cfg: &AgentConfig, rt: tokio::runtime::Handle) -> Self {
         let timeout = Duration::from_millis(cfg.rpc_timeout_ms);
-        let _g = rt.enter();
-        let switches = if cfg.nic_only {
+        let list = if cfg.nic_only {
             Vec::new()
         } else {
-            cfg.topology
-                .switches
-                .iter()
-                .filter_map(|s| {
-                    channel(s.listen, timeout).map(|c| (s.clone(), SwitchClient::new(c)))
-                })
-                .collect()
+            cfg.topology.switches.clone()
         };
+        let switches = rt.block_on(async move {
+            let mut out = Vec::new();
+            for s in list {
+                let Ok(ep) =
+                    tonic::transport::Endpoint::from_shared(format!("http://{}", s.listen))
+                else {
+                    continue;
+                };
+                let ep = ep.connect_timeout(Duration::from_secs(1)).timeout(timeout);
+                let ch = match tokio::time::timeout(Duration::from_secs(1), ep.connect()).await {
+                    Ok(Ok(ch)) => ch,
+                    _ => ep.connect_lazy(),
+                };
+                out.push((s, SwitchClient::new(ch)));
+            }
+            out
+        });
         Net {
             rt,
             switches,
@@ -119,7 +130,7 @@ struct Planned {
     view: PathView,
     progress: FlowProgress,
     local: Vec<LinkId>,
-    path: Vec<u32>,
+    remote: Vec<u32>,
 }
 
 /// One CCP flow of a datapath.
@@ -161,6 +172,10 @@ pub struct AgentCore<I: Ipc> {
     failing: HashSet<String>,
     pending: HashMap<String, Vec<proto::FlowSchedule>>,
     last_feedback: HashMap<u32, (u64, u64, Vec<u64>)>,
+    /// This slot's switch feedback: link → (estimate, load of the other agents' flows).
+    feedback: HashMap<u32, (u64, Vec<u64>)>,
+    /// This slot's plans of this agent's flows on switch links, per link and slot.
+    adds: HashMap<u32, Vec<u64>>,
 }
 
 /// The datapath program's report fields and control register the agent uses.
@@ -206,6 +221,8 @@ impl<I: Ipc> AgentCore<I> {
             failing: HashSet::new(),
             pending: HashMap::new(),
             last_feedback: HashMap::new(),
+            feedback: HashMap::new(),
+            adds: HashMap::new(),
         })
     }
 
@@ -328,7 +345,8 @@ impl<I: Ipc> AgentCore<I> {
         let _ = self.table.advance_to(slot);
         self.measure(slot);
         self.refresh_registrations();
-        let feedback = self.fetch_feedback(slot);
+        self.feedback = self.fetch_feedback(slot);
+        self.adds.clear();
         let mut order: Vec<(String, u32, u64)> = self
             .flows
             .iter()
@@ -338,9 +356,8 @@ impl<I: Ipc> AgentCore<I> {
             .filter(|(_, _, l)| self.flows.get(l).is_some_and(|f| f.scope.is_some()))
             .collect();
         order.sort();
-        let mut adds: HashMap<u32, Vec<u64>> = HashMap::new();
         for (_, _, local) in &order {
-            self.plan_flow(*local, slot, &feedback, &mut adds);
+            self.plan_flow(*local, slot);
         }
         self.send_notices(slot);
         let inbox = self.shared.take_inbox();
@@ -581,14 +598,65 @@ impl<I: Ipc> AgentCore<I> {
         }
     }
 
-    fn plan_flow(
-        &mut self,
-        local: u64,
-        slot: u64,
-        feedback: &HashMap<u32, (u64, Vec<u64>)>,
-        adds: &mut HashMap<u32, Vec<u64>>,
-    ) {
+    /// What a flow sees of its path this slot: its NIC links from the agent's table (its own
+    /// schedule excluded), its switch links from this slot's feedback plus what the agent
+    /// planned on them so far in the slot, less `own` (the flow's own rates, when they are
+    /// among those).
+    fn path_view(
+        &self,
+        id: u64,
+        local: &[LinkId],
+        remote: &[u32],
+        own: Option<&[u64]>,
+    ) -> Option<PathView> {
+        let mut view = match self.table.path_view(local, Some(FlowId(id))) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(flow = id, error = %e, "no path view");
+                return None;
+            }
+        };
+        for l in remote {
+            let Some((est, load)) = self.feedback.get(l) else {
+                continue;
+            };
+            let add = self.adds.get(l);
+            for (i, (vl, va)) in view
+                .load_bps
+                .iter_mut()
+                .zip(view.available_bps.iter_mut())
+                .enumerate()
+            {
+                let planned = add.and_then(|a| a.get(i)).copied().unwrap_or(0);
+                let mine = own.and_then(|o| o.get(i)).copied().unwrap_or(0);
+                let others = load
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_add(planned.saturating_sub(mine));
+                *vl = vl.saturating_add(others);
+                *va = (*va).min(est.saturating_sub(others));
+            }
+        }
+        Some(view)
+    }
+
+    /// Adds (`add`) or takes off the rates of a plan on this slot's switch-link tally.
+    fn tally(&mut self, remote: &[u32], rates: &[u64], add: bool) {
         let k = self.clock.horizon();
+        for l in remote {
+            let row = self.adds.entry(*l).or_insert_with(|| vec![0; k]);
+            for (a, r) in row.iter_mut().zip(rates) {
+                *a = if add {
+                    a.saturating_add(*r)
+                } else {
+                    a.saturating_sub(*r)
+                };
+            }
+        }
+    }
+
+    fn plan_flow(&mut self, local: u64, slot: u64) {
         let Some(f) = self.flows.get(&local) else {
             return;
         };
@@ -596,7 +664,7 @@ impl<I: Ipc> AgentCore<I> {
         if reg.iteration_bytes.is_none() {
             return;
         }
-        let (key, id) = (f.key, f.id);
+        let (key, id, acked_iter) = (f.key, f.id, f.acked_iter);
         let Some(src) = self.cfg.topology.host_of(key.src) else {
             return;
         };
@@ -612,35 +680,11 @@ impl<I: Ipc> AgentCore<I> {
         let remote: Vec<u32> = path
             .iter()
             .copied()
-            .filter(|l| !self.local_links.contains(l) && feedback.contains_key(l))
+            .filter(|l| !self.local_links.contains(l) && self.feedback.contains_key(l))
             .collect();
-        let mut view = match self.table.path_view(&local_links, Some(FlowId(id))) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(flow = %key, error = %e, "no path view");
-                return;
-            }
+        let Some(view) = self.path_view(id, &local_links, &remote, None) else {
+            return;
         };
-        for l in &remote {
-            let Some((est, load)) = feedback.get(l) else {
-                continue;
-            };
-            let add = adds.entry(*l).or_insert_with(|| vec![0; k]);
-            for i in 0..k {
-                let others = load
-                    .get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_add(add.get(i).copied().unwrap_or(0));
-                if let (Some(vl), Some(va)) =
-                    (view.load_bps.get_mut(i), view.available_bps.get_mut(i))
-                {
-                    *vl = vl.saturating_add(others);
-                    *va = (*va).min(est.saturating_sub(others));
-                }
-            }
-        }
-        let acked_iter = f.acked_iter;
         let progress = FlowProgress {
             sent_bytes: acked_iter,
             remaining_bytes: reg.iteration_bytes.unwrap_or(0).saturating_sub(acked_iter),
@@ -653,20 +697,14 @@ impl<I: Ipc> AgentCore<I> {
                 return;
             }
         };
-        for l in &remote {
-            if let Some(add) = adds.get_mut(l) {
-                for (a, r) in add.iter_mut().zip(&d.plan.rates_bps) {
-                    *a = a.saturating_add(*r);
-                }
-            }
-        }
+        self.tally(&remote, &d.plan.rates_bps, true);
         let planned = Planned {
             slot,
             decision: d,
             view,
             progress,
             local: local_links,
-            path,
+            remote,
         };
         self.publish_local(id, &planned);
         self.queue_update(id, &planned);
@@ -700,13 +738,15 @@ impl<I: Ipc> AgentCore<I> {
             .map_or((0, true), |f| (f.achieved_bps, f.app_limited));
         let s = p.decision.plan.schedule();
         for (sw, _) in &self.net.switches {
-            if p.path.iter().any(|l| sw.links.contains(l)) {
+            // Only the switch links the plan was made against (a switch whose feedback is
+            // missing did not take part).
+            if p.remote.iter().any(|l| sw.links.contains(l)) {
                 self.pending
                     .entry(sw.name.clone())
                     .or_default()
                     .push(proto::FlowSchedule {
                         flow: id,
-                        links: p.path.clone(),
+                        links: p.remote.clone(),
                         start_slot: s.start_slot,
                         rates_bps: s.rates_bps.clone(),
                         achieved_bps,
@@ -906,11 +946,22 @@ impl<I: Ipc> AgentCore<I> {
             if excess == 0 {
                 continue;
             }
-            let id = f.id;
-            match mlcc_sched::reduce(&self.clock, &p.decision, &p.progress, excess, &p.view) {
+            let (id, key) = (f.id, f.key);
+            // Re-plan the later slots against what the other flows hold now (the view of the
+            // planning time predates the flows planned after this one).
+            let view = self
+                .path_view(id, &p.local, &p.remote, Some(&p.decision.plan.rates_bps))
+                .unwrap_or_else(|| p.view.clone());
+            match mlcc_sched::reduce(&self.clock, &p.decision, &p.progress, excess, &view) {
                 Ok(d) => {
-                    tracing::debug!(flow = %f.key, excess, "successor flow reduced");
-                    let np = Planned { decision: d, ..p };
+                    tracing::debug!(flow = %key, excess, "successor flow reduced");
+                    self.tally(&p.remote, &p.decision.plan.rates_bps, false);
+                    self.tally(&p.remote, &d.plan.rates_bps, true);
+                    let np = Planned {
+                        decision: d,
+                        view,
+                        ..p
+                    };
                     self.publish_local(id, &np);
                     self.queue_update(id, &np);
                     if let Some(f) = self.flows.get_mut(&local) {
@@ -1015,10 +1066,12 @@ impl<I: Ipc> AgentCore<I> {
             .collect();
         self.gone.extend(ids);
         for (_, mut c, req) in self.take_batches(self.clock.slot_at(crate::wall_us())) {
-            let _ = self.net.rt.block_on(tokio::time::timeout(
-                self.net.timeout,
-                c.update_schedule(req),
-            ));
+            let t = self.net.timeout;
+            // The timer must be made inside the runtime.
+            let _ = self
+                .net
+                .rt
+                .block_on(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
         }
     }
 }

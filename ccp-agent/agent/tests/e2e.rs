@@ -54,26 +54,28 @@ struct Rank {
 }
 
 impl Rank {
-    fn new(dir: &std::path::Path, rank: u32, flow: &FlowKey, peer: u32) -> Self {
-        let mut w = Writer::create(
-            "ring2",
-            rank,
-            &WriterOptions {
-                dir: Some(dir.to_path_buf()),
-                max_flows: 0,
-            },
-        )
-        .unwrap();
-        w.set_job(Paradigm::Ring, Role::Worker, 2);
-        w.set_ring(peer, peer);
+    fn new(dir: &std::path::Path, job: &str, rank: u32, flow: &FlowKey, peer: Option<u32>) -> Self {
+        let opts = WriterOptions {
+            dir: Some(dir.to_path_buf()),
+            max_flows: 0,
+        };
+        let mut w = Writer::create(job, rank, &opts).unwrap();
         w.set_bytes_per_iteration(ITER_BYTES);
-        w.add_flow(FlowRecord::new(
+        let kind = match peer {
+            Some(p) => {
+                w.set_job(Paradigm::Ring, Role::Worker, 2);
+                w.set_ring(p, p);
+                FlowKind::RingSend
+            }
+            None => FlowKind::Unspecified,
+        };
+        let rec = FlowRecord::new(
             sa(flow, true),
             sa(flow, false),
-            FlowKind::RingSend,
-            peer,
-        ))
-        .unwrap();
+            kind,
+            peer.unwrap_or(mltcp_progress::NO_RANK),
+        );
+        w.add_flow(rec).unwrap();
         w.begin_iteration(1);
         Rank {
             w,
@@ -242,23 +244,18 @@ links = [2, 11]
     let rs = Arc::new(Mutex::new(Rank::new(&progress, "solo", 0, &solo, None)));
     let line = 12_500_000; // 100 Mbit/s
     let dp_a = {
-        let r0 = r0.clone();
+        let (r0, rs) = (r0.clone(), rs.clone());
+        let flow = |key| MockFlow {
+            key,
+            line_rate: line,
+        };
         MockDatapath::start(
             &names[0],
-            vec![
-                MockFlow {
-                    key: f0,
-                    line_rate: line,
-                },
-                MockFlow {
-                    key: other,
-                    line_rate: line,
-                },
-            ],
-            move |i, n| {
-                if i == 0 {
-                    r0.lock().unwrap().acked(n);
-                }
+            vec![flow(f0), flow(other), flow(solo)],
+            move |i, n| match i {
+                0 => r0.lock().unwrap().acked(n),
+                2 => rs.lock().unwrap().acked(n),
+                _ => {}
             },
         )
     };

@@ -61,7 +61,7 @@ pub enum Verdict {
     Bad,
 }
 
-/// Classifies a netlink datagram `datagram` received from sender port id `sender_portid`, for
+/// Classifies a netlink datagram (the message must also be [`crate::portus_safe`]) `datagram` received from sender port id `sender_portid`, for
 /// a caller whose message buffer holds `buf_len` bytes. Pure: no I/O, never panics.
 pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict {
     if sender_portid != 0 {
@@ -77,7 +77,7 @@ pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict 
     }
     let payload = &datagram[NLMSG_HDRSIZE..nl_len];
     let typ = u16::from_le_bytes([payload[0], payload[1]]);
-    if !from_datapath(typ) || payload.len() > buf_len {
+    if !from_datapath(typ) || payload.len() > buf_len || !crate::portus_safe(payload) {
         return Verdict::Bad;
     }
     Verdict::Accept { end: nl_len }
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn only_kernel_datapath_messages_pass() {
-        let m = framed(1, 16);
+        let m = framed(1, 8); // a closing MEASURE: uid 0, no fields
         assert_eq!(classify(0, &m, 1024), Verdict::Accept { end: m.len() });
         assert_eq!(classify(4242, &m, 1024), Verdict::Foreign);
         // INSTALL (2), UPDATE_FIELDS (3) and CHANGE_PROG (4) never come from a datapath.

@@ -87,8 +87,13 @@ pub struct MockStats {
     pub has_program: Vec<bool>,
     /// Bytes "acknowledged" so far.
     pub acked: Vec<u64>,
-    /// Datapath errors counted by the core.
+    /// Datapath errors counted by the core, but for failed sends (the agent's unix datagram
+    /// queue, 10 messages by default, may be full while its thread waits on an RPC).
     pub errors: u64,
+    /// Reports and CREATEs that could not be sent.
+    pub send_failed: u64,
+    /// The core's counters, when there were errors.
+    pub error_detail: String,
 }
 
 /// A user-space datapath with a few flows, running in its own thread: READY, CREATE for each
@@ -116,6 +121,8 @@ impl MockDatapath {
             has_program: vec![false; flows.len()],
             acked: vec![0; flows.len()],
             errors: 0,
+            send_failed: 0,
+            error_detail: String::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (stats.clone(), stop.clone());
@@ -194,7 +201,12 @@ impl MockDatapath {
                         }
                     }
                     s.acked[i] += bytes;
-                    s.errors = dp.stats().total_errors();
+                    s.send_failed = dp.stats().count(ccp_datapath::Error::SendFailed);
+                    s.errors = dp.stats().total_errors() - s.send_failed;
+                    if s.errors > 0 && s.error_detail.len() < 2000 {
+                        let detail = format!("{:?}; ", dp.stats());
+                        s.error_detail.push_str(&detail);
+                    }
                     drop(s);
                     if bytes > 0 {
                         on_acked(i, bytes);
