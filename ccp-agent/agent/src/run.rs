@@ -49,7 +49,13 @@ pub struct RunOptions {
 /// (netlink), a socket that cannot be opened or bound, a runtime that cannot start.
 pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     if opts.ipc == IpcKind::Netlink {
-        ccp_ipc::check_initial_netns().map_err(|e| anyhow!("{e}"))?;
+        match ccp_ipc::check_initial_netns() {
+            Ok(()) => {}
+            Err(e @ ccp_ipc::NetnsError::Unreadable { .. }) => {
+                tracing::warn!(error = %e, "cannot verify that this is the initial network namespace (where tcp_mltcp's CCP socket lives)")
+            }
+            Err(e) => return Err(anyhow!("{e}")),
+        }
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
