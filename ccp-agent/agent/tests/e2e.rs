@@ -374,3 +374,90 @@ links = [2, 11]
     sw_stop.store(false, std::sync::atomic::Ordering::SeqCst);
     sw_thread.join().unwrap();
 }
+
+/// NIC-only mode: one agent, no switch daemon, two jobs sharing its 40 Mbit/s NIC; the agent's
+/// own table keeps their sum within the NIC.
+#[test]
+fn nic_only_agent_shares_its_nic() {
+    let tmp = TempDir::new("nic");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let name = format!("e2e-nic-{}", std::process::id());
+    let topo = format!(
+        "slot_ms = 20\nhorizon = 5\n[[link]]\nid = 1\ncapacity_mbps = 40\n[[host]]\nname = \"h1\"\naddrs = [\"10.2.0.1\"]\nnic = 1\nagent = \"{addr}\"\n"
+    );
+    tmp.write("topo.toml", &topo);
+    let cfg = tmp.write(
+        "agent.toml",
+        &format!(
+            "topology = \"topo.toml\"\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
+            program_file().display().to_string(),
+            progress.display().to_string()
+        ),
+    );
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+    let stop = Arc::new(AtomicBool::new(true));
+    let opts = RunOptions {
+        ipc: IpcKind::Unix,
+        listener: Some(l),
+        stop: stop.clone(),
+        shared_out: None,
+    };
+    let agent = std::thread::spawn(move || run_agent(cfg, opts));
+    let t0 = Instant::now();
+    while !std::path::Path::new(&format!("/tmp/ccp/{name}")).exists()
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let fa = key([10, 2, 0, 1], 41000, [10, 2, 0, 9], 5000);
+    let fb = key([10, 2, 0, 1], 41001, [10, 2, 0, 9], 5001);
+    let ja = Arc::new(Mutex::new(Rank::new(&progress, "nic-a", 0, &fa, None)));
+    let jb = Arc::new(Mutex::new(Rank::new(&progress, "nic-b", 0, &fb, None)));
+    let dp = {
+        let (ja, jb) = (ja.clone(), jb.clone());
+        let flow = |key| MockFlow {
+            key,
+            line_rate: 12_500_000,
+        };
+        MockDatapath::start(&name, vec![flow(fa), flow(fb)], move |i, n| {
+            if i == 0 {
+                ja.lock().unwrap()
+            } else {
+                jb.lock().unwrap()
+            }
+            .acked(n)
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let st = rt.block_on(ccp_agent::status::agent_status(addr)).unwrap();
+    println!("{}", ccp_agent::status::format_agent(&st));
+    let s = dp.snapshot();
+    assert_eq!(st.mode, "nic-only");
+    assert_eq!(st.flows.len(), 2, "{st:?}");
+    assert!(s.has_program.iter().all(|p| *p));
+    assert_eq!(s.errors, 0, "{}", s.error_detail);
+    // Planned rates stay within the NIC (5 MB/s); their sum too, bar the 1 Mbit/s floors.
+    for r in &s.rates {
+        assert!(
+            r.len() >= 2 && r[1..].iter().all(|b| *b <= 5_000_000),
+            "{r:?}"
+        );
+    }
+    let sum: u64 = st.flows.iter().map(|f| f.scheduled_bps).sum();
+    assert!(
+        sum <= 40_000_000 + 2 * 1_000_000,
+        "sum of scheduled rates {sum}"
+    );
+    let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];
+    assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
+    drop(dp);
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    agent.join().unwrap().unwrap();
+}

@@ -3,9 +3,10 @@
 //!
 //! Any local process may multicast on `NETLINK_USERSOCK` group 22. This test runs an agent with
 //! `--ipc netlink` (needs root or CAP_NET_ADMIN in the initial network namespace: skipped, with a
-//! note, elsewhere; no kernel module is needed), multicasts a well-formed CREATE and an INSTALL
-//! (which reaches `unreachable!()` in a stock portus agent) from another socket, and checks that
-//! the agent created no flow, counted both as foreign in its status, and still answers.
+//! note, elsewhere; no kernel module is needed), multicasts a MEASURE, an UPDATE_FIELDS (which
+//! reaches `unimplemented!()` in a stock portus agent) and a READY from another socket, and
+//! checks that the agent counted all three as foreign in its status, created no flow, and still
+//! answers. (`ccp-ipc`'s own test forges CREATE and INSTALL.)
 
 mod common;
 
@@ -17,18 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn create_msg(typ: u8) -> Vec<u8> {
-    let len: u16 = 8 + 24 + 64;
-    let mut b = vec![typ, 0];
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&0xdeadu32.to_le_bytes());
-    for v in [14_480u32, 1448, 0x0100_000a, 0x5114, 0x0200_000a, 0x409c] {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut name = [0u8; 64];
-    name[..5].copy_from_slice(b"mltcp");
-    b.extend_from_slice(&name);
-    b
+/// Forged datapath messages: a MEASURE for socket 1 (written by the project's wire writer),
+/// the same bytes typed UPDATE_FIELDS (portus: `unimplemented!()`), and a READY (portus would
+/// re-install its programs).
+fn forged() -> Vec<Vec<u8>> {
+    let mut m = [0u8; 64];
+    let n = ccp_datapath::wire::write_measure(&mut m, 1, 1, &[1448, 1000]).unwrap();
+    let mut update = m[..n].to_vec();
+    update[0] = 3;
+    let ready = [5u8, 0, 12, 0, 0, 0, 0, 0, 1, 0, 0, 0].to_vec();
+    vec![m[..n].to_vec(), update, ready]
 }
 
 #[test]
@@ -79,21 +78,21 @@ fn forged_multicast_is_dropped_counted_and_survived() {
     }
     let forger = open_usersock().unwrap();
     bind_auto(&forger).unwrap();
-    for typ in [0u8, 2] {
+    for msg in forged() {
         // No kernel socket at port id 0 without the module: the unicast part may fail after the
         // multicast went out.
-        let _ = send_framed(&forger, &create_msg(typ), 1 << (CCP_GROUP - 1));
+        let _ = send_framed(&forger, &msg, 1 << (CCP_GROUP - 1));
     }
     let t0 = Instant::now();
-    while shared.status().dropped_foreign < 2 && t0.elapsed() < Duration::from_secs(5) {
+    while shared.status().dropped_foreign < 3 && t0.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let st = shared.status();
-    assert!(st.dropped_foreign >= 2, "{st:?}");
+    assert!(st.dropped_foreign >= 3, "{st:?}");
     assert_eq!(
         (st.flows.len(), st.native_flows),
         (0, 0),
-        "a forged CREATE made a flow: {st:?}"
+        "a forged message made a flow: {st:?}"
     );
     assert!(
         !agent.is_finished(),

@@ -13,19 +13,23 @@ use ccp_ipc::CheckedNetlink;
 use portus::ipc::Ipc;
 use std::sync::atomic::Ordering;
 
-fn create_msg() -> Vec<u8> {
-    // CREATE: header (type 0, len, sid), 6 x u32, 64-byte algorithm name.
-    let len: u16 = 8 + 24 + 64;
-    let mut b = Vec::new();
-    b.extend_from_slice(&0u16.to_le_bytes());
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&0xdeadu32.to_le_bytes());
-    for v in [14_480u32, 1448, 0x0a00_0001, 5201, 0x0a00_0002, 40_000] {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut name = [0u8; 64];
-    name[..5].copy_from_slice(b"mltcp");
-    b.extend_from_slice(&name);
+/// A well-formed CREATE (sid 0xdead, 10.0.0.1:5201 -> 10.0.0.2:40000, "mltcp") written by the
+/// project's wire writer, its type byte then set to `typ` (0 CREATE, 2 INSTALL).
+fn forged(typ: u8) -> Vec<u8> {
+    let mut c = ccp_datapath::wire::Create {
+        sid: 0xdead,
+        init_cwnd: 14_480,
+        mss: 1448,
+        src_ip: 0x0100_000a,
+        src_port: 0x5114,
+        dst_ip: 0x0200_000a,
+        dst_port: 0x409c,
+        alg: [0; ccp_datapath::wire::ALG_NAME_LEN],
+    };
+    c.set_alg_name(b"mltcp").unwrap();
+    let mut b = vec![0u8; ccp_datapath::wire::CREATE_LEN];
+    c.write(&mut b).unwrap();
+    b[0] = typ;
     b
 }
 
@@ -44,9 +48,9 @@ fn forged_multicast_is_dropped_and_counted() {
     let counters = agent.counters();
     let forger = open_usersock().expect("netlink socket");
     bind_auto(&forger).expect("bind");
-    let mut install = create_msg();
+    let mut install = forged(0);
     install[0] = 2; // INSTALL: what crashes a stock portus agent
-    for m in [create_msg(), install] {
+    for m in [forged(0), install] {
         // Port id 0 has no kernel socket without the module: the unicast part may fail with
         // ECONNREFUSED after the multicast went out; the multicast is what matters.
         let _ = send_framed(&forger, &m, 1 << (CCP_GROUP - 1));
