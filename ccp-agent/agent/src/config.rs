@@ -4,48 +4,51 @@
 //! (`deny_unknown_fields`), and every refusal is a [`ConfigError`] naming the file, the field and
 //! the value, so a bad config stops the program before it touches any socket.
 //!
-//! ```toml
-//! # topo.toml
-//! slot_ms = 60              # slot length, ms (default 60); agents and switches must agree
-//! horizon = 10              # K planned slots (default 10)
-//!
-//! [[link]]                  # every link a scheduled flow may cross (one direction)
-//! id = 1
-//! name = "h1-nic"           # optional, for logs
-//! capacity_mbps = 100
-//!
-//! [[host]]                  # a host (on a real cluster one per agent; in the VM testbed an
-//! name = "h1"               #  emulated host, several per agent)
-//! addrs = ["10.0.0.1"]      # its IPv4 addresses (flows are matched by their source address)
-//! nic = 1                   # the link id of its NIC egress (kept by its agent)
-//! agent = "127.0.0.1:50061" # its agent's gRPC address
-//!
-//! [[switch]]                # an emulated switch daemon (`ccp-agent switch --name s1`)
-//! name = "s1"
-//! listen = "127.0.0.1:50070"
-//! links = [10]              # the links whose load table it owns
-//!
-//! [[route]]                 # the links a flow from `from` to `to` crosses, in order
-//! from = "h1"               # (default without a route: the source host's NIC only)
-//! to = "h2"
-//! links = [1, 10]
-//! ```
-//!
-//! ```toml
-//! # agent.toml
-//! topology = "topo.toml"    # relative paths are relative to this file's directory
-//! hosts = ["h1"]            # the hosts of the topology this agent serves
-//! listen = "127.0.0.1:50061"  # optional; default: the `agent` address of its first host
-//! program = "../../datapath-programs/mlcc-slot.ccp"   # the datapath program file
-//! progress_dir = "/dev/shm/mltcp-progress"  # optional; default $MLTCP_PROGRESS_DIR or that
-//! unix_name = "ccp-agent"   # with --ipc unix: the agent binds /tmp/ccp/<unix_name>
-//! nic_only = false          # true: no switch daemons, the agent keeps only its NIC links
-//! slot_ms = 60              # optional; overrides the topology's; --slot-ms overrides both
-//! horizon = 10              # optional; likewise --horizon
-//! min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
-//! cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
-//! rpc_timeout_ms = 20       # deadline of a switch or peer RPC within a slot
-//! ```
+//! The fields, with their meaning and defaults, are in [`TOPOLOGY_HELP`] and [`AGENT_HELP`]
+//! (also printed by `ccp-agent switch --help` and `ccp-agent run --help`).
+
+/// `topo.toml`, every field (printed by `ccp-agent switch --help`).
+pub const TOPOLOGY_HELP: &str = r#"# topo.toml
+slot_ms = 60              # slot length, ms (default 60); agents and switches must agree
+horizon = 10              # K planned slots (default 10)
+
+[[link]]                  # every link a scheduled flow may cross (one direction)
+id = 1
+name = "h1-nic"           # optional, for logs
+capacity_mbps = 100
+
+[[host]]                  # a host (on a real cluster one per agent; in the VM testbed an
+name = "h1"               #  emulated host, several per agent)
+addrs = ["10.0.0.1"]      # its IPv4 addresses (flows are matched by their source address)
+nic = 1                   # the link id of its NIC egress (kept by its agent)
+agent = "127.0.0.1:50061" # its agent's gRPC address
+
+[[switch]]                # an emulated switch daemon (`ccp-agent switch --name s1`)
+name = "s1"
+listen = "127.0.0.1:50070"
+links = [10]              # the links whose load table it owns
+
+[[route]]                 # the links a flow from `from` to `to` crosses, in order
+from = "h1"               # (default without a route: the source host's NIC only)
+to = "h2"
+links = [1, 10]
+"#;
+
+/// `agent.toml`, every field (printed by `ccp-agent run --help`).
+pub const AGENT_HELP: &str = r#"# agent.toml
+topology = "topo.toml"    # relative paths are relative to this file's directory
+hosts = ["h1"]            # the hosts of the topology this agent serves
+listen = "127.0.0.1:50061"  # optional; default: the `agent` address of its first host
+program = "../../datapath-programs/mlcc-slot.ccp"   # the datapath program file
+progress_dir = "/dev/shm/mltcp-progress"  # optional; default $MLTCP_PROGRESS_DIR or that
+unix_name = "ccp-agent"   # with --ipc unix: the agent binds /tmp/ccp/<unix_name>
+nic_only = false          # true: no switch daemons, the agent keeps only its NIC links
+slot_ms = 60              # optional; overrides the topology's; --slot-ms overrides both
+horizon = 10              # optional; likewise --horizon
+min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
+cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
+rpc_timeout_ms = 20       # deadline of a switch or peer RPC within a slot
+"#;
 
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
@@ -709,5 +712,19 @@ impl AgentConfig {
             .hosts
             .iter()
             .filter(|h| self.hosts.contains(&h.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_samples_name_only_real_fields() {
+        let t: RawTopology = toml::from_str(TOPOLOGY_HELP).unwrap();
+        assert_eq!((t.link.len(), t.host.len(), t.switch.len(), t.route.len()), (1, 1, 1, 1));
+        let a: RawAgentConfig = toml::from_str(AGENT_HELP).unwrap();
+        assert_eq!(a.hosts, ["h1"]);
+        assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");
     }
 }

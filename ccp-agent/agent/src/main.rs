@@ -23,10 +23,11 @@ struct Cli {
 enum Cmd {
     /// Run the agent: one per kernel, root (or CAP_NET_ADMIN) in the initial network namespace
     /// for --ipc netlink. SIGTERM/SIGINT close the datapath socket: flows fall back to native MLTCP.
+    #[command(after_long_help = ccp_agent::config::AGENT_HELP)]
     Run {
         /// agent.toml: topology file, served hosts, listen address, program file, progress
         /// directory, unix_name, nic_only, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
-        /// rpc_timeout_ms (see the README section "ccp-agent").
+        /// rpc_timeout_ms (every field: see below with --help).
         #[arg(long)]
         config: PathBuf,
         /// CCP transport: netlink (the kernel module) or unix (/tmp/ccp/<unix_name>, user-space datapaths).
@@ -42,6 +43,7 @@ enum Cmd {
     },
     /// Run an emulated switch daemon: load tables of its links over K slots, served over gRPC
     /// (FetchFeedback, UpdateSchedule) on the topology's `listen` address of that switch.
+    #[command(after_long_help = ccp_agent::config::TOPOLOGY_HELP)]
     Switch {
         /// topo.toml: slot_ms, horizon, [[link]], [[host]], [[switch]], [[route]].
         #[arg(long)]
