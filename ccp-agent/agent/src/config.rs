@@ -722,7 +722,10 @@ mod tests {
     #[test]
     fn the_help_samples_name_only_real_fields() {
         let t: RawTopology = toml::from_str(TOPOLOGY_HELP).unwrap();
-        assert_eq!((t.link.len(), t.host.len(), t.switch.len(), t.route.len()), (1, 1, 1, 1));
+        assert_eq!(
+            (t.link.len(), t.host.len(), t.switch.len(), t.route.len()),
+            (1, 1, 1, 1)
+        );
         let a: RawAgentConfig = toml::from_str(AGENT_HELP).unwrap();
         assert_eq!(a.hosts, ["h1"]);
         assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");

@@ -67,7 +67,6 @@ fn is_sending(role: Role, kind: FlowKind) -> bool {
 pub struct Monitor {
     scanner: Scanner,
     by_key: HashMap<FlowKey, Registration>,
-    pid: u32,
 }
 
 impl Monitor {
@@ -76,13 +75,13 @@ impl Monitor {
         Monitor {
             scanner: Scanner::new(dir),
             by_key: HashMap::new(),
-            pid: std::process::id(),
         }
     }
 
     /// Re-reads the directory and every region; logs refused regions and snapshot errors (once
-    /// per problem, as the scanner reports them). Attaches to new regions and beats the
-    /// attached ones' heartbeat (so `before_burst` knows an agent is there).
+    /// per problem, as the scanner reports them). The agent does not attach to the regions: it
+    /// grants no bursts yet (no PCN policy), so a library's `before_burst` must return at once,
+    /// which it does when no agent is attached.
     pub fn refresh(&mut self) {
         match self.scanner.scan() {
             Ok(report) => {
@@ -91,9 +90,6 @@ impl Monitor {
                 }
                 for p in &report.added {
                     tracing::info!(region = %p.display(), "progress region registered");
-                    if let Some(r) = self.scanner.region(p) {
-                        let _ = r.attach(self.pid);
-                    }
                 }
                 for p in &report.removed {
                     tracing::info!(region = %p.display(), "progress region gone");
@@ -106,9 +102,6 @@ impl Monitor {
         let (snaps, errors) = self.scanner.poll();
         for e in &errors {
             tracing::warn!(error = %e, "progress region unreadable");
-        }
-        for r in self.scanner.regions() {
-            let _ = r.heartbeat();
         }
         self.by_key.clear();
         for (_, s) in snaps {
@@ -175,7 +168,7 @@ impl Monitor {
         self.by_key.is_empty()
     }
 
-    /// Detaches from every region (at shutdown: `before_burst` then returns at once).
+    /// Detaches from every region (at shutdown; clears an attachment a previous agent left).
     pub fn detach(&self) {
         self.scanner.detach_all();
     }
