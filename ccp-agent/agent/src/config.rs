@@ -47,7 +47,8 @@ slot_ms = 60              # optional; overrides the topology's; --slot-ms overri
 horizon = 10              # optional; likewise --horizon
 min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
 cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
-rpc_timeout_ms = 20       # deadline of a switch or peer RPC within a slot
+rpc_timeout_ms = 20       # deadline of FetchFeedback, which the slot waits for (default slot/3);
+                          # UpdateSchedule and Notify, which nobody waits for, get a slot
 "#;
 
 use serde::Deserialize;

@@ -65,14 +65,18 @@ pub struct Net {
     rt: tokio::runtime::Handle,
     switches: Vec<(crate::config::Switch, SwitchClient<Channel>)>,
     peers: HashMap<SocketAddr, AgentClient<Channel>>,
+    /// Deadline of `FetchFeedback`, which the slot waits for (`rpc_timeout_ms`).
     timeout: Duration,
+    /// Deadline of the RPCs nobody waits for (`UpdateSchedule`, `Notify`): one slot.
+    slot: Duration,
     name: String,
 }
 
-fn channel(addr: SocketAddr, timeout: Duration) -> Option<Channel> {
+/// A channel to `addr` that connects at its first RPC; each call carries its own deadline.
+fn channel(addr: SocketAddr) -> Option<Channel> {
     tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .ok()
-        .map(|e| e.connect_timeout(timeout).timeout(timeout).connect_lazy())
+        .map(|e| e.connect_timeout(Duration::from_secs(1)).connect_lazy())
 }
 
 impl Net {
@@ -93,7 +97,7 @@ impl Net {
                 else {
                     continue;
                 };
-                let ep = ep.connect_timeout(Duration::from_secs(1)).timeout(timeout);
+                let ep = ep.connect_timeout(Duration::from_secs(1));
                 let ch = match tokio::time::timeout(Duration::from_secs(1), ep.connect()).await {
                     Ok(Ok(ch)) => ch,
                     _ => ep.connect_lazy(),
@@ -107,6 +111,7 @@ impl Net {
             switches,
             peers: HashMap::new(),
             timeout,
+            slot: Duration::from_millis(cfg.slot_ms),
             name: cfg.listen.to_string(),
         }
     }
@@ -116,7 +121,7 @@ impl Net {
             return Some(c.clone());
         }
         let _g = self.rt.enter();
-        let c = AgentClient::new(channel(addr, self.timeout)?);
+        let c = AgentClient::new(channel(addr)?);
         self.peers.insert(addr, c.clone());
         Some(c)
     }
@@ -794,7 +799,7 @@ impl<I: Ipc> AgentCore<I> {
 
     fn flush_updates(&mut self, slot: u64) {
         for (name, mut c, req) in self.take_batches(slot) {
-            let t = self.net.timeout;
+            let t = self.net.slot;
             let shared = self.shared.clone();
             self.net.rt.spawn(async move {
                 match tokio::time::timeout(t, c.update_schedule(req)).await {
@@ -878,15 +883,18 @@ impl<I: Ipc> AgentCore<I> {
             let Some(mut c) = self.net.peer(addr) else {
                 continue;
             };
-            let t = self.net.timeout;
+            let t = self.net.slot;
             let shared = self.shared.clone();
             self.net.rt.spawn(async move {
-                if !matches!(tokio::time::timeout(t, c.notify(n)).await, Ok(Ok(_))) {
-                    shared
-                        .rpc_failures
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::debug!(peer = %addr, "Notify failed");
-                }
+                let why = match tokio::time::timeout(t, c.notify(n)).await {
+                    Ok(Ok(_)) => return,
+                    Ok(Err(s)) => s.message().to_string(),
+                    Err(_) => String::from("deadline passed"),
+                };
+                shared
+                    .rpc_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(peer = %addr, error = %why, "Notify failed");
             });
         }
     }

@@ -47,3 +47,17 @@ pub fn wall_us() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
+
+/// The connections accepted on `l`, with Nagle's algorithm off (tonic sets `TCP_NODELAY` only on
+/// the connections of listeners it binds itself; without it a small reply can wait for the
+/// peer's delayed ACK, tens of milliseconds, more than a slot's RPC deadline).
+pub fn nodelay_incoming(
+    l: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(l).map(|s| {
+        let s = s?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    })
+}

@@ -82,12 +82,9 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         rt.spawn(
             tonic::transport::Server::builder()
                 .add_service(svc)
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(l),
-                    async {
-                        let _ = rx.await;
-                    },
-                ),
+                .serve_with_incoming_shutdown(crate::nodelay_incoming(l), async {
+                    let _ = rx.await;
+                }),
         )
     };
     let net = Net::new(&cfg, rt.handle().clone());

@@ -240,14 +240,13 @@ pub async fn serve(
     };
     let svc = switch_server::SwitchServer::new(SwitchService::new(state));
     tracing::info!(switch = %switch.name, links = ?switch.links, listen = %switch.listen, "switch daemon serving");
-    let router = tonic::transport::Server::builder().add_service(svc);
+    let router = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(svc);
     let r = match listener {
         Some(l) => {
             router
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(l),
-                    shutdown,
-                )
+                .serve_with_incoming_shutdown(crate::nodelay_incoming(l), shutdown)
                 .await
         }
         None => router.serve_with_shutdown(switch.listen, shutdown).await,

@@ -50,37 +50,68 @@ struct Rank {
     w: Writer,
     it: u64,
     in_iter: u64,
+    iter_bytes: u64,
     idle_until: Option<Instant>,
 }
 
 impl Rank {
+    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
+    /// `peer` `None`, a job without paradigm.
     fn new(dir: &std::path::Path, job: &str, rank: u32, flow: &FlowKey, peer: Option<u32>) -> Self {
+        match peer {
+            Some(p) => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Ring, Role::Worker),
+                &[(*flow, FlowKind::RingSend, p)],
+            ),
+            None => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Unknown, Role::Unknown),
+                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
+            ),
+        }
+    }
+
+    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
+    fn with_flows(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        (paradigm, role): (Paradigm, Role),
+        flows: &[(FlowKey, FlowKind, u32)],
+    ) -> Self {
         let opts = WriterOptions {
             dir: Some(dir.to_path_buf()),
             max_flows: 0,
         };
         let mut w = Writer::create(job, rank, &opts).unwrap();
-        w.set_bytes_per_iteration(ITER_BYTES);
-        let kind = match peer {
-            Some(p) => {
-                w.set_job(Paradigm::Ring, Role::Worker, 2);
-                w.set_ring(p, p);
-                FlowKind::RingSend
-            }
-            None => FlowKind::Unspecified,
-        };
-        let rec = FlowRecord::new(
-            sa(flow, true),
-            sa(flow, false),
-            kind,
-            peer.unwrap_or(mltcp_progress::NO_RANK),
-        );
-        w.add_flow(rec).unwrap();
+        let iter_bytes = ITER_BYTES * flows.len() as u64;
+        w.set_bytes_per_iteration(iter_bytes);
+        if paradigm != Paradigm::Unknown {
+            w.set_job(paradigm, role, 3);
+        }
+        if paradigm == Paradigm::Ring {
+            w.set_ring(flows[0].2, flows[0].2);
+        }
+        for (flow, kind, peer) in flows {
+            w.add_flow(FlowRecord::new(
+                sa(flow, true),
+                sa(flow, false),
+                *kind,
+                *peer,
+            ))
+            .unwrap();
+        }
         w.begin_iteration(1);
         Rank {
             w,
             it: 1,
             in_iter: 0,
+            iter_bytes,
             idle_until: None,
         }
     }
@@ -95,10 +126,10 @@ impl Rank {
             self.in_iter = 0;
             self.w.begin_iteration(self.it);
         }
-        let n = n.min(ITER_BYTES - self.in_iter);
+        let n = n.min(self.iter_bytes - self.in_iter);
         self.w.add_bytes(n);
         self.in_iter += n;
-        if self.in_iter >= ITER_BYTES {
+        if self.in_iter >= self.iter_bytes {
             self.idle_until = Some(Instant::now() + Duration::from_millis(100));
         }
     }
@@ -106,6 +137,10 @@ impl Rank {
 
 #[test]
 fn two_agents_one_switch_mock_datapaths() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
+        .with_test_writer()
+        .try_init();
     let tmp = TempDir::new("e2e");
     let progress = tmp.0.join("progress");
     std::fs::create_dir_all(&progress).unwrap();
@@ -242,32 +277,70 @@ links = [2, 11]
     let r0 = Arc::new(Mutex::new(Rank::new(&progress, "ring2", 0, &f0, Some(1))));
     let r1 = Arc::new(Mutex::new(Rank::new(&progress, "ring2", 1, &f1, Some(0))));
     let rs = Arc::new(Mutex::new(Rank::new(&progress, "solo", 0, &solo, None)));
+    // A parameter-server job: the PS (rank 0) on h2 broadcasts to workers 1 and 2 on h1, which
+    // push to it.
+    let push = [
+        key([10, 1, 0, 1], 42001, [10, 1, 0, 2], 6100),
+        key([10, 1, 0, 1], 42002, [10, 1, 0, 2], 6100),
+    ];
+    let bcast = [
+        key([10, 1, 0, 2], 6101, [10, 1, 0, 1], 43001),
+        key([10, 1, 0, 2], 6102, [10, 1, 0, 1], 43002),
+    ];
+    let ps_proc = |rank: u32, role, flows: &[(FlowKey, FlowKind, u32)]| {
+        Arc::new(Mutex::new(Rank::with_flows(
+            &progress,
+            "ps3",
+            rank,
+            (Paradigm::ParameterServer, role),
+            flows,
+        )))
+    };
+    let w1 = ps_proc(1, Role::Worker, &[(push[0], FlowKind::PsPush, 0)]);
+    let w2 = ps_proc(2, Role::Worker, &[(push[1], FlowKind::PsPush, 0)]);
+    let ps = ps_proc(
+        0,
+        Role::ParameterServer,
+        &[
+            (bcast[0], FlowKind::PsPull, 1),
+            (bcast[1], FlowKind::PsPull, 2),
+        ],
+    );
     let line = 12_500_000; // 100 Mbit/s
+    let flow = |key| MockFlow {
+        key,
+        line_rate: line,
+    };
     let dp_a = {
-        let (r0, rs) = (r0.clone(), rs.clone());
-        let flow = |key| MockFlow {
-            key,
-            line_rate: line,
-        };
-        MockDatapath::start(
-            &names[0],
-            vec![flow(f0), flow(other), flow(solo)],
-            move |i, n| match i {
-                0 => r0.lock().unwrap().acked(n),
-                2 => rs.lock().unwrap().acked(n),
-                _ => {}
-            },
-        )
+        let procs = [r0.clone(), rs.clone(), w1.clone(), w2.clone()];
+        // Flow i of the datapath → its process (the unregistered flow 1 has none).
+        let owner = [Some(0), None, Some(1), Some(2), Some(3)];
+        let flows = vec![
+            flow(f0),
+            flow(other),
+            flow(solo),
+            flow(push[0]),
+            flow(push[1]),
+        ];
+        MockDatapath::start(&names[0], flows, move |i, n| {
+            if let Some(p) = owner[i] {
+                procs[p].lock().unwrap().acked(n);
+            }
+        })
     };
     let dp_b = {
-        let r1 = r1.clone();
+        let (r1, ps) = (r1.clone(), ps.clone());
         MockDatapath::start(
             &names[1],
-            vec![MockFlow {
-                key: f1,
-                line_rate: line,
-            }],
-            move |_, n| r1.lock().unwrap().acked(n),
+            vec![flow(f1), flow(bcast[0]), flow(bcast[1])],
+            move |i, n| {
+                if i == 0 {
+                    r1.lock().unwrap()
+                } else {
+                    ps.lock().unwrap()
+                }
+                .acked(n)
+            },
         )
     };
 
@@ -303,6 +376,13 @@ links = [2, 11]
     assert_eq!(sa_.errors + sb.errors, 0);
     // Rates: set by the agents, within the shared link's 40 Mbit/s (5 MB/s) once planned.
     assert!(sa_.has_program[2], "the solo job's flow has the program");
+    assert!(
+        sa_.has_program[3..]
+            .iter()
+            .chain(&sb.has_program[1..])
+            .all(|p| *p),
+        "the PS job's flows have the program"
+    );
     // (A slot whose switch feedback missed its deadline plans on the NIC alone: allow a few.)
     for (who, rates) in [
         ("A", &sa_.rates[0]),
@@ -328,8 +408,8 @@ links = [2, 11]
         "link 10 load {max_link_load}"
     );
     // Status: the controlled flows, the native one counted; notices crossed.
-    assert_eq!((st_a.flows.len(), st_a.native_flows), (2, 1), "{st_a:?}");
-    assert_eq!((st_b.flows.len(), st_b.native_flows), (1, 0), "{st_b:?}");
+    assert_eq!((st_a.flows.len(), st_a.native_flows), (4, 1), "{st_a:?}");
+    assert_eq!((st_b.flows.len(), st_b.native_flows), (3, 0), "{st_b:?}");
     assert_eq!(st_a.mode, "switch");
     assert!(
         st_a.flows
@@ -343,16 +423,20 @@ links = [2, 11]
         st_a.notices_received,
         st_b.notices_received
     );
+    // RPCs meet their deadlines (a lost notice or update is tolerated, not the norm).
+    for st in [&st_a, &st_b] {
+        assert!(
+            st.rpc_failures * 4 <= st.notices_received,
+            "{} RPC failures",
+            st.rpc_failures
+        );
+    }
     // The ring made progress through several iterations.
-    let its = [
-        r0.lock().unwrap().it,
-        r1.lock().unwrap().it,
-        rs.lock().unwrap().it,
-    ];
-    println!(
-        "iterations: ring rank 0 {}, rank 1 {}, solo {}",
-        its[0], its[1], its[2]
-    );
+    let its: Vec<u64> = [&r0, &r1, &rs, &w1, &w2, &ps]
+        .iter()
+        .map(|p| p.lock().unwrap().it)
+        .collect();
+    println!("iterations: ring ranks 0 and 1, solo, PS workers 1 and 2, PS: {its:?}");
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
     for s in &shareds {
         assert!(s.status().slot > 0);
