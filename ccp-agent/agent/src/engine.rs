@@ -348,6 +348,10 @@ impl<I: Ipc> AgentCore<I> {
         }
         self.slot = Some(slot);
         let _ = self.table.advance_to(slot);
+        // Notices of jobs that stopped sending: forgotten after a horizon of slots.
+        let horizon = self.clock.horizon() as u64;
+        self.notices
+            .retain(|_, n| n.slot.saturating_add(horizon) >= slot);
         self.measure(slot);
         self.refresh_registrations();
         self.feedback = self.fetch_feedback(slot);
