@@ -346,6 +346,7 @@ impl<I: Ipc> AgentCore<I> {
         if self.slot.is_some_and(|s| s >= slot) {
             return;
         }
+        let started = std::time::Instant::now();
         self.slot = Some(slot);
         let _ = self.table.advance_to(slot);
         // Notices of jobs that stopped sending: forgotten after a horizon of slots.
@@ -379,6 +380,12 @@ impl<I: Ipc> AgentCore<I> {
         }
         self.flush_updates(slot);
         self.publish_status(slot);
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.shared
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .slot_work_us = us;
     }
 
     /// Notices arrived from other agents (the gRPC task woke the portus thread).

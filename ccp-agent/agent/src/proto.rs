@@ -42,7 +42,8 @@
 //! message StatusReply { uint64 slot = 1; uint64 slot_us = 2; string mode = 3;
 //!                       repeated FlowStatus flows = 4; uint32 native_flows = 5;
 //!                       uint64 dropped_foreign = 6; uint64 dropped_bad = 7;
-//!                       uint64 notices_received = 8; uint64 rpc_failures = 9; }
+//!                       uint64 notices_received = 8; uint64 rpc_failures = 9;
+//!                       uint64 slot_work_us = 10; }
 //! ```
 //!
 //! Units: rates in bit/s, sizes in bytes, slots are numbers on the wall-clock grid
@@ -220,6 +221,9 @@ pub struct StatusReply {
     pub notices_received: u64,
     #[prost(uint64, tag = "9")]
     pub rpc_failures: u64,
+    /// Time the last slot's work took on the agent, µs (monitoring, feedback, planning, rates).
+    #[prost(uint64, tag = "10")]
+    pub slot_work_us: u64,
 }
 
 /// Generated `Switch` client and server.

@@ -18,10 +18,11 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "slot {} ({} ms, {}): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}",
+        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}",
         s.slot,
         s.slot_us / 1000,
         s.mode,
+        s.slot_work_us,
         s.flows.len(),
         s.native_flows,
         s.dropped_foreign,
