@@ -120,3 +120,52 @@ pub async fn switch_status(addr: SocketAddr) -> Result<proto::FeedbackReply> {
         .map_err(|e| anyhow!("switch {addr}: {}", e.message()))?
         .into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_show_rates_in_mbit() {
+        let s = proto::StatusReply {
+            slot: 7,
+            slot_us: 60_000,
+            mode: "switch".into(),
+            flows: vec![proto::FlowStatus {
+                job: "j".into(),
+                src: "10.0.0.1:1".into(),
+                dst: "10.0.0.2:2".into(),
+                scheduled_bps: 40_000_000,
+                achieved_bps: 12_500_000,
+                outcome: "raised".into(),
+                ..Default::default()
+            }],
+            native_flows: 2,
+            ..Default::default()
+        };
+        let t = format_agent(&s);
+        assert!(
+            t.starts_with("slot 7 (60 ms, switch, work 0 us): 1 controlled flows, 2 native"),
+            "{t}"
+        );
+        assert!(
+            t.contains("40.00") && t.contains("12.50") && t.contains("raised"),
+            "{t}"
+        );
+        let r = proto::FeedbackReply {
+            start_slot: 3,
+            flows: 1,
+            links: vec![proto::LinkFeedback {
+                link: 10,
+                capacity_bps: 40_000_000,
+                estimate_bps: 30_000_000,
+                load_bps: vec![1_000_000, 0],
+            }],
+        };
+        let t = format_switch(&r);
+        assert!(
+            t.contains("link   10: capacity 40.00 estimate 30.00 load [1.00 0.00]"),
+            "{t}"
+        );
+    }
+}
