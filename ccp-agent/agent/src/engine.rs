@@ -181,6 +181,8 @@ pub struct AgentCore<I: Ipc> {
     feedback: HashMap<u32, (u64, Vec<u64>)>,
     /// This slot's plans of this agent's flows on switch links, per link and slot.
     adds: HashMap<u32, Vec<u64>>,
+    /// When the progress regions were last read.
+    last_refresh: Option<std::time::Instant>,
 }
 
 /// The datapath program's report fields and control register the agent uses.
@@ -228,6 +230,7 @@ impl<I: Ipc> AgentCore<I> {
             last_feedback: HashMap::new(),
             feedback: HashMap::new(),
             adds: HashMap::new(),
+            last_refresh: None,
         })
     }
 
@@ -269,7 +272,15 @@ impl<I: Ipc> AgentCore<I> {
             lost_last: 0,
             unthrottled_bps,
         };
-        self.monitor.refresh();
+        // A burst of CREATEs rescans the regions at most once a millisecond; a flow whose region
+        // was missed gets its program at the next slot.
+        if self
+            .last_refresh
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(1))
+        {
+            self.monitor.refresh();
+            self.last_refresh = Some(std::time::Instant::now());
+        }
         f.reg = self.registration(&key);
         tracing::info!(sid = info.sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
         if f.reg.is_some() {
@@ -446,6 +457,7 @@ impl<I: Ipc> AgentCore<I> {
 
     fn refresh_registrations(&mut self) {
         self.monitor.refresh();
+        self.last_refresh = Some(std::time::Instant::now());
         let locals: Vec<u64> = self.flows.keys().copied().collect();
         for l in locals {
             let Some(key) = self.flows.get(&l).map(|f| f.key) else {
