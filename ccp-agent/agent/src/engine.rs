@@ -27,7 +27,8 @@
 //!    `mlcc_sched::reduce`;
 //! 6. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
-//!    not planned and runs at its NIC's capacity;
+//!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
+//!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;
 //! 7. publishes the schedules with the achieved rates (`UpdateSchedule`) and the status.
 //!
 //! Progress of a flow: F_i (sent bytes) is the bytes the flow's reports acknowledged since its
@@ -384,6 +385,11 @@ impl<I: Ipc> AgentCore<I> {
         let inbox = self.shared.take_inbox();
         for n in inbox {
             self.handle_notice(n);
+        }
+        // Every slot every controlled flow gets its Rate, changed or not: the keepalive the
+        // module's `ccp_heartbeat_ms` expects (set it above the slot length).
+        for f in self.flows.values_mut() {
+            f.applied_bps = None;
         }
         let locals: Vec<u64> = self.flows.keys().copied().collect();
         for l in locals {
