@@ -24,7 +24,11 @@
 //! 5. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
 //!    place when the receiver is one of this agent's hosts); a receiver cuts its successor flows
 //!    by the excess (ring: (F_succ − F_i)+; PS broadcast: (F_j − F_a^min)+) with
-//!    `mlcc_sched::reduce`;
+//!    `mlcc_sched::reduce`, re-planning their later slots against what the other flows hold
+//!    now. Only a notice of the current slot cuts; the latest notices of the same iteration are
+//!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
+//!    which the PS's agent sends as `bound_bytes`; PS: F_a^min over its workers' notices), and
+//!    are forgotten after K slots;
 //! 6. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
 //!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
