@@ -24,8 +24,10 @@
 
 mod algs;
 mod forge;
-mod nl;
 mod ping;
+
+/// The sender-checked netlink backend, shared with `ccp-agent` (crate `ccp-ipc`).
+use ccp_ipc::netlink as nl;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! A portus [`Ipc`] backend over `NETLINK_USERSOCK` multicast group 22 that accepts only what the
 //! kernel sent.
 //!
@@ -13,6 +14,7 @@ use portus::ipc::Ipc;
 use portus::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The multicast group portus and the datapath use.
 pub const CCP_GROUP: u32 = 22;
@@ -21,14 +23,64 @@ pub const NETLINK_USERSOCK: i32 = 2;
 /// Size of the netlink message header in front of every CCP message.
 pub const NLMSG_HDRSIZE: usize = 16;
 
-/// Messages dropped because their sender was not the kernel (port id != 0).
+/// Messages dropped because their sender was not the kernel (port id != 0), by every
+/// [`CheckedNetlink`] of the process.
 pub static DROPPED_FOREIGN: AtomicU64 = AtomicU64::new(0);
-/// Messages from the kernel dropped as malformed or of a type a datapath never sends.
+/// Messages from the kernel dropped as malformed or of a type a datapath never sends, by every
+/// [`CheckedNetlink`] of the process.
 pub static DROPPED_BAD: AtomicU64 = AtomicU64::new(0);
+
+/// The drop counters of one [`CheckedNetlink`] (shared with whoever asked for them through
+/// [`CheckedNetlink::counters`], e.g. a status endpoint, after the socket moved into portus).
+#[derive(Debug, Default)]
+pub struct DropCounters {
+    /// Messages whose sender port id was not 0.
+    pub foreign: AtomicU64,
+    /// Messages from the kernel that were malformed or of a type a datapath never sends.
+    pub bad: AtomicU64,
+}
 
 /// A netlink socket subscribed to group 22 that checks the sender of every message.
 pub struct CheckedNetlink {
     fd: OwnedFd,
+    counters: Arc<DropCounters>,
+}
+
+/// What [`classify`] makes of one received netlink datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A CCP message from the kernel: the payload is `datagram[NLMSG_HDRSIZE..end]`.
+    Accept {
+        /// End of the CCP payload in the datagram (the netlink header's length).
+        end: usize,
+    },
+    /// Sent by a process, not by the kernel (sender port id != 0): dropped.
+    Foreign,
+    /// From the kernel, but malformed, of a type a datapath never sends, or larger than the
+    /// caller's buffer (`buf_len`): dropped.
+    Bad,
+}
+
+/// Classifies a netlink datagram (the message must also be [`crate::portus_safe`]) `datagram` received from sender port id `sender_portid`, for
+/// a caller whose message buffer holds `buf_len` bytes. Pure: no I/O, never panics.
+pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict {
+    if sender_portid != 0 {
+        return Verdict::Foreign;
+    }
+    // One nlmsghdr: its length must cover the header and a CCP header (u16 type, u16 len, u32 sid).
+    let Some(b) = datagram.get(..4) else {
+        return Verdict::Bad;
+    };
+    let nl_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    if nl_len < NLMSG_HDRSIZE + 8 || nl_len > datagram.len() {
+        return Verdict::Bad;
+    }
+    let payload = &datagram[NLMSG_HDRSIZE..nl_len];
+    let typ = u16::from_le_bytes([payload[0], payload[1]]);
+    if !from_datapath(typ) || payload.len() > buf_len || !crate::portus_safe(payload) {
+        return Verdict::Bad;
+    }
+    Verdict::Accept { end: nl_len }
 }
 
 fn errno_err(what: &str) -> Error {
@@ -56,7 +108,13 @@ fn setsockopt_int(fd: i32, level: i32, opt: i32, val: i32) -> std::io::Result<()
 /// Opens an unbound `NETLINK_USERSOCK` raw socket.
 pub fn open_usersock() -> Result<OwnedFd> {
     // SAFETY: Plain socket(2) call; the result is checked before it is wrapped.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_USERSOCK) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_USERSOCK,
+        )
+    };
     if fd < 0 {
         return Err(errno_err("socket(AF_NETLINK, NETLINK_USERSOCK)"));
     }
@@ -127,13 +185,25 @@ impl CheckedNetlink {
         let fd = open_usersock()?;
         bind_auto(&fd)?;
         let raw = fd.as_raw_fd();
-        setsockopt_int(raw, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, CCP_GROUP as i32)
-            .map_err(|e| Error(format!("joining netlink group {CCP_GROUP} (needs CAP_NET_ADMIN): {e}")))?;
+        setsockopt_int(
+            raw,
+            libc::SOL_NETLINK,
+            libc::NETLINK_ADD_MEMBERSHIP,
+            CCP_GROUP as i32,
+        )
+        .map_err(|e| {
+            Error(format!(
+                "joining netlink group {CCP_GROUP} (needs CAP_NET_ADMIN): {e}"
+            ))
+        })?;
         // Reports of many flows every 10 ms: a bigger buffer than the default avoids ENOBUFS.
         if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
             let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
         }
-        let tv = libc::timeval { tv_sec: 1, tv_usec: 0 };
+        let tv = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
         // SAFETY: `tv` outlives the call; the length matches.
         unsafe {
             libc::setsockopt(
@@ -144,7 +214,20 @@ impl CheckedNetlink {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             );
         }
-        Ok(Self { fd })
+        Ok(Self {
+            fd,
+            counters: Arc::default(),
+        })
+    }
+
+    /// This socket's drop counters.
+    pub fn counters(&self) -> Arc<DropCounters> {
+        self.counters.clone()
+    }
+
+    /// The socket's descriptor (to poll it; it stays owned by `self`).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 }
 
@@ -166,7 +249,9 @@ impl Ipc for CheckedNetlink {
     }
 
     fn send(&self, msg: &[u8], _to: &()) -> Result<()> {
-        send_to_kernel(&self.fd, msg).map(|_| ()).map_err(Error::from)
+        send_to_kernel(&self.fd, msg)
+            .map(|_| ())
+            .map_err(Error::from)
     }
 
     fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
@@ -190,29 +275,86 @@ impl Ipc for CheckedNetlink {
             return Err(errno_err("recv(netlink)"));
         }
         let n = n as usize;
-        if sa.nl_pid != 0 {
-            if let Some(k) = rate_limited(&DROPPED_FOREIGN) {
-                tracing::warn!(sender_portid = sa.nl_pid, total = k, "dropped a netlink message not sent by the kernel");
+        let datagram = &nl_buf[..n.min(nl_buf.len())];
+        match classify(sa.nl_pid, datagram, buf.len()) {
+            Verdict::Foreign => {
+                self.counters.foreign.fetch_add(1, Ordering::Relaxed);
+                if let Some(k) = rate_limited(&DROPPED_FOREIGN) {
+                    tracing::warn!(
+                        sender_portid = sa.nl_pid,
+                        total = k,
+                        "dropped a netlink message not sent by the kernel"
+                    );
+                }
+                Err(Error(String::from("foreign sender")))
             }
-            return Err(Error(String::from("foreign sender")));
-        }
-        // One nlmsghdr: its length must cover the header and a CCP header (u16 type, u16 len, u32 sid).
-        let nl_len = nl_buf.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let ok = matches!(nl_len, Some(l) if l >= NLMSG_HDRSIZE + 8 && l <= n);
-        let payload = if ok { &nl_buf[NLMSG_HDRSIZE..nl_len.unwrap_or(0)] } else { &[][..] };
-        let typ = payload.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-        if !ok || !typ.is_some_and(from_datapath) || payload.len() > buf.len() {
-            if let Some(k) = rate_limited(&DROPPED_BAD) {
-                tracing::warn!(len = n, ?typ, total = k, "dropped a malformed or unexpected message from the kernel");
+            Verdict::Bad => {
+                self.counters.bad.fetch_add(1, Ordering::Relaxed);
+                let typ = datagram
+                    .get(NLMSG_HDRSIZE..NLMSG_HDRSIZE + 2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]));
+                if let Some(k) = rate_limited(&DROPPED_BAD) {
+                    tracing::warn!(
+                        len = n,
+                        ?typ,
+                        total = k,
+                        "dropped a malformed or unexpected message from the kernel"
+                    );
+                }
+                Err(Error(String::from("bad message")))
             }
-            return Err(Error(String::from("bad message")));
+            Verdict::Accept { end } => {
+                let payload = &datagram[NLMSG_HDRSIZE..end];
+                buf[..payload.len()].copy_from_slice(payload);
+                Ok((payload.len(), ()))
+            }
         }
-        buf[..payload.len()].copy_from_slice(payload);
-        Ok((payload.len(), ()))
     }
-
     fn close(&mut self) -> Result<()> {
         // The OwnedFd closes on drop.
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(typ: u16, body: usize) -> Vec<u8> {
+        let len = NLMSG_HDRSIZE + 8 + body;
+        let mut v = (len as u32).to_le_bytes().to_vec();
+        v.extend_from_slice(&[0; 12]);
+        v.extend_from_slice(&typ.to_le_bytes());
+        v.extend_from_slice(&((8 + body) as u16).to_le_bytes());
+        v.extend_from_slice(&[0; 4]);
+        v.extend(std::iter::repeat_n(0u8, body));
+        v
+    }
+
+    #[test]
+    fn only_kernel_datapath_messages_pass() {
+        let m = framed(1, 8); // a closing MEASURE: uid 0, no fields
+        assert_eq!(classify(0, &m, 1024), Verdict::Accept { end: m.len() });
+        assert_eq!(classify(4242, &m, 1024), Verdict::Foreign);
+        // INSTALL (2), UPDATE_FIELDS (3) and CHANGE_PROG (4) never come from a datapath.
+        for t in [2, 3, 4, 9] {
+            assert_eq!(classify(0, &framed(t, 16), 1024), Verdict::Bad, "type {t}");
+        }
+        assert_eq!(
+            classify(0, &m, 8),
+            Verdict::Bad,
+            "larger than the caller's buffer"
+        );
+        assert_eq!(
+            classify(0, &m[..10], 1024),
+            Verdict::Bad,
+            "truncated header"
+        );
+        assert_eq!(
+            classify(0, &m[..m.len() - 1], 1024),
+            Verdict::Bad,
+            "length beyond datagram"
+        );
+        assert_eq!(classify(0, &[], 1024), Verdict::Bad);
     }
 }

@@ -1,0 +1,1118 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The agent's per-slot work: monitoring, Alg. 1 + Alg. 2 for every registered flow, rates
+//! through CCP, schedules to the switches, dependency notices to the other agents.
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV (Alg. 1 and 2,
+//! the control protocol of Sec. IV-C) and Sec. V (the prototype's scheduler on CCP). Every slot
+//! (`slot_us`, aligned to multiples of its length on the wall clock, so that agents and switches
+//! agree on slot numbers) [`AgentCore::on_slot`]:
+//!
+//! 1. turns the reports of the past slot into each flow's achieved rate, and records per NIC
+//!    link the total achieved rate as a rate sample (network-limited when a flow that had bytes
+//!    to send got less than 80% of its planned bytes; the table's available-bandwidth estimate,
+//!    the largest sample of the past 4 slots, comes from these);
+//! 2. refreshes the monitoring block (progress regions) and installs the datapath program on the
+//!    flows of newly registered processes (unregistered flows get none: native MLTCP);
+//! 3. fetches the switches' feedback for the links its flows cross (`FetchFeedback`, one RPC
+//!    per switch, with a deadline; for a switch that does not answer, its last feedback stands
+//!    in while it is less than K slots old, and after that its links are left out of the
+//!    paths, which then count only the NIC);
+//! 4. for each flow (ordered by job and rank, so a ring's flows on one agent see their
+//!    predecessors' fresh notices) computes Alg. 2 over Alg. 1 (`mlcc_sched::decide`) on the
+//!    combined path view (its NIC link from the agent's own table, the switch links from the
+//!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
+//! 5. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
+//!    place when the receiver is one of this agent's hosts); a receiver cuts its successor flows
+//!    by the excess (ring: (F_succ − F_i)+; PS broadcast: (F_j − F_a^min)+) with
+//!    `mlcc_sched::reduce`, re-planning their later slots against what the other flows hold
+//!    now. Only a notice of the current slot cuts; the latest notices of the same iteration are
+//!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
+//!    which the PS's agent sends as `bound_bytes`; PS: F_a^min over its workers' notices), and
+//!    are forgotten after K slots;
+//! 6. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
+//!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
+//!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
+//!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;
+//! 7. publishes the schedules with the achieved rates (`UpdateSchedule`) and the status.
+//!
+//! Progress of a flow: F_i (sent bytes) is the bytes the flow's reports acknowledged since its
+//! job's current iteration began (reset when the region's iteration number changes); the bytes
+//! left are the flow's share of the job's bytes per iteration minus F_i, so bytes still queued
+//! in the socket after the library handed them over are still planned, and a job between
+//! iterations (all acknowledged) reserves nothing.
+
+use crate::config::AgentConfig;
+use crate::flows::FlowKey;
+use crate::monitor::{Monitor, Registration};
+use crate::proto::{
+    self, agent::agent_client::AgentClient, notice_kind, switch::switch_client::SwitchClient,
+};
+use crate::shared::Shared;
+use mlcc_sched::{
+    Decision, Dependency, FlowId, FlowProgress, LinkId, LinkLoadTable, PathView, RateSample,
+    SlotClock,
+};
+use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
+use portus::ipc::Ipc;
+use portus::lang::Scope;
+use portus::{DatapathInfo, DatapathTrait, Report};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+/// Name of the datapath program in portus's table.
+pub const PROGRAM_NAME: &str = "mlcc";
+
+/// The agent's gRPC side: runtime handle and clients.
+pub struct Net {
+    rt: tokio::runtime::Handle,
+    switches: Vec<(crate::config::Switch, SwitchClient<Channel>)>,
+    peers: HashMap<SocketAddr, AgentClient<Channel>>,
+    /// Deadline of `FetchFeedback`, which the slot waits for (`rpc_timeout_ms`).
+    timeout: Duration,
+    /// Deadline of the RPCs nobody waits for (`UpdateSchedule`, `Notify`): one slot.
+    slot: Duration,
+    name: String,
+}
+
+/// A channel to `addr` that connects at its first RPC; each call carries its own deadline.
+fn channel(addr: SocketAddr) -> Option<Channel> {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .ok()
+        .map(|e| e.connect_timeout(Duration::from_secs(1)).connect_lazy())
+}
+
+impl Net {
+    /// Clients for the switches of `cfg` (none in NIC-only mode): each connected at once when
+    /// it answers within a second, else lazily at its first RPC.
+    pub fn new(cfg: &AgentConfig, rt: tokio::runtime::Handle) -> Self {
+        let timeout = Duration::from_millis(cfg.rpc_timeout_ms);
+        let list = if cfg.nic_only {
+            Vec::new()
+        } else {
+            cfg.topology.switches.clone()
+        };
+        let switches = rt.block_on(async move {
+            let mut out = Vec::new();
+            for s in list {
+                let Ok(ep) =
+                    tonic::transport::Endpoint::from_shared(format!("http://{}", s.listen))
+                else {
+                    continue;
+                };
+                let ep = ep.connect_timeout(Duration::from_secs(1));
+                let ch = match tokio::time::timeout(Duration::from_secs(1), ep.connect()).await {
+                    Ok(Ok(ch)) => ch,
+                    _ => ep.connect_lazy(),
+                };
+                out.push((s, SwitchClient::new(ch)));
+            }
+            out
+        });
+        Net {
+            rt,
+            switches,
+            peers: HashMap::new(),
+            timeout,
+            slot: Duration::from_millis(cfg.slot_ms),
+            name: cfg.listen.to_string(),
+        }
+    }
+
+    fn peer(&mut self, addr: SocketAddr) -> Option<AgentClient<Channel>> {
+        if let Some(c) = self.peers.get(&addr) {
+            return Some(c.clone());
+        }
+        let _g = self.rt.enter();
+        let c = AgentClient::new(channel(addr)?);
+        self.peers.insert(addr, c.clone());
+        Some(c)
+    }
+}
+
+/// What a flow was planned in a slot.
+#[derive(Clone, Debug)]
+struct Planned {
+    slot: u64,
+    decision: Decision,
+    view: PathView,
+    progress: FlowProgress,
+    local: Vec<LinkId>,
+    remote: Vec<u32>,
+}
+
+/// One CCP flow of a datapath.
+struct FlowEntry<I: Ipc> {
+    dp: portus::Datapath<I>,
+    scope: Option<Scope>,
+    key: FlowKey,
+    id: u64,
+    // Reports since the last slot tick.
+    acked: u64,
+    lost: u64,
+    rtt_us: u64,
+    // Progress bookkeeping.
+    reg: Option<Registration>,
+    iteration: Option<u64>,
+    acked_iter: u64,
+    plan: Option<Planned>,
+    applied_bps: Option<u32>,
+    achieved_bps: u64,
+    app_limited: bool,
+    lost_last: u64,
+    unthrottled_bps: u64,
+}
+
+/// The per-slot driver (see the module docs). Lives on the portus thread.
+pub struct AgentCore<I: Ipc> {
+    cfg: Arc<AgentConfig>,
+    clock: SlotClock,
+    monitor: Monitor,
+    flows: BTreeMap<u64, FlowEntry<I>>,
+    next_local: u64,
+    table: LinkLoadTable,
+    local_links: HashSet<u32>,
+    slot: Option<u64>,
+    shared: Arc<Shared>,
+    net: Net,
+    notices: HashMap<(String, u32, u32, u32), proto::DependencyNotice>,
+    gone: Vec<u64>,
+    failing: HashSet<String>,
+    pending: HashMap<String, Vec<proto::FlowSchedule>>,
+    last_feedback: HashMap<u32, (u64, u64, Vec<u64>)>,
+    /// This slot's switch feedback: link → (estimate, load of the other agents' flows).
+    feedback: HashMap<u32, (u64, Vec<u64>)>,
+    /// This slot's plans of this agent's flows on switch links, per link and slot.
+    adds: HashMap<u32, Vec<u64>>,
+    /// When the progress regions were last read.
+    last_refresh: Option<std::time::Instant>,
+}
+
+/// The datapath program's report fields and control register the agent uses.
+pub const REQUIRED_FIELDS: [&str; 6] = [
+    "Report.acked",
+    "Report.lost",
+    "Report.rtt",
+    "Report.rate",
+    "Report.micros",
+    "Control.slot_us",
+];
+
+impl<I: Ipc> AgentCore<I> {
+    /// A core for `cfg`; `net` carries the gRPC clients. Errors: a NIC link refused by the
+    /// table (never with a checked config).
+    pub fn new(
+        cfg: Arc<AgentConfig>,
+        shared: Arc<Shared>,
+        net: Net,
+    ) -> Result<Self, mlcc_sched::SchedError> {
+        let clock = SlotClock::new(cfg.slot_ms * 1000, cfg.horizon)?;
+        let mut table = LinkLoadTable::new(clock, clock.slot_at(crate::wall_us()));
+        let mut local_links = HashSet::new();
+        for h in cfg.served() {
+            let cap = cfg.topology.links.get(&h.nic).copied().unwrap_or(1);
+            table.add_link(LinkId(h.nic), cap)?;
+            local_links.insert(h.nic);
+        }
+        let monitor = Monitor::new(&cfg.progress_dir);
+        Ok(AgentCore {
+            cfg,
+            clock,
+            monitor,
+            flows: BTreeMap::new(),
+            next_local: 1,
+            table,
+            local_links,
+            slot: None,
+            shared,
+            net,
+            notices: HashMap::new(),
+            gone: Vec::new(),
+            failing: HashSet::new(),
+            pending: HashMap::new(),
+            last_feedback: HashMap::new(),
+            feedback: HashMap::new(),
+            adds: HashMap::new(),
+            last_refresh: None,
+        })
+    }
+
+    /// The slot grid.
+    pub fn clock(&self) -> SlotClock {
+        self.clock
+    }
+
+    fn served_src(&self, key: &FlowKey) -> Option<u64> {
+        let h = self.cfg.topology.host_of(key.src)?;
+        if !self.cfg.hosts.contains(&h.name) {
+            return None;
+        }
+        self.cfg.topology.links.get(&h.nic).copied()
+    }
+
+    /// A CREATE: remembers the flow and installs the program at once when its process is
+    /// registered. Returns the agent's id of the flow.
+    pub fn new_flow(&mut self, dp: portus::Datapath<I>, info: &DatapathInfo) -> u64 {
+        let key = FlowKey::from_ccp(info.src_ip, info.src_port, info.dst_ip, info.dst_port);
+        let local = self.next_local;
+        self.next_local += 1;
+        let unthrottled_bps = self.served_src(&key).unwrap_or(u64::from(u32::MAX) * 8);
+        let mut f = FlowEntry {
+            dp,
+            scope: None,
+            key,
+            id: key.id(),
+            acked: 0,
+            lost: 0,
+            rtt_us: 0,
+            reg: None,
+            iteration: None,
+            acked_iter: 0,
+            plan: None,
+            applied_bps: None,
+            achieved_bps: 0,
+            app_limited: true,
+            lost_last: 0,
+            unthrottled_bps,
+        };
+        // A burst of CREATEs rescans the regions at most once a millisecond; a flow whose region
+        // was missed gets its program at the next slot.
+        if self
+            .last_refresh
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(1))
+        {
+            self.monitor.refresh();
+            self.last_refresh = Some(std::time::Instant::now());
+        }
+        f.reg = self.registration(&key);
+        tracing::info!(sid = info.sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
+        if f.reg.is_some() {
+            self.install(&mut f);
+        }
+        self.flows.insert(local, f);
+        local
+    }
+
+    fn registration(&self, key: &FlowKey) -> Option<Registration> {
+        self.served_src(key)?;
+        self.monitor.lookup(key).filter(|r| r.sending).cloned()
+    }
+
+    fn install(&self, f: &mut FlowEntry<I>) {
+        let slot_us = u32::try_from(self.clock.slot_us()).unwrap_or(u32::MAX);
+        let rate = u32::try_from(f.unthrottled_bps / 8).unwrap_or(u32::MAX);
+        match f.dp.set_program(
+            PROGRAM_NAME,
+            Some(&[
+                ("Cwnd", self.cfg.cwnd_bytes),
+                ("Rate", rate),
+                ("Control.slot_us", slot_us),
+            ]),
+        ) {
+            Ok(sc) => {
+                f.scope = Some(sc);
+                f.applied_bps = Some(rate);
+                tracing::info!(flow = %f.key, "program installed");
+            }
+            Err(e) => tracing::warn!(flow = %f.key, error = %e.0, "set_program failed"),
+        }
+    }
+
+    /// A MEASURE of flow `local`: adds its fields to the slot's measurements.
+    pub fn on_report(&mut self, local: u64, m: &Report) {
+        let Some(f) = self.flows.get_mut(&local) else {
+            return;
+        };
+        let Some(sc) = &f.scope else { return };
+        let get = |name: &str| m.get_field(name, sc).ok();
+        if let Some(a) = get("Report.acked") {
+            f.acked = f.acked.saturating_add(a);
+        }
+        if let Some(l) = get("Report.lost") {
+            f.lost = f.lost.saturating_add(l);
+        }
+        if let Some(r) = get("Report.rtt") {
+            f.rtt_us = r;
+        }
+    }
+
+    /// The flow `local` closed.
+    pub fn close_flow(&mut self, local: u64) {
+        if let Some(f) = self.flows.remove(&local) {
+            let _ = self.table.remove_flow(FlowId(f.id));
+            self.gone.push(f.id);
+            tracing::info!(flow = %f.key, "flow closed");
+        }
+    }
+
+    /// Number of flows and how many run a program.
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.flows.len(),
+            self.flows.values().filter(|f| f.scope.is_some()).count(),
+        )
+    }
+
+    /// The per-slot work (see the module docs); does nothing when the slot of `now_us` was
+    /// already handled.
+    pub fn on_slot(&mut self, now_us: u64) {
+        let slot = self.clock.slot_at(now_us);
+        if self.slot.is_some_and(|s| s >= slot) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        self.slot = Some(slot);
+        let _ = self.table.advance_to(slot);
+        // Notices of jobs that stopped sending: forgotten after a horizon of slots.
+        let horizon = self.clock.horizon() as u64;
+        self.notices
+            .retain(|_, n| n.slot.saturating_add(horizon) >= slot);
+        self.measure(slot);
+        self.refresh_registrations();
+        self.feedback = self.fetch_feedback(slot);
+        self.adds.clear();
+        let mut order: Vec<(String, u32, u64)> = self
+            .flows
+            .iter()
+            .filter_map(|(local, f)| {
+                Some((f.reg.as_ref()?.job.clone(), f.reg.as_ref()?.rank, *local))
+            })
+            .filter(|(_, _, l)| self.flows.get(l).is_some_and(|f| f.scope.is_some()))
+            .collect();
+        order.sort();
+        for (_, _, local) in &order {
+            self.plan_flow(*local, slot);
+        }
+        self.send_notices(slot);
+        let inbox = self.shared.take_inbox();
+        for n in inbox {
+            self.handle_notice(n);
+        }
+        // Every slot every controlled flow gets its Rate, changed or not: the keepalive the
+        // module's `ccp_heartbeat_ms` expects (set it above the slot length).
+        for f in self.flows.values_mut() {
+            f.applied_bps = None;
+        }
+        let locals: Vec<u64> = self.flows.keys().copied().collect();
+        for l in locals {
+            self.apply(l);
+        }
+        self.flush_updates(slot);
+        self.publish_status(slot);
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.shared
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .slot_work_us = us;
+    }
+
+    /// Notices arrived from other agents (the gRPC task woke the portus thread).
+    pub fn on_wake(&mut self) {
+        let inbox = self.shared.take_inbox();
+        if inbox.is_empty() {
+            return;
+        }
+        for n in inbox {
+            self.handle_notice(n);
+        }
+        let locals: Vec<u64> = self.flows.keys().copied().collect();
+        for l in locals {
+            self.apply(l);
+        }
+        if let Some(slot) = self.slot {
+            self.flush_updates(slot);
+            self.publish_status(slot);
+        }
+    }
+
+    fn measure(&mut self, slot: u64) {
+        let slot_us = self.clock.slot_us().max(1);
+        let mut samples: HashMap<u32, (u64, bool)> = HashMap::new();
+        for f in self.flows.values_mut() {
+            let acked = std::mem::take(&mut f.acked);
+            f.lost_last = std::mem::take(&mut f.lost);
+            f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us))
+                .unwrap_or(u64::MAX);
+            f.acked_iter = f.acked_iter.saturating_add(acked);
+            f.app_limited = true;
+            if let Some(p) = &f.plan {
+                if p.slot + 1 == slot {
+                    let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
+                    let network_limited = planned > 0
+                        && acked.saturating_mul(10) < planned.saturating_mul(8)
+                        && p.progress.remaining_bytes > acked;
+                    f.app_limited = !network_limited;
+                    for l in &p.local {
+                        let e = samples.entry(l.0).or_insert((0, true));
+                        e.0 = e.0.saturating_add(f.achieved_bps);
+                        e.1 &= f.app_limited;
+                    }
+                }
+            }
+        }
+        for (l, (rate_bps, app_limited)) in samples {
+            let _ = self.table.record_rate(
+                LinkId(l),
+                RateSample {
+                    slot: slot.saturating_sub(1),
+                    rate_bps,
+                    app_limited,
+                },
+            );
+        }
+    }
+
+    fn refresh_registrations(&mut self) {
+        self.monitor.refresh();
+        self.last_refresh = Some(std::time::Instant::now());
+        let locals: Vec<u64> = self.flows.keys().copied().collect();
+        for l in locals {
+            let Some(key) = self.flows.get(&l).map(|f| f.key) else {
+                continue;
+            };
+            let reg = self.registration(&key);
+            let Some(mut f) = self.flows.remove(&l) else {
+                continue;
+            };
+            match &reg {
+                Some(r) => {
+                    if f.iteration != Some(r.iteration) {
+                        f.iteration = Some(r.iteration);
+                        f.acked_iter = 0;
+                    }
+                    if f.scope.is_none() {
+                        self.install(&mut f);
+                    }
+                }
+                None => {
+                    if f.reg.is_some() {
+                        tracing::info!(flow = %f.key, "no longer registered: unplanned, at NIC capacity");
+                        let _ = self.table.remove_flow(FlowId(f.id));
+                        self.gone.push(f.id);
+                    }
+                    f.plan = None;
+                }
+            }
+            f.reg = reg;
+            self.flows.insert(l, f);
+        }
+    }
+
+    /// One `FetchFeedback` per switch whose links this agent's flows cross: link → (capacity,
+    /// estimate, load of the others aligned to `slot`).
+    fn fetch_feedback(&mut self, slot: u64) -> HashMap<u32, (u64, Vec<u64>)> {
+        let mut out = HashMap::new();
+        if self.net.switches.is_empty() {
+            return out;
+        }
+        let mut wanted: HashMap<String, (HashSet<u32>, Vec<u64>)> = HashMap::new();
+        for f in self.flows.values() {
+            if f.reg.is_none() || f.scope.is_none() {
+                continue;
+            }
+            let src = self.cfg.topology.host_of(f.key.src);
+            let dst = self.cfg.topology.host_of(f.key.dst);
+            let Some(src) = src else { continue };
+            for l in self.cfg.topology.path(src, dst) {
+                if let Some(s) = self.cfg.topology.switch_of(l) {
+                    let e = wanted.entry(s.name.clone()).or_default();
+                    e.0.insert(l);
+                    if !e.1.contains(&f.id) {
+                        e.1.push(f.id);
+                    }
+                }
+            }
+        }
+        let k = self.clock.horizon();
+        let mut tasks = Vec::new();
+        for (sw, client) in &self.net.switches {
+            let Some((links, exclude)) = wanted.remove(&sw.name) else {
+                continue;
+            };
+            let mut links: Vec<u32> = links.into_iter().collect();
+            links.sort_unstable();
+            let mut c = client.clone();
+            let t = self.net.timeout;
+            let req = proto::FeedbackRequest {
+                links,
+                exclude_flows: exclude,
+                slot,
+            };
+            let wanted_links = req.links.clone();
+            let h = self
+                .net
+                .rt
+                .spawn(async move { tokio::time::timeout(t, c.fetch_feedback(req)).await });
+            tasks.push((sw.name.clone(), wanted_links, h));
+        }
+        for (name, wanted_links, h) in tasks {
+            let r = self.net.rt.block_on(h);
+            match r {
+                Ok(Ok(Ok(reply))) => {
+                    if self.failing.remove(&name) {
+                        tracing::info!(switch = %name, "switch answers again");
+                    }
+                    let reply = reply.into_inner();
+                    for lf in reply.links {
+                        let mut load = vec![0u64; k];
+                        for (i, cell) in load.iter_mut().enumerate() {
+                            let abs = slot.saturating_add(i as u64);
+                            if abs >= reply.start_slot {
+                                let j =
+                                    usize::try_from(abs - reply.start_slot).unwrap_or(usize::MAX);
+                                *cell = lf.load_bps.get(j).copied().unwrap_or(0);
+                            }
+                        }
+                        self.last_feedback
+                            .insert(lf.link, (slot, lf.estimate_bps, load.clone()));
+                        out.insert(lf.link, (lf.estimate_bps, load));
+                    }
+                }
+                other => {
+                    self.shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if self.failing.insert(name.clone()) {
+                        let why = match other {
+                            Ok(Ok(Err(s))) => s.message().to_string(),
+                            Ok(Err(_)) => String::from("deadline passed"),
+                            _ => String::from("task failed"),
+                        };
+                        tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are left out of the paths");
+                    }
+                    for l in wanted_links {
+                        let Some((at, est, load)) = self.last_feedback.get(&l) else {
+                            continue;
+                        };
+                        let age = usize::try_from(slot.saturating_sub(*at)).unwrap_or(usize::MAX);
+                        if age < k {
+                            let mut shifted: Vec<u64> = load.iter().skip(age).copied().collect();
+                            shifted.resize(k, 0);
+                            out.insert(l, (*est, shifted));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn dependency(&self, r: &Registration) -> Dependency {
+        let same = |n: &&proto::DependencyNotice, kind: u32| {
+            n.job == r.job && n.kind == kind && n.to_rank == r.rank && n.iteration == r.iteration
+        };
+        match (r.paradigm, r.role, r.kind) {
+            (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => self
+                .notices
+                .values()
+                .filter(|n| same(n, notice_kind::RING))
+                .map(|n| n.accumulated_bytes)
+                .max()
+                .map_or(Dependency::Independent, |f| Dependency::Ring {
+                    predecessor_bytes: f,
+                }),
+            (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
+                let b: Vec<u64> = self
+                    .notices
+                    .values()
+                    .filter(|n| same(n, notice_kind::PS_BROADCAST) && n.from_rank == r.peer_rank)
+                    .map(|n| n.bound_bytes)
+                    .collect();
+                Dependency::ps_aggregation(&b)
+            }
+            (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
+                let a: Vec<u64> = self
+                    .notices
+                    .values()
+                    .filter(|n| same(n, notice_kind::PS_AGGREGATION))
+                    .map(|n| n.accumulated_bytes)
+                    .collect();
+                Dependency::ps_broadcast(&a)
+            }
+            _ => Dependency::Independent,
+        }
+    }
+
+    /// What a flow sees of its path this slot: its NIC links from the agent's table (its own
+    /// schedule excluded), its switch links from this slot's feedback plus what the agent
+    /// planned on them so far in the slot, less `own` (the flow's own rates, when they are
+    /// among those).
+    fn path_view(
+        &self,
+        id: u64,
+        local: &[LinkId],
+        remote: &[u32],
+        own: Option<&[u64]>,
+    ) -> Option<PathView> {
+        let mut view = match self.table.path_view(local, Some(FlowId(id))) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(flow = id, error = %e, "no path view");
+                return None;
+            }
+        };
+        for l in remote {
+            let Some((est, load)) = self.feedback.get(l) else {
+                continue;
+            };
+            let add = self.adds.get(l);
+            for (i, (vl, va)) in view
+                .load_bps
+                .iter_mut()
+                .zip(view.available_bps.iter_mut())
+                .enumerate()
+            {
+                let planned = add.and_then(|a| a.get(i)).copied().unwrap_or(0);
+                let mine = own.and_then(|o| o.get(i)).copied().unwrap_or(0);
+                let others = load
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_add(planned.saturating_sub(mine));
+                *vl = vl.saturating_add(others);
+                *va = (*va).min(est.saturating_sub(others));
+            }
+        }
+        Some(view)
+    }
+
+    /// Adds (`add`) or takes off the rates of a plan on this slot's switch-link tally.
+    fn tally(&mut self, remote: &[u32], rates: &[u64], add: bool) {
+        let k = self.clock.horizon();
+        for l in remote {
+            let row = self.adds.entry(*l).or_insert_with(|| vec![0; k]);
+            for (a, r) in row.iter_mut().zip(rates) {
+                *a = if add {
+                    a.saturating_add(*r)
+                } else {
+                    a.saturating_sub(*r)
+                };
+            }
+        }
+    }
+
+    fn plan_flow(&mut self, local: u64, slot: u64) {
+        let Some(f) = self.flows.get(&local) else {
+            return;
+        };
+        let Some(reg) = f.reg.clone() else { return };
+        if reg.iteration_bytes.is_none() {
+            return;
+        }
+        let (key, id, acked_iter) = (f.key, f.id, f.acked_iter);
+        let Some(src) = self.cfg.topology.host_of(key.src) else {
+            return;
+        };
+        let path = self
+            .cfg
+            .topology
+            .path(src, self.cfg.topology.host_of(key.dst));
+        let local_links: Vec<LinkId> = path
+            .iter()
+            .filter(|l| self.local_links.contains(l))
+            .map(|l| LinkId(*l))
+            .collect();
+        let remote: Vec<u32> = path
+            .iter()
+            .copied()
+            .filter(|l| !self.local_links.contains(l) && self.feedback.contains_key(l))
+            .collect();
+        let Some(view) = self.path_view(id, &local_links, &remote, None) else {
+            return;
+        };
+        let progress = FlowProgress {
+            sent_bytes: acked_iter,
+            remaining_bytes: reg.iteration_bytes.unwrap_or(0).saturating_sub(acked_iter),
+        };
+        let dep = self.dependency(&reg);
+        let d = match mlcc_sched::decide(&self.clock, &progress, &dep, &view) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(flow = %key, error = %e, "Alg. 2 refused");
+                return;
+            }
+        };
+        self.tally(&remote, &d.plan.rates_bps, true);
+        let planned = Planned {
+            slot,
+            decision: d,
+            view,
+            progress,
+            local: local_links,
+            remote,
+        };
+        self.publish_local(id, &planned);
+        self.queue_update(id, &planned);
+        if let Some(f) = self.flows.get_mut(&local) {
+            f.plan = Some(planned);
+        }
+    }
+
+    fn publish_local(&mut self, id: u64, p: &Planned) {
+        let r = if p.decision.plan.rates_bps.iter().all(|r| *r == 0) {
+            self.table.remove_flow(FlowId(id)).map(|_| ())
+        } else {
+            self.table
+                .set_schedule(FlowId(id), &p.local, &p.decision.plan.schedule())
+        };
+        if let Err(e) = r {
+            if !matches!(e, mlcc_sched::SchedError::UnknownFlow(_)) {
+                tracing::warn!(flow = id, error = %e, "NIC table refused the schedule");
+            }
+        }
+    }
+
+    fn queue_update(&mut self, id: u64, p: &Planned) {
+        if self.net.switches.is_empty() {
+            return;
+        }
+        let (achieved_bps, app_limited) = self
+            .flows
+            .values()
+            .find(|f| f.id == id)
+            .map_or((0, true), |f| (f.achieved_bps, f.app_limited));
+        let s = p.decision.plan.schedule();
+        for (sw, _) in &self.net.switches {
+            // Only the switch links the plan was made against (a switch whose feedback is
+            // missing did not take part).
+            if p.remote.iter().any(|l| sw.links.contains(l)) {
+                self.pending
+                    .entry(sw.name.clone())
+                    .or_default()
+                    .push(proto::FlowSchedule {
+                        flow: id,
+                        links: p.remote.clone(),
+                        start_slot: s.start_slot,
+                        rates_bps: s.rates_bps.clone(),
+                        achieved_bps,
+                        achieved_slot: p.slot.saturating_sub(1),
+                        app_limited,
+                    });
+            }
+        }
+    }
+
+    /// The pending schedule updates of every switch, with removals for the flows gone, as one
+    /// request per switch.
+    fn take_batches(
+        &mut self,
+        slot: u64,
+    ) -> Vec<(String, SwitchClient<Channel>, proto::ScheduleUpdate)> {
+        for id in std::mem::take(&mut self.gone) {
+            for (sw, _) in &self.net.switches {
+                self.pending
+                    .entry(sw.name.clone())
+                    .or_default()
+                    .push(proto::FlowSchedule {
+                        flow: id,
+                        ..Default::default()
+                    });
+            }
+        }
+        let mut out = Vec::new();
+        for (sw, client) in &self.net.switches {
+            let Some(flows) = self.pending.remove(&sw.name) else {
+                continue;
+            };
+            out.push((
+                sw.name.clone(),
+                client.clone(),
+                proto::ScheduleUpdate {
+                    agent: self.net.name.clone(),
+                    slot,
+                    flows,
+                },
+            ));
+        }
+        out
+    }
+
+    fn flush_updates(&mut self, slot: u64) {
+        for (name, mut c, req) in self.take_batches(slot) {
+            let t = self.net.slot;
+            let shared = self.shared.clone();
+            self.net.rt.spawn(async move {
+                match tokio::time::timeout(t, c.update_schedule(req)).await {
+                    Ok(Ok(r)) => {
+                        for e in &r.get_ref().errors {
+                            tracing::warn!(switch = %name, error = %e, "schedule refused");
+                        }
+                    }
+                    _ => {
+                        shared
+                            .rpc_failures
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::debug!(switch = %name, "UpdateSchedule failed");
+                    }
+                }
+            });
+        }
+    }
+
+    fn send_notices(&mut self, slot: u64) {
+        let mut out = Vec::new();
+        let mut bcast_max: HashMap<(String, u32), u64> = HashMap::new();
+        for f in self.flows.values() {
+            let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                continue;
+            };
+            if p.slot == slot && r.role == Role::ParameterServer && r.kind == FlowKind::PsPull {
+                let e = bcast_max.entry((r.job.clone(), r.rank)).or_insert(0);
+                *e = (*e).max(p.decision.accumulated_bytes);
+            }
+        }
+        for f in self.flows.values() {
+            let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                continue;
+            };
+            if p.slot != slot || r.peer_rank == NO_RANK {
+                continue;
+            }
+            let kind = match (r.paradigm, r.role, r.kind) {
+                (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => {
+                    notice_kind::RING
+                }
+                (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
+                    notice_kind::PS_AGGREGATION
+                }
+                (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
+                    notice_kind::PS_BROADCAST
+                }
+                _ => continue,
+            };
+            let acc = p.decision.accumulated_bytes;
+            let bound = if kind == notice_kind::PS_BROADCAST {
+                bcast_max
+                    .get(&(r.job.clone(), r.rank))
+                    .copied()
+                    .unwrap_or(acc)
+            } else {
+                acc
+            };
+            let n = proto::DependencyNotice {
+                job: r.job.clone(),
+                from_rank: r.rank,
+                to_rank: r.peer_rank,
+                kind,
+                slot,
+                iteration: r.iteration,
+                accumulated_bytes: acc,
+                bound_bytes: bound,
+            };
+            out.push((f.key, n));
+        }
+        for (key, n) in out {
+            let Some(dst) = self.cfg.topology.host_of(key.dst) else {
+                continue;
+            };
+            let (local, addr) = (self.cfg.hosts.contains(&dst.name), dst.agent);
+            if local {
+                self.handle_notice(n);
+                continue;
+            }
+            let Some(mut c) = self.net.peer(addr) else {
+                continue;
+            };
+            let t = self.net.slot;
+            let shared = self.shared.clone();
+            self.net.rt.spawn(async move {
+                let why = match tokio::time::timeout(t, c.notify(n)).await {
+                    Ok(Ok(_)) => return,
+                    Ok(Err(s)) => s.message().to_string(),
+                    Err(_) => String::from("deadline passed"),
+                };
+                shared
+                    .rpc_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(peer = %addr, error = %why, "Notify failed");
+            });
+        }
+    }
+
+    /// Alg. 2's receiver side for one notice: remembers F_i, and cuts the successor flows of the
+    /// receiving process that are ahead of it by the excess.
+    fn handle_notice(&mut self, n: proto::DependencyNotice) {
+        let Some(slot) = self.slot else { return };
+        self.notices
+            .insert((n.job.clone(), n.kind, n.from_rank, n.to_rank), n.clone());
+        let bound = match n.kind {
+            notice_kind::RING => n.accumulated_bytes,
+            notice_kind::PS_AGGREGATION => self
+                .notices
+                .values()
+                .filter(|m| {
+                    m.job == n.job
+                        && m.kind == notice_kind::PS_AGGREGATION
+                        && m.to_rank == n.to_rank
+                        && m.iteration == n.iteration
+                })
+                .map(|m| m.accumulated_bytes)
+                .min()
+                .unwrap_or(n.accumulated_bytes),
+            _ => return,
+        };
+        let targets: Vec<u64> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| {
+                let (Some(r), Some(p)) = (&f.reg, &f.plan) else {
+                    return false;
+                };
+                let kind_ok = match n.kind {
+                    notice_kind::RING => {
+                        r.paradigm == Paradigm::Ring
+                            && matches!(r.kind, FlowKind::RingSend | FlowKind::Unspecified)
+                    }
+                    _ => r.role == Role::ParameterServer && r.kind == FlowKind::PsPull,
+                };
+                // Only a notice of this very slot bounds this slot's plan (an older F is lower).
+                kind_ok
+                    && r.job == n.job
+                    && r.rank == n.to_rank
+                    && r.iteration == n.iteration
+                    && p.slot == slot
+                    && n.slot == slot
+            })
+            .map(|(l, _)| *l)
+            .collect();
+        for local in targets {
+            let Some(f) = self.flows.get(&local) else {
+                continue;
+            };
+            let Some(p) = f.plan.clone() else { continue };
+            let excess = mlcc_sched::excess_bytes(p.decision.accumulated_bytes, bound);
+            if excess == 0 {
+                continue;
+            }
+            let (id, key) = (f.id, f.key);
+            // Re-plan the later slots against what the other flows hold now (the view of the
+            // planning time predates the flows planned after this one).
+            let view = self
+                .path_view(id, &p.local, &p.remote, Some(&p.decision.plan.rates_bps))
+                .unwrap_or_else(|| p.view.clone());
+            match mlcc_sched::reduce(&self.clock, &p.decision, &p.progress, excess, &view) {
+                Ok(d) => {
+                    tracing::debug!(flow = %key, excess, "successor flow reduced");
+                    self.tally(&p.remote, &p.decision.plan.rates_bps, false);
+                    self.tally(&p.remote, &d.plan.rates_bps, true);
+                    let np = Planned {
+                        decision: d,
+                        view,
+                        ..p
+                    };
+                    self.publish_local(id, &np);
+                    self.queue_update(id, &np);
+                    if let Some(f) = self.flows.get_mut(&local) {
+                        f.plan = Some(np);
+                    }
+                }
+                Err(e) => tracing::warn!(flow = id, error = %e, "reduction refused"),
+            }
+        }
+    }
+
+    /// The rate flow `local` should run at in the current slot, bit/s.
+    fn target_bps(&self, f: &FlowEntry<I>) -> u64 {
+        match (&f.reg, &f.plan) {
+            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
+                p.decision.rate_bps.max(self.cfg.min_rate_bps)
+            }
+            _ => f.unthrottled_bps,
+        }
+    }
+
+    fn apply(&mut self, local: u64) {
+        let Some(f) = self.flows.get(&local) else {
+            return;
+        };
+        let Some(sc) = &f.scope else { return };
+        let bytes = u32::try_from(self.target_bps(f) / 8)
+            .unwrap_or(u32::MAX)
+            .max(1);
+        if f.applied_bps == Some(bytes) {
+            return;
+        }
+        if let Err(e) = f.dp.update_field(sc, &[("Rate", bytes)]) {
+            tracing::warn!(flow = %f.key, error = %e.0, "setting Rate failed");
+            return;
+        }
+        if let Some(f) = self.flows.get_mut(&local) {
+            f.applied_bps = Some(bytes);
+        }
+    }
+
+    fn publish_status(&self, slot: u64) {
+        let mut flows = Vec::new();
+        let mut native = 0;
+        for f in self.flows.values() {
+            let Some(r) = &f.reg else {
+                native += 1;
+                continue;
+            };
+            if f.scope.is_none() {
+                native += 1;
+                continue;
+            }
+            let (outcome, remaining) = match &f.plan {
+                Some(p) if p.slot == slot => (
+                    format!("{:?}", p.decision.outcome).to_lowercase(),
+                    p.progress.remaining_bytes,
+                ),
+                _ if r.iteration_bytes.is_none() => (String::from("unplanned"), 0),
+                _ => (String::from("idle"), 0),
+            };
+            flows.push(proto::FlowStatus {
+                job: r.job.clone(),
+                rank: r.rank,
+                src: format!("{}:{}", f.key.src, f.key.src_port),
+                dst: format!("{}:{}", f.key.dst, f.key.dst_port),
+                flow: f.id,
+                scheduled_bps: self.target_bps(f),
+                achieved_bps: f.achieved_bps,
+                remaining_bytes: remaining,
+                rtt_us: f.rtt_us,
+                lost: f.lost_last,
+                outcome,
+                iteration: r.iteration,
+            });
+        }
+        let mode = if self.cfg.nic_only || self.net.switches.is_empty() {
+            "nic-only"
+        } else {
+            "switch"
+        };
+        let mut s = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
+        *s = proto::StatusReply {
+            slot,
+            slot_us: self.clock.slot_us(),
+            mode: mode.to_string(),
+            flows,
+            native_flows: native,
+            ..Default::default()
+        };
+    }
+
+    /// At shutdown: takes this agent's schedules off the switches (best effort, within the RPC
+    /// deadline) and detaches from the progress regions.
+    pub fn shutdown(&mut self) {
+        self.monitor.detach();
+        let ids: Vec<u64> = self
+            .flows
+            .values()
+            .filter(|f| f.plan.is_some())
+            .map(|f| f.id)
+            .collect();
+        self.gone.extend(ids);
+        for (_, mut c, req) in self.take_batches(self.clock.slot_at(crate::wall_us())) {
+            let t = self.net.timeout;
+            // The timer must be made inside the runtime.
+            let _ = self
+                .net
+                .rt
+                .block_on(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
+        }
+    }
+}

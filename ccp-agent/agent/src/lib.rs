@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `ccp-agent`: the per-host DNN-aware flow scheduler on CCP, and its emulated switch daemon.
+//!
+//! The scheduler of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers" (Zhao,
+//! Wu, Zhu; the "mlcc" prototype), Sec. IV–V, on `tcp_mltcp.ko`'s CCP datapath:
+//!
+//! - [`monitor`]: the monitoring block, over the `mltcp-progress` regions written by the
+//!   communication libraries; flows of unregistered processes get no program (native MLTCP);
+//! - [`engine`]: the per-slot loop (slots of `--slot-ms`, aligned on the wall clock; horizon K),
+//!   Alg. 1 + Alg. 2 through `mlcc_sched`, rates through CCP, feedback from and schedules to the
+//!   switches, dependency notices between agents;
+//! - [`ccp`]: the portus 0.9 algorithm and the IPC wrapper that runs the slot loop on portus's
+//!   thread; the datapath program comes from a file (`datapath-programs/mlcc-slot.ccp`);
+//! - [`switch`]: the switch daemon (`ccp-agent switch`), a load table per link over K slots;
+//! - [`proto`]: the gRPC messages and services (tonic/prost, no protoc);
+//! - [`config`]: `agent.toml` and `topo.toml`, refused with an error naming file, field, value;
+//! - [`run`], [`status`], [`peer`], [`shared`], [`flows`]: wiring, `ccp-agent status`, the
+//!   agent's gRPC service, state shared with it, flow identities.
+//!
+//! IPC: netlink to the kernel through `ccp_ipc::CheckedNetlink` (only messages with sender port
+//! id 0, the kernel, are accepted; the rest are counted), or unix datagrams for user-space
+//! datapaths. The kernel's CCP socket lives in the initial network namespace: the agent checks
+//! at start-up that it runs there (`ccp_ipc::check_initial_netns`).
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod ccp;
+pub mod config;
+pub mod engine;
+pub mod flows;
+pub mod monitor;
+pub mod peer;
+pub mod proto;
+pub mod run;
+pub mod shared;
+pub mod status;
+pub mod switch;
+
+/// Wall-clock time in microseconds since the Unix epoch (0 if the clock is before it). Agents
+/// and switches number slots from it, so their clocks must be synchronised (NTP/PTP) to well
+/// under a slot.
+pub fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The connections accepted on `l`, with Nagle's algorithm off (tonic sets `TCP_NODELAY` only on
+/// the connections of listeners it binds itself; without it a small reply can wait for the
+/// peer's delayed ACK, tens of milliseconds, more than a slot's RPC deadline).
+pub fn nodelay_incoming(
+    l: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(l).map(|s| {
+        let s = s?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    })
+}

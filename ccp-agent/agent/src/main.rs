@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `ccp-agent`: command line of the per-host flow scheduler (see the library crate's docs).
+
+use anyhow::{anyhow, Result};
+use ccp_agent::config::{AgentConfig, Topology};
+use ccp_agent::run::{run_agent, run_switch, IpcKind, RunOptions};
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// DNN-aware flow scheduler on tcp_mltcp's CCP datapath (mlcc: time slots, greedy least-path-load
+/// schedules, PS and ring dependency rules, emulated switches). Logging: RUST_LOG (default info).
+#[derive(Parser, Debug)]
+#[command(name = "ccp-agent", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the agent: one per kernel, root (or CAP_NET_ADMIN) in the initial network namespace
+    /// for --ipc netlink. SIGTERM/SIGINT close the datapath socket: flows fall back to native MLTCP.
+    #[command(after_long_help = ccp_agent::config::AGENT_HELP)]
+    Run {
+        /// agent.toml: topology file, served hosts, listen address, program file, progress
+        /// directory, unix_name, nic_only, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
+        /// rpc_timeout_ms (every field: see below with --help).
+        #[arg(long)]
+        config: PathBuf,
+        /// CCP transport: netlink (the kernel module) or unix (/tmp/ccp/<unix_name>, user-space datapaths).
+        #[arg(long, value_enum, default_value_t = IpcKind::Netlink)]
+        ipc: IpcKind,
+        /// Slot length in ms (default: agent.toml's, else the topology's, else 60); slots are
+        /// aligned to multiples of it on the wall clock.
+        #[arg(long)]
+        slot_ms: Option<u64>,
+        /// Horizon K: slots planned ahead, the current one included (default 10).
+        #[arg(long)]
+        horizon: Option<usize>,
+    },
+    /// Run an emulated switch daemon: load tables of its links over K slots, served over gRPC
+    /// (FetchFeedback, UpdateSchedule) on the topology's `listen` address of that switch.
+    #[command(after_long_help = ccp_agent::config::TOPOLOGY_HELP)]
+    Switch {
+        /// topo.toml: slot_ms, horizon, [[link]], [[host]], [[switch]], [[route]].
+        #[arg(long)]
+        config: PathBuf,
+        /// Which [[switch]] of the topology to serve (needed when there are several).
+        #[arg(long)]
+        name: Option<String>,
+        /// Slot length in ms (default: the topology's).
+        #[arg(long)]
+        slot_ms: Option<u64>,
+        /// Horizon K (default: the topology's).
+        #[arg(long)]
+        horizon: Option<usize>,
+    },
+    /// Show a running agent's per-flow scheduled and achieved rates (or a switch's load table).
+    Status {
+        /// The agent's gRPC address (default: the `listen` of --config).
+        #[arg(long)]
+        agent: Option<SocketAddr>,
+        /// Read the agent's address from this agent.toml.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Show this switch daemon's table instead.
+        #[arg(long)]
+        switch: Option<SocketAddr>,
+        /// Print the reply as Rust debug output instead of a table.
+        #[arg(long)]
+        raw: bool,
+    },
+}
+
+static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+extern "C" fn on_signal(_: libc::c_int) {
+    if let Some(s) = STOP.get() {
+        s.store(false, Ordering::SeqCst);
+    }
+}
+
+fn stop_on_signals() -> Arc<AtomicBool> {
+    let flag = STOP.get_or_init(|| Arc::new(AtomicBool::new(true))).clone();
+    // SAFETY: The handler only does an atomic store, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    flag
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    if let Err(e) = real_main(Cli::parse()) {
+        eprintln!("ccp-agent: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Run {
+            config,
+            ipc,
+            slot_ms,
+            horizon,
+        } => {
+            let cfg = AgentConfig::load(&config, slot_ms, horizon)?;
+            let stop = stop_on_signals();
+            run_agent(
+                cfg,
+                RunOptions {
+                    ipc,
+                    listener: None,
+                    stop,
+                    shared_out: None,
+                },
+            )
+        }
+        Cmd::Switch {
+            config,
+            name,
+            slot_ms,
+            horizon,
+        } => {
+            let topo = Topology::load(&config)?;
+            let stop = stop_on_signals();
+            run_switch(&topo, name.as_deref(), slot_ms, horizon, stop)
+        }
+        Cmd::Status {
+            agent,
+            config,
+            switch,
+            raw,
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            if let Some(s) = switch {
+                let r = rt.block_on(ccp_agent::status::switch_status(s))?;
+                if raw {
+                    println!("{r:#?}");
+                } else {
+                    print!("{}", ccp_agent::status::format_switch(&r));
+                }
+                return Ok(());
+            }
+            let addr = match (agent, config) {
+                (Some(a), _) => a,
+                (None, Some(c)) => AgentConfig::load(&c, None, None)?.listen,
+                (None, None) => {
+                    return Err(anyhow!(
+                        "give --agent ADDR, --config agent.toml or --switch ADDR"
+                    ))
+                }
+            };
+            let r = rt.block_on(ccp_agent::status::agent_status(addr))?;
+            if raw {
+                println!("{r:#?}");
+            } else {
+                print!("{}", ccp_agent::status::format_agent(&r));
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `ccp-agent run` and `ccp-agent switch`: wiring the pieces together.
+//!
+//! The agent's threads: the calling thread runs portus's receive loop (all flows, the per-slot
+//! work of [`crate::engine`]); a tokio runtime (2 worker threads) serves the agent's gRPC
+//! service and carries its RPCs to switches and other agents. Stop: clear the `stop` flag (the
+//! binary does it on SIGTERM/SIGINT); within 100 ms portus leaves its loop and the datapath
+//! socket is closed, so `tcp_mltcp`'s flows fall back to native MLTCP at once (the module sees
+//! no listener on group 22); then the agent takes its schedules off the switches and detaches
+//! from the progress regions.
+
+use crate::ccp::{install_driver, MlccAlg, SlotDriver, SlotIpc};
+use crate::config::{AgentConfig, Switch, Topology};
+use crate::engine::{AgentCore, Net};
+use crate::peer::AgentService;
+use crate::proto::agent::agent_server::AgentServer;
+use crate::shared::Shared;
+use anyhow::{anyhow, Context, Result};
+use ccp_ipc::PollableIpc;
+use portus::ipc::BackendBuilder;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Which IPC carries the CCP messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IpcKind {
+    /// Netlink to `tcp_mltcp.ko` (group 22, only the kernel's messages accepted); root or
+    /// CAP_NET_ADMIN in the initial network namespace.
+    Netlink,
+    /// portus's unix datagrams at /tmp/ccp/<unix_name>, for user-space datapaths (tests).
+    Unix,
+}
+
+/// How to run an agent.
+pub struct RunOptions {
+    /// The IPC.
+    pub ipc: IpcKind,
+    /// An already bound gRPC listener (tests); `None`: bind the config's `listen`.
+    pub listener: Option<std::net::TcpListener>,
+    /// Cleared to stop.
+    pub stop: Arc<AtomicBool>,
+    /// Filled with the shared state once it exists (tests read the status from it).
+    pub shared_out: Option<std::sync::mpsc::Sender<Arc<Shared>>>,
+}
+
+/// Runs an agent until `opts.stop` is cleared. Errors: not in the initial network namespace
+/// (netlink), a socket that cannot be opened or bound, a runtime that cannot start.
+pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
+    if opts.ipc == IpcKind::Netlink {
+        match ccp_ipc::check_initial_netns() {
+            Ok(()) => {}
+            Err(e @ ccp_ipc::NetnsError::Unreadable { .. }) => {
+                tracing::warn!(error = %e, "cannot verify that this is the initial network namespace (where tcp_mltcp's CCP socket lives)")
+            }
+            Err(e) => return Err(anyhow!("{e}")),
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ccp-agent-rpc")
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let shared = Shared::new().context("eventfd")?;
+    if let Some(tx) = &opts.shared_out {
+        let _ = tx.send(shared.clone());
+    }
+    let cfg = Arc::new(cfg);
+    let listener = match opts.listener {
+        Some(l) => l,
+        None => std::net::TcpListener::bind(cfg.listen)
+            .with_context(|| format!("binding the agent's gRPC address {}", cfg.listen))?,
+    };
+    listener.set_nonblocking(true)?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = {
+        let _g = rt.enter();
+        let l = tokio::net::TcpListener::from_std(listener)?;
+        let svc = AgentServer::new(AgentService::new(shared.clone()));
+        rt.spawn(
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(crate::nodelay_incoming(l), async {
+                    let _ = rx.await;
+                }),
+        )
+    };
+    let net = Net::new(&cfg, rt.handle().clone());
+    let slot_us = cfg.slot_ms * 1000;
+    tracing::info!(
+        hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
+        mode = if cfg.nic_only || cfg.topology.switches.is_empty() { "nic-only" } else { "switch" },
+        program = %cfg.program_file.display(), progress_dir = %cfg.progress_dir.display(),
+        "ccp-agent starting"
+    );
+    let result = match opts.ipc {
+        IpcKind::Netlink => {
+            let s = ccp_ipc::CheckedNetlink::new().map_err(|e| anyhow!("netlink: {}", e.0))?;
+            *shared.drops.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.counters());
+            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
+        }
+        IpcKind::Unix => {
+            let s = ccp_ipc::UnixIpc::bind(&cfg.unix_name)
+                .map_err(|e| anyhow!("unix socket: {}", e.0))?;
+            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
+        }
+    };
+    let _ = tx.send(());
+    let _ = rt
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(1), server).await });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    tracing::info!("ccp-agent stopped");
+    result
+}
+
+fn run_portus<I: PollableIpc>(
+    inner: I,
+    slot_us: u64,
+    cfg: &Arc<AgentConfig>,
+    shared: Arc<Shared>,
+    net: Net,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let core = Rc::new(RefCell::new(AgentCore::<SlotIpc<I>>::new(
+        cfg.clone(),
+        shared.clone(),
+        net,
+    )?));
+    let driver: Rc<RefCell<dyn SlotDriver>> = core.clone();
+    install_driver(Some(driver));
+    let alg = MlccAlg::new(core.clone(), cfg.program.clone());
+    let ipc = SlotIpc::new(inner, slot_us, shared.clone());
+    let r = portus::RunBuilder::new(BackendBuilder { sock: ipc })
+        .default_alg(alg)
+        .with_stop_handle(stop)
+        .run();
+    install_driver(None);
+    // The socket is closed (portus dropped it): the flows are native again.
+    tracing::info!("datapath socket closed: flows fall back to native MLTCP");
+    if let Ok(mut c) = core.try_borrow_mut() {
+        c.shutdown();
+    }
+    r.map_err(|e| anyhow!("portus: {}", e.0))
+}
+
+/// Runs the switch daemon `name` of `topo` (the only one when `name` is `None`) until
+/// SIGTERM/SIGINT or `stop` clears. Errors: unknown switch name, bind failure.
+pub fn run_switch(
+    topo: &Topology,
+    name: Option<&str>,
+    slot_ms: Option<u64>,
+    horizon: Option<usize>,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let sw: &Switch = match name {
+        Some(n) => topo.switches.iter().find(|s| s.name == n).ok_or_else(|| {
+            anyhow!(
+                "{}: no [[switch]] named {n:?} (known: {:?})",
+                topo.file.display(),
+                topo.switches.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })?,
+        None => match topo.switches.as_slice() {
+            [one] => one,
+            [] => return Err(anyhow!("{}: no [[switch]] to serve", topo.file.display())),
+            _ => {
+                return Err(anyhow!(
+                    "{}: several switches: choose one with --name",
+                    topo.file.display()
+                ))
+            }
+        },
+    };
+    let clock = mlcc_sched::SlotClock::new(
+        slot_ms.unwrap_or(topo.slot_ms) * 1000,
+        horizon.unwrap_or(topo.horizon),
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(crate::switch::serve(topo, sw, clock, None, async move {
+        while stop.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }))
+}

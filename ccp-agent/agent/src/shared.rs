@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! State shared between the agent's portus thread (which owns the flows) and its gRPC tasks:
+//! the status snapshot, the inbox of dependency notices from other agents, counters, and an
+//! eventfd that wakes the portus thread when a notice arrives.
+
+use crate::proto;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The shared state (see the module docs).
+pub struct Shared {
+    /// The last slot's status, served by `Status`.
+    pub status: Mutex<proto::StatusReply>,
+    /// Notices received and not yet handled by the portus thread.
+    pub inbox: Mutex<Vec<proto::DependencyNotice>>,
+    /// Notices received over gRPC.
+    pub notices_received: AtomicU64,
+    /// RPCs that failed or timed out.
+    pub rpc_failures: AtomicU64,
+    /// Datapath messages dropped because portus could not have parsed them.
+    pub dropped_unparsable: AtomicU64,
+    /// The netlink backend's drop counters (none with unix IPC).
+    pub drops: Mutex<Option<Arc<ccp_ipc::DropCounters>>>,
+    wake: OwnedFd,
+}
+
+impl Shared {
+    /// New shared state with its eventfd. Errors: eventfd(2) failed.
+    pub fn new() -> std::io::Result<Arc<Self>> {
+        // SAFETY: Plain eventfd(2) call; the result is checked before it is wrapped.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor we own.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Arc::new(Shared {
+            status: Mutex::default(),
+            inbox: Mutex::default(),
+            notices_received: AtomicU64::new(0),
+            rpc_failures: AtomicU64::new(0),
+            dropped_unparsable: AtomicU64::new(0),
+            drops: Mutex::default(),
+            wake,
+        }))
+    }
+
+    /// Queues a notice and wakes the portus thread.
+    pub fn deliver(&self, n: proto::DependencyNotice) {
+        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(n);
+        self.notices_received.fetch_add(1, Ordering::Relaxed);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: Writes 8 bytes from a live buffer to our eventfd; a full counter (EAGAIN)
+        // only means the thread is already woken.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Takes the queued notices and clears the wake-up.
+    pub fn take_inbox(&self) -> Vec<proto::DependencyNotice> {
+        let mut b = [0u8; 8];
+        // SAFETY: Reads at most 8 bytes into a live buffer from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+        std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The eventfd to poll.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    /// The status with the live counters filled in.
+    pub fn status(&self) -> proto::StatusReply {
+        let mut s = self
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        s.notices_received = self.notices_received.load(Ordering::Relaxed);
+        s.rpc_failures = self.rpc_failures.load(Ordering::Relaxed);
+        s.dropped_bad = self.dropped_unparsable.load(Ordering::Relaxed);
+        if let Some(d) = &*self.drops.lock().unwrap_or_else(|p| p.into_inner()) {
+            s.dropped_foreign = d.foreign.load(Ordering::Relaxed);
+            s.dropped_bad += d.bad.load(Ordering::Relaxed);
+        }
+        s
+    }
+}

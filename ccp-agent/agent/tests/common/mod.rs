@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Test helpers: temporary directories, config files, and a user-space CCP datapath (the
+//! `ccp-datapath` core, as in `tcp_mltcp.ko`) talking to an agent over portus's unix IPC.
+#![allow(dead_code)]
+
+use ccp_agent::flows::FlowKey;
+use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use std::collections::HashMap;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let p = std::env::temp_dir().join(format!("ccp-agent-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The repository's datapath program file.
+pub fn program_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datapath-programs/mlcc-slot.ccp")
+}
+
+struct Host {
+    sock: UnixDatagram,
+    agent: PathBuf,
+    start: Instant,
+    current: u32,
+    rates: HashMap<u32, u64>,
+    cwnds: HashMap<u32, u64>,
+}
+
+impl DatapathOps for Host {
+    fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+    fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        self.sock
+            .send_to(msg, &self.agent)
+            .map(|_| ())
+            .map_err(|_| SendError)
+    }
+    fn set_cwnd(&mut self, bytes: u64) {
+        self.cwnds.insert(self.current, bytes);
+    }
+    fn set_rate_abs(&mut self, bytes_per_sec: u64) {
+        self.rates.insert(self.current, bytes_per_sec);
+    }
+}
+
+/// One emulated flow of a [`MockDatapath`].
+#[derive(Clone, Debug)]
+pub struct MockFlow {
+    pub key: FlowKey,
+    /// Bytes/s the flow sends when the agent set no rate.
+    pub line_rate: u64,
+}
+
+/// What a [`MockDatapath`] saw, per flow (index in the flow list).
+#[derive(Clone, Debug, Default)]
+pub struct MockStats {
+    /// Rates set by the agent, bytes/s, in order (changes only).
+    pub rates: Vec<Vec<u64>>,
+    /// Whether the flow got a program.
+    pub has_program: Vec<bool>,
+    /// Bytes "acknowledged" so far.
+    pub acked: Vec<u64>,
+    /// Datapath errors counted by the core, but for failed sends (the agent's unix datagram
+    /// queue, 10 messages by default, may be full while its thread waits on an RPC).
+    pub errors: u64,
+    /// Reports and CREATEs that could not be sent.
+    pub send_failed: u64,
+    /// The core's counters, when there were errors.
+    pub error_detail: String,
+}
+
+/// A user-space datapath with a few flows, running in its own thread: READY, CREATE for each
+/// flow once the programs are installed, then an ACK clock every millisecond acknowledging
+/// `rate / 1000` bytes per flow (the agent's rate, or the line rate), calling `on_acked(i, n)`.
+pub struct MockDatapath {
+    pub stats: Arc<Mutex<MockStats>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockDatapath {
+    pub fn start(
+        agent_name: &str,
+        flows: Vec<MockFlow>,
+        mut on_acked: impl FnMut(usize, u64) + Send + 'static,
+    ) -> Self {
+        let agent = PathBuf::from(format!("/tmp/ccp/{agent_name}"));
+        let me = PathBuf::from(format!("/tmp/ccp/{agent_name}-dp"));
+        let _ = std::fs::remove_file(&me);
+        let sock = UnixDatagram::bind(&me).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let stats = Arc::new(Mutex::new(MockStats {
+            rates: vec![vec![]; flows.len()],
+            has_program: vec![false; flows.len()],
+            acked: vec![0; flows.len()],
+            errors: 0,
+            send_failed: 0,
+            error_detail: String::new(),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (stats.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut host = Host {
+                sock,
+                agent,
+                start: Instant::now(),
+                current: 0,
+                rates: HashMap::new(),
+                cwnds: HashMap::new(),
+            };
+            let mut dp: Box<Datapath<16, 8>> = Box::new(Datapath::new());
+            dp.init(host.now_us());
+            // The agent may still be binding: retry READY.
+            let t0 = Instant::now();
+            while dp.send_ready(1, &mut host).is_err() && t0.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut sids: Vec<Option<u32>> = vec![None; flows.len()];
+            let mut buf = [0u8; 4096];
+            let mut carry = vec![0u64; flows.len()];
+            let mut next = Instant::now();
+            while !sp.load(Ordering::SeqCst) {
+                while let Ok(n) = host.sock.recv(&mut buf) {
+                    let _ = dp.handle_msg(&buf[..n]);
+                }
+                if !dp.programs().is_empty() {
+                    for (i, f) in flows.iter().enumerate() {
+                        if sids[i].is_none() {
+                            let (a, b, c, d) = f.key.to_ccp();
+                            let info = FlowInfo {
+                                init_cwnd: 14_480,
+                                mss: 1448,
+                                src_ip: a,
+                                src_port: b,
+                                dst_ip: c,
+                                dst_port: d,
+                                ..Default::default()
+                            }
+                            .with_alg_name(b"mltcp")
+                            .unwrap();
+                            sids[i] = dp.flow_start(&info, &mut host).ok();
+                        }
+                    }
+                }
+                for (i, f) in flows.iter().enumerate() {
+                    let Some(sid) = sids[i] else { continue };
+                    host.current = sid;
+                    let rate = host
+                        .rates
+                        .get(&sid)
+                        .copied()
+                        .filter(|r| *r > 0)
+                        .unwrap_or(f.line_rate)
+                        .min(f.line_rate);
+                    carry[i] += rate;
+                    let bytes = carry[i] / 1000;
+                    carry[i] %= 1000;
+                    let prims = Primitives {
+                        bytes_acked: bytes,
+                        packets_acked: bytes / 1448,
+                        rtt_sample_us: 1000,
+                        rate_incoming: rate,
+                        rate_outgoing: rate,
+                        snd_cwnd: host.cwnds.get(&sid).copied().unwrap_or(14_480),
+                        snd_rate: host.rates.get(&sid).copied().unwrap_or(0),
+                        ..Default::default()
+                    };
+                    let _ = dp.flow_invoke(sid, &prims, &mut host);
+                    let mut s = st.lock().unwrap();
+                    s.has_program[i] = dp.flow_has_program(sid);
+                    if let Some(r) = host.rates.get(&sid) {
+                        if s.rates[i].last() != Some(r) {
+                            s.rates[i].push(*r);
+                        }
+                    }
+                    s.acked[i] += bytes;
+                    s.send_failed = dp.stats().count(ccp_datapath::Error::SendFailed);
+                    s.errors = dp.stats().total_errors() - s.send_failed;
+                    if s.errors > 0 && s.error_detail.len() < 2000 {
+                        let detail = format!("{:?}; ", dp.stats());
+                        s.error_detail.push_str(&detail);
+                    }
+                    drop(s);
+                    if bytes > 0 {
+                        on_acked(i, bytes);
+                    }
+                }
+                next += Duration::from_millis(1);
+                if let Some(d) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                } else {
+                    next = Instant::now();
+                }
+            }
+            for sid in sids.into_iter().flatten() {
+                let _ = dp.flow_end(sid, &mut host);
+            }
+            let _ = std::fs::remove_file(&me);
+        });
+        MockDatapath {
+            stats,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn snapshot(&self) -> MockStats {
+        self.stats.lock().unwrap().clone()
+    }
+}
+
+impl Drop for MockDatapath {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! End to end without a kernel: two agents, one switch daemon and two user-space datapaths over
+//! loopback (gRPC on 127.0.0.1, CCP over portus's unix IPC).
+//!
+//! Topology: hosts h1 (agent A) and h2 (agent B), NIC links 1 and 2 at 100 Mbit/s, a switch s1
+//! owning links 10 (h1 → h2) and 11 (h2 → h1) at 40 Mbit/s; h1 → h2 crosses [1, 10], h2 → h1
+//! crosses [2, 11]. A two-rank ring all-reduce job registers its flows through `mltcp-progress`
+//! regions (rank 0 on h1 sends to rank 1 on h2 and back); a one-process job "solo" on h1 sends
+//! to h2 too, sharing link 10 with rank 0; datapath A also carries a flow of an unregistered
+//! process. Checked: the registered flows get the program and rates within link 10's capacity,
+//! the unregistered one gets no program (native MLTCP); both agents' schedules reach the switch
+//! (its table holds the flows, and link 10's load stays within capacity); dependency notices
+//! cross between the agents; the jobs go through iterations; the status shows scheduled and
+//! achieved rates; on stop, the agents close their datapath sockets.
+
+mod common;
+
+use ccp_agent::config::{AgentConfig, Topology};
+use ccp_agent::flows::FlowKey;
+use ccp_agent::run::{run_agent, IpcKind, RunOptions};
+use common::{program_file, MockDatapath, MockFlow, TempDir};
+use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const ITER_BYTES: u64 = 600_000;
+
+fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
+    FlowKey {
+        src: Ipv4Addr::from(src),
+        src_port: sp,
+        dst: Ipv4Addr::from(dst),
+        dst_port: dp,
+    }
+}
+
+fn sa(k: &FlowKey, local: bool) -> SocketAddr {
+    if local {
+        SocketAddr::from((k.src, k.src_port))
+    } else {
+        SocketAddr::from((k.dst, k.dst_port))
+    }
+}
+
+/// A rank's progress writer driven by the bytes its flow gets acknowledged: an iteration of
+/// `ITER_BYTES`, then 100 ms of "compute", then the next.
+struct Rank {
+    w: Writer,
+    it: u64,
+    in_iter: u64,
+    iter_bytes: u64,
+    idle_until: Option<Instant>,
+}
+
+impl Rank {
+    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
+    /// `peer` `None`, a job without paradigm.
+    fn new(dir: &std::path::Path, job: &str, rank: u32, flow: &FlowKey, peer: Option<u32>) -> Self {
+        match peer {
+            Some(p) => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Ring, Role::Worker),
+                &[(*flow, FlowKind::RingSend, p)],
+            ),
+            None => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Unknown, Role::Unknown),
+                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
+            ),
+        }
+    }
+
+    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
+    fn with_flows(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        (paradigm, role): (Paradigm, Role),
+        flows: &[(FlowKey, FlowKind, u32)],
+    ) -> Self {
+        let opts = WriterOptions {
+            dir: Some(dir.to_path_buf()),
+            max_flows: 0,
+        };
+        let mut w = Writer::create(job, rank, &opts).unwrap();
+        let iter_bytes = ITER_BYTES * flows.len() as u64;
+        w.set_bytes_per_iteration(iter_bytes);
+        if paradigm != Paradigm::Unknown {
+            w.set_job(paradigm, role, 3);
+        }
+        if paradigm == Paradigm::Ring {
+            w.set_ring(flows[0].2, flows[0].2);
+        }
+        for (flow, kind, peer) in flows {
+            w.add_flow(FlowRecord::new(
+                sa(flow, true),
+                sa(flow, false),
+                *kind,
+                *peer,
+            ))
+            .unwrap();
+        }
+        w.begin_iteration(1);
+        Rank {
+            w,
+            it: 1,
+            in_iter: 0,
+            iter_bytes,
+            idle_until: None,
+        }
+    }
+
+    fn acked(&mut self, n: u64) {
+        if let Some(t) = self.idle_until {
+            if Instant::now() < t {
+                return;
+            }
+            self.idle_until = None;
+            self.it += 1;
+            self.in_iter = 0;
+            self.w.begin_iteration(self.it);
+        }
+        let n = n.min(self.iter_bytes - self.in_iter);
+        self.w.add_bytes(n);
+        self.in_iter += n;
+        if self.in_iter >= self.iter_bytes {
+            self.idle_until = Some(Instant::now() + Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn two_agents_one_switch_mock_datapaths() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
+        .with_test_writer()
+        .try_init();
+    let tmp = TempDir::new("e2e");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let la = TcpListener::bind("127.0.0.1:0").unwrap();
+    let lb = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (aa, ab, as_) = (
+        la.local_addr().unwrap(),
+        lb.local_addr().unwrap(),
+        ls.local_addr().unwrap(),
+    );
+    let topo = tmp.write(
+        "topo.toml",
+        &format!(
+            r#"slot_ms = 20
+horizon = 5
+[[link]]
+id = 1
+capacity_mbps = 100
+[[link]]
+id = 2
+capacity_mbps = 100
+[[link]]
+id = 10
+name = "s1-to-h2"
+capacity_mbps = 40
+[[link]]
+id = 11
+name = "s1-to-h1"
+capacity_mbps = 40
+[[host]]
+name = "h1"
+addrs = ["10.1.0.1"]
+nic = 1
+agent = "{aa}"
+[[host]]
+name = "h2"
+addrs = ["10.1.0.2"]
+nic = 2
+agent = "{ab}"
+[[switch]]
+name = "s1"
+listen = "{as_}"
+links = [10, 11]
+[[route]]
+from = "h1"
+to = "h2"
+links = [1, 10]
+[[route]]
+from = "h2"
+to = "h1"
+links = [2, 11]
+"#
+        ),
+    );
+    let names = [
+        format!("e2e-a-{}", std::process::id()),
+        format!("e2e-b-{}", std::process::id()),
+    ];
+    let agent_toml = |host: &str, name: &str| {
+        tmp.write(
+            &format!("{host}.toml"),
+            &format!(
+                "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n",
+                topo.display().to_string(),
+                program_file().display().to_string(),
+                progress.display().to_string()
+            ),
+        )
+    };
+    let cfg_a = AgentConfig::load(&agent_toml("h1", &names[0]), None, None).unwrap();
+    let cfg_b = AgentConfig::load(&agent_toml("h2", &names[1]), None, None).unwrap();
+    let topology = Topology::load(&topo).unwrap();
+
+    // The switch daemon.
+    let sw_stop = Arc::new(AtomicBool::new(true));
+    let sw_thread = {
+        let (topology, stop) = (topology.clone(), sw_stop.clone());
+        ls.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let sw = topology.switches[0].clone();
+            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(ls).unwrap();
+                ccp_agent::switch::serve(&topology, &sw, clock, Some(l), async move {
+                    while stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+                .await
+                .unwrap();
+            });
+        })
+    };
+
+    // The agents.
+    let stop = Arc::new(AtomicBool::new(true));
+    let mut agents = Vec::new();
+    let mut shareds = Vec::new();
+    for (cfg, l) in [(cfg_a, la), (cfg_b, lb)] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opts = RunOptions {
+            ipc: IpcKind::Unix,
+            listener: Some(l),
+            stop: stop.clone(),
+            shared_out: Some(tx),
+        };
+        agents.push(std::thread::spawn(move || run_agent(cfg, opts)));
+        shareds.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("agent started"),
+        );
+    }
+    // Let the agents bind their unix sockets.
+    let t0 = Instant::now();
+    while names
+        .iter()
+        .any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists())
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The job's regions and the datapaths.
+    let f0 = key([10, 1, 0, 1], 40000, [10, 1, 0, 2], 5000);
+    let f1 = key([10, 1, 0, 2], 40001, [10, 1, 0, 1], 5001);
+    let solo = key([10, 1, 0, 1], 40200, [10, 1, 0, 2], 7000);
+    let other = key([10, 1, 0, 1], 40100, [10, 1, 0, 2], 6000);
+    let r0 = Arc::new(Mutex::new(Rank::new(&progress, "ring2", 0, &f0, Some(1))));
+    let r1 = Arc::new(Mutex::new(Rank::new(&progress, "ring2", 1, &f1, Some(0))));
+    let rs = Arc::new(Mutex::new(Rank::new(&progress, "solo", 0, &solo, None)));
+    // A parameter-server job: the PS (rank 0) on h2 broadcasts to workers 1 and 2 on h1, which
+    // push to it.
+    let push = [
+        key([10, 1, 0, 1], 42001, [10, 1, 0, 2], 6100),
+        key([10, 1, 0, 1], 42002, [10, 1, 0, 2], 6100),
+    ];
+    let bcast = [
+        key([10, 1, 0, 2], 6101, [10, 1, 0, 1], 43001),
+        key([10, 1, 0, 2], 6102, [10, 1, 0, 1], 43002),
+    ];
+    let ps_proc = |rank: u32, role, flows: &[(FlowKey, FlowKind, u32)]| {
+        Arc::new(Mutex::new(Rank::with_flows(
+            &progress,
+            "ps3",
+            rank,
+            (Paradigm::ParameterServer, role),
+            flows,
+        )))
+    };
+    let w1 = ps_proc(1, Role::Worker, &[(push[0], FlowKind::PsPush, 0)]);
+    let w2 = ps_proc(2, Role::Worker, &[(push[1], FlowKind::PsPush, 0)]);
+    let ps = ps_proc(
+        0,
+        Role::ParameterServer,
+        &[
+            (bcast[0], FlowKind::PsPull, 1),
+            (bcast[1], FlowKind::PsPull, 2),
+        ],
+    );
+    let line = 12_500_000; // 100 Mbit/s
+    let flow = |key| MockFlow {
+        key,
+        line_rate: line,
+    };
+    let dp_a = {
+        let procs = [r0.clone(), rs.clone(), w1.clone(), w2.clone()];
+        // Flow i of the datapath → its process (the unregistered flow 1 has none).
+        let owner = [Some(0), None, Some(1), Some(2), Some(3)];
+        let flows = vec![
+            flow(f0),
+            flow(other),
+            flow(solo),
+            flow(push[0]),
+            flow(push[1]),
+        ];
+        MockDatapath::start(&names[0], flows, move |i, n| {
+            if let Some(p) = owner[i] {
+                procs[p].lock().unwrap().acked(n);
+            }
+        })
+    };
+    let dp_b = {
+        let (r1, ps) = (r1.clone(), ps.clone());
+        MockDatapath::start(
+            &names[1],
+            vec![flow(f1), flow(bcast[0]), flow(bcast[1])],
+            move |i, n| {
+                if i == 0 {
+                    r1.lock().unwrap()
+                } else {
+                    ps.lock().unwrap()
+                }
+                .acked(n)
+            },
+        )
+    };
+
+    // Watch the switch and the agents for a while.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut max_switch_flows = 0;
+    let mut max_link_load = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Ok(r) = rt.block_on(ccp_agent::status::switch_status(as_)) {
+            max_switch_flows = max_switch_flows.max(r.flows);
+            if let Some(l) = r.links.iter().find(|l| l.link == 10) {
+                max_link_load = max_link_load.max(l.load_bps.first().copied().unwrap_or(0));
+            }
+        }
+    }
+    let st_a = rt.block_on(ccp_agent::status::agent_status(aa)).unwrap();
+    let st_b = rt.block_on(ccp_agent::status::agent_status(ab)).unwrap();
+    println!("{}", ccp_agent::status::format_agent(&st_a));
+    println!("{}", ccp_agent::status::format_agent(&st_b));
+    let sa_ = dp_a.snapshot();
+    let sb = dp_b.snapshot();
+    println!("datapath A: {sa_:?}\ndatapath B: {sb:?}");
+
+    // Programs: registered flows only.
+    assert!(sa_.has_program[0], "rank 0's flow has the program");
+    assert!(!sa_.has_program[1], "the unregistered flow stays native");
+    assert!(sb.has_program[0], "rank 1's flow has the program");
+    assert_eq!(sa_.errors + sb.errors, 0);
+    // Rates: set by the agents, within the shared link's 40 Mbit/s (5 MB/s) once planned.
+    assert!(sa_.has_program[2], "the solo job's flow has the program");
+    assert!(
+        sa_.has_program[3..]
+            .iter()
+            .chain(&sb.has_program[1..])
+            .all(|p| *p),
+        "the PS job's flows have the program"
+    );
+    // (A slot whose switch feedback missed its deadline plans on the NIC alone: allow a few.)
+    for (who, rates) in [
+        ("A", &sa_.rates[0]),
+        ("A solo", &sa_.rates[2]),
+        ("B", &sb.rates[0]),
+    ] {
+        assert!(
+            rates.len() >= 2,
+            "{who}: the agent changed the rate: {rates:?}"
+        );
+        let above = rates[1..].iter().filter(|r| **r > 5_000_000).count();
+        assert!(
+            above * 10 <= rates.len(),
+            "{who}: rates above the core link: {rates:?}"
+        );
+    }
+    assert!(sa_.rates[1].is_empty(), "no rate on the native flow");
+    // The switch saw both agents' schedules and kept the link within capacity.
+    assert!(max_switch_flows >= 3, "switch flows: {max_switch_flows}");
+    // Link 10 carries agent A's two flows, planned one after the other in each slot.
+    assert!(
+        max_link_load > 0 && max_link_load <= 40_000_000,
+        "link 10 load {max_link_load}"
+    );
+    // Status: the controlled flows, the native one counted; notices crossed.
+    assert_eq!((st_a.flows.len(), st_a.native_flows), (4, 1), "{st_a:?}");
+    assert_eq!((st_b.flows.len(), st_b.native_flows), (3, 0), "{st_b:?}");
+    assert_eq!(st_a.mode, "switch");
+    assert!(
+        st_a.flows
+            .iter()
+            .all(|f| f.scheduled_bps > 0 && f.scheduled_bps <= 40_000_000),
+        "{st_a:?}"
+    );
+    assert!(
+        st_a.notices_received > 0 && st_b.notices_received > 0,
+        "notices: {} {}",
+        st_a.notices_received,
+        st_b.notices_received
+    );
+    // RPCs meet their deadlines (a lost notice or update is tolerated, not the norm: a test
+    // process starved of CPU misses some; replies stuck behind delayed ACKs missed half).
+    for st in [&st_a, &st_b] {
+        assert!(
+            st.rpc_failures * 2 < st.notices_received,
+            "{} RPC failures",
+            st.rpc_failures
+        );
+    }
+    // The ring made progress through several iterations.
+    let its: Vec<u64> = [&r0, &r1, &rs, &w1, &w2, &ps]
+        .iter()
+        .map(|p| p.lock().unwrap().it)
+        .collect();
+    println!("iterations: ring ranks 0 and 1, solo, PS workers 1 and 2, PS: {its:?}");
+    assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
+    for s in &shareds {
+        assert!(s.status().slot > 0);
+    }
+
+    // Stop: the agents leave and close their sockets.
+    drop(dp_a);
+    drop(dp_b);
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    for a in agents {
+        a.join().unwrap().unwrap();
+    }
+    for n in &names {
+        assert!(
+            !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists(),
+            "socket {n} closed and removed"
+        );
+    }
+    sw_stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    sw_thread.join().unwrap();
+}
+
+/// NIC-only mode: one agent, no switch daemon, two jobs sharing its 40 Mbit/s NIC; the agent's
+/// own table keeps their sum within the NIC.
+#[test]
+fn nic_only_agent_shares_its_nic() {
+    let tmp = TempDir::new("nic");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let name = format!("e2e-nic-{}", std::process::id());
+    let topo = format!(
+        "slot_ms = 20\nhorizon = 5\n[[link]]\nid = 1\ncapacity_mbps = 40\n[[host]]\nname = \"h1\"\naddrs = [\"10.2.0.1\"]\nnic = 1\nagent = \"{addr}\"\n"
+    );
+    tmp.write("topo.toml", &topo);
+    let cfg = tmp.write(
+        "agent.toml",
+        &format!(
+            "topology = \"topo.toml\"\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
+            program_file().display().to_string(),
+            progress.display().to_string()
+        ),
+    );
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+    let stop = Arc::new(AtomicBool::new(true));
+    let opts = RunOptions {
+        ipc: IpcKind::Unix,
+        listener: Some(l),
+        stop: stop.clone(),
+        shared_out: None,
+    };
+    let agent = std::thread::spawn(move || run_agent(cfg, opts));
+    let t0 = Instant::now();
+    while !std::path::Path::new(&format!("/tmp/ccp/{name}")).exists()
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let fa = key([10, 2, 0, 1], 41000, [10, 2, 0, 9], 5000);
+    let fb = key([10, 2, 0, 1], 41001, [10, 2, 0, 9], 5001);
+    let ja = Arc::new(Mutex::new(Rank::new(&progress, "nic-a", 0, &fa, None)));
+    let jb = Arc::new(Mutex::new(Rank::new(&progress, "nic-b", 0, &fb, None)));
+    let dp = {
+        let (ja, jb) = (ja.clone(), jb.clone());
+        let flow = |key| MockFlow {
+            key,
+            line_rate: 12_500_000,
+        };
+        MockDatapath::start(&name, vec![flow(fa), flow(fb)], move |i, n| {
+            if i == 0 {
+                ja.lock().unwrap()
+            } else {
+                jb.lock().unwrap()
+            }
+            .acked(n)
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let st = rt.block_on(ccp_agent::status::agent_status(addr)).unwrap();
+    println!("{}", ccp_agent::status::format_agent(&st));
+    let s = dp.snapshot();
+    assert_eq!(st.mode, "nic-only");
+    assert_eq!(st.flows.len(), 2, "{st:?}");
+    assert!(s.has_program.iter().all(|p| *p));
+    assert_eq!(s.errors, 0, "{}", s.error_detail);
+    // Planned rates stay within the NIC (5 MB/s); their sum too, bar the 1 Mbit/s floors.
+    for r in &s.rates {
+        assert!(
+            r.len() >= 2 && r[1..].iter().all(|b| *b <= 5_000_000),
+            "{r:?}"
+        );
+    }
+    let sum: u64 = st.flows.iter().map(|f| f.scheduled_bps).sum();
+    assert!(
+        sum <= 40_000_000 + 2 * 1_000_000,
+        "sum of scheduled rates {sum}"
+    );
+    let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];
+    assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
+    drop(dp);
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    agent.join().unwrap().unwrap();
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `ccp-ipc`: the [`portus::ipc::Ipc`] backends of this project's CCP agents
+//! (`ccp-agent` and `kmod/ccp-test-agent`).
+//!
+//! - [`netlink::CheckedNetlink`]: portus's netlink framing (`NETLINK_USERSOCK`, multicast group
+//!   22, a 16-byte `nlmsghdr` with only the length set) that accepts only messages whose sender
+//!   port id is 0 (the kernel) and of a type a datapath sends, and counts what it drops. portus's
+//!   own backend does not check the sender, so any local process could forge CREATE or MEASURE
+//!   messages, and an INSTALL-typed one reaches portus's `unreachable!()`.
+//! - [`unix::UnixIpc`]: portus's unix-datagram IPC (`/tmp/ccp/<name>`, the same addressing as
+//!   `portus::ipc::unix::Socket`) with a descriptor the caller can poll, for user-space
+//!   datapaths (tests).
+//! - [`netns::check_initial_netns`]: the module's kernel socket lives in the initial network
+//!   namespace only (`init_net`); an agent elsewhere would listen to nothing.
+//!
+//! Both backends implement [`PollableIpc`], so a caller can wait on the socket with a deadline
+//! of its own (the agent's slot boundaries) instead of the sockets' 1 s receive timeout.
+
+pub mod netlink;
+pub mod netns;
+pub mod unix;
+
+pub use netlink::{CheckedNetlink, DropCounters, Verdict};
+pub use netns::{check_initial_netns, NetnsError};
+pub use unix::UnixIpc;
+
+/// Whether portus 0.9 can take the datagram `buf` safely: every CCP message in it parses with
+/// the project's wire parser (`ccp_datapath::wire`), is one a datapath sends (CREATE, MEASURE,
+/// READY), and a CREATE's algorithm name has its NUL within the 64 bytes. portus's own parser
+/// panics on an UPDATE_FIELDS (`unimplemented!()`), on an INSTALL in its loop
+/// (`unreachable!()`), on a short CREATE or a name without NUL (slice indexing), and its loop
+/// ends on a message it cannot parse; so both agents drop such datagrams before portus sees
+/// them. Pure; never panics.
+pub fn portus_safe(buf: &[u8]) -> bool {
+    use ccp_datapath::wire::{self, Msg};
+    let mut off = 0;
+    while off < buf.len() {
+        let Some(rest) = buf.get(off..) else {
+            return false;
+        };
+        match wire::parse(rest) {
+            Ok((Msg::Create(c), used)) if c.alg.contains(&0) => off += used,
+            Ok((Msg::Measure(_) | Msg::Ready { .. }, used)) => off += used,
+            _ => return false,
+        }
+    }
+    !buf.is_empty()
+}
+
+/// An [`Ipc`](portus::ipc::Ipc) whose socket can be polled for input.
+pub trait PollableIpc: portus::ipc::Ipc {
+    /// The socket's descriptor; it stays owned by the backend.
+    fn raw_fd(&self) -> std::os::fd::RawFd;
+}
+
+impl PollableIpc for CheckedNetlink {
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        CheckedNetlink::raw_fd(self)
+    }
+}
+
+impl PollableIpc for UnixIpc {
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        UnixIpc::raw_fd(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::portus_safe;
+
+    fn msg(typ: u16, body: &[u8]) -> Vec<u8> {
+        let mut v = typ.to_le_bytes().to_vec();
+        v.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+        v.extend_from_slice(&7u32.to_le_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn only_what_portus_survives_passes() {
+        let ready = msg(5, &1u32.to_le_bytes());
+        assert!(portus_safe(&ready));
+        let mut two = ready.clone();
+        two.extend_from_slice(&msg(1, &[0; 8]));
+        assert!(portus_safe(&two), "READY then a closing MEASURE");
+        assert!(!portus_safe(&[]));
+        assert!(!portus_safe(&ready[..6]), "truncated");
+        let mut create = [0u8; 24 + 64];
+        create[24..29].copy_from_slice(b"mltcp");
+        assert!(portus_safe(&msg(0, &create)));
+        create[24..].fill(b'x');
+        assert!(
+            !portus_safe(&msg(0, &create)),
+            "a name without NUL panics portus"
+        );
+        assert!(!portus_safe(&msg(0, &create[..40])), "short CREATE");
+        assert!(
+            !portus_safe(&msg(3, &[0; 4])),
+            "UPDATE_FIELDS: unimplemented!() in portus"
+        );
+        assert!(!portus_safe(&msg(2, &[0; 12])), "INSTALL");
+        assert!(
+            !portus_safe(&msg(1, &[0; 12])),
+            "MEASURE whose length disagrees with its count"
+        );
+    }
+}
