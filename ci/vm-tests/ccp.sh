@@ -20,8 +20,9 @@
 # through --rate-file, followed within 1 s), ccp_agent_killed (kill -9: back to native MLTCP within
 # 1 s, no zero-throughput interval), ccp_unprivileged (a forged UPDATE_FIELDS from uid 65534 changes
 # nothing and the module logs the drop), ccp_heartbeat (ccp_heartbeat_ms = 1000: an agent sending
-# keepalives keeps control, a quiet one loses the flow to native MLTCP). Files: /results/ccp/*.json,
-# agent logs, dmesg.
+# keepalives keeps control, a quiet one loses the flow to native MLTCP), ccp_agent_smoke (ccp-agent, the
+# mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface).
+# Files: /results/ccp/*.json, agent logs, dmesg.
 
 CCP_OUT=/results/ccp
 CCP_SHAPE=${CCP_SHAPE:-}  # e.g. "100mbit 10ms": vm_net_shape arguments; empty: bare veth
@@ -283,9 +284,101 @@ test_ccp_heartbeat() {
   [ -n "$dm" ] || fail "no 'no message from the agent' line in dmesg"
 }
 
+# ccp_agent_smoke: the real scheduler (`ccp-agent run`, NIC-only mode, one agent for both emulated
+# hosts) over the module's netlink datapath, with a 2-worker ring all-reduce job of the traffic
+# emulator (which registers through the progress interface): the agent gives the job's flows the
+# mlcc program and sets their rates (its status lists them with a scheduled rate), every
+# iteration completes, and flows of processes that did not register stay native.
+test_ccp_agent_smoke() {
+  command -v ccp-agent >/dev/null 2>&1 || fail "ccp-agent not on PATH (ci/vm-bins.txt)"
+  prog=/host/datapath-programs/mlcc-slot.ccp
+  [ -f "$prog" ] || fail "$prog not shipped"
+  d=/tmp/agent-smoke
+  mkdir -p "$CCP_OUT"
+  rm -rf "$d"; mkdir -p "$d"
+  cat > "$d/topo.toml" <<TOML
+slot_ms = 60
+horizon = 10
+[[link]]
+id = 1
+name = "h1-nic"
+capacity_mbps = 100
+[[link]]
+id = 2
+name = "h2-nic"
+capacity_mbps = 100
+[[host]]
+name = "h1"
+addrs = ["10.77.1.1"]
+nic = 1
+agent = "127.0.0.1:50061"
+[[host]]
+name = "h2"
+addrs = ["10.77.2.1"]
+nic = 2
+agent = "127.0.0.1:50061"
+TOML
+  cat > "$d/agent.toml" <<TOML
+topology = "topo.toml"
+hosts = ["h1", "h2"]
+program = "$prog"
+progress_dir = "$d/regions"
+nic_only = true
+TOML
+  cat > "$d/smoke.toml" <<'TOML'
+name = "agent_smoke"
+description = "one ring job under ccp-agent"
+iterations = 25
+warmup_iterations = 1
+solo_iterations = 1
+ccs = ["mltcp"]
+sample_ms = 10
+[topology]
+bottleneck = "h2"
+hosts = [
+  { name = "h1", rate_mbit = 100, delay_ms = 0.1, queue_ms = 5 },
+  { name = "h2", rate_mbit = 100, delay_ms = 0.1, queue_ms = 5 },
+]
+[[jobs]]
+name = "R"
+model = "resnet50"
+paradigm = "ring"
+workers = ["h1", "h2"]
+TOML
+  log=$CCP_OUT/agent_smoke.agent.log
+  ccp-agent run --config "$d/agent.toml" > "$log" 2>&1 &
+  CCP_AGENT_PID=$!
+  trap 'ccp_agent_stop' EXIT
+  sleep 2
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent exited: $(tail -n 5 "$log")"
+  trainemu run --out "$CCP_OUT/agent-smoke" --progress-dir "$d/regions" "$d/smoke.toml" > "$CCP_OUT/agent_smoke.trainemu.log" 2>&1 &
+  te=$!
+  # While the job runs: the agent's view of it.
+  i=0 st=""
+  while [ $i -lt 60 ] && kill -0 $te 2>/dev/null; do
+    sleep 0.5
+    st=$(ccp-agent status --config "$d/agent.toml" 2>&1)
+    echo "$st" | grep -q "^mltcp.R " && break
+    i=$((i + 1))
+  done
+  echo "$st" > "$CCP_OUT/agent_smoke.status"
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/agent_smoke.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
+  ccp_agent_stop
+  note "agent status during the job:"
+  echo "$st" | head -n 6 | sed 's/^/  /'
+  recs=$(cat "$CCP_OUT"/agent-smoke/agent_smoke/runs/mltcp/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
+  note "trainemu: $recs iteration records (want 2 workers x 25)"
+  [ "$recs" = 50 ] || fail "the job did not complete all iterations ($recs records)"
+  flows=$(echo "$st" | grep -c "^mltcp.R ")
+  [ "$flows" -ge 1 ] || fail "the agent's status lists none of the job's flows: $st"
+  echo "$st" | grep "^mltcp.R " | awk '{ if ($5 + 0 > 0) ok = 1 } END { exit !ok }' \
+    || fail "no flow of the job has a scheduled rate: $st"
+}
+
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_agent_smoke"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1
