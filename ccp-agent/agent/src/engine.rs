@@ -441,9 +441,17 @@ impl<I: Ipc> AgentCore<I> {
             if let Some(p) = &f.plan {
                 if p.slot + 1 == slot {
                     let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
+                    // Network-limited only when the flow fell short of its plan with bytes left
+                    // AND saw losses: a shortfall without loss is the application (a ring step
+                    // waiting for its predecessor's chunk, a compute phase) or our own pacing
+                    // limit, and must not lower the link's estimate -- otherwise the estimate
+                    // follows the rate we set, the next plan is lower, and the flows collapse to
+                    // the rate floor (seen in the VM smoke test: a lone 2-worker ring job at
+                    // 1 Mbit/s, 2.8x its ideal iteration time).
                     let network_limited = planned > 0
                         && acked.saturating_mul(10) < planned.saturating_mul(8)
-                        && p.progress.remaining_bytes > acked;
+                        && p.progress.remaining_bytes > acked
+                        && f.lost_last > 0;
                     f.app_limited = !network_limited;
                     for l in &p.local {
                         let e = samples.entry(l.0).or_insert((0, true));
@@ -654,9 +662,19 @@ impl<I: Ipc> AgentCore<I> {
                 return None;
             }
         };
+        let no_feedback = vec![0u64; view.load_bps.len()];
         for l in remote {
-            let Some((est, load)) = self.feedback.get(l) else {
-                continue;
+            // A switch link without feedback (its daemon missed the deadline before it ever
+            // answered): plan against its configured capacity and this agent's own tally, never
+            // as if the link were not there.
+            let (est, load) = match self.feedback.get(l) {
+                Some((est, load)) => (est, load),
+                None => {
+                    let Some(cap) = self.cfg.topology.links.get(l) else {
+                        continue;
+                    };
+                    (cap, &no_feedback)
+                }
             };
             let add = self.adds.get(l);
             for (i, (vl, va)) in view
