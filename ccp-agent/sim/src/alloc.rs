@@ -186,4 +186,51 @@ mod tests {
         let r = solve(&[8.0], &[&[0], &[], &[0], &[9]], &[1.0; 4], &[0.0, 5.0, inf, inf]);
         assert_eq!(r, vec![0.0, 5.0, 8.0, 0.0]);
     }
+
+    proptest::proptest! {
+        /// Weighted max-min optimality: no link is over capacity, and every flow is either at its
+        /// cap or crosses a saturated link on which no flow has a larger rate per weight.
+        #[test]
+        fn weighted_max_min_conditions(
+            caps in proptest::collection::vec(1.0f64..100.0, 1..6),
+            flows in proptest::collection::vec(
+                (proptest::collection::vec(0u32..6, 1..4), 0.1f64..4.0, proptest::option::of(0.0f64..50.0)),
+                1..10,
+            ),
+        ) {
+            let paths: Vec<Vec<u32>> = flows
+                .iter()
+                .map(|(p, _, _)| {
+                    let mut p: Vec<u32> = p.iter().map(|l| l % caps.len() as u32).collect();
+                    p.sort_unstable();
+                    p.dedup();
+                    p
+                })
+                .collect();
+            let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
+            let w: Vec<f64> = flows.iter().map(|f| f.1).collect();
+            let cap: Vec<f64> = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
+            let r = solve(&caps, &refs, &w, &cap);
+            let mut load = vec![0.0; caps.len()];
+            for (f, p) in paths.iter().enumerate() {
+                for &l in p {
+                    load[l as usize] += r[f];
+                }
+            }
+            for (l, x) in load.iter().enumerate() {
+                proptest::prop_assert!(*x <= caps[l] * (1.0 + 1e-9), "link {} at {} > {}", l, x, caps[l]);
+            }
+            for (f, p) in paths.iter().enumerate() {
+                proptest::prop_assert!(r[f] <= cap[f] * (1.0 + 1e-9));
+                if r[f] >= cap[f] * (1.0 - 1e-9) {
+                    continue;
+                }
+                let ok = p.iter().any(|&l| {
+                    load[l as usize] >= caps[l as usize] * (1.0 - 1e-9)
+                        && paths.iter().enumerate().all(|(g, q)| !q.contains(&l) || r[g] / w[g] <= r[f] / w[f] * (1.0 + 1e-9))
+                });
+                proptest::prop_assert!(ok, "flow {} at {} has no bottleneck", f, r[f]);
+            }
+        }
+    }
 }

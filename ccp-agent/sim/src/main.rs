@@ -139,7 +139,7 @@ fn main() -> Result<()> {
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
     };
-    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s };
+    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false };
     for p in &cli.policies {
         if !POLICIES.contains(&p.as_str()) {
             anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));

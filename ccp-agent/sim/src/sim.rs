@@ -268,8 +268,9 @@ pub struct Sim {
     need_alloc: bool,
 }
 
-/// Bytes of slack when comparing byte counts.
-const EPS_BYTES: f64 = 1e-3;
+/// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
+/// (bytes are whole; the fluid arithmetic leaves fractions).
+const EPS_BYTES: f64 = 1.0;
 
 impl Sim {
     /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than there

@@ -121,7 +121,8 @@ impl Mlcc {
                         None if f == 0 => Dependency::Independent,
                         None => {
                             let Role::Ring { pred } = job.flows[f].role else { continue };
-                            Dependency::Ring { predecessor_bytes: job.flows[pred].sent as u64 }
+                            let p = &job.flows[pred];
+                            Dependency::Ring { predecessor_bytes: if p.done { p.size.round() as u64 } else { p.sent as u64 } }
                         }
                     };
                     if !active(f) {
@@ -144,11 +145,12 @@ impl Mlcc {
                 for ps in 0..p {
                     let pushes: Vec<usize> = (ps * w..(ps + 1) * w).collect();
                     let pulls: Vec<usize> = (p * w + ps * w..p * w + (ps + 1) * w).collect();
-                    let pull_f: Vec<u64> = pulls.iter().map(|&f| job.flows[f].sent as u64).collect();
+                    let f_of = |f: usize| if job.flows[f].done { job.flows[f].size.round() as u64 } else { job.flows[f].sent as u64 };
+                    let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
                     let mut agg_f: Vec<u64> = Vec::new();
                     for &f in &pushes {
                         if !active(f) {
-                            agg_f.push(job.flows[f].sent as u64);
+                            agg_f.push(f_of(f));
                             continue;
                         }
                         let t0 = Instant::now();
