@@ -135,6 +135,7 @@ mod tests {
         assert!(ModelFile::parse(&t, "m.toml").unwrap_err().to_string().contains("bytes_per_iteration = 0"));
         let e = ModelFile::parse("[models.x]\ndisplay = 1", "m.toml").unwrap_err();
         assert!(e.to_string().starts_with("m.toml: "), "{e}");
-        assert!(ModelFile::parse("", "m.toml").unwrap_err().to_string().contains("no [models.NAME]"));
+        assert!(ModelFile::parse("[models]\n", "m.toml").unwrap_err().to_string().contains("no [models.NAME]"));
+        assert!(ModelFile::parse("", "m.toml").unwrap_err().to_string().contains("models"));
     }
 }

@@ -9,6 +9,8 @@
 //! flows whose window increase is scaled by their weight (MLTCP: F(bytes_ratio), thesis ch. 5).
 //! Rates in bytes/s.
 
+use std::collections::BinaryHeap;
+
 /// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links).
 #[derive(Clone, Debug)]
 pub struct MaxMin {
@@ -21,6 +23,21 @@ pub struct MaxMin {
 }
 
 const UNSET: u32 = u32::MAX;
+
+/// A heap entry: (saturation level, local link index, version), least level first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Level(f64, u32, u32);
+impl Eq for Level {}
+impl PartialOrd for Level {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Level {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
 
 impl MaxMin {
     /// Scratch space for a network of `links` links.
@@ -83,71 +100,92 @@ impl MaxMin {
             .collect();
         capped.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut next_cap = 0usize;
-        let mut bottlenecks: Vec<u32> = Vec::new();
-        while remaining > 0 {
-            let mut lmin = f64::INFINITY;
-            for &l in &self.touched {
-                let li = l as usize;
-                if self.cnt[li] > 0 {
-                    let lv = self.res[li].max(0.0) / self.wsum[li];
-                    if lv < lmin {
-                        lmin = lv;
-                    }
-                }
+        // Links by the level at which they saturate (lazy heap: an entry is stale when the
+        // link's version moved on).
+        let mut version: Vec<u32> = vec![0; self.touched.len()];
+        let mut heap: BinaryHeap<Level> = BinaryHeap::with_capacity(self.touched.len());
+        for (k, &l) in self.touched.iter().enumerate() {
+            let li = l as usize;
+            if self.cnt[li] > 0 {
+                heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, 0));
             }
-            // Flows reaching their cap before any link saturates freeze at the cap.
-            let mut froze_cap = false;
-            while let Some(&(level, f)) = capped.get(next_cap) {
-                if level > lmin {
-                    break;
-                }
-                next_cap += 1;
-                let f = f as usize;
-                if frozen[f] {
+        }
+        let mut changed: Vec<u32> = Vec::new();
+        while remaining > 0 {
+            // The least saturation level among links with unfrozen flows.
+            let mut top = None;
+            while let Some(&Level(lv, k, v)) = heap.peek() {
+                let li = self.touched[k as usize] as usize;
+                if v != version[k as usize] || self.cnt[li] == 0 {
+                    heap.pop();
                     continue;
                 }
-                self.freeze(f, cap[f], w[f], paths[f], link_cap.len(), &mut frozen, out);
-                remaining -= 1;
-                froze_cap = true;
-            }
-            if froze_cap {
-                continue;
-            }
-            if !lmin.is_finite() {
+                top = Some((lv, k));
                 break;
             }
-            bottlenecks.clear();
-            for &l in &self.touched {
-                let li = l as usize;
-                if self.cnt[li] > 0 && self.res[li].max(0.0) / self.wsum[li] <= lmin * (1.0 + 1e-12) {
-                    bottlenecks.push(l);
-                }
-            }
-            for &l in &bottlenecks {
-                let k = self.local[l as usize] as usize;
-                let flows = std::mem::take(&mut self.link_flows[k]);
-                for &f in &flows {
+            let lmin = top.map_or(f64::INFINITY, |t| t.0);
+            changed.clear();
+            // A flow reaching its cap before any link saturates freezes at the cap.
+            if let Some(&(level, f)) = capped.get(next_cap) {
+                if level <= lmin {
+                    next_cap += 1;
                     let f = f as usize;
                     if !frozen[f] {
-                        self.freeze(f, w[f] * lmin, w[f], paths[f], link_cap.len(), &mut frozen, out);
+                        self.freeze(f, cap[f], w[f], paths[f], link_cap.len(), &mut frozen, out, &mut changed);
                         remaining -= 1;
                     }
+                    self.requeue(&changed, &mut version, &mut heap);
+                    continue;
                 }
-                self.link_flows[k] = flows;
             }
+            let Some((_, k)) = top else { break };
+            heap.pop();
+            let flows = std::mem::take(&mut self.link_flows[k as usize]);
+            for &f in &flows {
+                let f = f as usize;
+                if !frozen[f] {
+                    self.freeze(f, w[f] * lmin, w[f], paths[f], link_cap.len(), &mut frozen, out, &mut changed);
+                    remaining -= 1;
+                }
+            }
+            self.link_flows[k as usize] = flows;
+            self.requeue(&changed, &mut version, &mut heap);
         }
         for &l in &self.touched {
             self.local[l as usize] = UNSET;
         }
     }
 
+    /// New heap entries for the links whose load changed.
+    fn requeue(&self, changed: &[u32], version: &mut [u32], heap: &mut BinaryHeap<Level>) {
+        for &l in changed {
+            let li = l as usize;
+            let k = self.local[li] as usize;
+            version[k] += 1;
+            if self.cnt[li] > 0 {
+                heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, version[k]));
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
-    fn freeze(&mut self, f: usize, rate: f64, wf: f64, path: &[u32], links: usize, frozen: &mut [bool], out: &mut [f64]) {
+    fn freeze(
+        &mut self,
+        f: usize,
+        rate: f64,
+        wf: f64,
+        path: &[u32],
+        links: usize,
+        frozen: &mut [bool],
+        out: &mut [f64],
+        changed: &mut Vec<u32>,
+    ) {
         frozen[f] = true;
         out[f] = rate;
         for &l in path {
             let li = l as usize;
             if li < links {
+                changed.push(l);
                 self.res[li] -= rate;
                 self.wsum[li] -= wf;
                 self.cnt[li] = self.cnt[li].saturating_sub(1);

@@ -90,6 +90,10 @@ pub struct CassiniStats {
     pub shifts_applied: u64,
 }
 
+/// Cache key of a solved link: each job's (iteration, phase start, duration, rate), and the
+/// link capacity in bit/s.
+type CircleKey = (Vec<(u64, u64, u64, u64)>, u64);
+
 /// Cassini on top of `inner`.
 pub struct Cassini {
     inner: Box<dyn Policy>,
@@ -99,7 +103,7 @@ pub struct Cassini {
     pub angles: usize,
     /// Counters.
     pub stats: CassiniStats,
-    cache: HashMap<(Vec<(u64, u64, u64, u64)>, u64), Vec<u64>>,
+    cache: HashMap<CircleKey, Vec<u64>>,
 }
 
 /// A job's circle on a link carrying `bytes` of it per iteration, from its alone profile.
