@@ -134,7 +134,7 @@ impl MaxMin {
                         self.freeze(f, cap[f], w[f], paths[f], link_cap.len(), &mut frozen, out, &mut changed);
                         remaining -= 1;
                     }
-                    self.requeue(&changed, &mut version, &mut heap);
+                    self.requeue(&mut changed, &mut version, &mut heap);
                     continue;
                 }
             }
@@ -149,7 +149,7 @@ impl MaxMin {
                 }
             }
             self.link_flows[k as usize] = flows;
-            self.requeue(&changed, &mut version, &mut heap);
+            self.requeue(&mut changed, &mut version, &mut heap);
         }
         for &l in &self.touched {
             self.local[l as usize] = UNSET;
@@ -157,8 +157,10 @@ impl MaxMin {
     }
 
     /// New heap entries for the links whose load changed.
-    fn requeue(&self, changed: &[u32], version: &mut [u32], heap: &mut BinaryHeap<Level>) {
-        for &l in changed {
+    fn requeue(&self, changed: &mut Vec<u32>, version: &mut [u32], heap: &mut BinaryHeap<Level>) {
+        changed.sort_unstable();
+        changed.dedup();
+        for &l in changed.iter() {
             let li = l as usize;
             let k = self.local[li] as usize;
             version[k] += 1;
