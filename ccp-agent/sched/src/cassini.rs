@@ -310,6 +310,51 @@ pub fn affinity_time_shifts(
     Ok(out)
 }
 
+/// True when the Affinity graph of `edges` (jobs and links as nodes, one edge per (job, link)
+/// pair; a pair listed twice counts once) has a loop. Cassini's BFS ([`affinity_time_shifts`])
+/// is correct only on loop-free graphs, so Cassini discards placement candidates whose graph has
+/// one (thesis Sec. 4.4.2, Alg. 2 lines 13-15). Union-find over the nodes: an edge between two
+/// nodes already connected closes a loop.
+pub fn affinity_has_loop(edges: &[AffinityEdge]) -> bool {
+    let mut node: BTreeMap<(bool, u32), usize> = BTreeMap::new();
+    let mut parent: Vec<usize> = Vec::new();
+    let mut seen: BTreeSet<(JobId, LinkId)> = BTreeSet::new();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while let Some(&p) = parent.get(x) {
+            if p == x {
+                break;
+            }
+            let gp = parent.get(p).copied().unwrap_or(p);
+            if let Some(slot) = parent.get_mut(x) {
+                *slot = gp;
+            }
+            x = p;
+        }
+        x
+    }
+    let mut id = |key: (bool, u32), parent: &mut Vec<usize>| -> usize {
+        *node.entry(key).or_insert_with(|| {
+            parent.push(parent.len());
+            parent.len() - 1
+        })
+    };
+    for e in edges {
+        if !seen.insert((e.job, e.link)) {
+            continue;
+        }
+        let a = id((false, e.job.0), &mut parent);
+        let b = id((true, e.link.0), &mut parent);
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra == rb {
+            return true;
+        }
+        if let Some(slot) = parent.get_mut(ra) {
+            *slot = rb;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +431,10 @@ mod tests {
         looped.push(AffinityEdge { job: j3, link: LinkId(3), shift_ms: 5 });
         let s = affinity_time_shifts(&looped, &iters).unwrap();
         assert!(s.conflicts.contains(&(j3, LinkId(2))), "{s:?}");
+        assert!(!affinity_has_loop(&edges));
+        assert!(affinity_has_loop(&looped));
+        // A pair listed twice is one edge, not a loop.
+        assert!(!affinity_has_loop(&[edges[0], edges[0], edges[1]]));
         let missing = BTreeMap::from([(j1, 100)]);
         assert!(affinity_time_shifts(&edges, &missing).is_err());
     }

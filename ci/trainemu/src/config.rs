@@ -9,17 +9,17 @@
 //! offending value, and nothing is started before a scenario has passed validation.
 //!
 //! Model profiles (`ci/scenarios/models.toml`, built into the binary) give each model's gradient
-//! bytes per iteration, compute time and sources; a job's emulated gradient is
+//! bytes per iteration, compute time and sources; their types and parsing live in the shared
+//! `dnn-profiles` crate (also used by the cluster simulator). A job's emulated gradient is
 //! `bytes_per_iteration × scale × time_scale` bytes and its compute phase `compute_ms × time_scale`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// The model profiles shipped with the binary (`ci/scenarios/models.toml`).
-pub const BUILTIN_MODELS: &str = include_str!("../../scenarios/models.toml");
+pub use dnn_profiles::ModelFile;
 
 /// The default scenarios built into the binary, by file name, so that the guest can run
 /// `trainemu run a.toml` even though only the binary crosses into the VM.
@@ -90,43 +90,6 @@ impl CcVariant {
     pub fn dir_name(&self) -> String {
         self.label.replace(['[', ','], "_").replace(']', "").replace('=', "-")
     }
-}
-
-/// One model profile of `models.toml` (`[models.NAME]`).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Model {
-    /// Human-readable model name (e.g. "VGG16").
-    pub display: String,
-    /// Parameters, in millions.
-    pub params_millions: f64,
-    /// Gradient bytes one worker contributes per iteration on the source's setup (fp32: 4 bytes
-    /// per parameter), in bytes.
-    pub bytes_per_iteration: u64,
-    /// Compute (forward + backward) time per iteration, in milliseconds.
-    pub compute_ms: f64,
-    /// Factor applied to `bytes_per_iteration` to fit the testbed's 100 Mbit/s bottleneck.
-    pub scale: f64,
-    /// Where `params_millions`/`bytes_per_iteration` come from (paper title, table/figure).
-    pub source_bytes: String,
-    /// Where `compute_ms` comes from, or how it was estimated.
-    pub source_compute: String,
-    /// True when `compute_ms` is an estimate, not a published figure.
-    #[serde(default)]
-    pub compute_estimated: bool,
-    /// True when `bytes_per_iteration` is an estimate, not a published figure.
-    #[serde(default)]
-    pub bytes_estimated: bool,
-    /// Why `scale` has its value.
-    pub scale_note: String,
-}
-
-/// The whole `models.toml`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelFile {
-    /// Profiles by key (the name scenarios use in `jobs[].model`).
-    pub models: BTreeMap<String, Model>,
 }
 
 /// Communication pattern of a job.
@@ -322,31 +285,6 @@ fn valid_name(s: &str, max: usize, extra: &str) -> bool {
     !s.is_empty()
         && s.len() <= max
         && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(c))
-}
-
-impl ModelFile {
-    /// Parses and validates a models file; `file` names it in errors.
-    pub fn parse(text: &str, file: &str) -> Result<ModelFile> {
-        let m: ModelFile = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
-        for (k, p) in &m.models {
-            let f = |field: &str| format!("{file}: models.{k}.{field}");
-            if p.bytes_per_iteration == 0 {
-                bail!("{} = {}: must be > 0", f("bytes_per_iteration"), p.bytes_per_iteration);
-            }
-            if !(p.compute_ms.is_finite() && p.compute_ms >= 0.0) {
-                bail!("{} = {}: must be a number >= 0", f("compute_ms"), p.compute_ms);
-            }
-            if !(p.scale.is_finite() && p.scale > 0.0 && p.scale <= 1.0) {
-                bail!("{} = {}: must be in (0, 1]", f("scale"), p.scale);
-            }
-        }
-        Ok(m)
-    }
-
-    /// The built-in profiles.
-    pub fn builtin() -> ModelFile {
-        ModelFile::parse(BUILTIN_MODELS, "models.toml (built in)").expect("built-in models.toml is valid")
-    }
 }
 
 impl Scenario {

@@ -131,7 +131,7 @@ fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
         None => Ok(ModelFile::builtin()),
         Some(p) => {
             let t = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
-            ModelFile::parse(&t, &p.display().to_string())
+            Ok(ModelFile::parse(&t, &p.display().to_string())?)
         }
     }
 }

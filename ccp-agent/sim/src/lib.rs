@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `mlcc-sim`: a cluster-scale, trace-driven simulator of DNN training traffic, comparing fair
+//! (TCP-like) sharing, MLTCP, MCS, CCML, Cassini (on fair sharing and on MLTCP) and the mlcc
+//! scheduler (the agent's own scheduling library).
+//!
+//! The setting is that of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers"
+//! (Zhao, Wu, Zhu), Sec. VII: 1000 servers of 8 GPUs in a three-tier tree (10/20/40 Gbit/s), jobs
+//! arriving by a Google-trace-like process, each iteration a compute phase then its flows. The
+//! algorithms are never re-implemented here: Alg. 1/2, the load tables and Cassini's score and
+//! BFS come from `mlcc-sched`, MLTCP's F from `mltcp-math`, the model profiles from
+//! `dnn-profiles` (the same models.toml as the traffic emulator).
+//!
+//! Modules: [`topo`] (the tree), [`workload`] (arrivals, job mix, trace files), [`sim`] (the
+//! engine: placement, flows, dependencies, time), [`alloc`] (weighted max-min with caps),
+//! [`policy`] (one module per policy), [`report`] (statistics, table, JSON, PNG).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod alloc;
+pub mod error;
+pub mod policy;
+pub mod report;
+pub mod sim;
+pub mod topo;
+pub mod workload;
+
+use policy::cassini::Cassini;
+use policy::ccml::Ccml;
+use policy::fair::Fair;
+use policy::mcs::Mcs;
+use policy::mlcc::Mlcc;
+use policy::mltcp::{FUpdate, Mltcp};
+use policy::Policy;
+
+pub use error::SimError;
+
+/// The policies a run may name, in the default order.
+pub const POLICIES: &[&str] = &["fair", "mltcp", "mcs", "ccml", "cassini", "cassini+mltcp", "mlcc"];
+
+/// Parameters of the policies (see each policy's module for their meaning and source).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PolicyConfig {
+    /// mlcc slot length, µs (paper: 60 ms).
+    pub slot_us: u64,
+    /// mlcc horizon K, slots (paper: 10).
+    pub horizon: usize,
+    /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much; 0 = only at events.
+    pub mltcp_ratio_step: f64,
+    /// CCML: weight ratio between priority levels.
+    pub ccml_ratio: f64,
+    /// Cassini: candidate placements.
+    pub cassini_candidates: usize,
+    /// Cassini: angles sampled on a unified circle.
+    pub cassini_angles: usize,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            slot_us: mlcc_sched::DEFAULT_SLOT_US,
+            horizon: mlcc_sched::DEFAULT_HORIZON,
+            mltcp_ratio_step: 1.0 / 32.0,
+            ccml_ratio: policy::ccml::DEFAULT_RATIO,
+            cassini_candidates: 3,
+            cassini_angles: 60,
+        }
+    }
+}
+
+fn mltcp(cfg: &PolicyConfig) -> Mltcp {
+    let update = if cfg.mltcp_ratio_step > 0.0 {
+        FUpdate::Continuous { ratio_step: cfg.mltcp_ratio_step.min(1.0) }
+    } else {
+        FUpdate::Events
+    };
+    Mltcp { update, ..Mltcp::default() }
+}
+
+/// The policy called `name` (one of [`POLICIES`]) for a network of link capacities
+/// `link_capacity` (bytes/s). Refuses an unknown name and bad parameters, naming the value.
+pub fn make_policy(name: &str, cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Box<dyn Policy>, SimError> {
+    if !(cfg.ccml_ratio.is_finite() && cfg.ccml_ratio >= 1.0) {
+        return Err(SimError::Config(format!("ccml_ratio = {}: must be >= 1", cfg.ccml_ratio)));
+    }
+    if !(cfg.mltcp_ratio_step.is_finite() && cfg.mltcp_ratio_step >= 0.0) {
+        return Err(SimError::Config(format!("mltcp_ratio_step = {}: must be >= 0", cfg.mltcp_ratio_step)));
+    }
+    Ok(match name {
+        "fair" => Box::new(Fair),
+        "mltcp" => Box::new(mltcp(cfg)),
+        "mcs" => Box::new(Mcs),
+        "ccml" => Box::new(Ccml::new(cfg.ccml_ratio)),
+        "cassini" => Box::new(Cassini::new(Box::new(Fair), cfg.cassini_candidates, cfg.cassini_angles)),
+        "cassini+mltcp" => Box::new(Cassini::new(Box::new(mltcp(cfg)), cfg.cassini_candidates, cfg.cassini_angles)),
+        "mlcc" => Box::new(Mlcc::new(link_capacity, cfg.slot_us, cfg.horizon)?),
+        other => {
+            return Err(SimError::Config(format!("unknown policy '{other}' (known: {})", POLICIES.join(", "))));
+        }
+    })
+}

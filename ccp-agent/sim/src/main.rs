@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! `mlcc-sim`: runs the cluster simulator once per policy on the same workload and prints the
+//! comparison table; writes `results.json` and `jct-cdf.png` to `--out`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use dnn_profiles::ModelFile;
+use mlcc_sim::report::{plot_jct_cdf, summarise, table};
+use mlcc_sim::sim::{Sim, SimConfig};
+use mlcc_sim::topo::{Tree, TreeConfig};
+use mlcc_sim::workload::{generate, read_trace, WorkloadConfig};
+use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
+
+/// Trace-driven cluster simulator: fair TCP, MLTCP, MCS, CCML, Cassini and the mlcc scheduler on
+/// the tree of the mlcc paper's Sec. VII.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Cli {
+    /// Policies to run, comma separated (fair, mltcp, mcs, ccml, cassini, cassini+mltcp, mlcc).
+    #[arg(long, default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc", value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Servers.
+    #[arg(long, default_value_t = 1000)]
+    servers: u32,
+    /// GPUs per server.
+    #[arg(long, default_value_t = 8)]
+    gpus_per_server: u32,
+    /// Servers per rack (ToR).
+    #[arg(long, default_value_t = 10)]
+    servers_per_rack: u32,
+    /// Racks per edge switch.
+    #[arg(long, default_value_t = 10)]
+    racks_per_edge: u32,
+    /// Server link speed, Gbit/s.
+    #[arg(long, default_value_t = 10.0)]
+    server_gbps: f64,
+    /// ToR uplink speed, Gbit/s.
+    #[arg(long, default_value_t = 20.0)]
+    tor_gbps: f64,
+    /// Edge uplink speed, Gbit/s.
+    #[arg(long, default_value_t = 40.0)]
+    edge_gbps: f64,
+    /// Jobs to generate.
+    #[arg(long, default_value_t = 1000)]
+    jobs: u32,
+    /// Arrival window, seconds.
+    #[arg(long, default_value_t = 3600.0)]
+    window_s: f64,
+    /// Fewest iterations per job.
+    #[arg(long, default_value_t = 200)]
+    iter_min: u32,
+    /// Most iterations per job.
+    #[arg(long, default_value_t = 1000)]
+    iter_max: u32,
+    /// RNG seed of the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read the jobs from this CSV trace instead (arrival_s,model,paradigm,workers,iterations).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Model profiles (default: the built-in ci/scenarios/models.toml).
+    #[arg(long)]
+    models: Option<PathBuf>,
+    /// mlcc slot length, ms.
+    #[arg(long, default_value_t = 60)]
+    slot_ms: u64,
+    /// mlcc horizon K, slots.
+    #[arg(long, default_value_t = 10)]
+    horizon: usize,
+    /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much (0: only at events).
+    #[arg(long, default_value_t = 1.0 / 32.0)]
+    mltcp_ratio_step: f64,
+    /// CCML: weight ratio between priority levels.
+    #[arg(long, default_value_t = 4.0)]
+    ccml_ratio: f64,
+    /// Cassini: candidate placements.
+    #[arg(long, default_value_t = 3)]
+    cassini_candidates: usize,
+    /// Cassini: angles sampled on a unified circle.
+    #[arg(long, default_value_t = 60)]
+    cassini_angles: usize,
+    /// Smallest time step, ms (events closer than this are handled together).
+    #[arg(long, default_value_t = 1.0)]
+    min_step_ms: f64,
+    /// Stop simulating at this simulated time, s.
+    #[arg(long, default_value_t = 1.0e6)]
+    max_time_s: f64,
+    /// Output directory (results.json, jct-cdf.png).
+    #[arg(long, default_value = "sim-results")]
+    out: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let models = match &cli.models {
+        None => ModelFile::builtin(),
+        Some(p) => {
+            let t = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            ModelFile::parse(&t, &p.display().to_string())?
+        }
+    };
+    let tree = Tree::new(TreeConfig {
+        servers: cli.servers,
+        gpus_per_server: cli.gpus_per_server,
+        servers_per_rack: cli.servers_per_rack,
+        racks_per_edge: cli.racks_per_edge,
+        server_gbps: cli.server_gbps,
+        tor_gbps: cli.tor_gbps,
+        edge_gbps: cli.edge_gbps,
+    })?;
+    let wl = WorkloadConfig {
+        jobs: cli.jobs,
+        window_s: cli.window_s,
+        iter_min: cli.iter_min,
+        iter_max: cli.iter_max,
+        seed: cli.seed,
+    };
+    let jobs = match &cli.trace {
+        Some(p) => read_trace(p, &models)?,
+        None => generate(&wl, &models)?,
+    };
+    let pcfg = PolicyConfig {
+        slot_us: cli.slot_ms.saturating_mul(1000),
+        horizon: cli.horizon,
+        mltcp_ratio_step: cli.mltcp_ratio_step,
+        ccml_ratio: cli.ccml_ratio,
+        cassini_candidates: cli.cassini_candidates,
+        cassini_angles: cli.cassini_angles,
+    };
+    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false };
+    for p in &cli.policies {
+        if !POLICIES.contains(&p.as_str()) {
+            anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));
+        }
+    }
+    std::fs::create_dir_all(&cli.out).with_context(|| format!("{}: cannot create", cli.out.display()))?;
+    tracing::info!(
+        servers = cli.servers,
+        jobs = jobs.len(),
+        last_arrival_s = jobs.last().map_or(0.0, |j| j.arrival_s),
+        "workload ready"
+    );
+    let mut results = Vec::new();
+    for name in &cli.policies {
+        let mut policy = make_policy(name, &pcfg, &tree.capacity)?;
+        let mut sim = Sim::new(tree.clone(), scfg.clone(), jobs.clone())?;
+        let bar = if cli.quiet { ProgressBar::hidden() } else { ProgressBar::new(sim.jobs.len() as u64) };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} jobs {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(name.clone());
+        let t0 = Instant::now();
+        sim.run(policy.as_mut(), &mut |s: &Sim| {
+            let done = s.jobs.iter().filter(|j| j.phase == mlcc_sim::sim::Phase::Done).count();
+            bar.set_position(done as u64);
+            bar.set_message(format!("t = {:.0} s", s.t));
+        });
+        bar.finish_and_clear();
+        let wall = t0.elapsed().as_secs_f64();
+        tracing::info!(policy = %name, wall_s = wall, events = sim.events, sim_s = sim.t, "policy done");
+        results.push(summarise(&sim, name, wall, policy.report()));
+    }
+    print!("{}", table(&results));
+    let json = serde_json::json!({
+        "setting": {
+            "tree": tree.config,
+            "workload": if cli.trace.is_some() { serde_json::json!({ "trace": cli.trace }) } else { serde_json::to_value(&wl)? },
+            "policies": pcfg,
+            "sim": scfg,
+        },
+        "results": results,
+    });
+    let jp = cli.out.join("results.json");
+    std::fs::write(&jp, serde_json::to_string_pretty(&json)?).with_context(|| format!("{}: cannot write", jp.display()))?;
+    let pp = cli.out.join("jct-cdf.png");
+    match plot_jct_cdf(&results, &pp) {
+        Ok(()) => println!("wrote {} and {}", jp.display(), pp.display()),
+        Err(e) => {
+            tracing::warn!("no plot: {e}");
+            println!("wrote {}", jp.display());
+        }
+    }
+    Ok(())
+}

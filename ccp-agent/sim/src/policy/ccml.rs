@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! CCML, our reading. The mlcc paper (Sec. VII, baseline [47]: Rajasekaran, Ghobadi, Kumar,
+//! Akella, "Congestion control in machine learning clusters", HotNets '22) describes it in one
+//! sentence: "It runs on the host side, profiles the iteration time of different jobs in advance,
+//! and aims to maximally interleave the communication phases of co-located jobs based on their
+//! iteration patterns." The HotNets paper's mechanism is deliberate unfairness between co-located
+//! jobs: when one job gets more bandwidth than the other, their communication phases slide apart
+//! and stay interleaved.
+//!
+//! As implemented (documented parameters):
+//! - host side only: the ranking is per server; the core of the network is not considered;
+//! - on every server, the jobs present are ranked by their *profiled* iteration time alone
+//!   (shortest first: it has the most to lose per unit of delay), ties by arrival;
+//! - a job's level is its worst (largest) rank over the servers it uses; its flows get weight
+//!   `ratio^(−level)` with `ratio` = [`DEFAULT_RATIO`] (4) in weighted max-min sharing, i.e. a
+//!   near-strict priority that still never starves a flow;
+//! - levels are recomputed whenever a job starts or ends; between those, sharing is event driven.
+
+use super::{Control, Policy};
+use crate::sim::Sim;
+
+/// Weight ratio between consecutive priority levels.
+pub const DEFAULT_RATIO: f64 = 4.0;
+
+/// CCML-like host-side unfair sharing.
+#[derive(Clone, Debug)]
+pub struct Ccml {
+    /// Weight ratio between consecutive levels (> 1).
+    pub ratio: f64,
+    level: Vec<u32>,
+}
+
+impl Ccml {
+    /// A CCML policy with weight ratio `ratio`.
+    pub fn new(ratio: f64) -> Self {
+        Ccml { ratio, level: Vec::new() }
+    }
+
+    fn relevel(&mut self, sim: &Sim) {
+        self.level.clear();
+        self.level.resize(sim.jobs.len(), 0);
+        for jobs in &sim.server_jobs {
+            if jobs.len() < 2 {
+                continue;
+            }
+            let mut v: Vec<usize> = jobs.clone();
+            v.sort_by(|a, b| sim.jobs[*a].alone_iter_s.total_cmp(&sim.jobs[*b].alone_iter_s).then(a.cmp(b)));
+            for (rank, j) in v.into_iter().enumerate() {
+                self.level[j] = self.level[j].max(rank as u32);
+            }
+        }
+    }
+}
+
+impl Policy for Ccml {
+    fn name(&self) -> String {
+        "ccml".into()
+    }
+
+    fn on_job_start(&mut self, sim: &Sim, _job: usize) -> Vec<(usize, crate::sim::Align)> {
+        self.relevel(sim);
+        Vec::new()
+    }
+
+    fn on_job_end(&mut self, sim: &Sim, _job: usize) {
+        self.relevel(sim);
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        ctl.fair(sim.active.len());
+        for (i, &(j, _)) in sim.active.iter().enumerate() {
+            let level = self.level.get(j).copied().unwrap_or(0);
+            ctl.weight[i] = self.ratio.powi(-(level as i32));
+        }
+        f64::INFINITY
+    }
+}

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! MLTCP (Rajasekaran, MIT thesis, ch. 5; HotNets '24): each flow's window increase is scaled by
+//! `F(bytes_ratio)`, so flows sharing a bottleneck get bandwidth in proportion to F (in the fluid
+//! model, additive-increase flows with gains F_i converge to shares proportional to F_i). F comes
+//! from the kernel module's own math crate (`mltcp_math::iteration::f_fx` with
+//! `Params::DEFAULT`, slope 1.5 and intercept 0.25), and `bytes_ratio` is the flow's bytes sent
+//! in this iteration over its bytes per iteration (the value an agent pins, exact here).
+//!
+//! When F is evaluated ([`FUpdate`]): `Events` re-evaluates it only when the set of flows
+//! changes (a flow starts, ends or becomes dependency-bound), i.e. F is taken when contention
+//! starts and held: the assumption of the Shift(Δ) recurrence (REFERENCE.md §2), used by the
+//! known-answer test. `Continuous { ratio_step }` (default, 1/32) also re-evaluates whenever
+//! some flow's bytes_ratio may have grown by `ratio_step`, following F as the kernel does per ACK.
+
+use mltcp_math::fixed::{ratio_fx, FX_ONE};
+use mltcp_math::iteration::f_fx;
+use mltcp_math::params::Params;
+
+use super::{Control, Policy};
+use crate::sim::Sim;
+
+/// When MLTCP's F is re-evaluated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FUpdate {
+    /// Only when the flows change.
+    Events,
+    /// Also whenever a bytes_ratio may have moved by `ratio_step` (in (0, 1]).
+    Continuous {
+        /// Largest change of any bytes_ratio between two evaluations.
+        ratio_step: f64,
+    },
+}
+
+/// MLTCP sharing.
+#[derive(Clone, Debug)]
+pub struct Mltcp {
+    /// The module's parameters.
+    pub params: Params,
+    /// When F is re-evaluated.
+    pub update: FUpdate,
+}
+
+impl Default for Mltcp {
+    fn default() -> Self {
+        Mltcp { params: Params::DEFAULT, update: FUpdate::Continuous { ratio_step: 1.0 / 32.0 } }
+    }
+}
+
+/// F of a flow that has sent `sent` of `size` bytes, as a real number (1.0 = Reno's gain).
+pub fn f_of(params: &Params, sent: f64, size: f64) -> f64 {
+    let r = ratio_fx(sent.max(0.0) as u64, size.max(0.0) as u64);
+    f64::from(f_fx(params, r)) / f64::from(FX_ONE)
+}
+
+impl Mltcp {
+    /// Weights (F) for the active flows, and the time of the next re-evaluation.
+    pub fn weights(&self, sim: &Sim, ctl: &mut Control) -> f64 {
+        ctl.fair(sim.active.len());
+        let mut next = f64::INFINITY;
+        for (i, &(j, f)) in sim.active.iter().enumerate() {
+            let fl = &sim.jobs[j].flows[f];
+            ctl.weight[i] = f_of(&self.params, fl.sent, fl.size);
+            if let FUpdate::Continuous { ratio_step } = self.update {
+                if fl.rate > 0.0 {
+                    next = next.min(sim.t + ratio_step * fl.size / fl.rate);
+                }
+            }
+        }
+        if matches!(self.update, FUpdate::Continuous { .. }) && !next.is_finite() && !sim.active.is_empty() {
+            // Rates are not known before the first allocation: look again soon.
+            next = sim.t + 1e-3;
+        }
+        next
+    }
+}
+
+impl Policy for Mltcp {
+    fn name(&self) -> String {
+        "mltcp".into()
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        self.weights(sim, ctl)
+    }
+}

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The policies compared by the simulator, each a module behind [`Policy`].
+//!
+//! A policy sees the whole [`Sim`] (read only) and, at each decision, gives every active flow
+//! (in the order of [`Sim::active`]) a weight and a rate cap ([`Control`]); the engine turns them
+//! into rates by weighted max-min sharing with caps, after the data dependencies of each job.
+//! It also says when it next wants to decide (a slot boundary, a re-evaluation of MLTCP's F,
+//! or never until something changes), may choose among candidate placements, and may hold jobs'
+//! next iterations back (time shifts).
+
+use serde_json::Value;
+
+use crate::sim::{Align, Sim};
+
+pub mod cassini;
+pub mod ccml;
+pub mod fair;
+pub mod mcs;
+pub mod mlcc;
+pub mod mltcp;
+
+/// How strictly a flow waits for the data it forwards (see [`crate::sim`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepMode {
+    /// Chunks are forwarded as they stream in.
+    #[default]
+    Pipelined,
+    /// A chunk (ring) or the broadcast (PS) starts only after the data it depends on has been
+    /// completely received (MCS's "start-after" coflow dependency).
+    StartAfter,
+}
+
+/// A policy's decision for the active flows.
+#[derive(Clone, Debug, Default)]
+pub struct Control {
+    /// Weight of each active flow in max-min sharing (1 = TCP-fair).
+    pub weight: Vec<f64>,
+    /// Rate cap of each active flow, bytes/s (`f64::INFINITY`: none).
+    pub cap: Vec<f64>,
+    /// After the capped allocation, share what is left max-min among the flows that may send
+    /// (work conservation).
+    pub backfill: bool,
+}
+
+impl Control {
+    /// Every active flow at weight 1, uncapped.
+    pub fn fair(&mut self, n: usize) {
+        self.weight.clear();
+        self.weight.resize(n, 1.0);
+        self.cap.clear();
+        self.cap.resize(n, f64::INFINITY);
+        self.backfill = false;
+    }
+}
+
+/// A flow-control policy.
+pub trait Policy {
+    /// Its name in tables and files.
+    fn name(&self) -> String;
+
+    /// Dependency mode of its flows.
+    fn deps(&self) -> DepMode {
+        DepMode::Pipelined
+    }
+
+    /// Number of candidate placements it wants to choose from (1: take the first).
+    fn placement_candidates(&self) -> usize {
+        1
+    }
+
+    /// Chooses among `candidates` (server lists) for job `job`; index into `candidates`.
+    fn choose_placement(&mut self, _sim: &Sim, _job: usize, _candidates: &[Vec<u32>]) -> usize {
+        0
+    }
+
+    /// Job `job` has just been placed (its flows, alone times and links are set); returns
+    /// one-time alignments of jobs' next iteration starts.
+    fn on_job_start(&mut self, _sim: &Sim, _job: usize) -> Vec<(usize, Align)> {
+        Vec::new()
+    }
+
+    /// Job `job` has finished.
+    fn on_job_end(&mut self, _sim: &Sim, _job: usize) {}
+
+    /// Decides weights and caps for `sim.active`; returns the time (s) of its next decision
+    /// even if nothing changes (`f64::INFINITY`: none).
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64;
+
+    /// Also decide at every event, not only when flows change.
+    fn decide_every_event(&self) -> bool {
+        false
+    }
+
+    /// Policy-specific results for the JSON report.
+    fn report(&self) -> Value {
+        Value::Null
+    }
+}

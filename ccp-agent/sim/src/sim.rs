@@ -1,0 +1,878 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The simulation engine: jobs, their flows, placement, and time.
+//!
+//! Model ("Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VII): each
+//! iteration of a job is a compute phase followed by its communication flows; the next iteration
+//! starts when every flow of the current one has completed. Flows are fluid (no packets, losses
+//! or retransmissions, as in the paper); in between two events every flow keeps a constant rate.
+//!
+//! Flows of a job and what they may send (the data dependencies, enforced for every policy):
+//! - ring all-reduce over workers 0..W−1: flow i (worker i → i+1 mod W) carries 2(W−1)/W · G bytes
+//!   in chunks of G/W. *Pipelined* (how NCCL-like libraries stream chunks): flow i may have sent
+//!   at most what it received plus one chunk, `sent_i ≤ sent_{i−1} + G/W`. *Start-after* (the
+//!   coflow reading of MCS): a chunk is forwarded only once it has been completely received,
+//!   `sent_i ≤ (⌊sent_{i−1} / (G/W)⌋ + 1) · G/W`;
+//! - parameter server with P servers: worker w pushes G/P bytes to each server p, and p sends G/P
+//!   bytes back to each worker. Pipelined: p's broadcast never runs ahead of its slowest
+//!   aggregation, `sent(p→w) ≤ min_w' sent(w'→p)`; start-after: p broadcasts only when every
+//!   aggregation into it has completed.
+//!
+//! Time advances from event to event (an arrival, the end of a compute phase or of a Cassini
+//! wait, a flow completing, a flow catching up with the data it depends on, a policy's own
+//! decision time such as mlcc's slot boundary or MLTCP's re-evaluation of F), never by less than
+//! `min_step_s` (events closer than that are handled together; the byte counts stay exact:
+//! a flow never sends more than its size or its dependency allows).
+//!
+//! Placement (documented choice): every worker and parameter server takes one GPU of a distinct
+//! server; servers are taken first-fit in index order (so a job packs into the fewest racks and
+//! edge switches while the cluster is empty, and fragments as jobs come and go); a job that does
+//! not fit waits in a FIFO queue, launched as soon as enough GPUs free up (the mlcc paper,
+//! Sec. VI-A: "Jobs are queued if GPUs are not available").
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::alloc::MaxMin;
+use crate::error::SimError;
+use crate::policy::{Control, DepMode, Policy};
+use crate::topo::Tree;
+use crate::workload::{JobSpec, Paradigm};
+
+/// What a flow is in its job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Role {
+    /// Ring flow from worker `i` to worker `i+1`; `pred` is the flow into worker `i`.
+    Ring {
+        /// Index of the predecessor's flow in the job.
+        pred: usize,
+    },
+    /// Aggregation flow of a worker to parameter server `ps`.
+    Push {
+        /// Parameter-server index in the job.
+        ps: usize,
+    },
+    /// Broadcast flow of parameter server `ps` to a worker.
+    Pull {
+        /// Parameter-server index in the job.
+        ps: usize,
+    },
+}
+
+/// One flow of a job (the same flows run in every iteration).
+#[derive(Clone, Debug, Serialize)]
+pub struct Flow {
+    /// Sending server.
+    pub src: u32,
+    /// Receiving server.
+    pub dst: u32,
+    /// Links crossed, in order.
+    pub path: Vec<u32>,
+    /// Bytes per iteration.
+    pub size: f64,
+    /// Bytes sent in the current iteration.
+    pub sent: f64,
+    /// Current rate, bytes/s.
+    pub rate: f64,
+    /// Its role.
+    pub role: Role,
+    /// Done in this iteration.
+    pub done: bool,
+}
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Phase {
+    /// Not arrived yet, or waiting for GPUs.
+    Waiting,
+    /// Computing until the given time.
+    Computing(f64),
+    /// Its flows are running.
+    Communicating,
+    /// Held back by a time shift until the given time.
+    Shifted(f64),
+    /// All iterations done.
+    Done,
+}
+
+/// A one-time alignment of a job's next iteration start (Cassini time shifts): the next iteration
+/// starts at the first instant ≥ its natural start that is ≡ `at_s` modulo `period_s`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Align {
+    /// Reference instant, seconds.
+    pub at_s: f64,
+    /// The job's profiled iteration time, seconds.
+    pub period_s: f64,
+}
+
+/// A job in the simulation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    /// As submitted.
+    pub spec: JobSpec,
+    /// Servers: workers first, then parameter servers.
+    pub servers: Vec<u32>,
+    /// Its flows.
+    pub flows: Vec<Flow>,
+    /// Ring chunk G/W (ring jobs), bytes.
+    pub chunk: f64,
+    /// Where it is.
+    pub phase: Phase,
+    /// Iterations completed.
+    pub iterations_done: u32,
+    /// When it was launched (placed), seconds.
+    pub start_s: f64,
+    /// When it finished, seconds.
+    pub finish_s: f64,
+    /// Iteration time alone on its placement (fair sharing, nothing else running), seconds.
+    pub alone_iter_s: f64,
+    /// Communication time alone, seconds.
+    pub alone_comm_s: f64,
+    /// Per-link bytes per iteration (link, bytes).
+    pub link_bytes: Vec<(u32, f64)>,
+    /// Pending alignment of its next iteration start.
+    pub align: Option<Align>,
+    /// Time spent held back by alignments, seconds.
+    pub shifted_s: f64,
+    /// Start of each iteration's communication phase, seconds (only with `SimConfig::record`).
+    pub comm_starts: Vec<f64>,
+}
+
+/// Engine parameters.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    /// Smallest time step, seconds (events closer than this are handled together).
+    pub min_step_s: f64,
+    /// Stop simulating at this time, seconds (jobs unfinished then are reported as such).
+    pub max_time_s: f64,
+    /// Record every iteration's communication start of every job ([`Job::comm_starts`]).
+    pub record: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false }
+    }
+}
+
+/// A timer of a job (end of compute or of a shift).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Timer(f64, usize);
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// Histogram of decision times, log-spaced buckets from 0.1 µs (20 per decade, up to 100 s).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TimeHist {
+    /// Counts per bucket.
+    pub buckets: Vec<u64>,
+    /// Number of samples.
+    pub count: u64,
+    /// Sum of samples, µs.
+    pub sum_us: f64,
+}
+
+impl TimeHist {
+    const PER_DECADE: f64 = 20.0;
+    const BUCKETS: usize = 180;
+
+    /// Adds one sample, µs.
+    pub fn add(&mut self, us: f64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; Self::BUCKETS];
+        }
+        let b = (((us.max(0.1) / 0.1).log10()) * Self::PER_DECADE) as usize;
+        let last = self.buckets.len() - 1;
+        self.buckets[b.min(last)] += 1;
+        self.count += 1;
+        self.sum_us += us;
+    }
+
+    /// Upper edge of bucket `b`, µs.
+    pub fn edge_us(b: usize) -> f64 {
+        0.1 * 10f64.powf((b + 1) as f64 / Self::PER_DECADE)
+    }
+
+    /// The q-quantile (0..=1), µs (bucket upper edge).
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        let target = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (b, c) in self.buckets.iter().enumerate() {
+            acc += c;
+            if acc >= target {
+                return Self::edge_us(b);
+            }
+        }
+        0.0
+    }
+
+    /// The CDF as (µs, fraction) points at the non-empty buckets.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        let mut acc = 0;
+        let mut v = Vec::new();
+        for (b, c) in self.buckets.iter().enumerate() {
+            if *c > 0 {
+                acc += c;
+                v.push((Self::edge_us(b), acc as f64 / self.count.max(1) as f64));
+            }
+        }
+        v
+    }
+}
+
+/// The state of one run.
+pub struct Sim {
+    /// The network.
+    pub tree: Tree,
+    /// Parameters.
+    pub config: SimConfig,
+    /// Current time, seconds.
+    pub t: f64,
+    /// All jobs, in arrival order.
+    pub jobs: Vec<Job>,
+    /// Active flows (job, flow), rebuilt when the set changes.
+    pub active: Vec<(usize, usize)>,
+    /// Jobs present on each server (launched, not finished).
+    pub server_jobs: Vec<Vec<usize>>,
+    /// Jobs whose flows cross each link (launched, not finished).
+    pub link_jobs: Vec<Vec<usize>>,
+    /// Bytes carried by each link so far.
+    pub link_bytes: Vec<f64>,
+    /// Dependency mode in force (from the policy).
+    pub deps: DepMode,
+    /// Time spent in the policy's decisions, per call.
+    pub decisions: TimeHist,
+    /// Number of events processed.
+    pub events: u64,
+    free_gpus: Vec<u32>,
+    queue: VecDeque<usize>,
+    next_arrival: usize,
+    timers: BinaryHeap<Timer>,
+    maxmin: MaxMin,
+    ctl: Control,
+    flows_changed: bool,
+    next_decision: f64,
+    /// Which active flows were dependency-blocked at the last allocation.
+    blocked_at_alloc: Vec<bool>,
+    need_alloc: bool,
+}
+
+/// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
+/// (bytes are whole; the fluid arithmetic leaves fractions).
+const EPS_BYTES: f64 = 1.0;
+
+impl Sim {
+    /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than there
+    /// are servers (one per server) or GPUs.
+    pub fn new(tree: Tree, config: SimConfig, jobs: Vec<JobSpec>) -> Result<Sim, SimError> {
+        let servers = tree.config.servers;
+        for (i, j) in jobs.iter().enumerate() {
+            if j.gpus() > servers {
+                return Err(SimError::Unplaceable(format!(
+                    "job {i} ({} x{} {:?}) needs {} servers, the cluster has {servers}",
+                    j.model, j.workers, j.paradigm, j.gpus()
+                )));
+            }
+            if j.workers < 2 {
+                return Err(SimError::Config(format!("job {i}: workers = {}: at least 2", j.workers)));
+            }
+        }
+        if !(config.min_step_s.is_finite() && config.min_step_s > 0.0) {
+            return Err(SimError::Config(format!("min_step_s = {}: must be > 0", config.min_step_s)));
+        }
+        let links = tree.links();
+        let jobs: Vec<Job> = jobs
+            .into_iter()
+            .map(|spec| Job {
+                chunk: spec.gradient_bytes / f64::from(spec.workers),
+                spec,
+                servers: Vec::new(),
+                flows: Vec::new(),
+                phase: Phase::Waiting,
+                iterations_done: 0,
+                start_s: f64::NAN,
+                finish_s: f64::NAN,
+                alone_iter_s: f64::NAN,
+                alone_comm_s: f64::NAN,
+                link_bytes: Vec::new(),
+                align: None,
+                shifted_s: 0.0,
+                comm_starts: Vec::new(),
+            })
+            .collect();
+        Ok(Sim {
+            free_gpus: vec![tree.config.gpus_per_server; servers as usize],
+            server_jobs: vec![Vec::new(); servers as usize],
+            link_jobs: vec![Vec::new(); links],
+            link_bytes: vec![0.0; links],
+            maxmin: MaxMin::new(links),
+            tree,
+            config,
+            t: 0.0,
+            jobs,
+            active: Vec::new(),
+            deps: DepMode::Pipelined,
+            decisions: TimeHist::default(),
+            events: 0,
+            queue: VecDeque::new(),
+            next_arrival: 0,
+            timers: BinaryHeap::new(),
+            ctl: Control::default(),
+            flows_changed: true,
+            next_decision: 0.0,
+            blocked_at_alloc: Vec::new(),
+            need_alloc: true,
+        })
+    }
+
+    /// The flows of `spec` placed on `servers` (workers first, then parameter servers).
+    pub fn build_flows(tree: &Tree, spec: &JobSpec, servers: &[u32]) -> Vec<Flow> {
+        let w = spec.workers as usize;
+        let g = spec.gradient_bytes;
+        let mk = |src: u32, dst: u32, size: f64, role: Role| Flow {
+            src,
+            dst,
+            path: tree.path(src, dst),
+            size,
+            sent: 0.0,
+            rate: 0.0,
+            role,
+            done: false,
+        };
+        let mut flows = Vec::new();
+        match spec.paradigm {
+            Paradigm::Ring => {
+                let size = 2.0 * (w as f64 - 1.0) / w as f64 * g;
+                for i in 0..w {
+                    flows.push(mk(servers[i], servers[(i + 1) % w], size, Role::Ring { pred: (i + w - 1) % w }));
+                }
+            }
+            Paradigm::Ps => {
+                let p = spec.parameter_servers() as usize;
+                let size = g / p as f64;
+                for ps in 0..p {
+                    for wk in 0..w {
+                        flows.push(mk(servers[wk], servers[w + ps], size, Role::Push { ps }));
+                    }
+                }
+                for ps in 0..p {
+                    for wk in 0..w {
+                        flows.push(mk(servers[w + ps], servers[wk], size, Role::Pull { ps }));
+                    }
+                }
+            }
+        }
+        flows
+    }
+
+    /// Candidate placements for job `j` (up to `n`, distinct): candidate c takes, first-fit in
+    /// server order, the free servers after skipping the first `c · need` of them (c = 0 is plain
+    /// first-fit), wrapping around; so all candidates stay in the packed region the placement
+    /// policy would use, as Themis's candidates share its fairness (thesis Sec. 4.4.2). Empty when
+    /// the job does not fit.
+    pub fn candidates(&self, j: usize, n: usize) -> Vec<Vec<u32>> {
+        let need = self.jobs[j].spec.gpus() as usize;
+        let free: Vec<u32> = (0..self.free_gpus.len()).filter(|s| self.free_gpus[*s] > 0).map(|s| s as u32).collect();
+        if free.len() < need || need == 0 {
+            return Vec::new();
+        }
+        let mut out: Vec<Vec<u32>> = Vec::new();
+        for c in 0..n.max(1) {
+            let skip = (c * need) % free.len();
+            let mut pick: Vec<u32> = (0..need).map(|k| free[(skip + k) % free.len()]).collect();
+            pick.sort_unstable();
+            if !out.contains(&pick) {
+                out.push(pick);
+            }
+        }
+        out
+    }
+
+    /// Per-link bytes per iteration of flows.
+    pub fn bytes_per_link(flows: &[Flow]) -> Vec<(u32, f64)> {
+        let mut v: Vec<(u32, f64)> = Vec::new();
+        for f in flows {
+            for &l in &f.path {
+                match v.iter_mut().find(|(x, _)| *x == l) {
+                    Some(e) => e.1 += f.size,
+                    None => v.push((l, f.size)),
+                }
+            }
+        }
+        v.sort_by_key(|e| e.0);
+        v
+    }
+
+    /// Communication time of `flows` alone on the network (fair sharing, pipelined dependencies),
+    /// seconds: the "job running alone" reference.
+    pub fn alone_comm_s(tree: &Tree, spec: &JobSpec, flows: &[Flow]) -> f64 {
+        let mut one = spec.clone();
+        one.arrival_s = 0.0;
+        one.iterations = 1;
+        one.compute_s = 0.0;
+        let Ok(mut sim) = Sim::new(tree.clone(), SimConfig::default(), vec![one]) else {
+            return f64::NAN;
+        };
+        sim.next_arrival = 1; // placed by hand, not through the queue
+        sim.jobs[0].flows = flows.to_vec();
+        let mut fair = crate::policy::fair::Fair;
+        sim.start_iteration_comm(0);
+        sim.flows_changed = true;
+        while sim.jobs[0].phase == Phase::Communicating && sim.t < 1e7 {
+            sim.step(&mut fair);
+        }
+        sim.t
+    }
+
+    fn place(&mut self, j: usize, policy: &mut dyn Policy) -> bool {
+        let cands = self.candidates(j, policy.placement_candidates());
+        if cands.is_empty() {
+            return false;
+        }
+        let k = if cands.len() > 1 { policy.choose_placement(self, j, &cands).min(cands.len() - 1) } else { 0 };
+        let servers = cands[k].clone();
+        let flows = Sim::build_flows(&self.tree, &self.jobs[j].spec, &servers);
+        let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows);
+        for &s in &servers {
+            self.free_gpus[s as usize] -= 1;
+            self.server_jobs[s as usize].push(j);
+        }
+        let lb = Sim::bytes_per_link(&flows);
+        for (l, _) in &lb {
+            self.link_jobs[*l as usize].push(j);
+        }
+        let job = &mut self.jobs[j];
+        job.servers = servers;
+        job.flows = flows;
+        job.link_bytes = lb;
+        job.alone_comm_s = comm;
+        job.alone_iter_s = job.spec.compute_s + comm;
+        job.start_s = self.t;
+        job.phase = Phase::Computing(self.t + job.spec.compute_s);
+        self.timers.push(Timer(self.t + job.spec.compute_s, j));
+        for (k, a) in policy.on_job_start(self, j) {
+            self.jobs[k].align = Some(a);
+        }
+        true
+    }
+
+    fn finish(&mut self, j: usize, policy: &mut dyn Policy) {
+        let servers = std::mem::take(&mut self.jobs[j].servers);
+        for &s in &servers {
+            self.free_gpus[s as usize] += 1;
+            self.server_jobs[s as usize].retain(|x| *x != j);
+        }
+        for (l, _) in &self.jobs[j].link_bytes {
+            self.link_jobs[*l as usize].retain(|x| *x != j);
+        }
+        self.jobs[j].servers = servers;
+        self.jobs[j].phase = Phase::Done;
+        self.jobs[j].finish_s = self.t;
+        policy.on_job_end(self, j);
+    }
+
+    fn start_iteration_comm(&mut self, j: usize) {
+        let job = &mut self.jobs[j];
+        for f in &mut job.flows {
+            f.sent = 0.0;
+            f.done = f.size <= EPS_BYTES;
+            f.rate = 0.0;
+        }
+        job.phase = Phase::Communicating;
+        if self.config.record {
+            job.comm_starts.push(self.t);
+        }
+        self.flows_changed = true;
+    }
+
+    fn start_compute(&mut self, j: usize) {
+        let until = self.t + self.jobs[j].spec.compute_s;
+        self.jobs[j].phase = Phase::Computing(until);
+        self.timers.push(Timer(until, j));
+    }
+
+    /// The most flow `f` of job `j` may have sent now, and the flow it waits on (if bounded).
+    pub fn bound(&self, j: usize, f: usize, deps: DepMode) -> (f64, Option<usize>) {
+        let job = &self.jobs[j];
+        let fl = &job.flows[f];
+        match fl.role {
+            Role::Push { .. } => (fl.size, None),
+            Role::Ring { pred } => {
+                let up = job.flows[pred].sent;
+                let b = match deps {
+                    DepMode::Pipelined => up + job.chunk,
+                    DepMode::StartAfter => ((up + EPS_BYTES) / job.chunk).floor() * job.chunk + job.chunk,
+                };
+                if b >= fl.size - EPS_BYTES {
+                    (fl.size, None)
+                } else {
+                    (b, Some(pred))
+                }
+            }
+            Role::Pull { ps } => {
+                let w = job.spec.workers as usize;
+                let pushes = ps * w..(ps + 1) * w;
+                let (mut min, mut arg) = (f64::INFINITY, None);
+                for k in pushes {
+                    let s = job.flows[k].sent;
+                    if s < min {
+                        min = s;
+                        arg = Some(k);
+                    }
+                }
+                let b = match deps {
+                    DepMode::Pipelined => min,
+                    DepMode::StartAfter => {
+                        if min >= fl.size - EPS_BYTES {
+                            fl.size
+                        } else {
+                            0.0
+                        }
+                    }
+                };
+                if b >= fl.size - EPS_BYTES {
+                    (fl.size, None)
+                } else {
+                    (b, arg)
+                }
+            }
+        }
+    }
+
+    /// True when flow `f` of job `j` has sent everything its dependency allows for now.
+    pub fn blocked(&self, j: usize, f: usize) -> bool {
+        let (b, up) = self.bound(j, f, self.deps);
+        up.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES
+    }
+
+    fn rebuild_active(&mut self) {
+        self.active.clear();
+        for (j, job) in self.jobs.iter().enumerate() {
+            if job.phase == Phase::Communicating {
+                for (f, fl) in job.flows.iter().enumerate() {
+                    if !fl.done {
+                        self.active.push((j, f));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rates for the active flows from the policy's control, the dependencies and max-min.
+    fn allocate(&mut self) {
+        let n = self.active.len();
+        let deps = self.deps;
+        let mut caps = self.ctl.cap.clone();
+        caps.resize(n, f64::INFINITY);
+        let mut w = self.ctl.weight.clone();
+        w.resize(n, 1.0);
+        let mut up: Vec<Option<usize>> = vec![None; n];
+        // Index of each active flow, to find upstream rates.
+        let mut index = std::collections::HashMap::with_capacity(n);
+        for (i, &(j, f)) in self.active.iter().enumerate() {
+            index.insert((j, f), i);
+        }
+        for (i, &(j, f)) in self.active.iter().enumerate() {
+            let (b, u) = self.bound(j, f, deps);
+            if let Some(u) = u {
+                if self.jobs[j].flows[f].sent >= b - EPS_BYTES {
+                    match deps {
+                        DepMode::StartAfter => caps[i] = 0.0,
+                        DepMode::Pipelined => up[i] = index.get(&(j, u)).copied(),
+                    }
+                    if deps == DepMode::Pipelined && up[i].is_none() {
+                        caps[i] = 0.0;
+                    }
+                }
+            }
+        }
+        let paths: Vec<&[u32]> = self.active.iter().map(|&(j, f)| self.jobs[j].flows[f].path.as_slice()).collect();
+        let mut rates = Vec::with_capacity(n);
+        self.maxmin.solve(&self.tree.capacity, &paths, &w, &caps, &mut rates);
+        // Blocked flows go no faster than what they wait on (two refinements for chains).
+        if up.iter().any(|u| u.is_some()) {
+            for _ in 0..2 {
+                let mut c2 = caps.clone();
+                for i in 0..n {
+                    if let Some(u) = up[i] {
+                        c2[i] = c2[i].min(rates[u]);
+                    }
+                }
+                self.maxmin.solve(&self.tree.capacity, &paths, &w, &c2, &mut rates);
+            }
+        }
+        if self.ctl.backfill {
+            // Work conservation: what the caps left idle is shared max-min among the flows that
+            // may send.
+            let mut residual = self.tree.capacity.clone();
+            for (i, p) in paths.iter().enumerate() {
+                for &l in *p {
+                    residual[l as usize] -= rates[i];
+                }
+            }
+            for r in &mut residual {
+                *r = r.max(0.0);
+            }
+            let extra_caps: Vec<f64> = (0..n)
+                .map(|i| {
+                    let (j, f) = self.active[i];
+                    let (b, u) = self.bound(j, f, deps);
+                    if u.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    }
+                })
+                .collect();
+            let ones = vec![1.0; n];
+            let mut extra = Vec::with_capacity(n);
+            self.maxmin.solve(&residual, &paths, &ones, &extra_caps, &mut extra);
+            for i in 0..n {
+                rates[i] += extra[i];
+            }
+        }
+        for (i, &(j, f)) in self.active.iter().enumerate() {
+            self.jobs[j].flows[f].rate = rates[i];
+        }
+        self.blocked_at_alloc = self.active.iter().map(|&(j, f)| self.blocked(j, f)).collect();
+    }
+
+    /// Time until the next flow event (completion, catching up with its dependency, or a
+    /// start-after bound moving), seconds.
+    fn next_flow_event(&self) -> f64 {
+        let mut dt = f64::INFINITY;
+        for &(j, f) in &self.active {
+            let job = &self.jobs[j];
+            let fl = &job.flows[f];
+            if fl.rate > 0.0 {
+                dt = dt.min((fl.size - fl.sent).max(0.0) / fl.rate);
+            }
+            let (b, up) = self.bound(j, f, self.deps);
+            if let Some(u) = up {
+                let ur = job.flows[u].rate;
+                let blocked = fl.sent >= b - EPS_BYTES;
+                match self.deps {
+                    DepMode::Pipelined => {
+                        if !blocked && fl.rate > ur {
+                            dt = dt.min((b - fl.sent) / (fl.rate - ur));
+                        }
+                        // A pull's bound is the least of several pushes: any of them may
+                        // become the least.
+                        if let Role::Pull { ps } = fl.role {
+                            let w = job.spec.workers as usize;
+                            for k in ps * w..(ps + 1) * w {
+                                let p = &job.flows[k];
+                                if !blocked && fl.rate > p.rate && p.sent > fl.sent {
+                                    dt = dt.min((p.sent - fl.sent) / (fl.rate - p.rate));
+                                }
+                            }
+                        }
+                    }
+                    DepMode::StartAfter => {
+                        if blocked {
+                            if let Role::Ring { .. } = fl.role {
+                                if ur > 0.0 {
+                                    let upf = &job.flows[u];
+                                    let next = ((upf.sent + EPS_BYTES) / job.chunk).floor() * job.chunk + job.chunk;
+                                    dt = dt.min((next - upf.sent).max(0.0) / ur);
+                                }
+                            }
+                        } else if fl.rate > 0.0 {
+                            dt = dt.min((b - fl.sent).max(0.0) / fl.rate);
+                        }
+                    }
+                }
+            }
+        }
+        dt
+    }
+
+    /// One event: decide, allocate, advance to the next event, handle what happened there.
+    /// Returns false when nothing is left to do.
+    pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
+        self.events += 1;
+        self.deps = policy.deps();
+        if self.flows_changed {
+            self.rebuild_active();
+        }
+        if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
+            let mut ctl = std::mem::take(&mut self.ctl);
+            let t0 = Instant::now();
+            self.next_decision = policy.decide(self, &mut ctl);
+            self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
+            self.ctl = ctl;
+            self.flows_changed = false;
+            self.need_alloc = true;
+        }
+        if self.need_alloc {
+            self.allocate();
+            self.need_alloc = false;
+        }
+        // Next event.
+        let mut next = self.t + self.next_flow_event();
+        next = next.min(self.next_decision);
+        if let Some(a) = self.jobs.get(self.next_arrival) {
+            next = next.min(a.spec.arrival_s);
+        }
+        if let Some(tm) = self.timers.peek() {
+            next = next.min(tm.0);
+        }
+        if !next.is_finite() {
+            return false;
+        }
+        let dt = (next - self.t).max(self.config.min_step_s);
+        self.advance(dt);
+        self.t += dt;
+        self.handle_events(policy);
+        true
+    }
+
+    fn advance(&mut self, dt: f64) {
+        let deps = self.deps;
+        for i in 0..self.active.len() {
+            let (j, f) = self.active[i];
+            let (b, up) = self.bound(j, f, deps);
+            let job = &self.jobs[j];
+            let fl = &job.flows[f];
+            // The upstream's bytes by the end of the step may raise the bound.
+            let limit = match (up, deps) {
+                (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
+                _ => b,
+            };
+            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
+            if d > 0.0 {
+                for &l in &fl.path {
+                    self.link_bytes[l as usize] += d;
+                }
+                self.jobs[j].flows[f].sent += d;
+            }
+        }
+    }
+
+    fn handle_events(&mut self, policy: &mut dyn Policy) {
+        let t = self.t;
+        // Flow completions and iteration ends.
+        let mut ended: Vec<usize> = Vec::new();
+        for &(j, f) in &self.active {
+            let fl = &mut self.jobs[j].flows[f];
+            if !fl.done && fl.sent >= fl.size - EPS_BYTES {
+                fl.done = true;
+                self.flows_changed = true;
+                if !ended.contains(&j) {
+                    ended.push(j);
+                }
+            }
+        }
+        // Dependencies that became binding change rates too.
+        // A flow becoming bound by (or freed from) its dependency is a change for the policy too.
+        if !self.flows_changed {
+            self.flows_changed = self
+                .active
+                .iter()
+                .enumerate()
+                .any(|(i, &(j, f))| self.blocked_at_alloc.get(i).copied().unwrap_or(false) != self.blocked(j, f));
+        }
+        for j in ended {
+            if self.jobs[j].phase != Phase::Communicating || self.jobs[j].flows.iter().any(|f| !f.done) {
+                continue;
+            }
+            self.jobs[j].iterations_done += 1;
+            if self.jobs[j].iterations_done >= self.jobs[j].spec.iterations {
+                self.finish(j, policy);
+                self.place_queued(policy);
+            } else if let Some(a) = self.jobs[j].align.take() {
+                let mut wait = (a.at_s - t).rem_euclid(a.period_s);
+                if wait > a.period_s - 1e-9 {
+                    wait = 0.0; // rounding: already aligned
+                }
+                if wait > 1e-9 {
+                    self.jobs[j].shifted_s += wait;
+                    self.jobs[j].phase = Phase::Shifted(t + wait);
+                    self.timers.push(Timer(t + wait, j));
+                } else {
+                    self.start_compute(j);
+                }
+            } else {
+                self.start_compute(j);
+            }
+        }
+        // Timers.
+        while let Some(tm) = self.timers.peek().copied() {
+            if tm.0 > t + 1e-12 {
+                break;
+            }
+            self.timers.pop();
+            match self.jobs[tm.1].phase {
+                Phase::Computing(_) => {
+                    self.start_iteration_comm(tm.1);
+                    if self.jobs[tm.1].flows.iter().all(|f| f.done) {
+                        // Nothing to send (cannot happen with one GPU per server): next iteration.
+                        self.jobs[tm.1].iterations_done += 1;
+                        if self.jobs[tm.1].iterations_done >= self.jobs[tm.1].spec.iterations {
+                            self.finish(tm.1, policy);
+                        } else {
+                            self.start_compute(tm.1);
+                        }
+                    }
+                }
+                Phase::Shifted(_) => self.start_compute(tm.1),
+                _ => {}
+            }
+        }
+        // Arrivals.
+        while let Some(a) = self.jobs.get(self.next_arrival) {
+            if a.spec.arrival_s > t + 1e-12 {
+                break;
+            }
+            self.queue.push_back(self.next_arrival);
+            self.next_arrival += 1;
+        }
+        self.place_queued(policy);
+    }
+
+    fn place_queued(&mut self, policy: &mut dyn Policy) {
+        while let Some(&j) = self.queue.front() {
+            if !self.place(j, policy) {
+                break;
+            }
+            self.queue.pop_front();
+        }
+    }
+
+    /// True when every job has finished.
+    pub fn all_done(&self) -> bool {
+        self.jobs.iter().all(|j| j.phase == Phase::Done)
+    }
+
+    /// Takes in the jobs arriving at time 0 (call once before stepping by hand).
+    pub fn start(&mut self, policy: &mut dyn Policy) {
+        self.handle_events(policy);
+    }
+
+    /// Runs to the end (or `max_time_s`), calling `progress(t)` now and then.
+    pub fn run(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(&Sim)) {
+        self.start(policy);
+        let mut k = 0u64;
+        while !self.all_done() && self.t < self.config.max_time_s {
+            if !self.step(policy) {
+                break;
+            }
+            k += 1;
+            if k % 4096 == 0 {
+                progress(self);
+            }
+        }
+        progress(self);
+    }
+}
