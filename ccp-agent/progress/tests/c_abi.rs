@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{scan_one, staticlib, TempDir};
-use mltcp_progress::{FlowKind, Paradigm, Role};
+use common::{assert_ring_worker, scan_one, staticlib, TempDir};
+use mltcp_progress::FlowKind;
 
 /// Compiles the C test program into `out_dir`; returns the binary.
 fn compile(out_dir: &Path) -> PathBuf {
@@ -98,16 +98,7 @@ fn c_program_reports_through_progress_h() {
     // What the C side wrote, through the agent's reader.
     let (mut s, snap) = scan_one(&regions, "cjob.1.region");
     let b = &snap.body;
-    assert_eq!(
-        (b.job.job_id.as_str(), b.job.rank, b.job.world_size),
-        ("cjob", 1, 3)
-    );
-    assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::Ring));
-    assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
-    assert_eq!(
-        (b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration),
-        (0, 2, 3_000_000)
-    );
+    assert_ring_worker(b, ("cjob", 1, 3), (0, 2, 3_000_000));
     assert_eq!(b.flows.len(), 2);
     assert_eq!(b.flows[0].local(), "10.0.0.1:40000".parse().unwrap());
     assert_eq!(b.flows[0].remote(), "10.0.0.2:5000".parse().unwrap());

@@ -14,8 +14,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{scan_one, staticlib, TempDir};
-use mltcp_progress::{FlowKind, Paradigm, Role};
+use common::{assert_ring_worker, scan_one, staticlib, TempDir};
+use mltcp_progress::FlowKind;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -192,16 +192,7 @@ fn hook_sets_cc_and_reports_progress() {
 
     let (_, snap) = scan_one(&regions, "hookjob.2.region");
     let b = &snap.body;
-    assert_eq!(
-        (b.job.job_id.as_str(), b.job.rank, b.job.world_size),
-        ("hookjob", 2, 4)
-    );
-    assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::Ring));
-    assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
-    assert_eq!(
-        (b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration),
-        (1, 3, 1000)
-    );
+    assert_ring_worker(b, ("hookjob", 2, 4), (1, 3, 1000));
     assert_eq!(
         (b.hot.iteration, b.hot.iter_bytes, b.hot.total_bytes),
         (1, 800, 1800)

@@ -61,3 +61,17 @@ pub fn scan_one(dir: &Path, file: &str) -> (mltcp_progress::Scanner, mltcp_progr
     assert!(errors.is_empty(), "{errors:?}");
     (s, snaps.remove(0).1)
 }
+
+/// The job part of a ring worker's region, as the C side should have written it: job id, rank,
+/// world size, paradigm Ring, role Worker, ring predecessor and successor, bytes per iteration.
+pub fn assert_ring_worker(
+    b: &mltcp_progress::layout::Body,
+    (job, rank, world): (&str, u32, u32),
+    (pred, succ, bytes_per_iteration): (u32, u32, u64),
+) {
+    use mltcp_progress::{Paradigm, Role};
+    assert_eq!((b.job.job_id.as_str(), b.job.rank, b.job.world_size), (job, rank, world));
+    assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::Ring));
+    assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
+    assert_eq!((b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration), (pred, succ, bytes_per_iteration));
+}
