@@ -10,14 +10,18 @@
 //! phase grows faster, so jobs that share a bottleneck drift apart, iteration after iteration,
 //! until their communication phases interleave instead of colliding.
 //!
-//! Two algorithms are registered, both on the `cong_avoid` hook so the kernel's own loss
+//! Three algorithms are registered, all on the `cong_avoid` hook so the kernel's own loss
 //! recovery (PRR) and pacing-rate update stay in charge:
 //!
 //! - `mltcp`: Reno (`net/ipv4/tcp_cong.c`) with F segments per RTT in congestion avoidance;
 //! - `mltcp_cubic`: CUBIC with HyStart (`net/ipv4/tcp_cubic.c`, RFC 9438) whose per-ACK growth
-//!   is scaled by F.
+//!   is scaled by F;
+//! - `mltcp_dctcp`: DCTCP (`net/ipv4/tcp_dctcp.c`, RFC 8257: ECN required, the window cut in
+//!   proportion to the fraction of CE-marked packets) with MLTCP-Reno's F-scaled increase; without
+//!   ECN negotiated it runs MLTCP-Reno, as tcp_dctcp.c falls back to Reno.
 //!
-//! Multiplicative decrease and slow start are unchanged. Iterations are found in the flow itself:
+//! Multiplicative decrease is unchanged; slow start is scaled by F capped at 1.0
+//! (`scale_slow_start`). Iterations are found in the flow itself:
 //! a send after an idle gap longer than `idle_gap_us` (and than two smoothed RTTs) starts a new
 //! iteration; bytes per iteration are an EWMA of completed iterations. Until one iteration has
 //! completed, F = 1 and the algorithms behave exactly as Reno and CUBIC. All the math lives in the
@@ -34,7 +38,7 @@
 
 use kernel::net::tcp::{
     cong::{self, AckSample, Algorithm, CcInfo, Event, Registration},
-    jiffies32, jiffies_to_usecs, PacingStatus, Sock,
+    jiffies32, jiffies_to_usecs, tcp_state, PacingStatus, Sock,
 };
 use kernel::{c_str, prelude::*};
 
@@ -49,7 +53,8 @@ mod ccp;
 use mltcp_math::{
     cubic::{Clock, CubicParams},
     iteration::{slow_start_gain_fx, Snapshot},
-    mltcp::{MltcpCubicState, MltcpRenoState},
+    dctcp::{self, Counters},
+    mltcp::{DctcpMode, MltcpCubicState, MltcpDctcpState, MltcpRenoState},
     params::{self, ParamError, Params},
     reno::{self, Window},
 };
@@ -58,7 +63,7 @@ module! {
     type: MltcpModule,
     name: "tcp_mltcp",
     author: "The MLTCP project",
-    description: "MLTCP: Reno and CUBIC whose window increase is scaled by F(bytes_ratio), for DNN training jobs",
+    description: "MLTCP: Reno, CUBIC and DCTCP whose window increase is scaled by F(bytes_ratio), for DNN training jobs",
     license: "GPL",
 }
 
@@ -111,6 +116,21 @@ kernel::module_param!(
     module: "tcp_mltcp", name: "ccp_heartbeat_ms", perm: 0o644,
     check: |v| if v <= 600_000 { Ok(v) } else { Err(refuse(ParamError { name: "ccp_heartbeat_ms", value: v, min: 0, max: 600_000 })) },
     desc: "CCP: flows go back to native MLTCP when the agent sent nothing for this long, in ms; 0 = off (0..600000)"
+);
+
+kernel::module_param!(
+    /// DCTCP's alpha gain g = 1/2^shift_g (tcp_dctcp.c's `dctcp_shift_g`).
+    static DCTCP_SHIFT_G: u32 = dctcp::DEFAULT_SHIFT_G;
+    module: "tcp_mltcp", name: "dctcp_shift_g", perm: 0o644,
+    check: |v| if v <= 10 { Ok(v) } else { Err(refuse(ParamError { name: "dctcp_shift_g", value: v, min: 0, max: 10 })) },
+    desc: "mltcp_dctcp: alpha's EWMA gain is 1/2^dctcp_shift_g, as tcp_dctcp.c (0..10, default 4)"
+);
+kernel::module_param!(
+    /// DCTCP's initial alpha (tcp_dctcp.c's `dctcp_alpha_on_init`), fixed point 1024 = 1.0.
+    static DCTCP_ALPHA_ON_INIT: u32 = dctcp::DEFAULT_ALPHA_ON_INIT;
+    module: "tcp_mltcp", name: "dctcp_alpha_on_init", perm: 0o644,
+    check: |v| if v <= dctcp::DCTCP_MAX_ALPHA { Ok(v) } else { Err(refuse(ParamError { name: "dctcp_alpha_on_init", value: v, min: 0, max: dctcp::DCTCP_MAX_ALPHA })) },
+    desc: "mltcp_dctcp: initial alpha, fixed point 1024 = 1.0, as tcp_dctcp.c (0..1024)"
 );
 
 /// The CCP heartbeat timeout, ms (0: off).
@@ -213,11 +233,26 @@ struct CubicSock {
     ccp_sid: u32,
 }
 
-// SAFETY: Both are integers only; all-zero is the documented initial state of the MLTCP state
-// and means "no CCP flow" for `ccp_sid`.
+/// Per-socket private data of `mltcp_dctcp`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct DctcpSock {
+    m: MltcpDctcpState,
+    ccp_sid: u32,
+}
+
+// SAFETY: All three are integers only; all-zero is the documented initial state of the MLTCP
+// states and means "no CCP flow" for `ccp_sid`.
 unsafe impl kernel::init::Zeroable for RenoSock {}
 // SAFETY: As above.
 unsafe impl kernel::init::Zeroable for CubicSock {}
+// SAFETY: As above.
+unsafe impl kernel::init::Zeroable for DctcpSock {}
+
+/// DCTCP's view of the sender's counters.
+fn dctcp_counters<T: ?Sized>(sk: &Sock<'_, T>) -> Counters {
+    Counters { snd_una: sk.snd_una(), snd_nxt: sk.snd_nxt(), delivered: sk.delivered(), delivered_ce: sk.delivered_ce() }
+}
 
 /// `mltcp`: Reno with an F-scaled additive increase.
 struct Mltcp;
@@ -356,11 +391,115 @@ impl Algorithm for MltcpCubic {
     }
 }
 
+/// `mltcp_dctcp`: DCTCP whose additive increase is scaled by F (the decrease is DCTCP's).
+struct MltcpDctcp;
+
+#[vtable]
+impl Algorithm for MltcpDctcp {
+    const NAME: &'static CStr = c_str!("mltcp_dctcp");
+    const FLAGS: u32 = cong::flags::NEEDS_ECN;
+    type Data = DctcpSock;
+
+    fn init(sk: &mut Sock<'_, Self>) {
+        let (c, rcv_nxt, bytes) = (dctcp_counters(sk), sk.rcv_nxt(), sk.bytes_acked());
+        let not_connected = matches!(sk.sk_state(), tcp_state::LISTEN | tcp_state::CLOSE);
+        let ecn_ok = sk.ecn_ok();
+        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
+        let d = sk.data();
+        *d = DctcpSock { ccp_sid: sid, ..DctcpSock::default() };
+        let mode = d.m.init(&c, rcv_nxt, bytes, ecn_ok, not_connected, DCTCP_ALPHA_ON_INIT.get());
+        if mode == DctcpMode::RenoFallback {
+            // As tcp_dctcp.c: ECT was set during the handshake for an ECN-needing algorithm.
+            sk.ecn_dontxmit();
+        }
+    }
+
+    fn release(sk: &mut Sock<'_, Self>) {
+        let sid = sk.data().ccp_sid;
+        if sid != 0 {
+            ccp::flow_release(sk, sid);
+        }
+    }
+
+    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+        let cwnd = sk.snd_cwnd();
+        sk.data().m.ssthresh(cwnd)
+    }
+
+    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+        let (cwnd, prior) = (sk.snd_cwnd(), sk.prior_cwnd());
+        sk.data().m.undo_cwnd(cwnd, prior)
+    }
+
+    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let sid = sk.data().ccp_sid;
+        if sid != 0 && ccp::on_ack(sk, sid, acked) {
+            return;
+        }
+        let (limited, bytes) = (sk.is_cwnd_limited(), sk.bytes_acked());
+        let before = window(sk);
+        let mut w = before;
+        sk.data().m.cong_avoid(&params(), &mut w, acked, limited, bytes);
+        apply(sk, &before, &w);
+    }
+
+    fn in_ack_event(sk: &mut Sock<'_, Self>, _flags: u32) {
+        let c = dctcp_counters(sk);
+        sk.data().m.in_ack_event(&c, DCTCP_SHIFT_G.get());
+    }
+
+    fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
+        let (old_state, cwnd) = (sk.ca_state(), sk.snd_cwnd());
+        if let Some(ssthresh) = sk.data().m.set_state(new_state, old_state, cong::state::RECOVERY, cwnd) {
+            sk.set_snd_ssthresh(ssthresh);
+        }
+    }
+
+    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+        match ev {
+            Event::TxStart => {
+                let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
+                sk.data().m.iter.on_tx_start(&params(), idle, srtt, bytes);
+            }
+            Event::Loss => {
+                let cwnd = sk.snd_cwnd();
+                if let Some(ssthresh) = sk.data().m.on_rto(cwnd) {
+                    sk.set_snd_ssthresh(ssthresh);
+                }
+            }
+            Event::EcnIsCe | Event::EcnNoCe => {
+                let (rcv_nxt, pending) = (sk.rcv_nxt(), sk.ack_timer_pending());
+                let Some(a) = sk.data().m.on_ecn(ev == Event::EcnIsCe, rcv_nxt, pending) else {
+                    return;
+                };
+                if let Some(ack_seq) = a.send_delayed_ack {
+                    // The delayed ACK goes out first, echoing the CE state it covered.
+                    sk.set_ecn_demand_cwr(a.delayed_ack_ece);
+                    sk.send_ack(ack_seq);
+                }
+                if a.ack_now {
+                    sk.schedule_ack_now();
+                }
+                sk.set_ecn_demand_cwr(a.demand_cwr);
+            }
+            _ => {}
+        }
+    }
+
+    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
+        if ext & DIAG_INFO_EXT == 0 {
+            return None;
+        }
+        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
+    }
+}
+
 // Fields drop in order: the algorithms are unregistered (no socket uses them, or rmmod would
 // have failed) before the CCP datapath and its netlink socket go away.
 struct MltcpModule {
     _reno: Registration<Mltcp>,
     _cubic: Registration<MltcpCubic>,
+    _dctcp: Registration<MltcpDctcp>,
     _ccp: ccp::CcpHandle,
 }
 
@@ -369,15 +508,16 @@ impl kernel::Module for MltcpModule {
         let ccp = ccp::CcpHandle::new(module)?;
         let reno = Registration::new(module)?;
         let cubic = Registration::new(module)?;
+        let dctcp = Registration::new(module)?;
         let p = params();
         pr_info!(
-            "registered mltcp and mltcp_cubic (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={} scale_slow_start={})\n",
+            "registered mltcp, mltcp_cubic and mltcp_dctcp (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={} scale_slow_start={})\n",
             p.slope_fx,
             p.intercept_fx,
             p.idle_gap_us,
             p.ewma_weight_fx,
             p.scale_slow_start
         );
-        Ok(Self { _reno: reno, _cubic: cubic, _ccp: ccp })
+        Ok(Self { _reno: reno, _cubic: cubic, _dctcp: dctcp, _ccp: ccp })
     }
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6; the iteration test
 # comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh, the library
-# tests (LD_PRELOAD shim, patched libzmq) from libs.sh; the CCP datapath
+# tests (LD_PRELOAD shim, patched libzmq) from libs.sh, the ECN tests of mltcp_dctcp from ecn.sh;
+# the CCP datapath
 # tests are ccp.sh, run in a VM of their own). Runs in the guest
 # under sh (dash), as root:
 #
@@ -24,10 +25,11 @@ TESTS_DIR=/host/ci/vm-tests
 . "$TESTS_DIR/mltcp_stat.sh" || { echo "cannot source $TESTS_DIR/mltcp_stat.sh"; exit 1; }
 . "$TESTS_DIR/trainemu_e2e.sh" || { echo "cannot source $TESTS_DIR/trainemu_e2e.sh"; exit 1; }
 . "$TESTS_DIR/libs.sh" || { echo "cannot source $TESTS_DIR/libs.sh"; exit 1; }
+. "$TESTS_DIR/ecn.sh" || { echo "cannot source $TESTS_DIR/ecn.sh"; exit 1; }
 
-ALG=mltcp ALG_CUBIC=mltcp_cubic             # the algorithms under test
+ALG=mltcp ALG_CUBIC=mltcp_cubic ALG_DCTCP=mltcp_dctcp   # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
-PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx scale_slow_start"   # u32 (fx: 1024 = 1.0; a 0/1 flag)
+PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx scale_slow_start dctcp_shift_g dctcp_alpha_on_init"   # u32 (fx: 1024 = 1.0; a 0/1 flag)
 SUBSTITUTE=0
 SHAPED_RATE_MBIT=100     # tbf rate of the bottleneck
 THROUGHPUT_SECS=5        # iperf3 -t for the throughput comparisons
@@ -43,7 +45,7 @@ for a in "$@"; do
   esac
 done
 if [ "$SUBSTITUTE" = 1 ]; then
-  ALG=reno ALG_CUBIC=cubic MOD=tcp_bbr MOD_PATH=/host/modules/tcp_bbr.ko MOD_ALG=bbr
+  ALG=reno ALG_CUBIC=cubic ALG_DCTCP=dctcp MOD=tcp_bbr MOD_PATH=/host/modules/tcp_bbr.ko MOD_ALG=bbr
   PMOD=tcp_cubic PARAMS="beta hystart_low_window"   # built-in int parameters: proves the mechanics only
 fi
 mkdir -p "$OUT"
@@ -99,7 +101,7 @@ conn_cc() {
     sleep 0.2
   done
   vm_in_snd ss -tin state established dst "$VM_DST" 2>/dev/null | tr -s ' \t' '\n\n' \
-    | grep -xE "$ALG|$ALG_CUBIC|$MOD_ALG|cubic|reno|bbr|dctcp|dctcp-reno" | sort -u | tr '\n' ' '
+    | grep -xE "$ALG|$ALG_CUBIC|$ALG_DCTCP|$MOD_ALG|cubic|reno|bbr|dctcp|dctcp-reno" | sort -u | tr '\n' ' '
 }
 
 # measure NAME ALG [IPERF ARGS...]: iperf3 -C ALG for THROUGHPUT_SECS into $OUT/NAME.json;
@@ -126,7 +128,8 @@ rmmod_retry() {
 test_available() {
   avail=$(cat /proc/sys/net/ipv4/tcp_available_congestion_control)
   note "available: $avail"
-  for a in $ALG $ALG_CUBIC $MOD_ALG; do
+  [ "$SUBSTITUTE" = 1 ] && { grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko; }
+  for a in $ALG $ALG_CUBIC $ALG_DCTCP $MOD_ALG; do
     vm_cc_available "$a" || fail "$a not in tcp_available_congestion_control ($avail)"
   done
 }
@@ -274,6 +277,8 @@ test_bad_params() {
     bad_write idle_gap_us 5
     bad_write ewma_weight_fx 2000
     bad_write scale_slow_start 2
+    bad_write dctcp_shift_g 11
+    bad_write dctcp_alpha_on_init 1025
   fi
   # A valid write is accepted, then restored.
   p=${PARAMS%% *}
@@ -321,7 +326,7 @@ test_dmesg_clean() {
 
 # ---------------------------------------------------------------------------------------------
 start=$(date +%s)
-echo "# tcp_mltcp VM suite: algorithms $ALG, $ALG_CUBIC; module $MOD ($MOD_PATH, $MOD_ALG)$( [ "$SUBSTITUTE" = 1 ] && echo ' [--substitute]')"
+echo "# tcp_mltcp VM suite: algorithms $ALG, $ALG_CUBIC, $ALG_DCTCP; module $MOD ($MOD_PATH, $MOD_ALG)$( [ "$SUBSTITUTE" = 1 ] && echo ' [--substitute]')"
 echo "# kernel $(uname -r), $(nproc) CPUs"
 vm_net_setup || { echo "not ok - setup: network namespaces / iperf3 server"; echo "0 passed, 1 failed"; exit 1; }
 
@@ -337,6 +342,8 @@ run_test mltcp_stat_iterations
 run_test bad_params
 run_test loss_mltcp
 run_test loss_mltcp_cubic
+run_test ecn_mltcp_dctcp
+run_test ecn_fallback
 run_test preload_iperf3
 run_test preload_unknown_cc
 run_test libzmq_ps

@@ -15,7 +15,7 @@
 //! - [`reno`]: `net/ipv4/tcp_cong.c` (slow start, AIMD) and MLTCP-Reno;
 //! - [`cubic`]: `net/ipv4/tcp_cubic.c` (CUBIC + HyStart) and MLTCP-CUBIC;
 //! - [`dctcp`]: `net/ipv4/tcp_dctcp.c` (ECN-fraction window reduction) for MLTCP-DCTCP;
-//! - [`mltcp`]: the per-socket private data of the two algorithms.
+//! - [`mltcp`]: the per-socket private data of the three algorithms and MLTCP-DCTCP's ops.
 //!
 //! Rules this code keeps, because the same files are compiled into the kernel module with
 //! `#[path = "mltcp-math/src/lib.rs"] mod mltcp_math;`: no dependencies, no allocation, no

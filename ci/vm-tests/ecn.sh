@@ -1,0 +1,108 @@
+#!/bin/sh
+# ci/vm-tests/ecn.sh: in-VM tests of mltcp_dctcp (issue 8, item 3), sourced by suite.sh (uses its
+# run_test/fail/note, vm-lib.sh's namespaces snd/rcv and the module under test):
+#
+#   ecn_mltcp_dctcp   through an ECN-marking bottleneck (tbf 100 Mbit/s whose queue is an
+#                     fq_codel marking CE above 1 ms of sojourn time, 2 ms of delay on the ACK
+#                     path) mltcp_dctcp negotiates ECN, sees CE echoes (TcpExt TCPDeliveredCE
+#                     grows), keeps >= 80% of the rate and within 15% of Linux's tcp_dctcp.ko
+#                     (best of up to 3 runs each: TCG on a shared host), with no more
+#                     retransmissions than tcp_dctcp.ko (2x + 10); the receiver's socket runs mltcp_dctcp too, so its
+#                     CE-echo state machine is exercised;
+#   ecn_fallback      with ECN refused by the receiver (net.ipv4.tcp_ecn=0 there) mltcp_dctcp runs
+#                     its Reno fallback: no CE echoes (its packets are not ECT), the transfer
+#                     completes at >= 60% of the rate (Reno against CoDel's drops: 78-94% seen).
+
+ECN_RATE_MBIT=${SHAPED_RATE_MBIT:-100}
+
+# ecn_shape: the marking bottleneck on snd's egress, the delay on rcv's (the ACK path), so the
+# queue that builds is fq_codel's, where CE is marked.
+ecn_shape() {
+  vm_net_unshape
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" parent 1:1 handle 10: fq_codel ce_threshold 1ms ecn &&
+  vm_in_rcv tc qdisc replace dev "$VM_RCV_DEV" root netem delay 2ms
+}
+ecn_unshape() {
+  vm_net_unshape
+  vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null
+  vm_in_rcv sysctl -q -w net.ipv4.tcp_ecn=2
+  vm_in_rcv ip route del "$VM_SRC/32" 2>/dev/null
+  vm_in_snd ip route del "$VM_DST/32" 2>/dev/null
+  return 0
+}
+
+# ecn_delivered_ce: TcpExt TCPDeliveredCE in snd (packets whose ACK echoed CE, all sockets).
+ecn_delivered_ce() {
+  vm_in_snd cat /proc/net/netstat | awk '
+    $1 == "TcpExt:" && !h { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next }
+    $1 == "TcpExt:" && h  { for (i = 2; i <= NF; i++) if (n[i] == "TCPDeliveredCE") print $i }'
+}
+
+# ecn_run NAME ALG: one 5 s iperf3 -C ALG; sets R_MBPS, R_CE (TCPDeliveredCE growth: packets
+# whose ACK echoed CE) and R_RTX (retransmits). Both ends' routes name ALG as their congctl, the
+# way DCTCP is deployed (RFC 8257 §3: both ends): Linux sends an ECN-setup SYN for an algorithm
+# that needs ECN only if the socket has it when it connects (iperf3 sets -C after connect()), and
+# accepts an ECT SYN's request only when the listener's algorithm, or the route's, needs ECN
+# (tcp_ecn_create_request).
+ecn_run() {
+  _n=$1 _alg=$2
+  vm_in_snd ip route replace "$VM_DST/32" dev "$VM_SND_DEV" congctl "$_alg" || fail "ip route ... congctl $_alg in snd failed"
+  vm_in_rcv ip route replace "$VM_SRC/32" dev "$VM_RCV_DEV" congctl "$_alg" || fail "ip route ... congctl $_alg in rcv failed"
+  _ce0=$(ecn_delivered_ce)
+  vm_iperf "$OUT/$_n.json" -C "$_alg" -t 5 || fail "iperf3 -C $_alg failed"
+  _cc=$(vm_iperf_cc "$OUT/$_n.json")
+  [ "$_cc" = "$_alg" ] || fail "iperf3 -C $_alg ran with congestion control '$_cc'"
+  R_MBPS=$(vm_iperf_mbps "$OUT/$_n.json") R_CE=$(( $(ecn_delivered_ce) - _ce0 )) R_RTX=$(vm_iperf_retrans "$OUT/$_n.json")
+  vm_in_rcv ip route del "$VM_SRC/32" 2>/dev/null
+  vm_in_snd ip route del "$VM_DST/32" 2>/dev/null
+  return 0
+}
+
+test_ecn_mltcp_dctcp() {
+  trap 'ecn_unshape' EXIT
+  [ -n "$(ecn_delivered_ce)" ] || fail "no TCPDeliveredCE counter in /proc/net/netstat"
+  grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko \
+    || fail "cannot load /host/modules/tcp_dctcp.ko (the reference)"
+  ecn_shape || fail "tc setup failed"
+  best_m=0 best_d=0
+  for attempt in 1 2 3; do
+    ecn_run "ecn_dctcp_$attempt" dctcp
+    d_mbps=$R_MBPS d_ce=$R_CE d_rtx=$R_RTX
+    ecn_run "ecn_mltcp_dctcp_$attempt" "$ALG_DCTCP"
+    m_mbps=$R_MBPS m_ce=$R_CE m_rtx=$R_RTX
+    note "attempt $attempt: dctcp $d_mbps Mbit/s ($d_ce CE echoes, $d_rtx retransmits), $ALG_DCTCP $m_mbps Mbit/s ($m_ce CE echoes, $m_rtx retransmits)"
+    rcc=$(vm_json_str "$OUT/ecn_mltcp_dctcp_$attempt.json" receiver_tcp_congestion)
+    [ "$rcc" = "$ALG_DCTCP" ] || fail "the receiver's socket ran '$rcc', not $ALG_DCTCP"
+    [ "$m_ce" -gt 0 ] || fail "$ALG_DCTCP saw no CE echo (TCPDeliveredCE did not grow): ECN not negotiated or not marked"
+    [ "$d_ce" -gt 0 ] || fail "the reference dctcp saw no CE echo: the bottleneck does not mark"
+    # Marks, not losses, carry the signal: no more retransmissions than the reference (slow
+    # start's overshoot and TCG's timer jitter cost both a few).
+    [ "$m_rtx" -le $((2 * d_rtx + 10)) ] || fail "$ALG_DCTCP retransmitted $m_rtx segments, dctcp $d_rtx, through the same marking queue"
+    best_m=$(awk -v x="$best_m" -v y="$m_mbps" 'BEGIN { print (y > x) ? y : x }')
+    best_d=$(awk -v x="$best_d" -v y="$d_mbps" 'BEGIN { print (y > x) ? y : x }')
+    verdict=$(awk -v a="$best_m" -v b="$best_d" -v r="$ECN_RATE_MBIT" -v an="$ALG_DCTCP" 'BEGIN {
+      if (a < 0.8 * r) { printf "%s %.1f Mbit/s < 80%% of %d Mbit/s", an, a, r; exit }
+      d = (a - b) / b; if (d < 0) d = -d
+      if (d > 0.15) printf "%s %.1f vs dctcp %.1f Mbit/s differ by %.0f%% > 15%%", an, a, b, d * 100 }')
+    [ -z "$verdict" ] && break
+    note "$verdict"
+  done
+  [ -z "$verdict" ] || fail "$verdict"
+}
+
+test_ecn_fallback() {
+  trap 'ecn_unshape' EXIT
+  ecn_shape || fail "tc setup failed"
+  vm_in_rcv sysctl -q -w net.ipv4.tcp_ecn=0 || fail "cannot disable ECN in rcv"
+  # The receiver's listener (iperf3's, cubic) does not need ECN: without the route hint and with
+  # tcp_ecn=0 it refuses the request.
+  _ce0=$(ecn_delivered_ce)
+  vm_iperf "$OUT/ecn_fallback.json" -C "$ALG_DCTCP" -t 5 || fail "iperf3 -C $ALG_DCTCP failed"
+  [ "$(vm_iperf_cc "$OUT/ecn_fallback.json")" = "$ALG_DCTCP" ] || fail "ran with '$(vm_iperf_cc "$OUT/ecn_fallback.json")'"
+  mbps=$(vm_iperf_mbps "$OUT/ecn_fallback.json") ce=$(( $(ecn_delivered_ce) - _ce0 ))
+  note "$ALG_DCTCP without ECN: $mbps Mbit/s, $ce CE echoes, $(vm_iperf_retrans "$OUT/ecn_fallback.json") retransmits"
+  [ "$ce" -eq 0 ] || fail "$ce CE echoes although the receiver refused ECN"
+  awk -v a="$mbps" -v r="$ECN_RATE_MBIT" 'BEGIN { exit !(a >= 0.6 * r) }' \
+    || fail "$ALG_DCTCP's Reno fallback reached only $mbps Mbit/s (< 60% of $ECN_RATE_MBIT)"
+}
