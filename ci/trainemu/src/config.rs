@@ -32,14 +32,35 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
 
 /// Congestion controls a scenario may name (those of Linux and of tcp_mltcp.ko we know of).
 pub const KNOWN_CCS: &[&str] =
-    &["cubic", "reno", "mltcp", "mltcp_cubic", "bbr", "dctcp", "vegas", "htcp", "bic"];
+    &["cubic", "reno", "mltcp", "mltcp_cubic", "mltcp_dctcp", "bbr", "dctcp", "vegas", "htcp", "bic"];
 
 /// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
-pub const MLTCP_PARAMS: &[&str] = &["slope_fx", "intercept_fx", "idle_gap_us", "ewma_weight_fx", "scale_slow_start"];
+pub const MLTCP_PARAMS: &[&str] = &[
+    "slope_fx",
+    "intercept_fx",
+    "idle_gap_us",
+    "ewma_weight_fx",
+    "scale_slow_start",
+    "dctcp_shift_g",
+    "dctcp_alpha_on_init",
+];
+
+/// How a run's flows are scheduled by `ccp-agent` (a `ccs` entry's `+agent` suffix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMode {
+    /// `+agent`: one `ccp-agent` for all emulated hosts, NIC-only (it keeps its hosts' NIC links;
+    /// the mlcc paper, Sec. VI-H).
+    NicOnly,
+    /// `+agent+switch`: the agent plus a `ccp-agent switch` daemon owning the switch ports toward
+    /// the hosts (the mlcc paper, Sec. IV-A).
+    Switch,
+}
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
 /// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
-/// whose `ccs` list such variants). The whole string labels the run.
+/// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
+/// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`. The whole string labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -48,11 +69,23 @@ pub struct CcVariant {
     pub cc: String,
     /// Module parameters (name, value) written before the run and restored after it.
     pub params: Vec<(String, u32)>,
+    /// Whether `ccp-agent` schedules the run's flows, and how.
+    pub agent: Option<AgentMode>,
 }
 
 impl CcVariant {
-    /// Parses `CC` or `CC[NAME=VALUE,...]`. Errors name the part that is wrong.
-    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+    /// Parses `CC`, `CC[NAME=VALUE,...]`, either followed by `+agent` or `+agent+switch`.
+    /// Errors name the part that is wrong.
+    pub fn parse(label: &str) -> std::result::Result<Self, String> {
+        let (s, agent) = if let Some(base) = label.strip_suffix("+agent+switch") {
+            (base, Some(AgentMode::Switch))
+        } else if let Some(base) = label.strip_suffix("+agent") {
+            (base, Some(AgentMode::NicOnly))
+        } else if let Some(i) = label.find('+') {
+            return Err(format!("unknown suffix '{}' (known: +agent, +agent+switch)", &label[i..]));
+        } else {
+            (label, None)
+        };
         let (cc, rest) = match s.find('[') {
             None => (s, None),
             Some(i) => {
@@ -83,12 +116,15 @@ impl CcVariant {
                 return Err("empty parameter list".into());
             }
         }
-        Ok(Self { label: s.to_string(), cc: cc.to_string(), params })
+        if agent.is_some() && !cc.starts_with("mltcp") {
+            return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
+        }
+        Ok(Self { label: label.to_string(), cc: cc.to_string(), params, agent })
     }
 
-    /// The run's directory name: the label with `[`, `]`, `,` and `=` replaced by `_`, `-`.
+    /// The run's directory name: the label with `[`, `]`, `,`, `=` and `+` replaced by `_`, `-`.
     pub fn dir_name(&self) -> String {
-        self.label.replace(['[', ','], "_").replace(']', "").replace('=', "-")
+        self.label.replace(['[', ','], "_").replace(']', "").replace(['=', '+'], "-")
     }
 }
 
@@ -229,8 +265,8 @@ pub struct Scenario {
     #[serde(default = "default_solo_cc")]
     pub solo_cc: String,
     /// Congestion controls to compare, one run each (all jobs together); an entry may carry
-    /// tcp_mltcp module parameters for its run: `mltcp[slope_fx=3072,intercept_fx=512]`
-    /// ([`CcVariant`]).
+    /// tcp_mltcp module parameters for its run, `mltcp[slope_fx=3072,intercept_fx=512]`, and a
+    /// `+agent` / `+agent+switch` suffix for a run scheduled by ccp-agent ([`CcVariant`]).
     pub ccs: Vec<String>,
     /// Throughput sampling period, in milliseconds (at most 20).
     #[serde(default = "default_sample_ms")]
@@ -588,7 +624,17 @@ workers = ["h1", "h2"]
         assert_eq!(v.params, vec![("slope_fx".to_string(), 3072), ("intercept_fx".to_string(), 512)]);
         assert_eq!(v.dir_name(), "mltcp_slope_fx-3072_intercept_fx-512");
         assert_eq!(CcVariant::parse("cubic").unwrap().params, vec![]);
+        assert_eq!(CcVariant::parse("cubic").unwrap().agent, None);
+        let v = CcVariant::parse("mltcp[slope_fx=3072]+agent").unwrap();
+        assert_eq!((v.cc.as_str(), v.agent), ("mltcp", Some(AgentMode::NicOnly)));
+        assert_eq!(v.params, vec![("slope_fx".to_string(), 3072)]);
+        assert_eq!(v.dir_name(), "mltcp_slope_fx-3072-agent");
+        let v = CcVariant::parse("mltcp_dctcp+agent+switch").unwrap();
+        assert_eq!((v.cc.as_str(), v.agent), ("mltcp_dctcp", Some(AgentMode::Switch)));
         for (bad, why) in [
+            ("cubic+agent", "not one of its algorithms"),
+            ("mltcp+switch", "unknown suffix '+switch'"),
+            ("mltcp+agent+", "unknown suffix '+agent+'"),
             ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
             ("mltcp[slope=1]", "unknown module parameter 'slope'"),
             ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),

@@ -1099,7 +1099,7 @@ mod tests {
 
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
-        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![] }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0, progress: ProgressDir::Off };
+        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0, progress: ProgressDir::Off };
         let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
         assert!(e.contains("nosuchcc"), "{e}");
     }

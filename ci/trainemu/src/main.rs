@@ -15,6 +15,7 @@
 //! vs cubic, ideal C+M, ratio, interleaving iteration), writes summary.txt/summary.json and, unless
 //! `--no-plots`, the PNGs. Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
 
+mod agent;
 mod config;
 mod emu;
 mod plot;
@@ -96,6 +97,13 @@ enum Cmd {
         /// Do not report progress.
         #[arg(long)]
         no_progress: bool,
+        /// The ccp-agent binary for `+agent` runs (default: `ccp-agent` on PATH).
+        #[arg(long, default_value = "ccp-agent")]
+        agent_bin: PathBuf,
+        /// The datapath program ccp-agent installs in `+agent` runs (default: the VM's
+        /// /host/datapath-programs/mlcc-slot.ccp if present, else datapath-programs/mlcc-slot.ccp).
+        #[arg(long)]
+        agent_program: Option<PathBuf>,
         /// Scenario files (a missing a.toml/b.toml/c.toml/e2e.toml falls back to the built-in copy).
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
@@ -159,7 +167,12 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
     match cli.cmd {
-        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, progress_dir, no_progress, scenarios } => {
+        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
+            let agent_program = agent_program.unwrap_or_else(|| {
+                let vm = PathBuf::from("/host/datapath-programs/mlcc-slot.ccp");
+                if vm.is_file() { vm } else { PathBuf::from("datapath-programs/mlcc-slot.ccp") }
+            });
+            let agent_setup = agent::AgentSetup { bin: agent_bin, program: agent_program };
             let progress = match (no_progress, progress_dir) {
                 (true, _) => progress::ProgressDir::Off,
                 (false, Some(d)) => progress::ProgressDir::Dir(d),
@@ -182,10 +195,25 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                     s.warmup_iterations = s.warmup_iterations.min(n.saturating_sub(1));
                 }
                 s.validate(&p.display().to_string(), &models).map_err(|e| Err(UsageError(e)))?;
+                if let Some(c) = s.ccs.iter().find(|c| c.contains("+agent")) {
+                    if loopback {
+                        return Err(Err(UsageError(anyhow::anyhow!(
+                            "{}: ccs entry '{c}': ccp-agent runs need the namespaces' addresses (not --loopback)",
+                            p.display()
+                        ))));
+                    }
+                    if no_progress {
+                        return Err(Err(UsageError(anyhow::anyhow!(
+                            "{}: ccs entry '{c}': ccp-agent learns of the jobs through the progress regions (not --no-progress)",
+                            p.display()
+                        ))));
+                    }
+                }
                 loaded.push((s, text));
             }
+            let opts = results::RunOptions { loopback, run_timeout, progress, agent: agent_setup };
             for (s, text) in &loaded {
-                results::run_scenario(s, text, &models, &out, loopback, run_timeout, &progress).map_err(Ok)?;
+                results::run_scenario(s, text, &models, &out, &opts).map_err(Ok)?;
             }
             Ok(())
         }

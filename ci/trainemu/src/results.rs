@@ -19,7 +19,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{CcVariant, JobPlan, ModelFile, Scenario};
+use crate::agent::{AgentRun, AgentSetup};
+use crate::config::{AgentMode, CcVariant, JobPlan, ModelFile, Scenario};
 use crate::emu::{self, FlowInfo, IterRecord, Net, RunSpec, Sample};
 use crate::progress::ProgressDir;
 use crate::topo;
@@ -146,16 +147,21 @@ fn flush_tcp_metrics(s: &Scenario) {
     }
 }
 
+/// How `trainemu run` runs scenarios (its command-line options).
+pub struct RunOptions {
+    /// Every host on 127.0.0.1 in the current namespace.
+    pub loopback: bool,
+    /// A run's time limit, seconds.
+    pub run_timeout: f64,
+    /// Where the workers report progress.
+    pub progress: ProgressDir,
+    /// The agent of `+agent` runs.
+    pub agent: AgentSetup,
+}
+
 /// Runs scenario `s` (validated) and writes `out/<name>/`.
-pub fn run_scenario(
-    s: &Scenario,
-    text: &str,
-    models: &ModelFile,
-    out: &Path,
-    loopback: bool,
-    run_timeout: f64,
-    progress: &ProgressDir,
-) -> Result<()> {
+pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, opts: &RunOptions) -> Result<()> {
+    let (loopback, run_timeout, progress, agent_setup) = (opts.loopback, opts.run_timeout, &opts.progress, &opts.agent);
     let dir = out.join(&s.name);
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
@@ -196,7 +202,10 @@ pub fn run_scenario(
         let mut prog = Progress::new(label.clone(), spec.jobs.iter().map(|j| j.iterations).collect());
         let res = match ModuleParams::set(&spec.cc.params) {
             Ok(saved) => {
-                let r = emu::run(spec, &net, &mut |d, t| prog.update(d, t));
+                let r = match spec.cc.agent {
+                    None => emu::run(spec, &net, &mut |d, t| prog.update(d, t)),
+                    Some(mode) => run_with_agent(s, spec, mode, agent_setup, &dir.join("runs").join(&spec.name).join("agent"), &net, &mut prog),
+                };
                 saved.restore();
                 r
             }
@@ -234,6 +243,34 @@ pub fn run_scenario(
         anyhow::bail!("scenario {}: {failures} of {nruns} runs failed (see {}/meta.json)", s.name, dir.display());
     }
     Ok(())
+}
+
+/// One run under ccp-agent: the agent (and switch) started for it, the workers reporting into
+/// its progress directory, the agent's status saved and the daemons stopped afterwards. A daemon
+/// that dies during the run fails it.
+fn run_with_agent(
+    s: &Scenario,
+    spec: &RunSpec,
+    mode: AgentMode,
+    setup: &AgentSetup,
+    agent_dir: &Path,
+    net: &Net,
+    prog: &mut Progress,
+) -> Result<emu::RunOutput> {
+    let mut a = AgentRun::start(s, mode, setup, agent_dir)?;
+    a.watch_status();
+    let spec = RunSpec { progress: ProgressDir::Dir(a.regions.clone()), ..spec.clone() };
+    let r = emu::run(&spec, net, &mut |d, t| prog.update(d, t));
+    let alive = a.alive();
+    let controlled = a.stop().unwrap_or(0);
+    if !alive {
+        anyhow::bail!("ccp-agent exited during the run (see {}/agent.log)", agent_dir.display());
+    }
+    tracing::info!("ccp-agent controlled up to {controlled} flows at once (status.txt: that snapshot)");
+    if r.is_ok() && controlled == 0 {
+        anyhow::bail!("ccp-agent controlled none of the run's flows (see {}/agent.log)", agent_dir.display());
+    }
+    r
 }
 
 fn write_run(dir: &Path, recs: &[IterRecord], flows: &[FlowInfo], samples: &[Sample]) -> Result<()> {

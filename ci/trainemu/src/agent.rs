@@ -1,0 +1,347 @@
+//! Runs scheduled by `ccp-agent` (a `ccs` entry with `+agent` or `+agent+switch`): the runner
+//! writes the agent's configuration for the scenario's star, starts `ccp-agent run` (and for
+//! `+agent+switch` a `ccp-agent switch` daemon) in the initial network namespace, points the
+//! workers' progress reports at the agent's directory, and stops everything after the run with
+//! SIGTERM (flows fall back to native MLTCP at once).
+//!
+//! The star as the agent sees it: host `i` (0-based) has two links of its `rate_mbit` (1000 when
+//! unshaped): its NIC's egress, id `2i+1`, and the switch port toward it, id `2i+2`; a flow from
+//! host `i` to host `j` crosses `[2i+1, 2j+2]`. NIC-only runs plan the NIC links only (the mlcc
+//! paper, "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VI-H); with
+//! the switch daemon, which owns the switch ports, the agent also plans against the ports' load
+//! (Sec. IV-A). The scenario's tbf sits on the switch ports, so only the switch mode sees the
+//! emulated bottleneck itself.
+
+use crate::config::{AgentMode, Scenario};
+use crate::topo;
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Capacity given to an unshaped link, Mbit/s.
+pub const UNSHAPED_MBIT: u64 = 1000;
+/// The agent's gRPC address (one agent serves every emulated host).
+const AGENT_ADDR: &str = "127.0.0.1:50061";
+/// The switch daemon's gRPC address.
+const SWITCH_ADDR: &str = "127.0.0.1:50070";
+/// How long the agent and the switch get to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Where the agent's binary and datapath program are.
+#[derive(Debug, Clone)]
+pub struct AgentSetup {
+    /// `ccp-agent` (looked up on PATH unless a path).
+    pub bin: PathBuf,
+    /// The datapath program the agent installs (`datapath-programs/mlcc-slot.ccp`).
+    pub program: PathBuf,
+}
+
+/// NIC link id of host `i` (its egress).
+pub fn nic_link(i: usize) -> u32 {
+    2 * i as u32 + 1
+}
+
+/// Link id of the switch port toward host `i`.
+pub fn port_link(i: usize) -> u32 {
+    2 * i as u32 + 2
+}
+
+/// `topo.toml` for scenario `s`'s star.
+pub fn topology_toml(s: &Scenario) -> String {
+    let mut t = String::from("# written by trainemu for scenario ");
+    let _ = writeln!(t, "{}\nslot_ms = 60\nhorizon = 10\n", s.name);
+    for (i, h) in s.topology.hosts.iter().enumerate() {
+        let mbit = h.rate_mbit.map(|r| r.round().max(1.0) as u64).unwrap_or(UNSHAPED_MBIT);
+        let _ = writeln!(t, "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n", nic_link(i), h.name);
+        let _ = writeln!(t, "[[link]]\nid = {}\nname = \"sw-{}\"\ncapacity_mbps = {mbit}\n", port_link(i), h.name);
+        let _ = writeln!(
+            t,
+            "[[host]]\nname = \"{}\"\naddrs = [\"{}\"]\nnic = {}\nagent = \"{AGENT_ADDR}\"\n",
+            h.name,
+            topo::host_addr(i),
+            nic_link(i)
+        );
+    }
+    let ports: Vec<String> = (0..s.topology.hosts.len()).map(|i| port_link(i).to_string()).collect();
+    let _ = writeln!(t, "[[switch]]\nname = \"sw\"\nlisten = \"{SWITCH_ADDR}\"\nlinks = [{}]\n", ports.join(", "));
+    for (i, a) in s.topology.hosts.iter().enumerate() {
+        for (j, b) in s.topology.hosts.iter().enumerate() {
+            if i != j {
+                let _ = writeln!(t, "[[route]]\nfrom = \"{}\"\nto = \"{}\"\nlinks = [{}, {}]\n", a.name, b.name, nic_link(i), port_link(j));
+            }
+        }
+    }
+    t
+}
+
+/// `agent.toml` serving every host of `s`.
+pub fn agent_toml(s: &Scenario, mode: AgentMode, program: &Path, regions: &Path) -> String {
+    let hosts: Vec<String> = s.topology.hosts.iter().map(|h| format!("\"{}\"", h.name)).collect();
+    format!(
+        "# written by trainemu for scenario {}\ntopology = \"topo.toml\"\nhosts = [{}]\nprogram = \"{}\"\nprogress_dir = \"{}\"\nnic_only = {}\n",
+        s.name,
+        hosts.join(", "),
+        program.display(),
+        regions.display(),
+        mode == AgentMode::NicOnly
+    )
+}
+
+/// A running agent (and switch daemon); [`AgentRun::stop`] ends them.
+pub struct AgentRun {
+    dir: PathBuf,
+    bin: PathBuf,
+    agent: Child,
+    switch: Option<Child>,
+    /// The directory the workers' progress regions go to.
+    pub regions: PathBuf,
+    stop_watch: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<usize>>,
+}
+
+/// The number of controlled flows in `ccp-agent status` output (its first line reads
+/// `slot N (...): K controlled flows, ...`).
+pub fn controlled_flows(status: &str) -> Option<usize> {
+    let line = status.lines().next()?;
+    let (_, rest) = line.split_once("): ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn spawn(bin: &Path, args: &[&str], log: &Path) -> Result<Child> {
+    let out = fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let err = out.try_clone()?;
+    Command::new(bin)
+        .args(args)
+        .env("RUST_LOG", std::env::var("MLTCP_AGENT_LOG").unwrap_or_else(|_| "info".into()))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("cannot start {} {}", bin.display(), args.join(" ")))
+}
+
+fn tail(log: &Path) -> String {
+    let t = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = t.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
+}
+
+/// Sends SIGTERM to `c` and waits up to 5 s for it, then kills it.
+fn terminate(c: &mut Child) {
+    if let Ok(pid) = i32::try_from(c.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::warn!("ccp-agent process {} ignored SIGTERM for 5 s: killed", c.id());
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+impl AgentRun {
+    /// Writes the configuration under `dir` and starts the daemons; returns once the agent
+    /// answers `ccp-agent status` (its gRPC server is up and its datapath socket open).
+    pub fn start(s: &Scenario, mode: AgentMode, setup: &AgentSetup, dir: &Path) -> Result<Self> {
+        if !setup.program.is_file() {
+            bail!("the datapath program {} does not exist (trainemu run --agent-program)", setup.program.display());
+        }
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        // Shared memory, not the results directory: the regions are mmap'ed, which the VM's 9p
+        // results share does not keep coherent.
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let regions = base.join(format!("trainemu-agent-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&regions);
+        fs::create_dir_all(&regions)?;
+        let program = fs::canonicalize(&setup.program)?;
+        fs::write(dir.join("topo.toml"), topology_toml(s))?;
+        let agent_cfg = dir.join("agent.toml");
+        fs::write(&agent_cfg, agent_toml(s, mode, &program, &regions))?;
+        let topo_s = dir.join("topo.toml").display().to_string();
+        let switch = match mode {
+            AgentMode::Switch => {
+                Some(spawn(&setup.bin, &["switch", "--config", &topo_s, "--name", "sw"], &dir.join("switch.log"))?)
+            }
+            AgentMode::NicOnly => None,
+        };
+        let agent_s = agent_cfg.display().to_string();
+        let agent = match spawn(&setup.bin, &["run", "--config", &agent_s], &dir.join("agent.log")) {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(mut sw) = switch {
+                    terminate(&mut sw);
+                }
+                return Err(e);
+            }
+        };
+        let mut run = AgentRun {
+            dir: dir.to_path_buf(),
+            bin: setup.bin.clone(),
+            agent,
+            switch,
+            regions,
+            stop_watch: Default::default(),
+            watcher: None,
+        };
+        let t0 = Instant::now();
+        loop {
+            if let Ok(Some(st)) = run.agent.try_wait() {
+                let why = format!("ccp-agent exited ({st}) at start: {}", tail(&run.dir.join("agent.log")));
+                run.stop();
+                bail!(why);
+            }
+            if let Some(sw) = run.switch.as_mut() {
+                if let Ok(Some(st)) = sw.try_wait() {
+                    let why = format!("ccp-agent switch exited ({st}) at start: {}", tail(&run.dir.join("switch.log")));
+                    run.stop();
+                    bail!(why);
+                }
+            }
+            let ok = Command::new(&run.bin)
+                .args(["status", "--config", &agent_s])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            if ok {
+                break;
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                let why = format!("ccp-agent did not answer `status` within {START_TIMEOUT:?}: {}", tail(&run.dir.join("agent.log")));
+                run.stop();
+                bail!(why);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        tracing::info!("ccp-agent ({mode:?}) serving, configuration in {}", dir.display());
+        Ok(run)
+    }
+
+    /// Whether the agent (and switch) are still running.
+    pub fn alive(&mut self) -> bool {
+        let a = matches!(self.agent.try_wait(), Ok(None));
+        let s = self.switch.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(None)));
+        a && s
+    }
+
+    /// Starts sampling the agent's `status` every 2 s until [`AgentRun::stop`]; the snapshot with
+    /// the most controlled flows is saved to `status.txt` (the end-of-run status would show none:
+    /// the flows are closed by then).
+    pub fn watch_status(&mut self) {
+        let (bin, cfg, out) = (self.bin.clone(), self.dir.join("agent.toml"), self.dir.join("status.txt"));
+        let stop = self.stop_watch.clone();
+        self.watcher = Some(std::thread::spawn(move || {
+            let mut best = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(o) = Command::new(&bin).arg("status").arg("--config").arg(&cfg).output() {
+                    let text = String::from_utf8_lossy(&o.stdout).to_string();
+                    let n = controlled_flows(&text).unwrap_or(0);
+                    if o.status.success() && (n > best || !out.exists()) {
+                        best = best.max(n);
+                        let _ = fs::write(&out, &text);
+                    }
+                }
+                for _ in 0..20 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            best
+        }));
+    }
+
+    /// SIGTERMs the agent, then the switch; removes the regions directory. Returns the most
+    /// flows the agent controlled at once, as `status` sampled it (None without
+    /// [`AgentRun::watch_status`]).
+    pub fn stop(mut self) -> Option<usize> {
+        self.stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
+        let best = self.watcher.take().and_then(|w| w.join().ok());
+        terminate(&mut self.agent);
+        if let Some(mut s) = self.switch.take() {
+            terminate(&mut s);
+        }
+        let _ = fs::remove_dir_all(&self.regions);
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ModelFile;
+
+    fn parse(t: &str) -> Result<Scenario> {
+        Scenario::parse(t, "t.toml", &ModelFile::builtin())
+    }
+
+    const S: &str = r#"
+name = "t"
+description = "agent config test"
+iterations = 5
+ccs = ["mltcp+agent+switch"]
+[topology]
+bottleneck = "h2"
+hosts = [{ name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 50 }, { name = "h3" }]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+"#;
+
+    #[test]
+    fn topology_describes_the_star() {
+        let s = parse(S).unwrap();
+        let t: toml::Value = toml::from_str(&topology_toml(&s)).unwrap();
+        let links = t["link"].as_array().unwrap();
+        assert_eq!(links.len(), 6);
+        let cap = |id: u32| {
+            links.iter().find(|l| l["id"].as_integer() == Some(id.into())).unwrap()["capacity_mbps"].as_integer().unwrap()
+        };
+        assert_eq!((cap(1), cap(2), cap(3), cap(4), cap(5), cap(6)), (100, 100, 50, 50, 1000, 1000));
+        assert_eq!(t["host"][1]["addrs"][0].as_str(), Some("10.77.2.1"));
+        assert_eq!(t["host"][1]["nic"].as_integer(), Some(3));
+        assert_eq!(t["switch"][0]["links"].as_array().unwrap().len(), 3);
+        let routes = t["route"].as_array().unwrap();
+        assert_eq!(routes.len(), 6);
+        let r = routes.iter().find(|r| r["from"].as_str() == Some("h3") && r["to"].as_str() == Some("h2")).unwrap();
+        assert_eq!(r["links"].as_array().unwrap().iter().map(|l| l.as_integer().unwrap()).collect::<Vec<_>>(), vec![5, 4]);
+        let a: toml::Value = toml::from_str(&agent_toml(&s, AgentMode::NicOnly, Path::new("/p.ccp"), Path::new("/r"))).unwrap();
+        assert_eq!(a["nic_only"].as_bool(), Some(true));
+        assert_eq!(a["hosts"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn status_header_parses() {
+        let st = "slot 29922294086 (60 ms, switch, work 3670 us): 7 controlled flows, 5 native; dropped: 0\njob ...";
+        assert_eq!(controlled_flows(st), Some(7));
+        assert_eq!(controlled_flows("garbage"), None);
+    }
+
+    /// The agent's own loader accepts what the runner writes, in both modes.
+    #[test]
+    fn ccp_agent_accepts_the_files() {
+        let s = parse(S).unwrap();
+        let dir = std::env::temp_dir().join(format!("trainemu-agent-cfg-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datapath-programs/mlcc-slot.ccp");
+        fs::write(dir.join("topo.toml"), topology_toml(&s)).unwrap();
+        for mode in [AgentMode::NicOnly, AgentMode::Switch] {
+            fs::write(dir.join("agent.toml"), agent_toml(&s, mode, &prog, &dir.join("regions"))).unwrap();
+            let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
+                .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+            assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
+            assert_eq!(c.topology.switches.len(), 1);
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
