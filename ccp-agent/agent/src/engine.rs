@@ -23,7 +23,8 @@
 //!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
 //! 5. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
 //!    place when the receiver is one of this agent's hosts); a receiver cuts its successor flows
-//!    by the excess (ring: (F_succ − F_i)+; PS broadcast: (F_j − F_a^min)+) with
+//!    by the excess (ring: (F_succ − F_i − chunk)+, a worker's own first chunk G/W being free of
+//!    any dependency; PS broadcast: (F_j − F_a^min)+) with
 //!    `mlcc_sched::reduce`, re-planning their later slots against what the other flows hold
 //!    now. Only a notice of the current slot cuts; the latest notices of the same iteration are
 //!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
@@ -620,7 +621,8 @@ impl<I: Ipc> AgentCore<I> {
                 .map(|n| n.accumulated_bytes)
                 .max()
                 .map_or(Dependency::Independent, |f| Dependency::Ring {
-                    predecessor_bytes: f,
+                    // A worker may be one chunk ahead of what it received: its own chunk.
+                    predecessor_bytes: f.saturating_add(r.ring_chunk_bytes.unwrap_or(0)),
                 }),
             (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
                 let b: Vec<u64> = self
@@ -1001,7 +1003,13 @@ impl<I: Ipc> AgentCore<I> {
                 continue;
             };
             let Some(p) = f.plan.clone() else { continue };
-            let excess = mlcc_sched::excess_bytes(p.decision.accumulated_bytes, bound);
+            // Ring: the successor flow may run one chunk ahead (its worker's own chunk).
+            let slack = match (n.kind, &f.reg) {
+                (notice_kind::RING, Some(r)) => r.ring_chunk_bytes.unwrap_or(0),
+                _ => 0,
+            };
+            let excess =
+                mlcc_sched::excess_bytes(p.decision.accumulated_bytes, bound.saturating_add(slack));
             if excess == 0 {
                 continue;
             }

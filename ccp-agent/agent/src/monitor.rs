@@ -44,6 +44,10 @@ pub struct Registration {
     pub iteration_bytes: Option<u64>,
     /// Whether this end sends the flow's data (only sending flows are scheduled).
     pub sending: bool,
+    /// Ring all-reduce: the bytes of one chunk (G/W), which a worker sends before it has received
+    /// anything (its own chunk, step 1 of reduce-scatter); `None` when not a ring flow or the
+    /// job's size or bytes are not told.
+    pub ring_chunk_bytes: Option<u64>,
 }
 
 impl Registration {
@@ -134,6 +138,11 @@ impl Monitor {
                 };
                 let iteration_bytes =
                     (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);
+                // A ring worker sends 2(W-1) chunks of G/W per iteration.
+                let ring_chunk_bytes = match (paradigm, iteration_bytes, job.world_size) {
+                    (Paradigm::Ring, Some(b), w) if w >= 2 => Some(b / (2 * (u64::from(w) - 1))),
+                    _ => None,
+                };
                 self.by_key.insert(
                     key,
                     Registration {
@@ -147,6 +156,7 @@ impl Monitor {
                         sent_bytes: s.body.hot.iter_bytes / n_send,
                         iteration_bytes,
                         sending: is_sending(role, kind),
+                        ring_chunk_bytes,
                     },
                 );
             }
