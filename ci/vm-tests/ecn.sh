@@ -76,15 +76,15 @@ test_ecn_mltcp_dctcp() {
     [ "$rcc" = "$ALG_DCTCP" ] || fail "the receiver's socket ran '$rcc', not $ALG_DCTCP"
     [ "$m_ce" -gt 0 ] || fail "$ALG_DCTCP saw no CE echo (TCPDeliveredCE did not grow): ECN not negotiated or not marked"
     [ "$d_ce" -gt 0 ] || fail "the reference dctcp saw no CE echo: the bottleneck does not mark"
-    # Marks, not losses, carry the signal: no more retransmissions than the reference (slow
-    # start's overshoot and TCG's timer jitter cost both a few).
-    [ "$m_rtx" -le $((2 * d_rtx + 10)) ] || fail "$ALG_DCTCP retransmitted $m_rtx segments, dctcp $d_rtx, through the same marking queue"
     best_m=$(awk -v x="$best_m" -v y="$m_mbps" 'BEGIN { print (y > x) ? y : x }')
     best_d=$(awk -v x="$best_d" -v y="$d_mbps" 'BEGIN { print (y > x) ? y : x }')
     verdict=$(awk -v a="$best_m" -v b="$best_d" -v r="$ECN_RATE_MBIT" -v an="$ALG_DCTCP" 'BEGIN {
       if (a < 0.8 * r) { printf "%s %.1f Mbit/s < 80%% of %d Mbit/s", an, a, r; exit }
       d = (a - b) / b; if (d < 0) d = -d
       if (d > 0.15) printf "%s %.1f vs dctcp %.1f Mbit/s differ by %.0f%% > 15%%", an, a, b, d * 100 }')
+    # Marks, not losses, carry the signal: no more retransmissions than the reference (slow
+    # start's overshoot and TCG's timer jitter cost both a few).
+    [ -z "$verdict" ] && [ "$m_rtx" -gt $((2 * d_rtx + 10)) ] && verdict="$ALG_DCTCP retransmitted $m_rtx segments, dctcp $d_rtx, through the same marking queue"
     [ -z "$verdict" ] && break
     note "$verdict"
   done

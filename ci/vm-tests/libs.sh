@@ -74,8 +74,17 @@ test_libzmq_ps() {
   vm_in_snd env MLTCP_ROLE=worker MLTCP_RANK=2 MLTCP_BYTES_PER_ITER=$bytes \
     mltcp-ps-test worker "tcp://$VM_DST:$port" $iters $bytes $compute_ms > "$w/r2.out" 2> "$w/r2.err" &
   p2=$!
-  sleep 1
-  { vm_in_rcv ss -tinH "( sport = :$port )"; vm_in_snd ss -tinH "( dport = :$port )"; } > "$w/ss" 2>&1
+  # libzmq tunes an accepted socket when its I/O thread accepts it, which under TCG on a busy
+  # host can come a while after the handshake: poll (every 0.2 s, while the job runs, 10 s at
+  # most) until all four sockets show the algorithm, keeping the last view.
+  sleep 0.5
+  i=0
+  while :; do
+    { vm_in_rcv ss -tinH "( sport = :$port )"; vm_in_snd ss -tinH "( dport = :$port )"; } > "$w/ss" 2>&1
+    [ "$(grep -cE "^[[:space:]]+$ALG( |\$)" "$w/ss")" -ge 4 ] && break
+    i=$((i + 1)); [ $i -lt 50 ] && kill -0 $p0 2>/dev/null || break
+    sleep 0.2
+  done
   mltcp-progress-dump "$w/regions" > "$w/dump.running" 2>&1
   for p in $p0 $p1 $p2; do wait "$p" || fail "a process of the job failed: $(cat "$w"/r*.err | head -n 5)"; done
   unset MLTCP_PROGRESS_DIR MLTCP_JOB_ID MLTCP_CC MLTCP_WORLD_SIZE
