@@ -850,6 +850,44 @@ impl Sim {
         }
     }
 
+    /// Sizes of the connected components of the active flows (flows linked by a shared link or
+    /// by belonging to the same job), largest first.
+    pub fn component_sizes(&self) -> Vec<usize> {
+        let n = self.active.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        let mut owner_link: Vec<usize> = vec![usize::MAX; self.tree.links()];
+        let mut owner_job: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+        for (i, &(j, f)) in self.active.iter().enumerate() {
+            let o = *owner_job.entry(j).or_insert(i);
+            let (a, b) = (find(&mut parent, o), find(&mut parent, i));
+            parent[a] = b;
+            for &l in &self.jobs[j].flows[f].path {
+                let o = owner_link[l as usize];
+                if o == usize::MAX {
+                    owner_link[l as usize] = i;
+                } else {
+                    let (a, b) = (find(&mut parent, o), find(&mut parent, i));
+                    parent[a] = b;
+                }
+            }
+        }
+        let mut size = vec![0usize; n];
+        for i in 0..n {
+            let r = find(&mut parent, i);
+            size[r] += 1;
+        }
+        let mut v: Vec<usize> = size.into_iter().filter(|s| *s > 0).collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
+    }
+
     /// True when every job has finished.
     pub fn all_done(&self) -> bool {
         self.jobs.iter().all(|j| j.phase == Phase::Done)
