@@ -93,6 +93,9 @@ struct Cli {
     /// Output directory (results.json, jct-cdf.png).
     #[arg(long, default_value = "sim-results")]
     out: PathBuf,
+    /// Re-solve the whole max-min allocation at every event (slow reference for the incremental one).
+    #[arg(long)]
+    full_alloc: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -139,7 +142,7 @@ fn main() -> Result<()> {
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
     };
-    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false };
+    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
     for p in &cli.policies {
         if !POLICIES.contains(&p.as_str()) {
             anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));

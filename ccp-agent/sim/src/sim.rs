@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::alloc::MaxMin;
+use crate::alloc::IncMaxMin;
 use crate::error::SimError;
 use crate::policy::{Control, DepMode, Policy};
 use crate::topo::Tree;
@@ -138,6 +138,8 @@ pub struct Job {
     pub shifted_s: f64,
     /// Start of each iteration's communication phase, seconds (only with `SimConfig::record`).
     pub comm_starts: Vec<f64>,
+    /// Allocation id of its first flow (flow f has id `flow_base + f`), set at placement.
+    pub flow_base: u32,
 }
 
 /// Engine parameters.
@@ -149,11 +151,14 @@ pub struct SimConfig {
     pub max_time_s: f64,
     /// Record every iteration's communication start of every job ([`Job::comm_starts`]).
     pub record: bool,
+    /// Re-solve the whole max-min allocation at every event instead of only what the event's
+    /// changes reach (the reference the incremental allocation is tested against).
+    pub full_alloc: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false }
+        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
     }
 }
 
@@ -259,7 +264,12 @@ pub struct Sim {
     queue: VecDeque<usize>,
     next_arrival: usize,
     timers: BinaryHeap<Timer>,
-    maxmin: MaxMin,
+    inc: IncMaxMin,
+    back: Option<IncMaxMin>,
+    /// Allocation ids of the flows of the last allocation, and a scratch mark per id.
+    alloc_ids: Vec<u32>,
+    id_mark: Vec<bool>,
+    next_flow_id: u32,
     ctl: Control,
     flows_changed: bool,
     next_decision: f64,
@@ -309,6 +319,7 @@ impl Sim {
                 align: None,
                 shifted_s: 0.0,
                 comm_starts: Vec::new(),
+                flow_base: 0,
             })
             .collect();
         Ok(Sim {
@@ -316,7 +327,11 @@ impl Sim {
             server_jobs: vec![Vec::new(); servers as usize],
             link_jobs: vec![Vec::new(); links],
             link_bytes: vec![0.0; links],
-            maxmin: MaxMin::new(links),
+            inc: IncMaxMin::new(&tree.capacity),
+            back: None,
+            alloc_ids: Vec::new(),
+            id_mark: Vec::new(),
+            next_flow_id: 0,
             tree,
             config,
             t: 0.0,
@@ -426,6 +441,7 @@ impl Sim {
         };
         sim.next_arrival = 1; // placed by hand, not through the queue
         sim.jobs[0].flows = flows.to_vec();
+        sim.next_flow_id = flows.len() as u32;
         let mut fair = crate::policy::fair::Fair;
         sim.start_iteration_comm(0);
         sim.flows_changed = true;
@@ -453,6 +469,8 @@ impl Sim {
             self.link_jobs[*l as usize].push(j);
         }
         let job = &mut self.jobs[j];
+        job.flow_base = self.next_flow_id;
+        self.next_flow_id += flows.len() as u32;
         job.servers = servers;
         job.flows = flows;
         job.link_bytes = lb;
@@ -569,83 +587,133 @@ impl Sim {
         }
     }
 
+    /// Stable allocation id of flow `f` of job `j`.
+    fn flow_id(&self, j: usize, f: usize) -> u32 {
+        self.jobs[j].flow_base + f as u32
+    }
+
     /// Rates for the active flows from the policy's control, the dependencies and max-min.
+    ///
+    /// Weighted max-min with the policy's caps, where a pipelined flow that has caught up with
+    /// the data it forwards is also capped at its upstream flow's rate (two refinement rounds,
+    /// enough for chains of the length the dependencies form between two events; the first
+    /// round starts from the upstream's rate of the previous allocation), then, when the policy
+    /// asks for it, what is left idle is shared max-min among the flows that may send
+    /// (backfill). Both allocations are incremental ([`IncMaxMin`]): only what the changes since
+    /// the last event reach is re-solved; `SimConfig::full_alloc` re-solves everything instead.
     fn allocate(&mut self) {
         let n = self.active.len();
         let deps = self.deps;
-        let mut caps = self.ctl.cap.clone();
-        caps.resize(n, f64::INFINITY);
-        let mut w = self.ctl.weight.clone();
-        w.resize(n, 1.0);
-        let mut up: Vec<Option<usize>> = vec![None; n];
-        // Index of each active flow, to find upstream rates.
-        let mut index = std::collections::HashMap::with_capacity(n);
-        for (i, &(j, f)) in self.active.iter().enumerate() {
-            index.insert((j, f), i);
+        let full = self.config.full_alloc;
+        self.inc.always_full = full;
+        // Flows that left since the last allocation.
+        self.id_mark.resize(self.next_flow_id as usize, false);
+        for k in 0..n {
+            let (j, f) = self.active[k];
+            let id = self.flow_id(j, f);
+            self.id_mark[id as usize] = true;
         }
-        for (i, &(j, f)) in self.active.iter().enumerate() {
+        let mut gone: Vec<u32> = Vec::new();
+        for &id in &self.alloc_ids {
+            if !self.id_mark[id as usize] {
+                gone.push(id);
+            }
+        }
+        for &id in &gone {
+            self.inc.remove(id);
+            if let Some(b) = &mut self.back {
+                b.remove(id);
+            }
+        }
+        self.alloc_ids.clear();
+        let mut up: Vec<Option<u32>> = Vec::with_capacity(n);
+        let mut base_cap: Vec<f64> = Vec::with_capacity(n);
+        let mut blocked_now: Vec<bool> = Vec::with_capacity(n);
+        for i in 0..n {
+            let (j, f) = self.active[i];
+            let id = self.flow_id(j, f);
+            self.id_mark[id as usize] = false;
+            self.alloc_ids.push(id);
+            let mut cap = self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY);
+            let w = self.ctl.weight.get(i).copied().unwrap_or(1.0);
             let (b, u) = self.bound(j, f, deps);
+            let mut upi = None;
+            let mut blocked = false;
             if let Some(u) = u {
                 if self.jobs[j].flows[f].sent >= b - EPS_BYTES {
+                    blocked = true;
                     match deps {
-                        DepMode::StartAfter => caps[i] = 0.0,
-                        DepMode::Pipelined => up[i] = index.get(&(j, u)).copied(),
-                    }
-                    if deps == DepMode::Pipelined && up[i].is_none() {
-                        caps[i] = 0.0;
+                        DepMode::StartAfter => cap = 0.0,
+                        DepMode::Pipelined => {
+                            if self.jobs[j].flows[u].done {
+                                cap = 0.0;
+                            } else {
+                                upi = Some(self.flow_id(j, u));
+                            }
+                        }
                     }
                 }
             }
+            let now = match upi {
+                Some(u) => cap.min(self.inc.rate(u)),
+                None => cap,
+            };
+            self.inc.set(id, &self.jobs[j].flows[f].path, w, now);
+            up.push(upi);
+            base_cap.push(cap);
+            blocked_now.push(blocked);
         }
-        let paths: Vec<&[u32]> = self.active.iter().map(|&(j, f)| self.jobs[j].flows[f].path.as_slice()).collect();
-        let mut rates = Vec::with_capacity(n);
-        self.maxmin.solve(&self.tree.capacity, &paths, &w, &caps, &mut rates);
+        let mut changed: Vec<u32> = Vec::new();
+        let mut moved: Vec<u32> = Vec::new();
+        self.inc.solve(&mut changed);
+        moved.extend_from_slice(&changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains).
         if up.iter().any(|u| u.is_some()) {
             for _ in 0..2 {
-                let mut c2 = caps.clone();
                 for i in 0..n {
                     if let Some(u) = up[i] {
-                        c2[i] = c2[i].min(rates[u]);
+                        let (j, f) = self.active[i];
+                        let id = self.alloc_ids[i];
+                        let w = self.ctl.weight.get(i).copied().unwrap_or(1.0);
+                        self.inc.set(id, &self.jobs[j].flows[f].path, w, base_cap[i].min(self.inc.rate(u)));
                     }
                 }
-                self.maxmin.solve(&self.tree.capacity, &paths, &w, &c2, &mut rates);
+                self.inc.solve(&mut changed);
+                moved.extend_from_slice(&changed);
             }
         }
         if self.ctl.backfill {
             // Work conservation: what the caps left idle is shared max-min among the flows that
-            // may send.
-            let mut residual = self.tree.capacity.clone();
-            for (i, p) in paths.iter().enumerate() {
-                for &l in *p {
-                    residual[l as usize] -= rates[i];
-                }
+            // may send. The backfill's link capacities are the main allocation's residuals.
+            let back = self.back.get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
+            back.always_full = full;
+            let mut links: Vec<u32> = Vec::new();
+            for &id in moved.iter().chain(gone.iter()) {
+                links.extend_from_slice(self.inc.path_of(id));
             }
-            for r in &mut residual {
-                *r = r.max(0.0);
+            if full {
+                links.extend(0..self.tree.links() as u32);
             }
-            let extra_caps: Vec<f64> = (0..n)
-                .map(|i| {
-                    let (j, f) = self.active[i];
-                    let (b, u) = self.bound(j, f, deps);
-                    if u.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES {
-                        0.0
-                    } else {
-                        f64::INFINITY
-                    }
-                })
-                .collect();
-            let ones = vec![1.0; n];
-            let mut extra = Vec::with_capacity(n);
-            self.maxmin.solve(&residual, &paths, &ones, &extra_caps, &mut extra);
+            links.sort_unstable();
+            links.dedup();
+            for &l in &links {
+                back.set_link_cap(l, (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0));
+            }
             for i in 0..n {
-                rates[i] += extra[i];
+                let (j, f) = self.active[i];
+                back.set(self.alloc_ids[i], &self.jobs[j].flows[f].path, 1.0, if blocked_now[i] { 0.0 } else { f64::INFINITY });
             }
+            back.solve(&mut changed);
+        } else {
+            self.back = None;
         }
-        for (i, &(j, f)) in self.active.iter().enumerate() {
-            self.jobs[j].flows[f].rate = rates[i];
+        for i in 0..n {
+            let (j, f) = self.active[i];
+            let id = self.alloc_ids[i];
+            let extra = self.back.as_ref().map_or(0.0, |b| b.rate(id));
+            self.jobs[j].flows[f].rate = self.inc.rate(id) + extra;
         }
-        self.blocked_at_alloc = self.active.iter().map(|&(j, f)| self.blocked(j, f)).collect();
+        self.blocked_at_alloc = blocked_now;
     }
 
     /// Time until the next flow event (completion, catching up with its dependency, or a
