@@ -237,6 +237,11 @@ pub struct IncMaxMin {
     link_mark: Vec<bool>,
     solver: MaxMin,
     scratch_cap: Vec<f64>,
+    /// Per link: the largest rate per weight among its flows, valid when `link_stamp` equals
+    /// `stamp` (rates changed since bump the stamp).
+    link_max: Vec<f64>,
+    link_stamp: Vec<u32>,
+    stamp: u32,
     /// Flows re-solved in the last [`IncMaxMin::solve`] (for statistics).
     pub last_solved: usize,
     /// Solves that fell back to all flows.
@@ -272,6 +277,9 @@ impl IncMaxMin {
             link_mark: vec![false; links],
             solver: MaxMin::new(links),
             scratch_cap: link_cap.to_vec(),
+            link_max: vec![0.0; links],
+            link_stamp: vec![0; links],
+            stamp: 1,
             last_solved: 0,
             full_solves: 0,
             always_full: false,
@@ -371,6 +379,26 @@ impl IncMaxMin {
         self.load[l as usize]
     }
 
+    /// Number of flows in the allocation.
+    pub fn len(&self) -> usize {
+        self.n_present
+    }
+
+    /// True when no flow is in the allocation.
+    pub fn is_empty(&self) -> bool {
+        self.n_present == 0
+    }
+
+    /// True when flow `id` is in the allocation.
+    pub fn contains(&self, id: u32) -> bool {
+        self.present.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Weight of flow `id`.
+    pub fn weight(&self, id: u32) -> f64 {
+        self.w.get(id as usize).copied().unwrap_or(0.0)
+    }
+
     /// Path of flow `id` (empty when it was never added).
     pub fn path_of(&self, id: u32) -> &[u32] {
         self.path.get(id as usize).map_or(&[], |p| p.as_slice())
@@ -390,21 +418,36 @@ impl IncMaxMin {
         self.load[l] >= self.link_cap[l] * (1.0 - TOL) - 1e-6
     }
 
+    /// The largest rate per weight on link `l` (cached until the rates change).
+    fn max_level(&mut self, li: usize) -> f64 {
+        if self.link_stamp[li] != self.stamp {
+            let mut m = 0.0f64;
+            for &g in &self.link_flows[li] {
+                let g = g as usize;
+                if self.w[g] > 0.0 {
+                    m = m.max(self.rate[g] / self.w[g]);
+                }
+            }
+            self.link_max[li] = m;
+            self.link_stamp[li] = self.stamp;
+        }
+        self.link_max[li]
+    }
+
     /// The flow's condition: at its cap, or on a saturated link where it has the largest rate
     /// per weight.
-    fn ok(&self, i: usize) -> bool {
+    fn ok(&mut self, i: usize) -> bool {
         if self.at_cap(i) {
             return true;
         }
         let lv = self.rate[i] / self.w[i];
-        self.path[i].iter().any(|&l| {
-            let li = l as usize;
-            self.saturated(li)
-                && self.link_flows[li].iter().all(|&g| {
-                    let g = g as usize;
-                    !(self.w[g] > 0.0) || self.rate[g] / self.w[g] <= lv * (1.0 + TOL) + 1e-9
-                })
-        })
+        for k in 0..self.path[i].len() {
+            let li = self.path[i][k] as usize;
+            if self.saturated(li) && self.max_level(li) <= lv * (1.0 + TOL) + 1e-9 {
+                return true;
+            }
+        }
+        false
     }
 
     /// Brings the allocation up to date with the changes since the last call; `changed` gets
@@ -435,6 +478,7 @@ impl IncMaxMin {
             if !self.s.is_empty() {
                 self.solve_s();
             }
+            self.stamp = self.stamp.wrapping_add(1);
             rounds += 1;
             // Links S touches, and the links given at the start.
             for &f in &self.s {
@@ -446,14 +490,15 @@ impl IncMaxMin {
             check_links.dedup();
             let before = self.s.len();
             let mut add: Vec<u32> = Vec::new();
-            for &l in &check_links {
-                let li = l as usize;
+            for k in 0..check_links.len() {
+                let li = check_links[k] as usize;
                 if self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6 {
                     // Over capacity (its capacity went down): all its flows are re-solved.
                     add.extend_from_slice(&self.link_flows[li]);
                     continue;
                 }
-                for &g in &self.link_flows[li] {
+                for x in 0..self.link_flows[li].len() {
+                    let g = self.link_flows[li][x];
                     let gi = g as usize;
                     if self.in_s[gi] {
                         if !self.ok(gi) {

@@ -169,10 +169,10 @@ fn main() -> Result<()> {
         sim.run(policy.as_mut(), &mut |s: &Sim| {
             let done = s.jobs.iter().filter(|j| j.phase == mlcc_sim::sim::Phase::Done).count();
             bar.set_position(done as u64);
-            bar.set_message(format!("t = {:.0} s, {} events, {} active flows", s.t, s.events, s.active.len()));
+            bar.set_message(format!("t = {:.0} s, {} events, {} active flows", s.t, s.events, s.allocated_flows()));
             if std::env::var_os("MLCC_SIM_TRACE").is_some() {
                 let c = s.component_sizes();
-                eprintln!("t={:.1} events={} active={} comps={} largest={:?}", s.t, s.events, s.active.len(), c.len(), &c[..c.len().min(5)]);
+                eprintln!("t={:.1} events={} active={} comps={} largest={:?}", s.t, s.events, s.allocated_flows(), c.len(), &c[..c.len().min(5)]);
             }
         });
         bar.finish_and_clear();

@@ -177,6 +177,22 @@ impl Ord for Timer {
     }
 }
 
+/// A job's next flow event: (time, job, version), earliest first; stale when the job's version
+/// moved on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct JobEvent(f64, usize, u32);
+impl Eq for JobEvent {}
+impl PartialOrd for JobEvent {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for JobEvent {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
 /// Histogram of decision times, log-spaced buckets from 0.1 µs (20 per decade, up to 100 s).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TimeHist {
@@ -267,15 +283,26 @@ pub struct Sim {
     inc: IncMaxMin,
     back: Option<IncMaxMin>,
     /// Allocation ids of the flows of the last allocation, and a scratch mark per id.
-    alloc_ids: Vec<u32>,
-    id_mark: Vec<bool>,
     next_flow_id: u32,
     ctl: Control,
     flows_changed: bool,
     next_decision: f64,
-    /// Which active flows were dependency-blocked at the last allocation.
-    blocked_at_alloc: Vec<bool>,
-    need_alloc: bool,
+    /// Per allocation id: the job, the flow it waits on (pipelined, caught up), the policy's
+    /// cap, and whether it was dependency-blocked at its last allocation.
+    id_job: Vec<u32>,
+    up_of: Vec<Option<u32>>,
+    base_cap: Vec<f64>,
+    blocked_flag: Vec<bool>,
+    /// Ids with an upstream cap.
+    with_up: Vec<u32>,
+    /// Jobs an event touched (their flows are re-decided and re-allocated).
+    dirty: Vec<usize>,
+    is_dirty: Vec<bool>,
+    /// Per job: time its byte counts are up to date to, seconds; version of its queued event.
+    upd: Vec<f64>,
+    job_ver: Vec<u32>,
+    job_events: BinaryHeap<JobEvent>,
+    scratch: Vec<f64>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -302,6 +329,7 @@ impl Sim {
             return Err(SimError::Config(format!("min_step_s = {}: must be > 0", config.min_step_s)));
         }
         let links = tree.links();
+        let njobs = jobs.len();
         let jobs: Vec<Job> = jobs
             .into_iter()
             .map(|spec| Job {
@@ -329,8 +357,6 @@ impl Sim {
             link_bytes: vec![0.0; links],
             inc: IncMaxMin::new(&tree.capacity),
             back: None,
-            alloc_ids: Vec::new(),
-            id_mark: Vec::new(),
             next_flow_id: 0,
             tree,
             config,
@@ -346,8 +372,17 @@ impl Sim {
             ctl: Control::default(),
             flows_changed: true,
             next_decision: 0.0,
-            blocked_at_alloc: Vec::new(),
-            need_alloc: true,
+            id_job: Vec::new(),
+            up_of: Vec::new(),
+            base_cap: Vec::new(),
+            blocked_flag: Vec::new(),
+            with_up: Vec::new(),
+            dirty: Vec::new(),
+            is_dirty: vec![false; njobs],
+            upd: vec![0.0; njobs],
+            job_ver: vec![0; njobs],
+            job_events: BinaryHeap::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -482,6 +517,7 @@ impl Sim {
         for (k, a) in policy.on_job_start(self, j) {
             self.jobs[k].align = Some(a);
         }
+        self.all_dirty_if_local(policy);
         true
     }
 
@@ -497,7 +533,21 @@ impl Sim {
         self.jobs[j].servers = servers;
         self.jobs[j].phase = Phase::Done;
         self.jobs[j].finish_s = self.t;
+        self.mark_dirty(j);
         policy.on_job_end(self, j);
+        self.all_dirty_if_local(policy);
+    }
+
+    /// A per-job policy's decisions may depend on which jobs are present (CCML's levels): every
+    /// communicating job is re-decided when a job starts or ends.
+    fn all_dirty_if_local(&mut self, policy: &dyn Policy) {
+        if policy.is_local() {
+            for k in 0..self.jobs.len() {
+                if self.jobs[k].phase == Phase::Communicating {
+                    self.mark_dirty(k);
+                }
+            }
+        }
     }
 
     fn start_iteration_comm(&mut self, j: usize) {
@@ -511,10 +561,13 @@ impl Sim {
         if self.config.record {
             job.comm_starts.push(self.t);
         }
+        self.upd[j] = self.t;
         self.flows_changed = true;
+        self.mark_dirty(j);
     }
 
     fn start_compute(&mut self, j: usize) {
+        self.mark_dirty(j);
         let until = self.t + self.jobs[j].spec.compute_s;
         self.jobs[j].phase = Phase::Computing(until);
         self.timers.push(Timer(until, j));
@@ -592,7 +645,73 @@ impl Sim {
         self.jobs[j].flow_base + f as u32
     }
 
-    /// Rates for the active flows from the policy's control, the dependencies and max-min.
+    /// Flows in the current allocation (the active flows as of the last allocation).
+    pub fn allocated_flows(&self) -> usize {
+        self.inc.len()
+    }
+
+    fn mark_dirty(&mut self, j: usize) {
+        if !self.is_dirty[j] {
+            self.is_dirty[j] = true;
+            self.dirty.push(j);
+        }
+    }
+
+    /// Brings job `j`'s byte counts to the current time: its flows kept their rates since the
+    /// job was last brought up to date (rates only change at allocations, which bring the jobs
+    /// they change up to date first). A flow never sends more than its size, nor more than its
+    /// dependency allows by the end of the step (the bound at the start, plus what the flow it
+    /// waits on sends meanwhile).
+    fn materialise(&mut self, j: usize) {
+        let dt = self.t - self.upd[j];
+        self.upd[j] = self.t;
+        if !(dt > 0.0) || self.jobs[j].phase != Phase::Communicating {
+            return;
+        }
+        let deps = self.deps;
+        let mut lim = std::mem::take(&mut self.scratch);
+        lim.clear();
+        let job = &self.jobs[j];
+        for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done || fl.rate <= 0.0 {
+                lim.push(fl.sent);
+                continue;
+            }
+            let (b, up) = self.bound(j, f, deps);
+            let limit = match (up, deps) {
+                (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
+                _ => b,
+            };
+            lim.push(limit);
+        }
+        for f in 0..self.jobs[j].flows.len() {
+            let fl = &self.jobs[j].flows[f];
+            if fl.done || fl.rate <= 0.0 {
+                continue;
+            }
+            let d = (fl.rate * dt).min(lim[f] - fl.sent).min(fl.size - fl.sent).max(0.0);
+            if d > 0.0 {
+                for &l in &fl.path {
+                    self.link_bytes[l as usize] += d;
+                }
+                self.jobs[j].flows[f].sent += d;
+            }
+        }
+        self.scratch = lim;
+    }
+
+    /// Brings every communicating job up to date (before a policy reads the byte counts).
+    fn materialise_all(&mut self) {
+        for j in 0..self.jobs.len() {
+            if self.jobs[j].phase == Phase::Communicating {
+                self.materialise(j);
+            }
+        }
+    }
+
+    /// Rates for the flows of the dirty jobs from the policy's control, the dependencies and
+    /// max-min; the jobs whose rates the change reaches are brought up to date first and get
+    /// their next event anew.
     ///
     /// Weighted max-min with the policy's caps, where a pipelined flow that has caught up with
     /// the data it forwards is also capped at its upstream flow's rate (two refinement rounds,
@@ -601,41 +720,38 @@ impl Sim {
     /// asks for it, what is left idle is shared max-min among the flows that may send
     /// (backfill). Both allocations are incremental ([`IncMaxMin`]): only what the changes since
     /// the last event reach is re-solved; `SimConfig::full_alloc` re-solves everything instead.
-    fn allocate(&mut self) {
-        let n = self.active.len();
+    ///
+    /// `decided`: the weight and cap of each active flow of the dirty jobs.
+    fn allocate(&mut self, decided: &[(usize, usize, f64, f64)], backfill: bool) {
         let deps = self.deps;
         let full = self.config.full_alloc;
         self.inc.always_full = full;
-        // Flows that left since the last allocation.
-        self.id_mark.resize(self.next_flow_id as usize, false);
-        for k in 0..n {
-            let (j, f) = self.active[k];
-            let id = self.flow_id(j, f);
-            self.id_mark[id as usize] = true;
-        }
+        self.id_job.resize(self.next_flow_id as usize, 0);
+        self.up_of.resize(self.next_flow_id as usize, None);
+        self.base_cap.resize(self.next_flow_id as usize, f64::INFINITY);
+        self.blocked_flag.resize(self.next_flow_id as usize, false);
+        // Flows of the dirty jobs that are no longer active leave the allocation.
         let mut gone: Vec<u32> = Vec::new();
-        for &id in &self.alloc_ids {
-            if !self.id_mark[id as usize] {
-                gone.push(id);
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            let comm = self.jobs[j].phase == Phase::Communicating;
+            for f in 0..self.jobs[j].flows.len() {
+                let id = self.flow_id(j, f);
+                if (!comm || self.jobs[j].flows[f].done) && self.inc.contains(id) {
+                    self.inc.remove(id);
+                    if let Some(b) = &mut self.back {
+                        b.remove(id);
+                    }
+                    self.up_of[id as usize] = None;
+                    self.blocked_flag[id as usize] = false;
+                    gone.push(id);
+                }
             }
         }
-        for &id in &gone {
-            self.inc.remove(id);
-            if let Some(b) = &mut self.back {
-                b.remove(id);
-            }
-        }
-        self.alloc_ids.clear();
-        let mut up: Vec<Option<u32>> = Vec::with_capacity(n);
-        let mut base_cap: Vec<f64> = Vec::with_capacity(n);
-        let mut blocked_now: Vec<bool> = Vec::with_capacity(n);
-        for i in 0..n {
-            let (j, f) = self.active[i];
+        for &(j, f, w, cap0) in decided {
             let id = self.flow_id(j, f);
-            self.id_mark[id as usize] = false;
-            self.alloc_ids.push(id);
-            let mut cap = self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY);
-            let w = self.ctl.weight.get(i).copied().unwrap_or(1.0);
+            self.id_job[id as usize] = j as u32;
+            let mut cap = cap0;
             let (b, u) = self.bound(j, f, deps);
             let mut upi = None;
             let mut blocked = false;
@@ -659,30 +775,34 @@ impl Sim {
                 None => cap,
             };
             self.inc.set(id, &self.jobs[j].flows[f].path, w, now);
-            up.push(upi);
-            base_cap.push(cap);
-            blocked_now.push(blocked);
+            if upi.is_some() && self.up_of[id as usize].is_none() {
+                self.with_up.push(id);
+            }
+            self.up_of[id as usize] = upi;
+            self.base_cap[id as usize] = cap;
+            self.blocked_flag[id as usize] = blocked;
         }
         let mut changed: Vec<u32> = Vec::new();
         let mut moved: Vec<u32> = Vec::new();
         self.inc.solve(&mut changed);
         moved.extend_from_slice(&changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains).
-        if up.iter().any(|u| u.is_some()) {
+        let up_of = &self.up_of;
+        self.with_up.retain(|id| up_of[*id as usize].is_some());
+        if !self.with_up.is_empty() {
             for _ in 0..2 {
-                for i in 0..n {
-                    if let Some(u) = up[i] {
-                        let (j, f) = self.active[i];
-                        let id = self.alloc_ids[i];
-                        let w = self.ctl.weight.get(i).copied().unwrap_or(1.0);
-                        self.inc.set(id, &self.jobs[j].flows[f].path, w, base_cap[i].min(self.inc.rate(u)));
+                for k in 0..self.with_up.len() {
+                    let id = self.with_up[k];
+                    if let Some(u) = self.up_of[id as usize] {
+                        let (w, c) = (self.inc.weight(id), self.base_cap[id as usize].min(self.inc.rate(u)));
+                        self.inc.set(id, &[], w, c);
                     }
                 }
                 self.inc.solve(&mut changed);
                 moved.extend_from_slice(&changed);
             }
         }
-        if self.ctl.backfill {
+        if backfill {
             // Work conservation: what the caps left idle is shared max-min among the flows that
             // may send. The backfill's link capacities are the main allocation's residuals.
             let back = self.back.get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
@@ -699,30 +819,65 @@ impl Sim {
             for &l in &links {
                 back.set_link_cap(l, (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0));
             }
-            for i in 0..n {
-                let (j, f) = self.active[i];
-                back.set(self.alloc_ids[i], &self.jobs[j].flows[f].path, 1.0, if blocked_now[i] { 0.0 } else { f64::INFINITY });
+            for &(j, f, _, _) in decided {
+                let id = self.jobs[j].flow_base + f as u32;
+                let c = if self.blocked_flag[id as usize] { 0.0 } else { f64::INFINITY };
+                back.set(id, &self.jobs[j].flows[f].path, 1.0, c);
             }
             back.solve(&mut changed);
+            moved.extend_from_slice(&changed);
         } else {
             self.back = None;
         }
-        for i in 0..n {
-            let (j, f) = self.active[i];
-            let id = self.alloc_ids[i];
-            let extra = self.back.as_ref().map_or(0.0, |b| b.rate(id));
-            self.jobs[j].flows[f].rate = self.inc.rate(id) + extra;
+        // Jobs whose rates may have moved: up to date at their old rates, then the new ones.
+        let mut jobs: Vec<usize> = std::mem::take(&mut self.dirty);
+        for &j in &jobs {
+            self.is_dirty[j] = false;
         }
-        self.blocked_at_alloc = blocked_now;
+        for &id in &moved {
+            let j = self.id_job[id as usize] as usize;
+            if !self.is_dirty[j] {
+                self.is_dirty[j] = true;
+                jobs.push(j);
+            }
+        }
+        for &j in &jobs {
+            self.is_dirty[j] = false;
+            self.materialise(j);
+            if self.jobs[j].phase == Phase::Communicating {
+                for f in 0..self.jobs[j].flows.len() {
+                    if self.jobs[j].flows[f].done {
+                        continue;
+                    }
+                    let id = self.flow_id(j, f);
+                    let extra = self.back.as_ref().map_or(0.0, |b| b.rate(id));
+                    self.jobs[j].flows[f].rate = self.inc.rate(id) + extra;
+                }
+            }
+            self.schedule(j);
+        }
+        jobs.clear();
+        self.dirty = jobs;
     }
 
-    /// Time until the next flow event (completion, catching up with its dependency, or a
-    /// start-after bound moving), seconds.
-    fn next_flow_event(&self) -> f64 {
+    /// Time until the next flow event of job `j` (a completion, a flow catching up with its
+    /// dependency, or a start-after bound moving), seconds.
+    fn job_next_event(&self, j: usize) -> f64 {
         let mut dt = f64::INFINITY;
-        for &(j, f) in &self.active {
-            let job = &self.jobs[j];
-            let fl = &job.flows[f];
+        let job = &self.jobs[j];
+        if job.phase != Phase::Communicating {
+            return dt;
+        }
+        for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done {
+                continue;
+            }
+            // Already complete, or its dependency state moved since it was decided (when the
+            // job was brought up to date by an allocation): handle it at once.
+            let id = (job.flow_base + f as u32) as usize;
+            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != self.blocked(j, f) {
+                return 0.0;
+            }
             if fl.rate > 0.0 {
                 dt = dt.min((fl.size - fl.sent).max(0.0) / fl.rate);
             }
@@ -766,30 +921,97 @@ impl Sim {
         dt
     }
 
+    /// Queues job `j`'s next flow event (replacing the one queued before).
+    fn schedule(&mut self, j: usize) {
+        self.job_ver[j] = self.job_ver[j].wrapping_add(1);
+        let dt = self.job_next_event(j);
+        if dt.is_finite() {
+            self.job_events.push(JobEvent(self.t + dt, j, self.job_ver[j]));
+        }
+    }
+
+    /// The earliest queued flow event that is still current, seconds.
+    fn next_job_event(&mut self) -> f64 {
+        while let Some(&JobEvent(t, j, v)) = self.job_events.peek() {
+            if v != self.job_ver[j] {
+                self.job_events.pop();
+                continue;
+            }
+            return t;
+        }
+        f64::INFINITY
+    }
+
     /// One event: decide, allocate, advance to the next event, handle what happened there.
     /// Returns false when nothing is left to do.
+    ///
+    /// A policy that decides per job ([`Policy::flow_control`]) is asked only about the jobs an
+    /// event touched, and only their flows (and those the allocation's change reaches) are
+    /// brought up to date; any other policy sees the whole cluster, brought up to date, at each
+    /// of its decisions.
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
-        if self.flows_changed {
+        let local = policy.is_local();
+        if local {
+            if self.flows_changed {
+                self.flows_changed = false;
+                self.next_decision = f64::INFINITY;
+            }
+            if !self.dirty.is_empty() {
+                let t0 = Instant::now();
+                let mut decided = Vec::new();
+                for k in 0..self.dirty.len() {
+                    let j = self.dirty[k];
+                    self.materialise(j);
+                    if self.jobs[j].phase != Phase::Communicating {
+                        continue;
+                    }
+                    for f in 0..self.jobs[j].flows.len() {
+                        if !self.jobs[j].flows[f].done {
+                            let (w, c) = policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY));
+                            decided.push((j, f, w, c));
+                        }
+                    }
+                }
+                self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
+                self.allocate(&decided, false);
+            }
+        } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
+            self.materialise_all();
             self.rebuild_active();
-        }
-        if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
             let mut ctl = std::mem::take(&mut self.ctl);
             let t0 = Instant::now();
             self.next_decision = policy.decide(self, &mut ctl);
             self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
             self.ctl = ctl;
             self.flows_changed = false;
-            self.need_alloc = true;
-        }
-        if self.need_alloc {
-            self.allocate();
-            self.need_alloc = false;
+            for j in 0..self.jobs.len() {
+                if self.jobs[j].phase == Phase::Communicating {
+                    self.mark_dirty(j);
+                }
+            }
+            let decided: Vec<(usize, usize, f64, f64)> = self
+                .active
+                .iter()
+                .enumerate()
+                .map(|(i, &(j, f))| {
+                    (j, f, self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY))
+                })
+                .collect();
+            let backfill = self.ctl.backfill;
+            self.allocate(&decided, backfill);
+        } else if !self.dirty.is_empty() {
+            // Jobs whose flows changed between two decisions of a global policy keep their
+            // decision; only a finished iteration's flows leave the allocation.
+            let backfill = self.ctl.backfill;
+            self.allocate(&[], backfill);
         }
         // Next event.
-        let mut next = self.t + self.next_flow_event();
-        next = next.min(self.next_decision);
+        let mut next = self.t + (self.next_job_event() - self.t).max(0.0);
+        if !local {
+            next = next.min(self.next_decision);
+        }
         if let Some(a) = self.jobs.get(self.next_arrival) {
             next = next.min(a.spec.arrival_s);
         }
@@ -800,56 +1022,50 @@ impl Sim {
             return false;
         }
         let dt = (next - self.t).max(self.config.min_step_s);
-        self.advance(dt);
         self.t += dt;
         self.handle_events(policy);
         true
     }
 
-    fn advance(&mut self, dt: f64) {
-        let deps = self.deps;
-        for i in 0..self.active.len() {
-            let (j, f) = self.active[i];
-            let (b, up) = self.bound(j, f, deps);
-            let job = &self.jobs[j];
-            let fl = &job.flows[f];
-            // The upstream's bytes by the end of the step may raise the bound.
-            let limit = match (up, deps) {
-                (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
-                _ => b,
-            };
-            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
-            if d > 0.0 {
-                for &l in &fl.path {
-                    self.link_bytes[l as usize] += d;
-                }
-                self.jobs[j].flows[f].sent += d;
-            }
-        }
-    }
-
     fn handle_events(&mut self, policy: &mut dyn Policy) {
         let t = self.t;
-        // Flow completions and iteration ends.
+        // Jobs with a flow event due: up to date, then completions and dependency changes.
         let mut ended: Vec<usize> = Vec::new();
-        for &(j, f) in &self.active {
-            let fl = &mut self.jobs[j].flows[f];
-            if !fl.done && fl.sent >= fl.size - EPS_BYTES {
-                fl.done = true;
-                self.flows_changed = true;
-                if !ended.contains(&j) {
-                    ended.push(j);
+        while let Some(&JobEvent(te, j, v)) = self.job_events.peek() {
+            if v != self.job_ver[j] {
+                self.job_events.pop();
+                continue;
+            }
+            if te > t + 1e-12 {
+                break;
+            }
+            self.job_events.pop();
+            self.materialise(j);
+            let mut changed = false;
+            for f in 0..self.jobs[j].flows.len() {
+                let fl = &self.jobs[j].flows[f];
+                if fl.done {
+                    continue;
+                }
+                if fl.sent >= fl.size - EPS_BYTES {
+                    self.jobs[j].flows[f].done = true;
+                    changed = true;
+                    continue;
+                }
+                // A flow becoming bound by (or freed from) its dependency is a change too.
+                let id = self.flow_id(j, f);
+                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != self.blocked(j, f) {
+                    changed = true;
                 }
             }
-        }
-        // Dependencies that became binding change rates too.
-        // A flow becoming bound by (or freed from) its dependency is a change for the policy too.
-        if !self.flows_changed {
-            self.flows_changed = self
-                .active
-                .iter()
-                .enumerate()
-                .any(|(i, &(j, f))| self.blocked_at_alloc.get(i).copied().unwrap_or(false) != self.blocked(j, f));
+            if changed {
+                self.flows_changed = true;
+                self.mark_dirty(j);
+                ended.push(j);
+            } else {
+                // Rounding left it short of the event: look again.
+                self.mark_dirty(j);
+            }
         }
         for j in ended {
             if self.jobs[j].phase != Phase::Communicating || self.jobs[j].flows.iter().any(|f| !f.done) {
@@ -921,7 +1137,13 @@ impl Sim {
     /// Sizes of the connected components of the active flows (flows linked by a shared link or
     /// by belonging to the same job), largest first.
     pub fn component_sizes(&self) -> Vec<usize> {
-        let n = self.active.len();
+        let mut active: Vec<(usize, usize)> = Vec::new();
+        for (j, job) in self.jobs.iter().enumerate() {
+            if job.phase == Phase::Communicating {
+                active.extend(job.flows.iter().enumerate().filter(|(_, fl)| !fl.done).map(|(f, _)| (j, f)));
+            }
+        }
+        let n = active.len();
         let mut parent: Vec<usize> = (0..n).collect();
         fn find(p: &mut [usize], mut x: usize) -> usize {
             while p[x] != x {
@@ -932,7 +1154,7 @@ impl Sim {
         }
         let mut owner_link: Vec<usize> = vec![usize::MAX; self.tree.links()];
         let mut owner_job: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-        for (i, &(j, f)) in self.active.iter().enumerate() {
+        for (i, &(j, f)) in active.iter().enumerate() {
             let o = *owner_job.entry(j).or_insert(i);
             let (a, b) = (find(&mut parent, o), find(&mut parent, i));
             parent[a] = b;

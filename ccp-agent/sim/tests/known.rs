@@ -192,9 +192,10 @@ proptest! {
             while !sim.all_done() && steps < 2_000_000 {
                 prop_assert!(sim.step(p.as_mut()), "{name}: stalled at t = {}", sim.t);
                 let mut load = vec![0.0; tree.links()];
-                for &(j, f) in &sim.active {
-                    let fl = &sim.jobs[j].flows[f];
-                    for &l in &fl.path { load[l as usize] += fl.rate; }
+                for job in sim.jobs.iter().filter(|j| j.phase == Phase::Communicating) {
+                    for fl in job.flows.iter().filter(|f| !f.done) {
+                        for &l in &fl.path { load[l as usize] += fl.rate; }
+                    }
                 }
                 for (l, x) in load.iter().enumerate() {
                     prop_assert!(*x <= tree.capacity[l] * (1.0 + 1e-9), "{name}: link {l} at {x} > {}", tree.capacity[l]);
