@@ -246,6 +246,13 @@ pub struct IncMaxMin {
     pub last_solved: usize,
     /// Solves that fell back to all flows.
     pub full_solves: u64,
+    /// Calls of [`IncMaxMin::solve`], rounds of growing S over all calls, and flows re-solved
+    /// over all calls (statistics).
+    pub solves: u64,
+    /// See `solves`.
+    pub rounds: u64,
+    /// See `solves`.
+    pub solved_flows: u64,
     /// Force every solve to be a full one (reference mode for tests and comparisons).
     pub always_full: bool,
     /// Solve all flows once S holds more than this fraction of them (default 0.5).
@@ -282,6 +289,9 @@ impl IncMaxMin {
             stamp: 1,
             last_solved: 0,
             full_solves: 0,
+            solves: 0,
+            rounds: 0,
+            solved_flows: 0,
             always_full: false,
             full_above: 0.5,
             max_rounds: Self::MAX_ROUNDS,
@@ -469,27 +479,64 @@ impl IncMaxMin {
             }
             keep
         });
+        if self.solves % 4096 == 4095 {
+            // Loads kept by differences drift by rounding: recompute them exactly now and then.
+            for (li, fl) in self.link_flows.iter().enumerate() {
+                self.load[li] = fl.iter().map(|&g| self.rate[g as usize]).sum();
+            }
+        }
         let mut rounds = 0;
         loop {
             if self.always_full || self.s.len() as f64 > self.full_above * self.n_present as f64 || rounds >= self.max_rounds {
                 self.solve_all();
                 break;
             }
+            // S's links and whether each was saturated before this round: a held flow can lose
+            // its bottleneck only on a link that was saturated and then unsaturates or carries
+            // a flow of S with a larger level than every held flow there (a held flow with that
+            // link as its bottleneck had the largest level on it; its other links keep their
+            // loads and levels).
+            let mut s_links: Vec<u32> = Vec::new();
+            for &f in &self.s {
+                s_links.extend_from_slice(&self.path[f as usize]);
+            }
+            s_links.sort_unstable();
+            s_links.dedup();
+            let pre: Vec<bool> = s_links.iter().map(|&l| self.saturated(l as usize)).collect();
             if !self.s.is_empty() {
                 self.solve_s();
             }
             self.stamp = self.stamp.wrapping_add(1);
             rounds += 1;
-            // Links S touches, and the links given at the start.
-            for &f in &self.s {
-                for &l in &self.path[f as usize] {
+            let before = self.s.len();
+            let mut add: Vec<u32> = Vec::new();
+            // Links whose held flows are all checked: those given at the start (removals,
+            // capacity changes), and S's links as above.
+            for (k, &l) in s_links.iter().enumerate() {
+                let li = l as usize;
+                let over = self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6;
+                let check = over
+                    || (pre[k] && (!self.saturated(li) || {
+                        let (mut top_s, mut top_held) = (0.0f64, 0.0f64);
+                        for &g in &self.link_flows[li] {
+                            let gi = g as usize;
+                            if self.w[gi] > 0.0 {
+                                let lv = self.rate[gi] / self.w[gi];
+                                if self.in_s[gi] {
+                                    top_s = top_s.max(lv);
+                                } else {
+                                    top_held = top_held.max(lv);
+                                }
+                            }
+                        }
+                        top_s > top_held * (1.0 + TOL) + 1e-9
+                    }));
+                if check {
                     check_links.push(l);
                 }
             }
             check_links.sort_unstable();
             check_links.dedup();
-            let before = self.s.len();
-            let mut add: Vec<u32> = Vec::new();
             for k in 0..check_links.len() {
                 let li = check_links[k] as usize;
                 if self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6 {
@@ -500,21 +547,25 @@ impl IncMaxMin {
                 for x in 0..self.link_flows[li].len() {
                     let g = self.link_flows[li][x];
                     let gi = g as usize;
-                    if self.in_s[gi] {
-                        if !self.ok(gi) {
-                            // Held flows with a larger level on its saturated links give way.
-                            let lv = self.rate[gi] / self.w[gi];
-                            for &m in &self.path[gi] {
-                                for &h in &self.link_flows[m as usize] {
-                                    let hi = h as usize;
-                                    if !self.in_s[hi] && self.w[hi] > 0.0 && self.rate[hi] / self.w[hi] > lv * (1.0 + TOL) {
-                                        add.push(h);
-                                    }
-                                }
-                            }
-                        }
-                    } else if !self.ok(gi) {
+                    if !self.in_s[gi] && !self.ok(gi) {
                         add.push(g);
+                    }
+                }
+            }
+            // Flows of S without a bottleneck: held flows with a larger level on their
+            // saturated links give way.
+            for k in 0..self.s.len() {
+                let gi = self.s[k] as usize;
+                if self.ok(gi) {
+                    continue;
+                }
+                let lv = self.rate[gi] / self.w[gi];
+                for &m in &self.path[gi] {
+                    for &h in &self.link_flows[m as usize] {
+                        let hi = h as usize;
+                        if !self.in_s[hi] && self.w[hi] > 0.0 && self.rate[hi] / self.w[hi] > lv * (1.0 + TOL) {
+                            add.push(h);
+                        }
                     }
                 }
             }
@@ -527,6 +578,9 @@ impl IncMaxMin {
             check_links.clear();
         }
         self.last_solved = self.s.len();
+        self.solves += 1;
+        self.rounds += rounds as u64;
+        self.solved_flows += self.s.len() as u64;
         for &f in &self.s {
             self.in_s[f as usize] = false;
         }
@@ -536,22 +590,21 @@ impl IncMaxMin {
     }
 
     fn solve_s(&mut self) {
-        // Capacity the held flows leave on the links of S.
+        // Capacity the held flows leave on the links of S: the loads without S's rates (loads
+        // are kept up to date by differences, and recomputed exactly at every full solve).
         let mut links: Vec<u32> = Vec::new();
         for &f in &self.s {
-            links.extend_from_slice(&self.path[f as usize]);
+            let fi = f as usize;
+            for &l in &self.path[fi] {
+                self.load[l as usize] -= self.rate[fi];
+                links.push(l);
+            }
         }
         links.sort_unstable();
         links.dedup();
         for &l in &links {
             let li = l as usize;
-            let mut held = 0.0;
-            for &g in &self.link_flows[li] {
-                if !self.in_s[g as usize] {
-                    held += self.rate[g as usize];
-                }
-            }
-            self.scratch_cap[li] = (self.link_cap[li] - held).max(0.0);
+            self.scratch_cap[li] = (self.link_cap[li] - self.load[li]).max(0.0);
         }
         let paths: Vec<&[u32]> = self.s.iter().map(|&f| self.path[f as usize].as_slice()).collect();
         let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
@@ -559,12 +612,15 @@ impl IncMaxMin {
         let mut out = Vec::with_capacity(self.s.len());
         self.solver.solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
         for (k, &f) in self.s.iter().enumerate() {
-            self.rate[f as usize] = out[k];
+            let fi = f as usize;
+            self.rate[fi] = out[k];
+            for &l in &self.path[fi] {
+                self.load[l as usize] += out[k];
+            }
         }
         for &l in &links {
             let li = l as usize;
             self.scratch_cap[li] = self.link_cap[li];
-            self.load[li] = self.link_flows[li].iter().map(|&g| self.rate[g as usize]).sum();
         }
     }
 

@@ -172,7 +172,7 @@ fn main() -> Result<()> {
             bar.set_message(format!("t = {:.0} s, {} events, {} active flows", s.t, s.events, s.allocated_flows()));
             if std::env::var_os("MLCC_SIM_TRACE").is_some() {
                 let c = s.component_sizes();
-                eprintln!("t={:.1} events={} active={} comps={} largest={:?}", s.t, s.events, s.allocated_flows(), c.len(), &c[..c.len().min(5)]);
+                eprintln!("t={:.1} events={} active={} comps={} largest={:?} alloc(solves, rounds, flows, full)={:?}", s.t, s.events, s.allocated_flows(), c.len(), &c[..c.len().min(5)], s.alloc_stats());
             }
         });
         bar.finish_and_clear();

@@ -645,6 +645,11 @@ impl Sim {
         self.jobs[j].flow_base + f as u32
     }
 
+    /// Statistics of the incremental allocation: (solves, rounds, flows re-solved, full solves).
+    pub fn alloc_stats(&self) -> (u64, u64, u64, u64) {
+        (self.inc.solves, self.inc.rounds, self.inc.solved_flows, self.inc.full_solves)
+    }
+
     /// Flows in the current allocation (the active flows as of the last allocation).
     pub fn allocated_flows(&self) -> usize {
         self.inc.len()
@@ -722,7 +727,7 @@ impl Sim {
     /// the last event reach is re-solved; `SimConfig::full_alloc` re-solves everything instead.
     ///
     /// `decided`: the weight and cap of each active flow of the dirty jobs.
-    fn allocate(&mut self, decided: &[(usize, usize, f64, f64)], backfill: bool) {
+    fn allocate(&mut self, policy: &dyn Policy, decided: &[(usize, usize, f64, f64)], backfill: bool) {
         let deps = self.deps;
         let full = self.config.full_alloc;
         self.inc.always_full = full;
@@ -786,18 +791,33 @@ impl Sim {
         let mut moved: Vec<u32> = Vec::new();
         self.inc.solve(&mut changed);
         moved.extend_from_slice(&changed);
-        // Blocked flows go no faster than what they wait on (two refinements for chains).
+        // Blocked flows go no faster than what they wait on (two refinements for chains): the
+        // blocked flows just decided, and those whose upstream's rate moved.
         let up_of = &self.up_of;
         self.with_up.retain(|id| up_of[*id as usize].is_some());
         if !self.with_up.is_empty() {
+            let mut touched_jobs: Vec<usize> = decided.iter().map(|d| d.0).collect();
             for _ in 0..2 {
-                for k in 0..self.with_up.len() {
-                    let id = self.with_up[k];
-                    if let Some(u) = self.up_of[id as usize] {
-                        let (w, c) = (self.inc.weight(id), self.base_cap[id as usize].min(self.inc.rate(u)));
-                        self.inc.set(id, &[], w, c);
+                for &id in &changed {
+                    touched_jobs.push(self.id_job[id as usize] as usize);
+                }
+                touched_jobs.sort_unstable();
+                touched_jobs.dedup();
+                for &j in &touched_jobs {
+                    if self.jobs[j].phase != Phase::Communicating {
+                        continue;
+                    }
+                    for f in 0..self.jobs[j].flows.len() {
+                        let id = self.flow_id(j, f);
+                        if let Some(u) = self.up_of[id as usize] {
+                            if self.inc.contains(id) {
+                                let (w, c) = (self.inc.weight(id), self.base_cap[id as usize].min(self.inc.rate(u)));
+                                self.inc.set(id, &[], w, c);
+                            }
+                        }
                     }
                 }
+                touched_jobs.clear();
                 self.inc.solve(&mut changed);
                 moved.extend_from_slice(&changed);
             }
@@ -854,7 +874,7 @@ impl Sim {
                     self.jobs[j].flows[f].rate = self.inc.rate(id) + extra;
                 }
             }
-            self.schedule(j);
+            self.schedule(j, policy);
         }
         jobs.clear();
         self.dirty = jobs;
@@ -921,10 +941,14 @@ impl Sim {
         dt
     }
 
-    /// Queues job `j`'s next flow event (replacing the one queued before).
-    fn schedule(&mut self, j: usize) {
+    /// Queues job `j`'s next flow event, or the policy's next decision about it if earlier
+    /// (replacing the one queued before).
+    fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
-        let dt = self.job_next_event(j);
+        let mut dt = self.job_next_event(j);
+        if policy.is_local() && self.jobs[j].phase == Phase::Communicating {
+            dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
+        }
         if dt.is_finite() {
             self.job_events.push(JobEvent(self.t + dt, j, self.job_ver[j]));
         }
@@ -975,7 +999,7 @@ impl Sim {
                     }
                 }
                 self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
-                self.allocate(&decided, false);
+                self.allocate(&*policy, &decided, false);
             }
         } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
             self.materialise_all();
@@ -1000,12 +1024,12 @@ impl Sim {
                 })
                 .collect();
             let backfill = self.ctl.backfill;
-            self.allocate(&decided, backfill);
+            self.allocate(&*policy, &decided, backfill);
         } else if !self.dirty.is_empty() {
             // Jobs whose flows changed between two decisions of a global policy keep their
             // decision; only a finished iteration's flows leave the allocation.
             let backfill = self.ctl.backfill;
-            self.allocate(&[], backfill);
+            self.allocate(&*policy, &[], backfill);
         }
         // Next event.
         let mut next = self.t + (self.next_job_event() - self.t).max(0.0);
@@ -1063,7 +1087,8 @@ impl Sim {
                 self.mark_dirty(j);
                 ended.push(j);
             } else {
-                // Rounding left it short of the event: look again.
+                // The policy's own decision time for the job (MLTCP's next F), or rounding left
+                // it short of the event: decide and look again.
                 self.mark_dirty(j);
             }
         }

@@ -295,6 +295,10 @@ impl Policy for Cassini {
         self.inner.decide_every_event()
     }
 
+    fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
+        self.inner.job_next_decision(sim, j)
+    }
+
     fn report(&self) -> Value {
         json!({ "cassini": self.stats, "inner": self.inner.report() })
     }

@@ -100,6 +100,12 @@ pub trait Policy {
         None
     }
 
+    /// A per-job policy's next decision about job `j` even if nothing changes, seconds
+    /// (`f64::INFINITY`: none).
+    fn job_next_decision(&self, _sim: &Sim, _j: usize) -> f64 {
+        f64::INFINITY
+    }
+
     /// Also decide at every event, not only when flows change.
     fn decide_every_event(&self) -> bool {
         false
