@@ -14,8 +14,16 @@ fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
     JobSpec { arrival_s, model: "t".into(), paradigm: Paradigm::Ring, workers: 2, iterations, gradient_bytes: m_s * B, compute_s }
 }
 
+fn ring(arrival_s: f64, workers: u32, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
+    JobSpec { workers, ..ring2(arrival_s, compute_s, m_s, iterations) }
+}
+
+fn ps(arrival_s: f64, workers: u32, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
+    JobSpec { paradigm: Paradigm::Ps, workers, ..ring2(arrival_s, compute_s, m_s, iterations) }
+}
+
 fn main() {
-    let tree = Tree::new(TreeConfig { servers: 2, servers_per_rack: 2, racks_per_edge: 1, ..TreeConfig::default() }).unwrap();
+    let tree = Tree::new(TreeConfig { servers: 10, servers_per_rack: 10, racks_per_edge: 1, ..TreeConfig::default() }).unwrap();
     let cases: Vec<(&str, Vec<JobSpec>)> = vec![
         ("1 job C=0.1 M=0.1", vec![ring2(0.0, 0.1, 0.1, 50)]),
         ("2 jobs C=0.1 M=0.1 same start", vec![ring2(0.0, 0.1, 0.1, 50), ring2(0.0, 0.1, 0.1, 50)]),
@@ -24,6 +32,11 @@ fn main() {
         ("2 jobs C=0.14 M=0.5 (comm heavy)", vec![ring2(0.0, 0.14, 0.5, 30), ring2(0.0, 0.14, 0.5, 30)]),
         ("3 jobs C=0.2 M=0.1", vec![ring2(0.0, 0.2, 0.1, 50), ring2(0.0, 0.2, 0.1, 50), ring2(0.0, 0.2, 0.1, 50)]),
         ("1 job C=0.1 M=0.035 (comm < slot)", vec![ring2(0.0, 0.1, 0.035, 50)]),
+        ("1 PS job, 2 workers, C=0.1 M=0.1", vec![ps(0.0, 2, 0.1, 0.1, 50)]),
+        ("1 ring job, 4 workers, C=0.1 M=0.1", vec![ring(0.0, 4, 0.1, 0.1, 50)]),
+        ("1 PS job, 8 workers (2 PS), C=0.1 M=0.1", vec![ps(0.0, 8, 0.1, 0.1, 50)]),
+        ("4 ring jobs (4 workers) arriving 0.37 s apart, C=0.2 M=0.1", (0..4).map(|k| ring(0.37 * k as f64, 4, 0.2, 0.1, 50)).collect()),
+        ("2 PS jobs (2 workers) +10ms, C=0.1 M=0.1", vec![ps(0.0, 2, 0.1, 0.1, 50), ps(0.01, 2, 0.1, 0.1, 50)]),
     ];
     let cfg = PolicyConfig::default();
     for (name, jobs) in cases {
