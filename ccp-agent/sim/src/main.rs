@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `mlcc-sim`: runs the cluster simulator once per policy on the same workload and prints the
-//! comparison table; writes `results.json` and `jct-cdf.png` to `--out`.
+//! comparison table; writes `results.json` and `jct-cdf.png` to `--out`. With the environment
+//! variable `MLCC_SIM_TRACE` set, it also prints to stderr, every 4096 events, the simulated
+//! time, the events so far, the flows in the allocation, the sizes of the largest connected
+//! components of the active flows, and the incremental allocation's counters (solves, rounds,
+//! flows re-solved, full solves).
 
 use std::path::PathBuf;
 use std::time::Instant;
