@@ -537,8 +537,8 @@ impl IncMaxMin {
             }
             check_links.sort_unstable();
             check_links.dedup();
-            for k in 0..check_links.len() {
-                let li = check_links[k] as usize;
+            for &l in &check_links {
+                let li = l as usize;
                 if self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6 {
                     // Over capacity (its capacity went down): all its flows are re-solved.
                     add.extend_from_slice(&self.link_flows[li]);

@@ -670,7 +670,7 @@ impl Sim {
     fn materialise(&mut self, j: usize) {
         let dt = self.t - self.upd[j];
         self.upd[j] = self.t;
-        if !(dt > 0.0) || self.jobs[j].phase != Phase::Communicating {
+        if dt.is_nan() || dt <= 0.0 || self.jobs[j].phase != Phase::Communicating {
             return;
         }
         let deps = self.deps;
@@ -689,12 +689,12 @@ impl Sim {
             };
             lim.push(limit);
         }
-        for f in 0..self.jobs[j].flows.len() {
+        for (f, &limit) in lim.iter().enumerate() {
             let fl = &self.jobs[j].flows[f];
             if fl.done || fl.rate <= 0.0 {
                 continue;
             }
-            let d = (fl.rate * dt).min(lim[f] - fl.sent).min(fl.size - fl.sent).max(0.0);
+            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
             if d > 0.0 {
                 for &l in &fl.path {
                     self.link_bytes[l as usize] += d;
