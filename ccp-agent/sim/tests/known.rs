@@ -165,7 +165,7 @@ fn check_conservation(sim: &Sim) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     /// Random small clusters and jobs: under every policy all jobs finish, bytes in = bytes
     /// delivered, and no link ever carries more than its capacity.
