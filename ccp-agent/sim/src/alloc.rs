@@ -67,10 +67,11 @@ impl MaxMin {
         for f in 0..n {
             let (wf, cf) = (w.get(f).copied().unwrap_or(0.0), cap.get(f).copied().unwrap_or(0.0));
             let path = paths.get(f).copied().unwrap_or(&[]);
-            let usable: Vec<u32> = path.iter().copied().filter(|l| (*l as usize) < link_cap.len()).collect();
-            if wf <= 0.0 || cf <= 0.0 || usable.is_empty() || wf.is_nan() || cf.is_nan() {
+            let usable = path.iter().copied().filter(|l| (*l as usize) < link_cap.len());
+            let no_link = usable.clone().next().is_none();
+            if wf <= 0.0 || cf <= 0.0 || no_link || wf.is_nan() || cf.is_nan() {
                 frozen[f] = true;
-                out[f] = if usable.is_empty() && cf.is_finite() && cf > 0.0 { cf } else { 0.0 };
+                out[f] = if no_link && cf.is_finite() && cf > 0.0 { cf } else { 0.0 };
                 continue;
             }
             remaining += 1;
