@@ -67,10 +67,11 @@ impl MaxMin {
         for f in 0..n {
             let (wf, cf) = (w.get(f).copied().unwrap_or(0.0), cap.get(f).copied().unwrap_or(0.0));
             let path = paths.get(f).copied().unwrap_or(&[]);
-            let usable: Vec<u32> = path.iter().copied().filter(|l| (*l as usize) < link_cap.len()).collect();
-            if wf <= 0.0 || cf <= 0.0 || usable.is_empty() || wf.is_nan() || cf.is_nan() {
+            let usable = path.iter().copied().filter(|l| (*l as usize) < link_cap.len());
+            let no_link = usable.clone().next().is_none();
+            if wf <= 0.0 || cf <= 0.0 || no_link || wf.is_nan() || cf.is_nan() {
                 frozen[f] = true;
-                out[f] = if usable.is_empty() && cf.is_finite() && cf > 0.0 { cf } else { 0.0 };
+                out[f] = if no_link && cf.is_finite() && cf > 0.0 { cf } else { 0.0 };
                 continue;
             }
             remaining += 1;
@@ -199,6 +200,452 @@ impl MaxMin {
     }
 }
 
+/// Relative tolerance of the optimality checks of [`IncMaxMin`] (saturation, equal levels).
+const TOL: f64 = 1e-9;
+
+/// Incremental weighted max-min with caps over flows with stable ids.
+///
+/// Keeps the last allocation and, when some flows change (added, removed, new weight or cap, a
+/// link's capacity changed), re-solves only a growing set S of flows with the others' rates held:
+/// S starts with the changed flows; after each partial solve (water-filling of S on the capacity
+/// the held flows leave), every flow sharing a link with S is checked against the optimality
+/// conditions of weighted max-min with caps (each flow is at its cap, or crosses a saturated link
+/// on which no flow has a larger rate per weight). Flows that fail join S, and so do held flows
+/// with a larger rate per weight on a saturated link of a failing flow of S; when nothing fails,
+/// the allocation satisfies the conditions everywhere (flows whose links S does not touch keep
+/// their links' loads, so their conditions still hold), and since the weighted max-min allocation
+/// with caps is unique, it is the one a full solve gives (up to rounding). When S grows past half
+/// of the flows, or after [`IncMaxMin::MAX_ROUNDS`] rounds, it solves all flows at once.
+///
+/// Why not connected components alone: with the simulator's first-fit placement every active
+/// flow of the default run is in one component (RESULTS.md), while a change usually moves the
+/// rates of only the flows that share a *saturated* link with it, and the flows those share one
+/// with, until the change is absorbed by a flow bottlenecked elsewhere.
+#[derive(Clone, Debug)]
+pub struct IncMaxMin {
+    link_cap: Vec<f64>,
+    load: Vec<f64>,
+    link_flows: Vec<Vec<u32>>,
+    path: Vec<Vec<u32>>,
+    w: Vec<f64>,
+    cap: Vec<f64>,
+    rate: Vec<f64>,
+    present: Vec<bool>,
+    n_present: usize,
+    in_s: Vec<bool>,
+    s: Vec<u32>,
+    touched_links: Vec<u32>,
+    link_mark: Vec<bool>,
+    solver: MaxMin,
+    scratch_cap: Vec<f64>,
+    /// Per link: the largest rate per weight among its flows, valid when `link_stamp` equals
+    /// `stamp` (rates changed since bump the stamp).
+    link_max: Vec<f64>,
+    link_stamp: Vec<u32>,
+    stamp: u32,
+    /// Flows re-solved in the last [`IncMaxMin::solve`] (for statistics).
+    pub last_solved: usize,
+    /// Solves that fell back to all flows.
+    pub full_solves: u64,
+    /// Calls of [`IncMaxMin::solve`], rounds of growing S over all calls, and flows re-solved
+    /// over all calls (statistics).
+    pub solves: u64,
+    /// See `solves`.
+    pub rounds: u64,
+    /// See `solves`.
+    pub solved_flows: u64,
+    /// Force every solve to be a full one (reference mode for tests and comparisons).
+    pub always_full: bool,
+    /// Solve all flows once S holds more than this fraction of them (default 0.5).
+    pub full_above: f64,
+    /// Rounds of growing S before a full solve (default [`IncMaxMin::MAX_ROUNDS`]).
+    pub max_rounds: usize,
+}
+
+impl IncMaxMin {
+    /// Default rounds of growing S before a full solve.
+    pub const MAX_ROUNDS: usize = 12;
+
+    /// An empty allocation on links of capacity `link_cap` (bytes/s).
+    pub fn new(link_cap: &[f64]) -> Self {
+        let links = link_cap.len();
+        IncMaxMin {
+            link_cap: link_cap.to_vec(),
+            load: vec![0.0; links],
+            link_flows: vec![Vec::new(); links],
+            path: Vec::new(),
+            w: Vec::new(),
+            cap: Vec::new(),
+            rate: Vec::new(),
+            present: Vec::new(),
+            n_present: 0,
+            in_s: Vec::new(),
+            s: Vec::new(),
+            touched_links: Vec::new(),
+            link_mark: vec![false; links],
+            solver: MaxMin::new(links),
+            scratch_cap: link_cap.to_vec(),
+            link_max: vec![0.0; links],
+            link_stamp: vec![0; links],
+            stamp: 1,
+            last_solved: 0,
+            full_solves: 0,
+            solves: 0,
+            rounds: 0,
+            solved_flows: 0,
+            always_full: false,
+            full_above: 0.5,
+            max_rounds: Self::MAX_ROUNDS,
+        }
+    }
+
+    fn grow(&mut self, id: usize) {
+        if id >= self.w.len() {
+            let n = id + 1;
+            self.path.resize(n, Vec::new());
+            self.w.resize(n, 0.0);
+            self.cap.resize(n, 0.0);
+            self.rate.resize(n, 0.0);
+            self.present.resize(n, false);
+            self.in_s.resize(n, false);
+        }
+    }
+
+    fn mark(&mut self, id: u32) {
+        let i = id as usize;
+        if !self.in_s[i] {
+            self.in_s[i] = true;
+            self.s.push(id);
+        }
+    }
+
+    fn touch_link(&mut self, l: u32) {
+        if !self.link_mark[l as usize] {
+            self.link_mark[l as usize] = true;
+            self.touched_links.push(l);
+        }
+    }
+
+    /// Adds flow `id` on `path` (link indices, valid for the links given to [`IncMaxMin::new`]),
+    /// or updates its weight and cap (bytes/s, `f64::INFINITY` for none); the path of a present
+    /// flow never changes. Marks it for the next solve when anything changed.
+    pub fn set(&mut self, id: u32, path: &[u32], w: f64, cap: f64) {
+        let i = id as usize;
+        self.grow(i);
+        if !self.present[i] {
+            self.present[i] = true;
+            self.n_present += 1;
+            self.path[i].clear();
+            self.path[i].extend(path.iter().copied().filter(|l| (*l as usize) < self.link_cap.len()));
+            self.rate[i] = 0.0;
+            for k in 0..self.path[i].len() {
+                let l = self.path[i][k];
+                self.link_flows[l as usize].push(id);
+            }
+            self.w[i] = w;
+            self.cap[i] = cap;
+            self.mark(id);
+        } else if self.w[i] != w || self.cap[i] != cap {
+            self.w[i] = w;
+            self.cap[i] = cap;
+            self.mark(id);
+        }
+    }
+
+    /// Removes flow `id` (its bandwidth goes back to its links at the next solve).
+    pub fn remove(&mut self, id: u32) {
+        let i = id as usize;
+        if i >= self.present.len() || !self.present[i] {
+            return;
+        }
+        self.present[i] = false;
+        self.n_present -= 1;
+        for k in 0..self.path[i].len() {
+            let l = self.path[i][k];
+            let li = l as usize;
+            self.load[li] -= self.rate[i];
+            self.link_flows[li].retain(|x| *x != id);
+            self.touch_link(l);
+        }
+        self.rate[i] = 0.0;
+    }
+
+    /// Sets link `l`'s capacity (bytes/s); its flows are re-checked at the next solve.
+    pub fn set_link_cap(&mut self, l: u32, c: f64) {
+        let li = l as usize;
+        if li < self.link_cap.len() && self.link_cap[li] != c {
+            self.link_cap[li] = c;
+            self.scratch_cap[li] = c;
+            self.touch_link(l);
+        }
+    }
+
+    /// Capacity of link `l`, bytes/s.
+    pub fn link_cap(&self, l: u32) -> f64 {
+        self.link_cap[l as usize]
+    }
+
+    /// Sum of the rates on link `l`, bytes/s.
+    pub fn load(&self, l: u32) -> f64 {
+        self.load[l as usize]
+    }
+
+    /// Number of flows in the allocation.
+    pub fn len(&self) -> usize {
+        self.n_present
+    }
+
+    /// True when no flow is in the allocation.
+    pub fn is_empty(&self) -> bool {
+        self.n_present == 0
+    }
+
+    /// True when flow `id` is in the allocation.
+    pub fn contains(&self, id: u32) -> bool {
+        self.present.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Weight of flow `id`.
+    pub fn weight(&self, id: u32) -> f64 {
+        self.w.get(id as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Path of flow `id` (empty when it was never added).
+    pub fn path_of(&self, id: u32) -> &[u32] {
+        self.path.get(id as usize).map_or(&[], |p| p.as_slice())
+    }
+
+    /// Current rate of flow `id`, bytes/s (0 when absent).
+    pub fn rate(&self, id: u32) -> f64 {
+        self.rate.get(id as usize).copied().unwrap_or(0.0)
+    }
+
+    fn at_cap(&self, i: usize) -> bool {
+        let (w, c) = (self.w[i], self.cap[i]);
+        !(w > 0.0 && c > 0.0) || self.path[i].is_empty() || self.rate[i] >= c * (1.0 - TOL)
+    }
+
+    fn saturated(&self, l: usize) -> bool {
+        self.load[l] >= self.link_cap[l] * (1.0 - TOL) - 1e-6
+    }
+
+    /// The largest rate per weight on link `l` (cached until the rates change).
+    fn max_level(&mut self, li: usize) -> f64 {
+        if self.link_stamp[li] != self.stamp {
+            let mut m = 0.0f64;
+            for &g in &self.link_flows[li] {
+                let g = g as usize;
+                if self.w[g] > 0.0 {
+                    m = m.max(self.rate[g] / self.w[g]);
+                }
+            }
+            self.link_max[li] = m;
+            self.link_stamp[li] = self.stamp;
+        }
+        self.link_max[li]
+    }
+
+    /// The flow's condition: at its cap, or on a saturated link where it has the largest rate
+    /// per weight.
+    fn ok(&mut self, i: usize) -> bool {
+        if self.at_cap(i) {
+            return true;
+        }
+        let lv = self.rate[i] / self.w[i];
+        for k in 0..self.path[i].len() {
+            let li = self.path[i][k] as usize;
+            if self.saturated(li) && self.max_level(li) <= lv * (1.0 + TOL) + 1e-9 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Brings the allocation up to date with the changes since the last call; `changed` gets
+    /// the ids whose rate may have changed (the final S).
+    pub fn solve(&mut self, changed: &mut Vec<u32>) {
+        // Links of removed flows and of changed link capacities: their flows are checked.
+        let touched = std::mem::take(&mut self.touched_links);
+        for &l in &touched {
+            self.link_mark[l as usize] = false;
+        }
+        let mut check_links = touched;
+        // Flows marked and then removed before this solve.
+        let present = &self.present;
+        let in_s = &mut self.in_s;
+        self.s.retain(|&f| {
+            let keep = present[f as usize];
+            if !keep {
+                in_s[f as usize] = false;
+            }
+            keep
+        });
+        if self.solves % 4096 == 4095 {
+            // Loads kept by differences drift by rounding: recompute them exactly now and then.
+            for (li, fl) in self.link_flows.iter().enumerate() {
+                self.load[li] = fl.iter().map(|&g| self.rate[g as usize]).sum();
+            }
+        }
+        let mut rounds = 0;
+        loop {
+            if self.always_full || self.s.len() as f64 > self.full_above * self.n_present as f64 || rounds >= self.max_rounds {
+                self.solve_all();
+                break;
+            }
+            // S's links and whether each was saturated before this round: a held flow can lose
+            // its bottleneck only on a link that was saturated and then unsaturates or carries
+            // a flow of S with a larger level than every held flow there (a held flow with that
+            // link as its bottleneck had the largest level on it; its other links keep their
+            // loads and levels).
+            let mut s_links: Vec<u32> = Vec::new();
+            for &f in &self.s {
+                s_links.extend_from_slice(&self.path[f as usize]);
+            }
+            s_links.sort_unstable();
+            s_links.dedup();
+            let pre: Vec<bool> = s_links.iter().map(|&l| self.saturated(l as usize)).collect();
+            if !self.s.is_empty() {
+                self.solve_s();
+            }
+            self.stamp = self.stamp.wrapping_add(1);
+            rounds += 1;
+            let before = self.s.len();
+            let mut add: Vec<u32> = Vec::new();
+            // Links whose held flows are all checked: those given at the start (removals,
+            // capacity changes), and S's links as above.
+            for (k, &l) in s_links.iter().enumerate() {
+                let li = l as usize;
+                let over = self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6;
+                let check = over
+                    || (pre[k] && (!self.saturated(li) || {
+                        let (mut top_s, mut top_held) = (0.0f64, 0.0f64);
+                        for &g in &self.link_flows[li] {
+                            let gi = g as usize;
+                            if self.w[gi] > 0.0 {
+                                let lv = self.rate[gi] / self.w[gi];
+                                if self.in_s[gi] {
+                                    top_s = top_s.max(lv);
+                                } else {
+                                    top_held = top_held.max(lv);
+                                }
+                            }
+                        }
+                        top_s > top_held * (1.0 + TOL) + 1e-9
+                    }));
+                if check {
+                    check_links.push(l);
+                }
+            }
+            check_links.sort_unstable();
+            check_links.dedup();
+            for &l in &check_links {
+                let li = l as usize;
+                if self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6 {
+                    // Over capacity (its capacity went down): all its flows are re-solved.
+                    add.extend_from_slice(&self.link_flows[li]);
+                    continue;
+                }
+                for x in 0..self.link_flows[li].len() {
+                    let g = self.link_flows[li][x];
+                    let gi = g as usize;
+                    if !self.in_s[gi] && !self.ok(gi) {
+                        add.push(g);
+                    }
+                }
+            }
+            // Flows of S without a bottleneck: held flows with a larger level on their
+            // saturated links give way.
+            for k in 0..self.s.len() {
+                let gi = self.s[k] as usize;
+                if self.ok(gi) {
+                    continue;
+                }
+                let lv = self.rate[gi] / self.w[gi];
+                for &m in &self.path[gi] {
+                    for &h in &self.link_flows[m as usize] {
+                        let hi = h as usize;
+                        if !self.in_s[hi] && self.w[hi] > 0.0 && self.rate[hi] / self.w[hi] > lv * (1.0 + TOL) {
+                            add.push(h);
+                        }
+                    }
+                }
+            }
+            for g in add {
+                self.mark(g);
+            }
+            if self.s.len() == before {
+                break;
+            }
+            check_links.clear();
+        }
+        self.last_solved = self.s.len();
+        self.solves += 1;
+        self.rounds += rounds as u64;
+        self.solved_flows += self.s.len() as u64;
+        for &f in &self.s {
+            self.in_s[f as usize] = false;
+        }
+        changed.clear();
+        changed.extend_from_slice(&self.s);
+        self.s.clear();
+    }
+
+    fn solve_s(&mut self) {
+        // Capacity the held flows leave on the links of S: the loads without S's rates (loads
+        // are kept up to date by differences, and recomputed exactly at every full solve).
+        let mut links: Vec<u32> = Vec::new();
+        for &f in &self.s {
+            let fi = f as usize;
+            for &l in &self.path[fi] {
+                self.load[l as usize] -= self.rate[fi];
+                links.push(l);
+            }
+        }
+        links.sort_unstable();
+        links.dedup();
+        for &l in &links {
+            let li = l as usize;
+            self.scratch_cap[li] = (self.link_cap[li] - self.load[li]).max(0.0);
+        }
+        let paths: Vec<&[u32]> = self.s.iter().map(|&f| self.path[f as usize].as_slice()).collect();
+        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
+        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
+        let mut out = Vec::with_capacity(self.s.len());
+        self.solver.solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
+        for (k, &f) in self.s.iter().enumerate() {
+            let fi = f as usize;
+            self.rate[fi] = out[k];
+            for &l in &self.path[fi] {
+                self.load[l as usize] += out[k];
+            }
+        }
+        for &l in &links {
+            let li = l as usize;
+            self.scratch_cap[li] = self.link_cap[li];
+        }
+    }
+
+    fn solve_all(&mut self) {
+        self.full_solves += 1;
+        for i in 0..self.present.len() {
+            if self.present[i] {
+                self.mark(i as u32);
+            }
+        }
+        let paths: Vec<&[u32]> = self.s.iter().map(|&f| self.path[f as usize].as_slice()).collect();
+        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
+        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
+        let mut out = Vec::with_capacity(self.s.len());
+        self.solver.solve(&self.link_cap, &paths, &w, &cap, &mut out);
+        for (k, &f) in self.s.iter().enumerate() {
+            self.rate[f as usize] = out[k];
+        }
+        for (li, fl) in self.link_flows.iter().enumerate() {
+            self.load[li] = fl.iter().map(|&g| self.rate[g as usize]).sum();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,7 +674,81 @@ mod tests {
         assert_eq!(r, vec![0.0, 5.0, 8.0, 0.0]);
     }
 
+    /// One operation on an incremental allocation: add or update a flow, remove one, or change
+    /// a link's capacity.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set(u32, Vec<u32>, f64, Option<f64>),
+        Remove(u32),
+        LinkCap(u32, f64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0u32..24, proptest::collection::vec(0u32..8, 1..4), 0.1f64..4.0, proptest::option::of(0.0f64..50.0))
+                .prop_map(|(i, p, w, c)| Op::Set(i, p, w, c)),
+            2 => (0u32..24).prop_map(Op::Remove),
+            1 => (0u32..8, 0.0f64..100.0).prop_map(|(l, c)| Op::LinkCap(l, c)),
+        ]
+    }
+
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+        /// The incremental allocation equals a full recomputation after every batch of changes,
+        /// on random small networks (8 links, up to 24 flows).
+        #[test]
+        fn incremental_equals_full(
+            caps in proptest::collection::vec(1.0f64..100.0, 8),
+            batches in proptest::collection::vec(proptest::collection::vec(op(), 1..5), 1..30),
+            fallback in proptest::bool::ANY,
+        ) {
+            let mut inc = IncMaxMin::new(&caps);
+            if !fallback {
+                // Exercise the growth of S alone, never the full-solve fallback.
+                inc.full_above = f64::INFINITY;
+                inc.max_rounds = usize::MAX;
+            }
+            let mut link_cap = caps.clone();
+            // The reference's view: id -> (path, w, cap).
+            let mut flows: std::collections::BTreeMap<u32, (Vec<u32>, f64, f64)> = Default::default();
+            let mut changed = Vec::new();
+            for batch in batches {
+                for o in batch {
+                    match o {
+                        Op::Set(i, p, w, c) => {
+                            let mut p = p;
+                            p.sort_unstable();
+                            p.dedup();
+                            let c = c.unwrap_or(f64::INFINITY);
+                            // A present flow keeps its path.
+                            let path = flows.get(&i).map_or(p, |e| e.0.clone());
+                            inc.set(i, &path, w, c);
+                            flows.insert(i, (path, w, c));
+                        }
+                        Op::Remove(i) => {
+                            inc.remove(i);
+                            flows.remove(&i);
+                        }
+                        Op::LinkCap(l, c) => {
+                            inc.set_link_cap(l, c);
+                            link_cap[l as usize] = c;
+                        }
+                    }
+                }
+                inc.solve(&mut changed);
+                let ids: Vec<u32> = flows.keys().copied().collect();
+                let paths: Vec<&[u32]> = flows.values().map(|e| e.0.as_slice()).collect();
+                let w: Vec<f64> = flows.values().map(|e| e.1).collect();
+                let cap: Vec<f64> = flows.values().map(|e| e.2).collect();
+                let full = solve(&link_cap, &paths, &w, &cap);
+                for (k, id) in ids.iter().enumerate() {
+                    let (a, b) = (inc.rate(*id), full[k]);
+                    proptest::prop_assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "flow {}: incremental {} vs full {}", id, a, b);
+                }
+            }
+        }
+
         /// Weighted max-min optimality: no link is over capacity, and every flow is either at its
         /// cap or crosses a saturated link on which no flow has a larger rate per weight.
         #[test]

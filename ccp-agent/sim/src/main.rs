@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `mlcc-sim`: runs the cluster simulator once per policy on the same workload and prints the
-//! comparison table; writes `results.json` and `jct-cdf.png` to `--out`.
+//! comparison table; writes `results.json` and `jct-cdf.png` to `--out`. With the environment
+//! variable `MLCC_SIM_TRACE` set, it also prints to stderr, every 4096 events, the simulated
+//! time, the events so far, the flows in the allocation, the sizes of the largest connected
+//! components of the active flows, and the incremental allocation's counters (solves, rounds,
+//! flows re-solved, full solves).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -93,6 +97,9 @@ struct Cli {
     /// Output directory (results.json, jct-cdf.png).
     #[arg(long, default_value = "sim-results")]
     out: PathBuf,
+    /// Re-solve the whole max-min allocation at every event (slow reference for the incremental one).
+    #[arg(long)]
+    full_alloc: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -139,7 +146,7 @@ fn main() -> Result<()> {
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
     };
-    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false };
+    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
     for p in &cli.policies {
         if !POLICIES.contains(&p.as_str()) {
             anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));
@@ -166,7 +173,11 @@ fn main() -> Result<()> {
         sim.run(policy.as_mut(), &mut |s: &Sim| {
             let done = s.jobs.iter().filter(|j| j.phase == mlcc_sim::sim::Phase::Done).count();
             bar.set_position(done as u64);
-            bar.set_message(format!("t = {:.0} s", s.t));
+            bar.set_message(format!("t = {:.0} s, {} events, {} active flows", s.t, s.events, s.allocated_flows()));
+            if std::env::var_os("MLCC_SIM_TRACE").is_some() {
+                let c = s.component_sizes();
+                eprintln!("t={:.1} events={} active={} comps={} largest={:?} alloc(solves, rounds, flows, full)={:?}", s.t, s.events, s.allocated_flows(), c.len(), &c[..c.len().min(5)], s.alloc_stats());
+            }
         });
         bar.finish_and_clear();
         let wall = t0.elapsed().as_secs_f64();

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::alloc::MaxMin;
+use crate::alloc::IncMaxMin;
 use crate::error::SimError;
 use crate::policy::{Control, DepMode, Policy};
 use crate::topo::Tree;
@@ -138,6 +138,8 @@ pub struct Job {
     pub shifted_s: f64,
     /// Start of each iteration's communication phase, seconds (only with `SimConfig::record`).
     pub comm_starts: Vec<f64>,
+    /// Allocation id of its first flow (flow f has id `flow_base + f`), set at placement.
+    pub flow_base: u32,
 }
 
 /// Engine parameters.
@@ -149,11 +151,14 @@ pub struct SimConfig {
     pub max_time_s: f64,
     /// Record every iteration's communication start of every job ([`Job::comm_starts`]).
     pub record: bool,
+    /// Re-solve the whole max-min allocation at every event instead of only what the event's
+    /// changes reach (the reference the incremental allocation is tested against).
+    pub full_alloc: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false }
+        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
     }
 }
 
@@ -167,6 +172,22 @@ impl PartialOrd for Timer {
     }
 }
 impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// A job's next flow event: (time, job, version), earliest first; stale when the job's version
+/// moved on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct JobEvent(f64, usize, u32);
+impl Eq for JobEvent {}
+impl PartialOrd for JobEvent {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for JobEvent {
     fn cmp(&self, o: &Self) -> Ordering {
         o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
     }
@@ -259,13 +280,29 @@ pub struct Sim {
     queue: VecDeque<usize>,
     next_arrival: usize,
     timers: BinaryHeap<Timer>,
-    maxmin: MaxMin,
+    inc: IncMaxMin,
+    back: Option<IncMaxMin>,
+    /// Allocation ids of the flows of the last allocation, and a scratch mark per id.
+    next_flow_id: u32,
     ctl: Control,
     flows_changed: bool,
     next_decision: f64,
-    /// Which active flows were dependency-blocked at the last allocation.
-    blocked_at_alloc: Vec<bool>,
-    need_alloc: bool,
+    /// Per allocation id: the job, the flow it waits on (pipelined, caught up), the policy's
+    /// cap, and whether it was dependency-blocked at its last allocation.
+    id_job: Vec<u32>,
+    up_of: Vec<Option<u32>>,
+    base_cap: Vec<f64>,
+    blocked_flag: Vec<bool>,
+    /// Ids with an upstream cap.
+    with_up: Vec<u32>,
+    /// Jobs an event touched (their flows are re-decided and re-allocated).
+    dirty: Vec<usize>,
+    is_dirty: Vec<bool>,
+    /// Per job: time its byte counts are up to date to, seconds; version of its queued event.
+    upd: Vec<f64>,
+    job_ver: Vec<u32>,
+    job_events: BinaryHeap<JobEvent>,
+    scratch: Vec<f64>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -292,6 +329,7 @@ impl Sim {
             return Err(SimError::Config(format!("min_step_s = {}: must be > 0", config.min_step_s)));
         }
         let links = tree.links();
+        let njobs = jobs.len();
         let jobs: Vec<Job> = jobs
             .into_iter()
             .map(|spec| Job {
@@ -309,6 +347,7 @@ impl Sim {
                 align: None,
                 shifted_s: 0.0,
                 comm_starts: Vec::new(),
+                flow_base: 0,
             })
             .collect();
         Ok(Sim {
@@ -316,7 +355,9 @@ impl Sim {
             server_jobs: vec![Vec::new(); servers as usize],
             link_jobs: vec![Vec::new(); links],
             link_bytes: vec![0.0; links],
-            maxmin: MaxMin::new(links),
+            inc: IncMaxMin::new(&tree.capacity),
+            back: None,
+            next_flow_id: 0,
             tree,
             config,
             t: 0.0,
@@ -331,8 +372,17 @@ impl Sim {
             ctl: Control::default(),
             flows_changed: true,
             next_decision: 0.0,
-            blocked_at_alloc: Vec::new(),
-            need_alloc: true,
+            id_job: Vec::new(),
+            up_of: Vec::new(),
+            base_cap: Vec::new(),
+            blocked_flag: Vec::new(),
+            with_up: Vec::new(),
+            dirty: Vec::new(),
+            is_dirty: vec![false; njobs],
+            upd: vec![0.0; njobs],
+            job_ver: vec![0; njobs],
+            job_events: BinaryHeap::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -426,6 +476,7 @@ impl Sim {
         };
         sim.next_arrival = 1; // placed by hand, not through the queue
         sim.jobs[0].flows = flows.to_vec();
+        sim.next_flow_id = flows.len() as u32;
         let mut fair = crate::policy::fair::Fair;
         sim.start_iteration_comm(0);
         sim.flows_changed = true;
@@ -453,6 +504,8 @@ impl Sim {
             self.link_jobs[*l as usize].push(j);
         }
         let job = &mut self.jobs[j];
+        job.flow_base = self.next_flow_id;
+        self.next_flow_id += flows.len() as u32;
         job.servers = servers;
         job.flows = flows;
         job.link_bytes = lb;
@@ -464,6 +517,7 @@ impl Sim {
         for (k, a) in policy.on_job_start(self, j) {
             self.jobs[k].align = Some(a);
         }
+        self.all_dirty_if_local(policy);
         true
     }
 
@@ -479,7 +533,21 @@ impl Sim {
         self.jobs[j].servers = servers;
         self.jobs[j].phase = Phase::Done;
         self.jobs[j].finish_s = self.t;
+        self.mark_dirty(j);
         policy.on_job_end(self, j);
+        self.all_dirty_if_local(policy);
+    }
+
+    /// A per-job policy's decisions may depend on which jobs are present (CCML's levels): every
+    /// communicating job is re-decided when a job starts or ends.
+    fn all_dirty_if_local(&mut self, policy: &dyn Policy) {
+        if policy.is_local() {
+            for k in 0..self.jobs.len() {
+                if self.jobs[k].phase == Phase::Communicating {
+                    self.mark_dirty(k);
+                }
+            }
+        }
     }
 
     fn start_iteration_comm(&mut self, j: usize) {
@@ -493,10 +561,13 @@ impl Sim {
         if self.config.record {
             job.comm_starts.push(self.t);
         }
+        self.upd[j] = self.t;
         self.flows_changed = true;
+        self.mark_dirty(j);
     }
 
     fn start_compute(&mut self, j: usize) {
+        self.mark_dirty(j);
         let until = self.t + self.jobs[j].spec.compute_s;
         self.jobs[j].phase = Phase::Computing(until);
         self.timers.push(Timer(until, j));
@@ -569,92 +640,264 @@ impl Sim {
         }
     }
 
-    /// Rates for the active flows from the policy's control, the dependencies and max-min.
-    fn allocate(&mut self) {
-        let n = self.active.len();
-        let deps = self.deps;
-        let mut caps = self.ctl.cap.clone();
-        caps.resize(n, f64::INFINITY);
-        let mut w = self.ctl.weight.clone();
-        w.resize(n, 1.0);
-        let mut up: Vec<Option<usize>> = vec![None; n];
-        // Index of each active flow, to find upstream rates.
-        let mut index = std::collections::HashMap::with_capacity(n);
-        for (i, &(j, f)) in self.active.iter().enumerate() {
-            index.insert((j, f), i);
-        }
-        for (i, &(j, f)) in self.active.iter().enumerate() {
-            let (b, u) = self.bound(j, f, deps);
-            if let Some(u) = u {
-                if self.jobs[j].flows[f].sent >= b - EPS_BYTES {
-                    match deps {
-                        DepMode::StartAfter => caps[i] = 0.0,
-                        DepMode::Pipelined => up[i] = index.get(&(j, u)).copied(),
-                    }
-                    if deps == DepMode::Pipelined && up[i].is_none() {
-                        caps[i] = 0.0;
-                    }
-                }
-            }
-        }
-        let paths: Vec<&[u32]> = self.active.iter().map(|&(j, f)| self.jobs[j].flows[f].path.as_slice()).collect();
-        let mut rates = Vec::with_capacity(n);
-        self.maxmin.solve(&self.tree.capacity, &paths, &w, &caps, &mut rates);
-        // Blocked flows go no faster than what they wait on (two refinements for chains).
-        if up.iter().any(|u| u.is_some()) {
-            for _ in 0..2 {
-                let mut c2 = caps.clone();
-                for i in 0..n {
-                    if let Some(u) = up[i] {
-                        c2[i] = c2[i].min(rates[u]);
-                    }
-                }
-                self.maxmin.solve(&self.tree.capacity, &paths, &w, &c2, &mut rates);
-            }
-        }
-        if self.ctl.backfill {
-            // Work conservation: what the caps left idle is shared max-min among the flows that
-            // may send.
-            let mut residual = self.tree.capacity.clone();
-            for (i, p) in paths.iter().enumerate() {
-                for &l in *p {
-                    residual[l as usize] -= rates[i];
-                }
-            }
-            for r in &mut residual {
-                *r = r.max(0.0);
-            }
-            let extra_caps: Vec<f64> = (0..n)
-                .map(|i| {
-                    let (j, f) = self.active[i];
-                    let (b, u) = self.bound(j, f, deps);
-                    if u.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES {
-                        0.0
-                    } else {
-                        f64::INFINITY
-                    }
-                })
-                .collect();
-            let ones = vec![1.0; n];
-            let mut extra = Vec::with_capacity(n);
-            self.maxmin.solve(&residual, &paths, &ones, &extra_caps, &mut extra);
-            for i in 0..n {
-                rates[i] += extra[i];
-            }
-        }
-        for (i, &(j, f)) in self.active.iter().enumerate() {
-            self.jobs[j].flows[f].rate = rates[i];
-        }
-        self.blocked_at_alloc = self.active.iter().map(|&(j, f)| self.blocked(j, f)).collect();
+    /// Stable allocation id of flow `f` of job `j`.
+    fn flow_id(&self, j: usize, f: usize) -> u32 {
+        self.jobs[j].flow_base + f as u32
     }
 
-    /// Time until the next flow event (completion, catching up with its dependency, or a
-    /// start-after bound moving), seconds.
-    fn next_flow_event(&self) -> f64 {
+    /// Statistics of the incremental allocation: (solves, rounds, flows re-solved, full solves).
+    pub fn alloc_stats(&self) -> (u64, u64, u64, u64) {
+        (self.inc.solves, self.inc.rounds, self.inc.solved_flows, self.inc.full_solves)
+    }
+
+    /// Flows in the current allocation (the active flows as of the last allocation).
+    pub fn allocated_flows(&self) -> usize {
+        self.inc.len()
+    }
+
+    fn mark_dirty(&mut self, j: usize) {
+        if !self.is_dirty[j] {
+            self.is_dirty[j] = true;
+            self.dirty.push(j);
+        }
+    }
+
+    /// Brings job `j`'s byte counts to the current time: its flows kept their rates since the
+    /// job was last brought up to date (rates only change at allocations, which bring the jobs
+    /// they change up to date first). A flow never sends more than its size, nor more than its
+    /// dependency allows by the end of the step (the bound at the start, plus what the flow it
+    /// waits on sends meanwhile).
+    fn materialise(&mut self, j: usize) {
+        let dt = self.t - self.upd[j];
+        self.upd[j] = self.t;
+        if dt.is_nan() || dt <= 0.0 || self.jobs[j].phase != Phase::Communicating {
+            return;
+        }
+        let deps = self.deps;
+        let mut lim = std::mem::take(&mut self.scratch);
+        lim.clear();
+        let job = &self.jobs[j];
+        for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done || fl.rate <= 0.0 {
+                lim.push(fl.sent);
+                continue;
+            }
+            let (b, up) = self.bound(j, f, deps);
+            let limit = match (up, deps) {
+                (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
+                _ => b,
+            };
+            lim.push(limit);
+        }
+        for (f, &limit) in lim.iter().enumerate() {
+            let fl = &self.jobs[j].flows[f];
+            if fl.done || fl.rate <= 0.0 {
+                continue;
+            }
+            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
+            if d > 0.0 {
+                for &l in &fl.path {
+                    self.link_bytes[l as usize] += d;
+                }
+                self.jobs[j].flows[f].sent += d;
+            }
+        }
+        self.scratch = lim;
+    }
+
+    /// Brings every communicating job up to date (before a policy reads the byte counts).
+    fn materialise_all(&mut self) {
+        for j in 0..self.jobs.len() {
+            if self.jobs[j].phase == Phase::Communicating {
+                self.materialise(j);
+            }
+        }
+    }
+
+    /// Rates for the flows of the dirty jobs from the policy's control, the dependencies and
+    /// max-min; the jobs whose rates the change reaches are brought up to date first and get
+    /// their next event anew.
+    ///
+    /// Weighted max-min with the policy's caps, where a pipelined flow that has caught up with
+    /// the data it forwards is also capped at its upstream flow's rate (two refinement rounds,
+    /// enough for chains of the length the dependencies form between two events; the first
+    /// round starts from the upstream's rate of the previous allocation), then, when the policy
+    /// asks for it, what is left idle is shared max-min among the flows that may send
+    /// (backfill). Both allocations are incremental ([`IncMaxMin`]): only what the changes since
+    /// the last event reach is re-solved; `SimConfig::full_alloc` re-solves everything instead.
+    ///
+    /// `decided`: the weight and cap of each active flow of the dirty jobs.
+    fn allocate(&mut self, policy: &dyn Policy, decided: &[(usize, usize, f64, f64)], backfill: bool) {
+        let deps = self.deps;
+        let full = self.config.full_alloc;
+        self.inc.always_full = full;
+        self.id_job.resize(self.next_flow_id as usize, 0);
+        self.up_of.resize(self.next_flow_id as usize, None);
+        self.base_cap.resize(self.next_flow_id as usize, f64::INFINITY);
+        self.blocked_flag.resize(self.next_flow_id as usize, false);
+        // Flows of the dirty jobs that are no longer active leave the allocation.
+        let mut gone: Vec<u32> = Vec::new();
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            let comm = self.jobs[j].phase == Phase::Communicating;
+            for f in 0..self.jobs[j].flows.len() {
+                let id = self.flow_id(j, f);
+                if (!comm || self.jobs[j].flows[f].done) && self.inc.contains(id) {
+                    self.inc.remove(id);
+                    if let Some(b) = &mut self.back {
+                        b.remove(id);
+                    }
+                    self.up_of[id as usize] = None;
+                    self.blocked_flag[id as usize] = false;
+                    gone.push(id);
+                }
+            }
+        }
+        for &(j, f, w, cap0) in decided {
+            let id = self.flow_id(j, f);
+            self.id_job[id as usize] = j as u32;
+            let mut cap = cap0;
+            let (b, u) = self.bound(j, f, deps);
+            let mut upi = None;
+            let mut blocked = false;
+            if let Some(u) = u {
+                if self.jobs[j].flows[f].sent >= b - EPS_BYTES {
+                    blocked = true;
+                    match deps {
+                        DepMode::StartAfter => cap = 0.0,
+                        DepMode::Pipelined => {
+                            if self.jobs[j].flows[u].done {
+                                cap = 0.0;
+                            } else {
+                                upi = Some(self.flow_id(j, u));
+                            }
+                        }
+                    }
+                }
+            }
+            let now = match upi {
+                Some(u) => cap.min(self.inc.rate(u)),
+                None => cap,
+            };
+            self.inc.set(id, &self.jobs[j].flows[f].path, w, now);
+            if upi.is_some() && self.up_of[id as usize].is_none() {
+                self.with_up.push(id);
+            }
+            self.up_of[id as usize] = upi;
+            self.base_cap[id as usize] = cap;
+            self.blocked_flag[id as usize] = blocked;
+        }
+        let mut changed: Vec<u32> = Vec::new();
+        let mut moved: Vec<u32> = Vec::new();
+        self.inc.solve(&mut changed);
+        moved.extend_from_slice(&changed);
+        // Blocked flows go no faster than what they wait on (two refinements for chains): the
+        // blocked flows just decided, and those whose upstream's rate moved.
+        let up_of = &self.up_of;
+        self.with_up.retain(|id| up_of[*id as usize].is_some());
+        if !self.with_up.is_empty() {
+            let mut touched_jobs: Vec<usize> = decided.iter().map(|d| d.0).collect();
+            for _ in 0..2 {
+                for &id in &changed {
+                    touched_jobs.push(self.id_job[id as usize] as usize);
+                }
+                touched_jobs.sort_unstable();
+                touched_jobs.dedup();
+                for &j in &touched_jobs {
+                    if self.jobs[j].phase != Phase::Communicating {
+                        continue;
+                    }
+                    for f in 0..self.jobs[j].flows.len() {
+                        let id = self.flow_id(j, f);
+                        if let Some(u) = self.up_of[id as usize] {
+                            if self.inc.contains(id) {
+                                let (w, c) = (self.inc.weight(id), self.base_cap[id as usize].min(self.inc.rate(u)));
+                                self.inc.set(id, &[], w, c);
+                            }
+                        }
+                    }
+                }
+                touched_jobs.clear();
+                self.inc.solve(&mut changed);
+                moved.extend_from_slice(&changed);
+            }
+        }
+        if backfill {
+            // Work conservation: what the caps left idle is shared max-min among the flows that
+            // may send. The backfill's link capacities are the main allocation's residuals.
+            let back = self.back.get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
+            back.always_full = full;
+            let mut links: Vec<u32> = Vec::new();
+            for &id in moved.iter().chain(gone.iter()) {
+                links.extend_from_slice(self.inc.path_of(id));
+            }
+            if full {
+                links.extend(0..self.tree.links() as u32);
+            }
+            links.sort_unstable();
+            links.dedup();
+            for &l in &links {
+                back.set_link_cap(l, (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0));
+            }
+            for &(j, f, _, _) in decided {
+                let id = self.jobs[j].flow_base + f as u32;
+                let c = if self.blocked_flag[id as usize] { 0.0 } else { f64::INFINITY };
+                back.set(id, &self.jobs[j].flows[f].path, 1.0, c);
+            }
+            back.solve(&mut changed);
+            moved.extend_from_slice(&changed);
+        } else {
+            self.back = None;
+        }
+        // Jobs whose rates may have moved: up to date at their old rates, then the new ones.
+        let mut jobs: Vec<usize> = std::mem::take(&mut self.dirty);
+        for &j in &jobs {
+            self.is_dirty[j] = false;
+        }
+        for &id in &moved {
+            let j = self.id_job[id as usize] as usize;
+            if !self.is_dirty[j] {
+                self.is_dirty[j] = true;
+                jobs.push(j);
+            }
+        }
+        for &j in &jobs {
+            self.is_dirty[j] = false;
+            self.materialise(j);
+            if self.jobs[j].phase == Phase::Communicating {
+                for f in 0..self.jobs[j].flows.len() {
+                    if self.jobs[j].flows[f].done {
+                        continue;
+                    }
+                    let id = self.flow_id(j, f);
+                    let extra = self.back.as_ref().map_or(0.0, |b| b.rate(id));
+                    self.jobs[j].flows[f].rate = self.inc.rate(id) + extra;
+                }
+            }
+            self.schedule(j, policy);
+        }
+        jobs.clear();
+        self.dirty = jobs;
+    }
+
+    /// Time until the next flow event of job `j` (a completion, a flow catching up with its
+    /// dependency, or a start-after bound moving), seconds.
+    fn job_next_event(&self, j: usize) -> f64 {
         let mut dt = f64::INFINITY;
-        for &(j, f) in &self.active {
-            let job = &self.jobs[j];
-            let fl = &job.flows[f];
+        let job = &self.jobs[j];
+        if job.phase != Phase::Communicating {
+            return dt;
+        }
+        for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done {
+                continue;
+            }
+            // Already complete, or its dependency state moved since it was decided (when the
+            // job was brought up to date by an allocation): handle it at once.
+            let id = (job.flow_base + f as u32) as usize;
+            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != self.blocked(j, f) {
+                return 0.0;
+            }
             if fl.rate > 0.0 {
                 dt = dt.min((fl.size - fl.sent).max(0.0) / fl.rate);
             }
@@ -698,30 +941,101 @@ impl Sim {
         dt
     }
 
+    /// Queues job `j`'s next flow event, or the policy's next decision about it if earlier
+    /// (replacing the one queued before).
+    fn schedule(&mut self, j: usize, policy: &dyn Policy) {
+        self.job_ver[j] = self.job_ver[j].wrapping_add(1);
+        let mut dt = self.job_next_event(j);
+        if policy.is_local() && self.jobs[j].phase == Phase::Communicating {
+            dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
+        }
+        if dt.is_finite() {
+            self.job_events.push(JobEvent(self.t + dt, j, self.job_ver[j]));
+        }
+    }
+
+    /// The earliest queued flow event that is still current, seconds.
+    fn next_job_event(&mut self) -> f64 {
+        while let Some(&JobEvent(t, j, v)) = self.job_events.peek() {
+            if v != self.job_ver[j] {
+                self.job_events.pop();
+                continue;
+            }
+            return t;
+        }
+        f64::INFINITY
+    }
+
     /// One event: decide, allocate, advance to the next event, handle what happened there.
     /// Returns false when nothing is left to do.
+    ///
+    /// A policy that decides per job ([`Policy::flow_control`]) is asked only about the jobs an
+    /// event touched, and only their flows (and those the allocation's change reaches) are
+    /// brought up to date; any other policy sees the whole cluster, brought up to date, at each
+    /// of its decisions.
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
-        if self.flows_changed {
+        let local = policy.is_local();
+        if local {
+            if self.flows_changed {
+                self.flows_changed = false;
+                self.next_decision = f64::INFINITY;
+            }
+            if !self.dirty.is_empty() {
+                let t0 = Instant::now();
+                let mut decided = Vec::new();
+                for k in 0..self.dirty.len() {
+                    let j = self.dirty[k];
+                    self.materialise(j);
+                    if self.jobs[j].phase != Phase::Communicating {
+                        continue;
+                    }
+                    for f in 0..self.jobs[j].flows.len() {
+                        if !self.jobs[j].flows[f].done {
+                            let (w, c) = policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY));
+                            decided.push((j, f, w, c));
+                        }
+                    }
+                }
+                self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
+                self.allocate(&*policy, &decided, false);
+            }
+        } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
+            self.materialise_all();
             self.rebuild_active();
-        }
-        if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
             let mut ctl = std::mem::take(&mut self.ctl);
             let t0 = Instant::now();
             self.next_decision = policy.decide(self, &mut ctl);
             self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
             self.ctl = ctl;
             self.flows_changed = false;
-            self.need_alloc = true;
-        }
-        if self.need_alloc {
-            self.allocate();
-            self.need_alloc = false;
+            for j in 0..self.jobs.len() {
+                if self.jobs[j].phase == Phase::Communicating {
+                    self.mark_dirty(j);
+                }
+            }
+            let decided: Vec<(usize, usize, f64, f64)> = self
+                .active
+                .iter()
+                .enumerate()
+                .map(|(i, &(j, f))| {
+                    (j, f, self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY))
+                })
+                .collect();
+            let backfill = self.ctl.backfill;
+            self.allocate(&*policy, &decided, backfill);
+        } else if !self.dirty.is_empty() {
+            // Jobs whose flows changed between two decisions of a global policy keep their
+            // decision; only a finished iteration's flows leave the allocation.
+            let backfill = self.ctl.backfill;
+            self.allocate(&*policy, &[], backfill);
         }
         // Next event.
-        let mut next = self.t + self.next_flow_event();
-        next = next.min(self.next_decision);
+        let mut next = self.t + (self.next_job_event() - self.t).max(0.0);
+        if !local {
+            next = next.min(self.next_decision);
+        }
         if let Some(a) = self.jobs.get(self.next_arrival) {
             next = next.min(a.spec.arrival_s);
         }
@@ -732,56 +1046,51 @@ impl Sim {
             return false;
         }
         let dt = (next - self.t).max(self.config.min_step_s);
-        self.advance(dt);
         self.t += dt;
         self.handle_events(policy);
         true
     }
 
-    fn advance(&mut self, dt: f64) {
-        let deps = self.deps;
-        for i in 0..self.active.len() {
-            let (j, f) = self.active[i];
-            let (b, up) = self.bound(j, f, deps);
-            let job = &self.jobs[j];
-            let fl = &job.flows[f];
-            // The upstream's bytes by the end of the step may raise the bound.
-            let limit = match (up, deps) {
-                (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
-                _ => b,
-            };
-            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
-            if d > 0.0 {
-                for &l in &fl.path {
-                    self.link_bytes[l as usize] += d;
-                }
-                self.jobs[j].flows[f].sent += d;
-            }
-        }
-    }
-
     fn handle_events(&mut self, policy: &mut dyn Policy) {
         let t = self.t;
-        // Flow completions and iteration ends.
+        // Jobs with a flow event due: up to date, then completions and dependency changes.
         let mut ended: Vec<usize> = Vec::new();
-        for &(j, f) in &self.active {
-            let fl = &mut self.jobs[j].flows[f];
-            if !fl.done && fl.sent >= fl.size - EPS_BYTES {
-                fl.done = true;
-                self.flows_changed = true;
-                if !ended.contains(&j) {
-                    ended.push(j);
+        while let Some(&JobEvent(te, j, v)) = self.job_events.peek() {
+            if v != self.job_ver[j] {
+                self.job_events.pop();
+                continue;
+            }
+            if te > t + 1e-12 {
+                break;
+            }
+            self.job_events.pop();
+            self.materialise(j);
+            let mut changed = false;
+            for f in 0..self.jobs[j].flows.len() {
+                let fl = &self.jobs[j].flows[f];
+                if fl.done {
+                    continue;
+                }
+                if fl.sent >= fl.size - EPS_BYTES {
+                    self.jobs[j].flows[f].done = true;
+                    changed = true;
+                    continue;
+                }
+                // A flow becoming bound by (or freed from) its dependency is a change too.
+                let id = self.flow_id(j, f);
+                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != self.blocked(j, f) {
+                    changed = true;
                 }
             }
-        }
-        // Dependencies that became binding change rates too.
-        // A flow becoming bound by (or freed from) its dependency is a change for the policy too.
-        if !self.flows_changed {
-            self.flows_changed = self
-                .active
-                .iter()
-                .enumerate()
-                .any(|(i, &(j, f))| self.blocked_at_alloc.get(i).copied().unwrap_or(false) != self.blocked(j, f));
+            if changed {
+                self.flows_changed = true;
+                self.mark_dirty(j);
+                ended.push(j);
+            } else {
+                // The policy's own decision time for the job (MLTCP's next F), or rounding left
+                // it short of the event: decide and look again.
+                self.mark_dirty(j);
+            }
         }
         for j in ended {
             if self.jobs[j].phase != Phase::Communicating || self.jobs[j].flows.iter().any(|f| !f.done) {
@@ -848,6 +1157,50 @@ impl Sim {
             }
             self.queue.pop_front();
         }
+    }
+
+    /// Sizes of the connected components of the active flows (flows linked by a shared link or
+    /// by belonging to the same job), largest first.
+    pub fn component_sizes(&self) -> Vec<usize> {
+        let mut active: Vec<(usize, usize)> = Vec::new();
+        for (j, job) in self.jobs.iter().enumerate() {
+            if job.phase == Phase::Communicating {
+                active.extend(job.flows.iter().enumerate().filter(|(_, fl)| !fl.done).map(|(f, _)| (j, f)));
+            }
+        }
+        let n = active.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        let mut owner_link: Vec<usize> = vec![usize::MAX; self.tree.links()];
+        let mut owner_job: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+        for (i, &(j, f)) in active.iter().enumerate() {
+            let o = *owner_job.entry(j).or_insert(i);
+            let (a, b) = (find(&mut parent, o), find(&mut parent, i));
+            parent[a] = b;
+            for &l in &self.jobs[j].flows[f].path {
+                let o = owner_link[l as usize];
+                if o == usize::MAX {
+                    owner_link[l as usize] = i;
+                } else {
+                    let (a, b) = (find(&mut parent, o), find(&mut parent, i));
+                    parent[a] = b;
+                }
+            }
+        }
+        let mut size = vec![0usize; n];
+        for i in 0..n {
+            let r = find(&mut parent, i);
+            size[r] += 1;
+        }
+        let mut v: Vec<usize> = size.into_iter().filter(|s| *s > 0).collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
     }
 
     /// True when every job has finished.

@@ -283,6 +283,22 @@ impl Policy for Cassini {
         self.inner.decide(sim, ctl)
     }
 
+    fn is_local(&self) -> bool {
+        self.inner.is_local()
+    }
+
+    fn flow_control(&self, sim: &Sim, j: usize, f: usize) -> Option<(f64, f64)> {
+        self.inner.flow_control(sim, j, f)
+    }
+
+    fn decide_every_event(&self) -> bool {
+        self.inner.decide_every_event()
+    }
+
+    fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
+        self.inner.job_next_decision(sim, j)
+    }
+
     fn report(&self) -> Value {
         json!({ "cassini": self.stats, "inner": self.inner.report() })
     }

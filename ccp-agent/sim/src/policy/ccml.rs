@@ -36,6 +36,12 @@ impl Ccml {
         Ccml { ratio, level: Vec::new() }
     }
 
+    /// Weight of job `j`'s flows: `ratio^(−level)`.
+    fn weight(&self, j: usize) -> f64 {
+        let level = self.level.get(j).copied().unwrap_or(0);
+        self.ratio.powi(-(level as i32))
+    }
+
     fn relevel(&mut self, sim: &Sim) {
         self.level.clear();
         self.level.resize(sim.jobs.len(), 0);
@@ -69,9 +75,16 @@ impl Policy for Ccml {
     fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
         ctl.fair(sim.active.len());
         for (i, &(j, _)) in sim.active.iter().enumerate() {
-            let level = self.level.get(j).copied().unwrap_or(0);
-            ctl.weight[i] = self.ratio.powi(-(level as i32));
+            ctl.weight[i] = self.weight(j);
         }
         f64::INFINITY
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+
+    fn flow_control(&self, _sim: &Sim, j: usize, _f: usize) -> Option<(f64, f64)> {
+        Some((self.weight(j), f64::INFINITY))
     }
 }

@@ -82,4 +82,28 @@ impl Policy for Mltcp {
     fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
         self.weights(sim, ctl)
     }
+
+    /// With `Continuous` updates each flow's F depends only on its own bytes_ratio, so the
+    /// policy decides per job: a job's flows get F anew whenever one of them may have moved by
+    /// `ratio_step` ([`Policy::job_next_decision`]), so no flow's F is staler than that, as with
+    /// the whole-cluster re-evaluation, without re-deciding every other job. `Events` keeps the
+    /// whole-cluster evaluation at every change (the recurrence's "F taken when contention
+    /// starts" needs the running job's F taken when the other one starts).
+    fn is_local(&self) -> bool {
+        matches!(self.update, FUpdate::Continuous { .. })
+    }
+
+    fn flow_control(&self, sim: &Sim, j: usize, f: usize) -> Option<(f64, f64)> {
+        let fl = &sim.jobs[j].flows[f];
+        Some((f_of(&self.params, fl.sent, fl.size), f64::INFINITY))
+    }
+
+    fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
+        let FUpdate::Continuous { ratio_step } = self.update else { return f64::INFINITY };
+        let mut next = f64::INFINITY;
+        for fl in sim.jobs[j].flows.iter().filter(|f| !f.done && f.rate > 0.0) {
+            next = next.min(sim.t + ratio_step * fl.size / fl.rate);
+        }
+        next
+    }
 }

@@ -87,6 +87,25 @@ pub trait Policy {
     /// even if nothing changes (`f64::INFINITY`: none).
     fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64;
 
+    /// True when the policy decides each flow from its own job alone ([`Policy::flow_control`]),
+    /// so the engine asks it only about the jobs an event touched (and about every job when a
+    /// job starts or ends); [`Policy::decide`] is then never called.
+    fn is_local(&self) -> bool {
+        false
+    }
+
+    /// A per-job policy's weight and cap (bytes/s) for flow `f` of job `j`; `None` for a
+    /// policy that decides for the whole cluster at once.
+    fn flow_control(&self, _sim: &Sim, _j: usize, _f: usize) -> Option<(f64, f64)> {
+        None
+    }
+
+    /// A per-job policy's next decision about job `j` even if nothing changes, seconds
+    /// (`f64::INFINITY`: none).
+    fn job_next_decision(&self, _sim: &Sim, _j: usize) -> f64 {
+        f64::INFINITY
+    }
+
     /// Also decide at every event, not only when flows change.
     fn decide_every_event(&self) -> bool {
         false
