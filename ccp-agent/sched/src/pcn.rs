@@ -11,6 +11,11 @@
 //! paper lacks its Sec. 3.3, so the policy is a parameter, to be chosen by measurement. A start
 //! whose burst never shows up (a lost packet, a crashed worker) would pin the threshold low, so
 //! starts older than `max_age_slots` expire.
+//!
+//! The arithmetic does not depend on the units, which the caller picks consistently: the names
+//! say packets and slots (the paper's units), but `ccp-agent`'s switch daemon keeps one
+//! [`PcnThresholds`] per ECN link with thresholds in bytes (what `tc` takes) and times in
+//! milliseconds since its start (so `max_age_slots` is its start timeout in ms).
 
 use std::collections::{BTreeMap, HashMap};
 
