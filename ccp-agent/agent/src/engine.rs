@@ -33,7 +33,20 @@
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
 //!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
 //!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;
-//! 7. publishes the schedules with the achieved rates (`UpdateSchedule`) and the status.
+//!    Before 5 and 6, the schedules planned in step 4 go to the switches (`UpdateSchedule`, one
+//!    RPC per switch, waited for within `rpc_timeout_ms`), which *admit* them: each is clipped to
+//!    what is left on the switch's links at that moment ([`mlcc_sched::LinkLoadTable::admit`])
+//!    and the agent cuts its plan to the admitted rates (`Decision::clipped_to`; over several
+//!    switches, the least of their admissions) before it applies the rate and tells F_i to the
+//!    receivers. This is the fix of the race between agents that plan in the same slot: both
+//!    read the feedback before either's update lands, so both may plan the same free bandwidth;
+//!    the switch serves the updates one at a time and the second gets only what the first left.
+//!    A switch that does not answer in time admits nothing the agent knows of: the plan stands
+//!    as made (the switch clips it anyway if the request lands late, so its table still holds
+//!    no more than the capacity; only this slot's rate may exceed it);
+//! 7. publishes the schedules changed later in the slot (reductions by notices; admitted as
+//!    well, without waiting) and the status; the flows' RTTs go to the shared state, for the
+//!    PCN burst gate ([`crate::burst`]).
 //!
 //! Progress of a flow: F_i (sent bytes) is the bytes the flow's reports acknowledged since its
 //! job's current iteration began (reset when the region's iteration number changes); the bytes
@@ -385,6 +398,7 @@ impl<I: Ipc> AgentCore<I> {
         for (_, _, local) in &order {
             self.plan_flow(*local, slot);
         }
+        self.admit_updates(slot);
         self.send_notices(slot);
         let inbox = self.shared.take_inbox();
         for n in inbox {
@@ -459,6 +473,13 @@ impl<I: Ipc> AgentCore<I> {
                         e.1 &= f.app_limited;
                     }
                 }
+            }
+        }
+        {
+            let mut rtts = self.shared.rtt_us.lock().unwrap_or_else(|p| p.into_inner());
+            rtts.clear();
+            for f in self.flows.values().filter(|f| f.rtt_us > 0) {
+                rtts.insert(f.id, f.rtt_us);
             }
         }
         for (l, (rate_bps, app_limited)) in samples {
@@ -846,6 +867,90 @@ impl<I: Ipc> AgentCore<I> {
             ));
         }
         out
+    }
+
+    /// Sends the pending schedules to the switches and waits (within `rpc_timeout_ms`) for their
+    /// admission; cuts each flow's plan of `slot` to the least rates admitted for it.
+    fn admit_updates(&mut self, slot: u64) {
+        let batches = self.take_batches(slot);
+        if batches.is_empty() {
+            return;
+        }
+        let t = self.net.timeout;
+        let tasks: Vec<_> = batches
+            .into_iter()
+            .map(|(name, mut c, req)| {
+                let h = self
+                    .net
+                    .rt
+                    .spawn(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
+                (name, h)
+            })
+            .collect();
+        let mut admitted: HashMap<u64, mlcc_sched::Schedule> = HashMap::new();
+        let k = self.clock.horizon();
+        for (name, h) in tasks {
+            match self.net.rt.block_on(h) {
+                Ok(Ok(Ok(r))) => {
+                    let r = r.into_inner();
+                    for e in &r.errors {
+                        tracing::warn!(switch = %name, error = %e, "schedule refused");
+                    }
+                    for a in r.admitted {
+                        let s = mlcc_sched::Schedule {
+                            start_slot: a.start_slot,
+                            rates_bps: a.rates_bps,
+                        };
+                        admitted
+                            .entry(a.flow)
+                            .and_modify(|prev| {
+                                let rates = (0..k as u64)
+                                    .map(|i| {
+                                        prev.rate_bps_at(slot + i).min(s.rate_bps_at(slot + i))
+                                    })
+                                    .collect();
+                                *prev = mlcc_sched::Schedule {
+                                    start_slot: slot,
+                                    rates_bps: rates,
+                                };
+                            })
+                            .or_insert(s);
+                    }
+                }
+                _ => {
+                    self.shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(switch = %name, "UpdateSchedule (admission) failed: the plans stand as made");
+                }
+            }
+        }
+        let locals: Vec<u64> = self.flows.keys().copied().collect();
+        for local in locals {
+            let Some(f) = self.flows.get(&local) else {
+                continue;
+            };
+            let (Some(p), Some(a)) = (&f.plan, admitted.get(&f.id)) else {
+                continue;
+            };
+            if p.slot != slot {
+                continue;
+            }
+            let d = p.decision.clipped_to(&self.clock, &p.progress, a);
+            if d == p.decision {
+                continue;
+            }
+            let (id, key) = (f.id, f.key);
+            tracing::debug!(flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
+            let mut np = p.clone();
+            self.tally(&np.remote, &np.decision.plan.rates_bps, false);
+            self.tally(&np.remote, &d.plan.rates_bps, true);
+            np.decision = d;
+            self.publish_local(id, &np);
+            if let Some(f) = self.flows.get_mut(&local) {
+                f.plan = Some(np);
+            }
+        }
     }
 
     fn flush_updates(&mut self, slot: u64) {

@@ -54,7 +54,9 @@ impl Registration {
     }
 }
 
-fn is_sending(role: Role, kind: FlowKind) -> bool {
+/// Whether a flow of kind `kind` registered by a process of role `role` is sent by it (only
+/// sending flows are scheduled, and only their bursts are announced).
+pub(crate) fn is_sending(role: Role, kind: FlowKind) -> bool {
     match kind {
         FlowKind::RingSend | FlowKind::Unspecified => true,
         FlowKind::RingRecv => false,
@@ -79,9 +81,9 @@ impl Monitor {
     }
 
     /// Re-reads the directory and every region; logs refused regions and snapshot errors (once
-    /// per problem, as the scanner reports them). The agent does not attach to the regions: it
-    /// grants no bursts yet (no PCN policy), so a library's `before_burst` must return at once,
-    /// which it does when no agent is attached.
+    /// per problem, as the scanner reports them). The monitor does not attach to the regions:
+    /// the PCN burst gate ([`crate::burst`]) does, and grants the bursts; with PCN disabled no
+    /// one attaches and a library's `before_burst` returns at once.
     pub fn refresh(&mut self) {
         match self.scanner.scan() {
             Ok(report) => {

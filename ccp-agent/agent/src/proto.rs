@@ -64,7 +64,8 @@
 //!                       repeated FlowStatus flows = 4; uint32 native_flows = 5;
 //!                       uint64 dropped_foreign = 6; uint64 dropped_bad = 7;
 //!                       uint64 notices_received = 8; uint64 rpc_failures = 9;
-//!                       uint64 slot_work_us = 10; }
+//!                       uint64 slot_work_us = 10; uint64 bursts_granted = 11;
+//!                       uint64 bursts_granted_on_ack = 12; uint64 pcn_starts = 13; }
 //! ```
 //!
 //! Units: rates in bit/s, sizes in bytes, slots are numbers on the wall-clock grid
@@ -303,6 +304,15 @@ pub struct StatusReply {
     /// Time the last slot's work took on the agent, µs (monitoring, feedback, planning, rates).
     #[prost(uint64, tag = "10")]
     pub slot_work_us: u64,
+    /// Burst requests (`before_burst`) granted.
+    #[prost(uint64, tag = "11")]
+    pub bursts_granted: u64,
+    /// Of those, granted on the switches' acknowledgements before one RTT passed.
+    #[prost(uint64, tag = "12")]
+    pub bursts_granted_on_ack: u64,
+    /// `PcnStart`s sent to switches.
+    #[prost(uint64, tag = "13")]
+    pub pcn_starts: u64,
 }
 
 /// Generated `Switch` client and server.

@@ -18,7 +18,7 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}",
+        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}; bursts granted {} ({} on ack), PCN starts {}",
         s.slot,
         s.slot_us / 1000,
         s.mode,
@@ -28,7 +28,10 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
         s.dropped_foreign,
         s.dropped_bad,
         s.notices_received,
-        s.rpc_failures
+        s.rpc_failures,
+        s.bursts_granted,
+        s.bursts_granted_on_ack,
+        s.pcn_starts
     );
     let _ = writeln!(
         out,
