@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! PCN end to end without a kernel: an agent and a switch daemon over loopback gRPC, and a
+//! progress writer calling `before_burst` ("Proactive Congestion Avoidance for Distributed Deep
+//! Learning", Sec. 3.1-3.2).
+//!
+//! Topology: h1 (the agent's) and h2, NIC links 1 and 2, a switch s1 owning link 10 (h1 → h2,
+//! 40 Mbit/s) with an fq_codel ECN queue; the switch runs its `tc` commands through a recording
+//! runner. Checked: the agent attaches to the region of a process on h1 (and not to one on h2),
+//! grants the writer's burst well within its timeout, the switch got the PcnStart (link 10's
+//! threshold lowered to the agent's 15 000 bytes, the `tc` command recorded), and the start,
+//! never followed by a burst (no datapath here), expires after the switch's timeout and the
+//! initial threshold comes back. In NIC-only mode the burst is granted at once, no start sent.
+
+mod common;
+
+use ccp_agent::config::{AgentConfig, Topology};
+use ccp_agent::run::{run_agent, IpcKind, RunOptions};
+use ccp_agent::switch::RecordingRunner;
+use common::{program_file, TempDir};
+use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn topo_text(agent: SocketAddr, switch: SocketAddr) -> String {
+    format!(
+        r#"slot_ms = 20
+horizon = 5
+[pcn]
+timeout_ms = 300
+[[link]]
+id = 1
+capacity_mbps = 100
+[[link]]
+id = 2
+capacity_mbps = 100
+[[link]]
+id = 10
+capacity_mbps = 40
+[link.ecn]
+dev = "s1-eth2"
+qdisc = "fq_codel"
+[[host]]
+name = "h1"
+addrs = ["10.2.0.1"]
+nic = 1
+agent = "{agent}"
+[[host]]
+name = "h2"
+addrs = ["10.2.0.2"]
+nic = 2
+agent = "127.0.0.1:1"
+[[switch]]
+name = "s1"
+listen = "{switch}"
+links = [10]
+[[route]]
+from = "h1"
+to = "h2"
+links = [1, 10]
+"#
+    )
+}
+
+/// A ring rank's region with one flow `src:sp → dst:dp`.
+fn writer(dir: &std::path::Path, job: &str, rank: u32, src: &str, dst: &str) -> Writer {
+    let mut w = Writer::create(
+        job,
+        rank,
+        &WriterOptions {
+            dir: Some(dir.to_path_buf()),
+            max_flows: 0,
+        },
+    )
+    .unwrap();
+    w.set_job(Paradigm::Ring, Role::Worker, 2);
+    w.set_ring(1 - rank, 1 - rank);
+    w.set_bytes_per_iteration(1_000_000);
+    w.add_flow(FlowRecord::new(
+        src.parse().unwrap(),
+        dst.parse().unwrap(),
+        FlowKind::RingSend,
+        1 - rank,
+    ))
+    .unwrap();
+    w.begin_iteration(1);
+    w
+}
+
+fn wait_attached(w: &Writer, within: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if w.agent_view().agent_attached() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+struct Agent {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    shared: Arc<ccp_agent::shared::Shared>,
+}
+
+impl Agent {
+    fn start(cfg: AgentConfig, l: TcpListener) -> Self {
+        let stop = Arc::new(AtomicBool::new(true));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opts = RunOptions {
+            ipc: IpcKind::Unix,
+            listener: Some(l),
+            stop: stop.clone(),
+            shared_out: Some(tx),
+        };
+        let thread = Some(std::thread::spawn(move || run_agent(cfg, opts)));
+        let shared = rx.recv_timeout(Duration::from_secs(10)).expect("agent started");
+        Agent {
+            stop,
+            thread,
+            shared,
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+}
+
+#[test]
+fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
+        .with_test_writer()
+        .try_init();
+    let tmp = TempDir::new("pcn");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let la = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (aa, as_) = (la.local_addr().unwrap(), ls.local_addr().unwrap());
+    let topo = tmp.write("topo.toml", &topo_text(aa, as_));
+    let topology = Topology::load(&topo).unwrap();
+    let name = format!("pcn-a-{}", std::process::id());
+    let cfg = AgentConfig::load(
+        &tmp.write(
+            "h1.toml",
+            &format!(
+                "topology = {:?}\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n[pcn]\nthreshold_bytes = 15000\npoll_us = 200\n",
+                topo.display().to_string(),
+                program_file().display().to_string(),
+                progress.display().to_string()
+            ),
+        ),
+        None,
+        None,
+    )
+    .unwrap();
+
+    // The switch, its tc commands recorded.
+    let runner = Arc::new(RecordingRunner::default());
+    let sw_stop = Arc::new(AtomicBool::new(true));
+    let sw_thread = {
+        let (topology, stop, runner) = (topology.clone(), sw_stop.clone(), runner.clone());
+        ls.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let sw = topology.switches[0].clone();
+            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(ls).unwrap();
+                ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), runner, async move {
+                    while stop.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+                .await
+                .unwrap();
+            });
+        })
+    };
+    let agent = Agent::start(cfg, la);
+
+    let mut w0 = writer(&progress, "pcnjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
+    let w1 = writer(&progress, "pcnjob", 1, "10.2.0.2:41001", "10.2.0.1:5001");
+    assert!(
+        wait_attached(&w0, Duration::from_secs(10)),
+        "the agent attaches to the region of its host's process"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let link10 = |rt: &tokio::runtime::Runtime| {
+        let r = rt.block_on(ccp_agent::status::switch_status(as_)).unwrap();
+        let l = r.links.iter().find(|l| l.link == 10).unwrap().clone();
+        (r, l)
+    };
+    let (_, l) = link10(&rt);
+    assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (60_000, 0));
+
+    let t0 = Instant::now();
+    let outcome = w0.before_burst(Duration::from_secs(3));
+    let waited = t0.elapsed();
+    assert_eq!(outcome, BurstOutcome::Granted);
+    assert!(waited < Duration::from_secs(1), "granted after {waited:?}");
+    // The switch received the start (granted on its ack or after the 1 ms default RTT: the ack
+    // may trail the grant by a little).
+    let t1 = Instant::now();
+    let (mut r, mut l) = link10(&rt);
+    while r.pcn_starts == 0 && t1.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+        (r, l) = link10(&rt);
+    }
+    assert_eq!(r.pcn_starts, 1, "{r:?}");
+    println!("granted after {waited:?}; switch: {r:?}; tc: {:?}", runner.lines());
+    if r.pcn_expired == 0 {
+        assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (15_000, 1));
+    }
+    let lines = runner.lines();
+    assert_eq!(
+        lines[0], "tc qdisc change dev s1-eth2 root fq_codel ce_threshold 12000us",
+        "initial threshold at start-up: 60 000 bytes at 40 Mbit/s"
+    );
+    assert!(
+        lines.iter().any(|c| c.ends_with("ce_threshold 3000us")),
+        "the PCN threshold applied: {lines:?}"
+    );
+    // The region of the process on h2 is not this agent's.
+    assert!(!w1.agent_view().agent_attached());
+
+    // No burst follows (no datapath): the start expires after 300 ms, the threshold returns.
+    let t2 = Instant::now();
+    loop {
+        let (r, l) = link10(&rt);
+        if r.pcn_expired == 1 {
+            assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (60_000, 0));
+            break;
+        }
+        assert!(t2.elapsed() < Duration::from_secs(3), "start not expired: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(runner.lines().last().unwrap().ends_with("ce_threshold 12000us"));
+    let st = rt.block_on(ccp_agent::status::agent_status(aa)).unwrap();
+    assert_eq!((st.bursts_granted, st.pcn_starts), (1, 1), "{st:?}");
+    assert_eq!(agent.shared.status().bursts_granted, 1);
+
+    // A second burst, then the agent stops: writers stop waiting for it.
+    assert_eq!(
+        w0.before_burst(Duration::from_secs(3)),
+        BurstOutcome::Granted
+    );
+    agent.stop();
+    assert!(!w0.agent_view().agent_attached(), "detached at shutdown");
+    assert_eq!(
+        w0.before_burst(Duration::from_secs(3)),
+        BurstOutcome::NoAgent
+    );
+    // The agent ended its start at shutdown (or it expired): the threshold is back.
+    let t3 = Instant::now();
+    while link10(&rt).1.ecn_threshold_bytes != 60_000 {
+        assert!(t3.elapsed() < Duration::from_secs(2), "threshold not restored");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The client runtime goes first: its idle connections would hold the switch's graceful
+    // shutdown.
+    drop(rt);
+    sw_stop.store(false, Ordering::SeqCst);
+    sw_thread.join().unwrap();
+}
+
+#[test]
+fn nic_only_agent_grants_at_once() {
+    let tmp = TempDir::new("pcn-nic");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let la = TcpListener::bind("127.0.0.1:0").unwrap();
+    let aa = la.local_addr().unwrap();
+    // A switch address nobody serves: NIC-only mode must not use it.
+    let topo = tmp.write("topo.toml", &topo_text(aa, "127.0.0.1:9".parse().unwrap()));
+    let name = format!("pcn-nic-{}", std::process::id());
+    let cfg = AgentConfig::load(
+        &tmp.write(
+            "h1.toml",
+            &format!(
+                "topology = {:?}\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
+                topo.display().to_string(),
+                program_file().display().to_string(),
+                progress.display().to_string()
+            ),
+        ),
+        None,
+        None,
+    )
+    .unwrap();
+    let agent = Agent::start(cfg, la);
+    let mut w = writer(&progress, "nicjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
+    assert!(wait_attached(&w, Duration::from_secs(10)));
+    let t0 = Instant::now();
+    assert_eq!(w.before_burst(Duration::from_secs(3)), BurstOutcome::Granted);
+    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    let st = agent.shared.status();
+    assert_eq!((st.bursts_granted, st.pcn_starts), (1, 0));
+    agent.stop();
+}
