@@ -36,7 +36,6 @@ use crate::proto::{self, switch::switch_client::SwitchClient};
 use crate::shared::Shared;
 use mltcp_progress::{FlowKind, Role, Scanner};
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -236,20 +235,14 @@ impl BurstGate {
             if !is_sending(role, kind) {
                 continue;
             }
-            let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else {
+            let Some(key) = FlowKey::from_record(f) else {
                 continue;
             };
-            let Some(h) = topo.host_of(src) else { continue };
+            let Some(h) = topo.host_of(key.src) else { continue };
             if !self.cfg.hosts.contains(&h.name) {
                 continue;
             }
-            let key = FlowKey {
-                src,
-                src_port: f.local_port,
-                dst,
-                dst_port: f.remote_port,
-            };
-            out.push((key, topo.path(h, topo.host_of(dst))));
+            out.push((key, topo.path(h, topo.host_of(key.dst))));
         }
         out
     }

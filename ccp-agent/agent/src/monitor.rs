@@ -18,7 +18,6 @@
 use crate::flows::FlowKey;
 use mltcp_progress::{FlowKind, Paradigm, Role, Scanner};
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::path::Path;
 
 /// What the progress interface says about one flow.
@@ -125,14 +124,8 @@ impl Monitor {
                 .count()
                 .max(1) as u64;
             for (f, kind) in s.body.flows.iter().zip(kinds) {
-                let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else {
+                let Some(key) = FlowKey::from_record(f) else {
                     continue;
-                };
-                let key = FlowKey {
-                    src,
-                    src_port: f.local_port,
-                    dst,
-                    dst_port: f.remote_port,
                 };
                 let iteration_bytes =
                     (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);

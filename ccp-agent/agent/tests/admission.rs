@@ -18,11 +18,9 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
-use ccp_agent::run::{run_agent, IpcKind, RunOptions};
-use common::{program_file, MockDatapath, MockFlow, TempDir};
+use common::{agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
 use mltcp_progress::{FlowKind, FlowRecord, Writer, WriterOptions, NO_RANK};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -153,67 +151,16 @@ links = [3, 10]
         format!("adm-b-{}", std::process::id()),
     ];
     let agent_toml = |host: &str, name: &str| {
-        tmp.write(
-            &format!("{host}.toml"),
-            &format!(
-                "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n[pcn]\nenabled = false\n",
-                topo.display().to_string(),
-                program_file().display().to_string(),
-                progress.display().to_string()
-            ),
-        )
+        let extra = "rpc_timeout_ms = 15\n[pcn]\nenabled = false\n";
+        agent_toml(&tmp, host, name, &topo, &progress, extra)
     };
     let cfg_a = AgentConfig::load(&agent_toml("h1", &names[0]), None, None).unwrap();
     let cfg_b = AgentConfig::load(&agent_toml("h3", &names[1]), None, None).unwrap();
     let topology = Topology::load(&topo).unwrap();
 
-    let sw_stop = Arc::new(AtomicBool::new(true));
-    let sw_thread = {
-        let (topology, stop) = (topology.clone(), sw_stop.clone());
-        ls.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            let sw = topology.switches[0].clone();
-            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(ls).unwrap();
-                ccp_agent::switch::serve(&topology, &sw, clock, Some(l), async move {
-                    while stop.load(Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-                .await
-                .unwrap();
-            });
-        })
-    };
-
-    let stop = Arc::new(AtomicBool::new(true));
-    let mut agents = Vec::new();
-    for (cfg, l) in [(cfg_a, la), (cfg_b, lb)] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let opts = RunOptions {
-            ipc: IpcKind::Unix,
-            listener: Some(l),
-            stop: stop.clone(),
-            shared_out: Some(tx),
-        };
-        agents.push(std::thread::spawn(move || run_agent(cfg, opts)));
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("agent started");
-    }
-    let t0 = Instant::now();
-    while names
-        .iter()
-        .any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists())
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), None);
+    let agents = [AgentProc::start(cfg_a, la), AgentProc::start(cfg_b, lb)];
+    wait_for_sockets(&names);
 
     let key = |src: [u8; 4], sp| FlowKey {
         src: Ipv4Addr::from(src),
@@ -303,13 +250,11 @@ links = [3, 10]
 
     drop(dp_a);
     drop(dp_b);
-    stop.store(false, Ordering::SeqCst);
     for a in agents {
-        a.join().unwrap().unwrap();
+        a.stop();
     }
     // The client runtime goes first: its idle connections would hold the switch's graceful
     // shutdown.
     drop(rt);
-    sw_stop.store(false, Ordering::SeqCst);
-    sw_thread.join().unwrap();
+    switch.stop();
 }

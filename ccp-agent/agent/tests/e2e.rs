@@ -17,11 +17,9 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
-use ccp_agent::run::{run_agent, IpcKind, RunOptions};
-use common::{program_file, MockDatapath, MockFlow, TempDir};
+use common::{agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
 use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -201,73 +199,16 @@ links = [2, 11]
         format!("e2e-b-{}", std::process::id()),
     ];
     let agent_toml = |host: &str, name: &str| {
-        tmp.write(
-            &format!("{host}.toml"),
-            &format!(
-                "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n",
-                topo.display().to_string(),
-                program_file().display().to_string(),
-                progress.display().to_string()
-            ),
-        )
+        agent_toml(&tmp, host, name, &topo, &progress, "rpc_timeout_ms = 15\n")
     };
     let cfg_a = AgentConfig::load(&agent_toml("h1", &names[0]), None, None).unwrap();
     let cfg_b = AgentConfig::load(&agent_toml("h2", &names[1]), None, None).unwrap();
     let topology = Topology::load(&topo).unwrap();
 
-    // The switch daemon.
-    let sw_stop = Arc::new(AtomicBool::new(true));
-    let sw_thread = {
-        let (topology, stop) = (topology.clone(), sw_stop.clone());
-        ls.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            let sw = topology.switches[0].clone();
-            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(ls).unwrap();
-                ccp_agent::switch::serve(&topology, &sw, clock, Some(l), async move {
-                    while stop.load(std::sync::atomic::Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-                .await
-                .unwrap();
-            });
-        })
-    };
-
-    // The agents.
-    let stop = Arc::new(AtomicBool::new(true));
-    let mut agents = Vec::new();
-    let mut shareds = Vec::new();
-    for (cfg, l) in [(cfg_a, la), (cfg_b, lb)] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let opts = RunOptions {
-            ipc: IpcKind::Unix,
-            listener: Some(l),
-            stop: stop.clone(),
-            shared_out: Some(tx),
-        };
-        agents.push(std::thread::spawn(move || run_agent(cfg, opts)));
-        shareds.push(
-            rx.recv_timeout(Duration::from_secs(10))
-                .expect("agent started"),
-        );
-    }
-    // Let the agents bind their unix sockets.
-    let t0 = Instant::now();
-    while names
-        .iter()
-        .any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists())
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The switch daemon, then the agents; let them bind their unix sockets.
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), None);
+    let agents = [AgentProc::start(cfg_a, la), AgentProc::start(cfg_b, lb)];
+    wait_for_sockets(&names);
 
     // The job's regions and the datapaths.
     let f0 = key([10, 1, 0, 1], 40000, [10, 1, 0, 2], 5000);
@@ -440,16 +381,15 @@ links = [2, 11]
         .collect();
     println!("iterations: ring ranks 0 and 1, solo, PS workers 1 and 2, PS: {its:?}");
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
-    for s in &shareds {
-        assert!(s.status().slot > 0);
+    for a in &agents {
+        assert!(a.shared.status().slot > 0);
     }
 
     // Stop: the agents leave and close their sockets.
     drop(dp_a);
     drop(dp_b);
-    stop.store(false, std::sync::atomic::Ordering::SeqCst);
     for a in agents {
-        a.join().unwrap().unwrap();
+        a.stop();
     }
     for n in &names {
         assert!(
@@ -457,8 +397,8 @@ links = [2, 11]
             "socket {n} closed and removed"
         );
     }
-    sw_stop.store(false, std::sync::atomic::Ordering::SeqCst);
-    sw_thread.join().unwrap();
+    drop(rt);
+    switch.stop();
 }
 
 /// NIC-only mode: one agent, no switch daemon, two jobs sharing its 40 Mbit/s NIC; the agent's
@@ -474,30 +414,11 @@ fn nic_only_agent_shares_its_nic() {
     let topo = format!(
         "slot_ms = 20\nhorizon = 5\n[[link]]\nid = 1\ncapacity_mbps = 40\n[[host]]\nname = \"h1\"\naddrs = [\"10.2.0.1\"]\nnic = 1\nagent = \"{addr}\"\n"
     );
-    tmp.write("topo.toml", &topo);
-    let cfg = tmp.write(
-        "agent.toml",
-        &format!(
-            "topology = \"topo.toml\"\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
-            program_file().display().to_string(),
-            progress.display().to_string()
-        ),
-    );
+    let topo = tmp.write("topo.toml", &topo);
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "nic_only = true\n");
     let cfg = AgentConfig::load(&cfg, None, None).unwrap();
-    let stop = Arc::new(AtomicBool::new(true));
-    let opts = RunOptions {
-        ipc: IpcKind::Unix,
-        listener: Some(l),
-        stop: stop.clone(),
-        shared_out: None,
-    };
-    let agent = std::thread::spawn(move || run_agent(cfg, opts));
-    let t0 = Instant::now();
-    while !std::path::Path::new(&format!("/tmp/ccp/{name}")).exists()
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let agent = AgentProc::start(cfg, l);
+    wait_for_sockets(std::slice::from_ref(&name));
     let fa = key([10, 2, 0, 1], 41000, [10, 2, 0, 9], 5000);
     let fb = key([10, 2, 0, 1], 41001, [10, 2, 0, 9], 5001);
     let ja = Arc::new(Mutex::new(Rank::new(&progress, "nic-a", 0, &fa, None)));
@@ -544,6 +465,5 @@ fn nic_only_agent_shares_its_nic() {
     let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
     drop(dp);
-    stop.store(false, std::sync::atomic::Ordering::SeqCst);
-    agent.join().unwrap().unwrap();
+    agent.stop();
 }

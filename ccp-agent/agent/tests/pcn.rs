@@ -14,12 +14,10 @@
 mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
-use ccp_agent::run::{run_agent, IpcKind, RunOptions};
 use ccp_agent::switch::RecordingRunner;
-use common::{program_file, TempDir};
+use common::{agent_toml, AgentProc, SwitchDaemon, TempDir};
 use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -99,39 +97,6 @@ fn wait_attached(w: &Writer, within: Duration) -> bool {
     false
 }
 
-struct Agent {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-    shared: Arc<ccp_agent::shared::Shared>,
-}
-
-impl Agent {
-    fn start(cfg: AgentConfig, l: TcpListener) -> Self {
-        let stop = Arc::new(AtomicBool::new(true));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let opts = RunOptions {
-            ipc: IpcKind::Unix,
-            listener: Some(l),
-            stop: stop.clone(),
-            shared_out: Some(tx),
-        };
-        let thread = Some(std::thread::spawn(move || run_agent(cfg, opts)));
-        let shared = rx.recv_timeout(Duration::from_secs(10)).expect("agent started");
-        Agent {
-            stop,
-            thread,
-            shared,
-        }
-    }
-
-    fn stop(mut self) {
-        self.stop.store(false, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
-    }
-}
-
 #[test]
 fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     let _ = tracing_subscriber::fmt()
@@ -147,48 +112,14 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     let topo = tmp.write("topo.toml", &topo_text(aa, as_));
     let topology = Topology::load(&topo).unwrap();
     let name = format!("pcn-a-{}", std::process::id());
-    let cfg = AgentConfig::load(
-        &tmp.write(
-            "h1.toml",
-            &format!(
-                "topology = {:?}\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n[pcn]\nthreshold_bytes = 15000\npoll_us = 200\n",
-                topo.display().to_string(),
-                program_file().display().to_string(),
-                progress.display().to_string()
-            ),
-        ),
-        None,
-        None,
-    )
-    .unwrap();
+    let extra = "rpc_timeout_ms = 15\n[pcn]\nthreshold_bytes = 15000\npoll_us = 200\n";
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, extra);
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
 
     // The switch, its tc commands recorded.
     let runner = Arc::new(RecordingRunner::default());
-    let sw_stop = Arc::new(AtomicBool::new(true));
-    let sw_thread = {
-        let (topology, stop, runner) = (topology.clone(), sw_stop.clone(), runner.clone());
-        ls.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            let sw = topology.switches[0].clone();
-            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(ls).unwrap();
-                ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), runner, async move {
-                    while stop.load(Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-                .await
-                .unwrap();
-            });
-        })
-    };
-    let agent = Agent::start(cfg, la);
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
+    let agent = AgentProc::start(cfg, la);
 
     let mut w0 = writer(&progress, "pcnjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
     let w1 = writer(&progress, "pcnjob", 1, "10.2.0.2:41001", "10.2.0.1:5001");
@@ -274,8 +205,7 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     // The client runtime goes first: its idle connections would hold the switch's graceful
     // shutdown.
     drop(rt);
-    sw_stop.store(false, Ordering::SeqCst);
-    sw_thread.join().unwrap();
+    switch.stop();
 }
 
 #[test]
@@ -288,21 +218,9 @@ fn nic_only_agent_grants_at_once() {
     // A switch address nobody serves: NIC-only mode must not use it.
     let topo = tmp.write("topo.toml", &topo_text(aa, "127.0.0.1:9".parse().unwrap()));
     let name = format!("pcn-nic-{}", std::process::id());
-    let cfg = AgentConfig::load(
-        &tmp.write(
-            "h1.toml",
-            &format!(
-                "topology = {:?}\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
-                topo.display().to_string(),
-                program_file().display().to_string(),
-                progress.display().to_string()
-            ),
-        ),
-        None,
-        None,
-    )
-    .unwrap();
-    let agent = Agent::start(cfg, la);
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "nic_only = true\n");
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+    let agent = AgentProc::start(cfg, la);
     let mut w = writer(&progress, "nicjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
     assert!(wait_attached(&w, Duration::from_secs(10)));
     let t0 = Instant::now();

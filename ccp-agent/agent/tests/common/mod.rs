@@ -244,3 +244,135 @@ impl Drop for MockDatapath {
         }
     }
 }
+
+/// A switch daemon served on its own thread and runtime from an already bound listener.
+pub struct SwitchDaemon {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SwitchDaemon {
+    /// Serves the topology's first switch on `l` with slots of `slot_us` and horizon `horizon`;
+    /// its `tc` commands go to `runner` (`None`: the system's).
+    pub fn start(
+        topology: ccp_agent::config::Topology,
+        l: std::net::TcpListener,
+        (slot_us, horizon): (u64, usize),
+        runner: Option<Arc<dyn ccp_agent::switch::CommandRunner>>,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(true));
+        let flag = stop.clone();
+        l.set_nonblocking(true).unwrap();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let sw = topology.switches[0].clone();
+            let clock = mlcc_sched::SlotClock::new(slot_us, horizon).unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(l).unwrap();
+                let shutdown = async move {
+                    while flag.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                match runner {
+                    Some(r) => {
+                        ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), r, shutdown)
+                            .await
+                    }
+                    None => ccp_agent::switch::serve(&topology, &sw, clock, Some(l), shutdown).await,
+                }
+                .unwrap();
+            });
+        });
+        SwitchDaemon {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the daemon (its graceful shutdown waits for the clients' connections to close:
+    /// drop the clients' runtimes first).
+    pub fn stop(mut self) {
+        self.stop.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// An agent run by `run_agent` on its own thread with unix IPC.
+pub struct AgentProc {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    pub shared: Arc<ccp_agent::shared::Shared>,
+}
+
+impl AgentProc {
+    /// Starts the agent of `cfg` serving gRPC on `l`; returns once its shared state exists.
+    pub fn start(cfg: ccp_agent::config::AgentConfig, l: std::net::TcpListener) -> Self {
+        let stop = Arc::new(AtomicBool::new(true));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opts = ccp_agent::run::RunOptions {
+            ipc: ccp_agent::run::IpcKind::Unix,
+            listener: Some(l),
+            stop: stop.clone(),
+            shared_out: Some(tx),
+        };
+        let thread = Some(std::thread::spawn(move || {
+            ccp_agent::run::run_agent(cfg, opts)
+        }));
+        let shared = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("agent started");
+        AgentProc {
+            stop,
+            thread,
+            shared,
+        }
+    }
+
+    /// Clears the stop flag and waits for the agent to return; panics on its error.
+    pub fn stop(mut self) {
+        self.stop.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+}
+
+/// Waits (at most 10 s) until the agents' unix sockets `/tmp/ccp/<name>` exist.
+pub fn wait_for_sockets(names: &[String]) {
+    let t0 = Instant::now();
+    while names
+        .iter()
+        .any(|n| !Path::new(&format!("/tmp/ccp/{n}")).exists())
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Writes `<host>.toml` in `tmp`: an agent of `host` of the topology `topo`, the repository's
+/// program, regions under `progress`, unix socket `name`, and the `extra` lines.
+pub fn agent_toml(
+    tmp: &TempDir,
+    host: &str,
+    name: &str,
+    topo: &Path,
+    progress: &Path,
+    extra: &str,
+) -> PathBuf {
+    tmp.write(
+        &format!("{host}.toml"),
+        &format!(
+            "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\n{extra}",
+            topo.display().to_string(),
+            program_file().display().to_string(),
+            progress.display().to_string()
+        ),
+    )
+}
