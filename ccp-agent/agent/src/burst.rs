@@ -94,10 +94,11 @@ impl BurstGate {
                 .switches
                 .iter()
                 .filter_map(|s| {
-                    let ep = tonic::transport::Endpoint::from_shared(format!("http://{}", s.listen))
-                        .ok()?
-                        .connect_timeout(Duration::from_secs(1))
-                        .tcp_nodelay(true);
+                    let ep =
+                        tonic::transport::Endpoint::from_shared(format!("http://{}", s.listen))
+                            .ok()?
+                            .connect_timeout(Duration::from_secs(1))
+                            .tcp_nodelay(true);
                     Some((s.clone(), SwitchClient::new(ep.connect_lazy())))
                 })
                 .collect()
@@ -171,7 +172,11 @@ impl BurstGate {
 
     /// One pass over the regions: new requests, due grants.
     fn poll_once(&mut self) {
-        let paths: Vec<PathBuf> = self.scanner.regions().map(|r| r.path().to_path_buf()).collect();
+        let paths: Vec<PathBuf> = self
+            .scanner
+            .regions()
+            .map(|r| r.path().to_path_buf())
+            .collect();
         for path in paths {
             let Some(region) = self.scanner.region(&path) else {
                 continue;
@@ -238,7 +243,9 @@ impl BurstGate {
             let Some(key) = FlowKey::from_record(f) else {
                 continue;
             };
-            let Some(h) = topo.host_of(key.src) else { continue };
+            let Some(h) = topo.host_of(key.src) else {
+                continue;
+            };
             if !self.cfg.hosts.contains(&h.name) {
                 continue;
             }
@@ -396,7 +403,11 @@ impl BurstGate {
     fn shutdown(&mut self) {
         // Grant what is pending (the writers would otherwise wait out their timeouts), end the
         // starts, detach.
-        let pending: Vec<(PathBuf, u32)> = self.pending.iter().map(|(p, g)| (p.clone(), g.upto)).collect();
+        let pending: Vec<(PathBuf, u32)> = self
+            .pending
+            .iter()
+            .map(|(p, g)| (p.clone(), g.upto))
+            .collect();
         for (p, upto) in pending {
             self.grant(&p, upto, false);
         }

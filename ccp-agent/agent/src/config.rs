@@ -476,7 +476,12 @@ fn check_ecn(
     }
     let span = e.red_span_bytes.unwrap_or(avpkt);
     if span == 0 {
-        return Err(err(file, f("red_span_bytes"), 0, "must be > 0 (max above min)"));
+        return Err(err(
+            file,
+            f("red_span_bytes"),
+            0,
+            "must be > 0 (max above min)",
+        ));
     }
     let limit = e
         .red_limit_bytes
@@ -486,7 +491,10 @@ fn check_ecn(
             file,
             f("red_limit_bytes"),
             limit,
-            format!("must exceed initial_threshold_bytes + red_span_bytes ({})", u64::from(initial) + u64::from(span)),
+            format!(
+                "must exceed initial_threshold_bytes + red_span_bytes ({})",
+                u64::from(initial) + u64::from(span)
+            ),
         ));
     }
     Ok(EcnQueue {
@@ -506,11 +514,21 @@ fn check_switch_pcn(file: &Path, raw: &RawSwitchPcn) -> Result<SwitchPcn, Config
     let d = SwitchPcn::default();
     let timeout_ms = raw.timeout_ms.unwrap_or(d.timeout_ms);
     if !(1..=600_000).contains(&timeout_ms) {
-        return Err(err(file, "pcn.timeout_ms", timeout_ms, "must be 1..=600000"));
+        return Err(err(
+            file,
+            "pcn.timeout_ms",
+            timeout_ms,
+            "must be 1..=600000",
+        ));
     }
     let tc_timeout_ms = raw.tc_timeout_ms.unwrap_or(d.tc_timeout_ms);
     if !(1..=60_000).contains(&tc_timeout_ms) {
-        return Err(err(file, "pcn.tc_timeout_ms", tc_timeout_ms, "must be 1..=60000"));
+        return Err(err(
+            file,
+            "pcn.tc_timeout_ms",
+            tc_timeout_ms,
+            "must be 1..=60000",
+        ));
     }
     Ok(SwitchPcn {
         combine: raw.combine.unwrap_or(d.combine),
@@ -526,7 +544,12 @@ fn check_agent_pcn(file: &Path, raw: &RawAgentPcn) -> Result<AgentPcn, ConfigErr
     }
     let default_rtt_us = raw.default_rtt_us.unwrap_or(1000);
     if !(1..=1_000_000).contains(&default_rtt_us) {
-        return Err(err(file, "pcn.default_rtt_us", default_rtt_us, "must be 1..=1000000"));
+        return Err(err(
+            file,
+            "pcn.default_rtt_us",
+            default_rtt_us,
+            "must be 1..=1000000",
+        ));
     }
     let poll_us = raw.poll_us.unwrap_or(250);
     if !(50..=100_000).contains(&poll_us) {

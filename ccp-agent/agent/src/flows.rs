@@ -37,7 +37,8 @@ impl FlowKey {
 
     /// The key of a progress region's flow record (local → remote), `None` for IPv6.
     pub fn from_record(f: &mltcp_progress::FlowRecord) -> Option<Self> {
-        let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip())
+        let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dst)) =
+            (f.local().ip(), f.remote().ip())
         else {
             return None;
         };

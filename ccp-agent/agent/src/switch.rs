@@ -453,7 +453,10 @@ impl SwitchState {
     /// The ECN threshold of `link` now, bytes, and its outstanding starts (`None`: no ECN queue).
     pub fn ecn_threshold(&self, link: u32) -> Option<(u32, usize)> {
         let e = self.pcn.links.get(&link)?;
-        Some((e.pcn.threshold_pkts(LinkId(link)), e.pcn.outstanding(LinkId(link))))
+        Some((
+            e.pcn.threshold_pkts(LinkId(link)),
+            e.pcn.outstanding(LinkId(link)),
+        ))
     }
 
     /// `tc` failures so far.
@@ -911,7 +914,7 @@ links = [10, 11, 12]
             tc_command(q10, 15_000).join(" "),
             "tc qdisc change dev s-eth10 root fq_codel ce_threshold 3000us"
         );
-        assert_eq!(tc_command(q10, 1).join(" ").split(' ').last(), Some("1us"));
+        assert_eq!(tc_command(q10, 1).last().map(String::as_str), Some("1us"));
         let q11 = &s.pcn.links[&11].queue;
         assert_eq!(
             tc_command(q11, 15_000).join(" "),
@@ -928,16 +931,27 @@ links = [10, 11, 12]
         assert_eq!(s.ecn_threshold(12), None, "no ECN queue on link 12");
         let slot = s.table().current_slot();
         // Job a on links 10 and 11 (and 12, ignored), job b on link 10 only.
-        let ack = s.pcn_start(&start("a", &[1], &[1, 10, 11, 12], 15_000), 0, slot).unwrap();
+        let ack = s
+            .pcn_start(&start("a", &[1], &[1, 10, 11, 12], 15_000), 0, slot)
+            .unwrap();
         assert_eq!((ack.ecn_links, ack.errors.len()), (2, 0));
-        let ack = s.pcn_start(&start("b", &[2], &[10], 30_000), 1, slot).unwrap();
+        let ack = s
+            .pcn_start(&start("b", &[2], &[10], 30_000), 1, slot)
+            .unwrap();
         assert_eq!(ack.ecn_links, 1);
         assert_eq!(thr(&s, 10), (15_000, 2));
         assert_eq!(thr(&s, 11), (15_000, 1));
         let l = runner.lines();
-        assert_eq!(l.len(), 4, "{l:?}: b's start leaves link 10 at a's lower threshold");
+        assert_eq!(
+            l.len(),
+            4,
+            "{l:?}: b's start leaves link 10 at a's lower threshold"
+        );
         assert!(l[2].ends_with("fq_codel ce_threshold 3000us"), "{l:?}");
-        assert!(l[3].contains("red limit 300000 min 15000 max 16500"), "{l:?}");
+        assert!(
+            l[3].contains("red limit 300000 min 15000 max 16500"),
+            "{l:?}"
+        );
         // An update of an unrelated flow, or of a's flow without bytes or from an earlier slot,
         // is no arrival.
         let upd = |flow, achieved_bps, achieved_slot| proto::ScheduleUpdate {
@@ -965,19 +979,37 @@ links = [10, 11, 12]
         assert!(l[4].ends_with("ce_threshold 6000us"), "{l:?}");
         assert!(l[5].contains("min 30000 max 31500"), "{l:?}");
         // b's PcnEnd: link 10 back to 60 000 bytes (12 ms at 40 Mbit/s).
-        let ack = s.pcn_end(&proto::PcnEnd { job: "b".into(), rank: 0 });
+        let ack = s.pcn_end(&proto::PcnEnd {
+            job: "b".into(),
+            rank: 0,
+        });
         assert_eq!(ack.ecn_links, 1);
         assert_eq!(thr(&s, 10), (60_000, 0));
         assert!(runner.lines()[6].ends_with("ce_threshold 12000us"));
         // An unknown end changes nothing and runs nothing.
-        assert_eq!(s.pcn_end(&proto::PcnEnd { job: "b".into(), rank: 0 }).ecn_links, 0);
+        assert_eq!(
+            s.pcn_end(&proto::PcnEnd {
+                job: "b".into(),
+                rank: 0
+            })
+            .ecn_links,
+            0
+        );
         assert_eq!(runner.lines().len(), 7);
         // Counters in the feedback.
         let f = fb(&mut s, &[10, 12], &[]).unwrap();
         assert_eq!((f.pcn_starts, f.pcn_expired, f.tc_failures), (2, 0, 0));
-        assert_eq!((f.links[0].ecn_threshold_bytes, f.links[1].ecn_threshold_bytes), (60_000, 0));
+        assert_eq!(
+            (
+                f.links[0].ecn_threshold_bytes,
+                f.links[1].ecn_threshold_bytes
+            ),
+            (60_000, 0)
+        );
         // Bad starts are refused by name.
-        let e = s.pcn_start(&start("c", &[], &[10], 0), 2, slot).unwrap_err();
+        let e = s
+            .pcn_start(&start("c", &[], &[10], 0), 2, slot)
+            .unwrap_err();
         assert!(e.contains("threshold_bytes = 0"), "{e}");
         assert!(s.pcn_start(&start("", &[], &[10], 5), 2, slot).is_err());
     }
@@ -986,13 +1018,17 @@ links = [10, 11, 12]
     fn pcn_harmonic_combination_and_restart_replaces() {
         let (mut s, _) = ecn_state("harmonic", false);
         let slot = s.table().current_slot();
-        s.pcn_start(&start("a", &[1], &[10], 30_000), 0, slot).unwrap();
-        s.pcn_start(&start("b", &[2], &[10], 30_000), 0, slot).unwrap();
+        s.pcn_start(&start("a", &[1], &[10], 30_000), 0, slot)
+            .unwrap();
+        s.pcn_start(&start("b", &[2], &[10], 30_000), 0, slot)
+            .unwrap();
         assert_eq!(thr(&s, 10), (15_000, 2));
-        s.pcn_start(&start("c", &[3], &[10], 60_000), 0, slot).unwrap();
+        s.pcn_start(&start("c", &[3], &[10], 60_000), 0, slot)
+            .unwrap();
         assert_eq!(thr(&s, 10), (12_000, 3)); // 1 / (2/30000 + 1/60000)
-        // A repeated start of the same (job, rank) replaces the earlier one.
-        s.pcn_start(&start("c", &[3], &[10], 15_000), 0, slot).unwrap();
+                                              // A repeated start of the same (job, rank) replaces the earlier one.
+        s.pcn_start(&start("c", &[3], &[10], 15_000), 0, slot)
+            .unwrap();
         assert_eq!(thr(&s, 10), (7_500, 3));
         // Shutdown drops them all.
         assert!(s.end_all_pcn().is_empty());
@@ -1003,9 +1039,14 @@ links = [10, 11, 12]
     fn pcn_start_without_a_burst_expires_and_failures_are_counted() {
         let (mut s, runner) = ecn_state("min", true);
         let slot = s.table().current_slot();
-        let ack = s.pcn_start(&start("a", &[1], &[10], 15_000), 100, slot).unwrap();
+        let ack = s
+            .pcn_start(&start("a", &[1], &[10], 15_000), 100, slot)
+            .unwrap();
         assert_eq!(ack.errors.len(), 1, "{ack:?}");
-        assert!(ack.errors[0].contains("tc qdisc change dev s-eth10"), "{ack:?}");
+        assert!(
+            ack.errors[0].contains("tc qdisc change dev s-eth10"),
+            "{ack:?}"
+        );
         // The bookkeeping goes on although tc failed.
         assert_eq!(thr(&s, 10), (15_000, 1));
         assert_eq!(s.expire_pcn(600), 0, "500 ms old: not yet");
@@ -1017,7 +1058,14 @@ links = [10, 11, 12]
         let f = fb(&mut s, &[10], &[]).unwrap();
         assert_eq!((f.pcn_expired, f.tc_failures), (1, 2));
         // A later burst of the expired start finds nothing to restore.
-        assert_eq!(s.pcn_end(&proto::PcnEnd { job: "a".into(), rank: 0 }).ecn_links, 0);
+        assert_eq!(
+            s.pcn_end(&proto::PcnEnd {
+                job: "a".into(),
+                rank: 0
+            })
+            .ecn_links,
+            0
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
-use common::{agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
+use common::{
+    agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir,
+};
 use mltcp_progress::{FlowKind, FlowRecord, Writer, WriterOptions, NO_RANK};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
@@ -176,7 +178,10 @@ links = [3, 10]
         let p = pa.clone();
         MockDatapath::start(
             &names[0],
-            vec![MockFlow { key: fa, line_rate: line }],
+            vec![MockFlow {
+                key: fa,
+                line_rate: line,
+            }],
             move |_, n| p.lock().unwrap().acked(n),
         )
     };
@@ -184,7 +189,10 @@ links = [3, 10]
         let p = pb.clone();
         MockDatapath::start(
             &names[1],
-            vec![MockFlow { key: fb, line_rate: line }],
+            vec![MockFlow {
+                key: fb,
+                line_rate: line,
+            }],
             move |_, n| p.lock().unwrap().acked(n),
         )
     };

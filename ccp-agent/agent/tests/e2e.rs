@@ -17,7 +17,9 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
-use common::{agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
+use common::{
+    agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir,
+};
 use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};

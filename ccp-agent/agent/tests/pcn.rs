@@ -153,7 +153,10 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
         (r, l) = link10(&rt);
     }
     assert_eq!(r.pcn_starts, 1, "{r:?}");
-    println!("granted after {waited:?}; switch: {r:?}; tc: {:?}", runner.lines());
+    println!(
+        "granted after {waited:?}; switch: {r:?}; tc: {:?}",
+        runner.lines()
+    );
     if r.pcn_expired == 0 {
         assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (15_000, 1));
     }
@@ -177,10 +180,17 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
             assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (60_000, 0));
             break;
         }
-        assert!(t2.elapsed() < Duration::from_secs(3), "start not expired: {r:?}");
+        assert!(
+            t2.elapsed() < Duration::from_secs(3),
+            "start not expired: {r:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(runner.lines().last().unwrap().ends_with("ce_threshold 12000us"));
+    assert!(runner
+        .lines()
+        .last()
+        .unwrap()
+        .ends_with("ce_threshold 12000us"));
     let st = rt.block_on(ccp_agent::status::agent_status(aa)).unwrap();
     assert_eq!((st.bursts_granted, st.pcn_starts), (1, 1), "{st:?}");
     assert_eq!(agent.shared.status().bursts_granted, 1);
@@ -199,7 +209,10 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     // The agent ended its start at shutdown (or it expired): the threshold is back.
     let t3 = Instant::now();
     while link10(&rt).1.ecn_threshold_bytes != 60_000 {
-        assert!(t3.elapsed() < Duration::from_secs(2), "threshold not restored");
+        assert!(
+            t3.elapsed() < Duration::from_secs(2),
+            "threshold not restored"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // The client runtime goes first: its idle connections would hold the switch's graceful
@@ -224,8 +237,15 @@ fn nic_only_agent_grants_at_once() {
     let mut w = writer(&progress, "nicjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
     assert!(wait_attached(&w, Duration::from_secs(10)));
     let t0 = Instant::now();
-    assert_eq!(w.before_burst(Duration::from_secs(3)), BurstOutcome::Granted);
-    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert_eq!(
+        w.before_burst(Duration::from_secs(3)),
+        BurstOutcome::Granted
+    );
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     let st = agent.shared.status();
     assert_eq!((st.bursts_granted, st.pcn_starts), (1, 0));
     agent.stop();

@@ -283,7 +283,9 @@ impl SwitchDaemon {
                         ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), r, shutdown)
                             .await
                     }
-                    None => ccp_agent::switch::serve(&topology, &sw, clock, Some(l), shutdown).await,
+                    None => {
+                        ccp_agent::switch::serve(&topology, &sw, clock, Some(l), shutdown).await
+                    }
                 }
                 .unwrap();
             });
