@@ -21,7 +21,17 @@
 //!    predecessors' fresh notices) computes Alg. 2 over Alg. 1 (`mlcc_sched::decide`) on the
 //!    combined path view (its NIC link from the agent's own table, the switch links from the
 //!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
-//! 5. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
+//! 5. sends the schedules to the switches (`UpdateSchedule`, one RPC per switch, waited for
+//!    within `rpc_timeout_ms`), which *admit* them: each is clipped to what is left on the
+//!    switch's links at that moment ([`mlcc_sched::LinkLoadTable::admit`]), and the agent cuts
+//!    its plan to the admitted rates (`Decision::clipped_to`; over several switches, the least of
+//!    their admissions). This fixes the race between agents that plan in the same slot: both
+//!    read the feedback before either's update lands, so both may plan the same free bandwidth;
+//!    the switch serves the updates one at a time and the second gets only what the first left.
+//!    A switch that does not answer in time admits nothing the agent knows of: the plan stands
+//!    as made (the switch clips it anyway if the request lands late, so its table still holds no
+//!    more than the capacity; only this slot's applied rate may exceed it);
+//! 6. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
 //!    place when the receiver is one of this agent's hosts); a receiver cuts its successor flows
 //!    by the excess (ring: (F_succ − F_i)+; PS broadcast: (F_j − F_a^min)+) with
 //!    `mlcc_sched::reduce`, re-planning their later slots against what the other flows hold
@@ -29,22 +39,11 @@
 //!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
 //!    which the PS's agent sends as `bound_bytes`; PS: F_a^min over its workers' notices), and
 //!    are forgotten after K slots;
-//! 6. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
+//! 7. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
 //!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
 //!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;
-//!    Before 5 and 6, the schedules planned in step 4 go to the switches (`UpdateSchedule`, one
-//!    RPC per switch, waited for within `rpc_timeout_ms`), which *admit* them: each is clipped to
-//!    what is left on the switch's links at that moment ([`mlcc_sched::LinkLoadTable::admit`])
-//!    and the agent cuts its plan to the admitted rates (`Decision::clipped_to`; over several
-//!    switches, the least of their admissions) before it applies the rate and tells F_i to the
-//!    receivers. This is the fix of the race between agents that plan in the same slot: both
-//!    read the feedback before either's update lands, so both may plan the same free bandwidth;
-//!    the switch serves the updates one at a time and the second gets only what the first left.
-//!    A switch that does not answer in time admits nothing the agent knows of: the plan stands
-//!    as made (the switch clips it anyway if the request lands late, so its table still holds
-//!    no more than the capacity; only this slot's rate may exceed it);
-//! 7. publishes the schedules changed later in the slot (reductions by notices; admitted as
+//! 8. publishes the schedules changed later in the slot (reductions by notices; admitted as
 //!    well, without waiting) and the status; the flows' RTTs go to the shared state, for the
 //!    PCN burst gate ([`crate::burst`]).
 //!
@@ -142,6 +141,35 @@ impl Net {
         let c = AgentClient::new(channel(addr)?);
         self.peers.insert(addr, c.clone());
         Some(c)
+    }
+}
+
+/// The least of the switches' `admitted` schedules of a flow, slot by slot over its `planned`
+/// one. A slot before a switch's admitted schedule begins (the switch had moved on to a later
+/// slot when the request came: that slot is over for it) is not cut by that switch.
+fn least_admitted(
+    planned: &mlcc_sched::Schedule,
+    admitted: &[mlcc_sched::Schedule],
+) -> mlcc_sched::Schedule {
+    let rates = (0..planned.rates_bps.len() as u64)
+        .map(|i| {
+            let slot = planned.start_slot + i;
+            let own = planned.rate_bps_at(slot);
+            admitted
+                .iter()
+                .map(|a| {
+                    if slot < a.start_slot {
+                        own
+                    } else {
+                        a.rate_bps_at(slot)
+                    }
+                })
+                .fold(own, u64::min)
+        })
+        .collect();
+    mlcc_sched::Schedule {
+        start_slot: planned.start_slot,
+        rates_bps: rates,
     }
 }
 
@@ -887,8 +915,7 @@ impl<I: Ipc> AgentCore<I> {
                 (name, h)
             })
             .collect();
-        let mut admitted: HashMap<u64, mlcc_sched::Schedule> = HashMap::new();
-        let k = self.clock.horizon();
+        let mut admitted: HashMap<u64, Vec<mlcc_sched::Schedule>> = HashMap::new();
         for (name, h) in tasks {
             match self.net.rt.block_on(h) {
                 Ok(Ok(Ok(r))) => {
@@ -897,24 +924,13 @@ impl<I: Ipc> AgentCore<I> {
                         tracing::warn!(switch = %name, error = %e, "schedule refused");
                     }
                     for a in r.admitted {
-                        let s = mlcc_sched::Schedule {
-                            start_slot: a.start_slot,
-                            rates_bps: a.rates_bps,
-                        };
                         admitted
                             .entry(a.flow)
-                            .and_modify(|prev| {
-                                let rates = (0..k as u64)
-                                    .map(|i| {
-                                        prev.rate_bps_at(slot + i).min(s.rate_bps_at(slot + i))
-                                    })
-                                    .collect();
-                                *prev = mlcc_sched::Schedule {
-                                    start_slot: slot,
-                                    rates_bps: rates,
-                                };
-                            })
-                            .or_insert(s);
+                            .or_default()
+                            .push(mlcc_sched::Schedule {
+                                start_slot: a.start_slot,
+                                rates_bps: a.rates_bps,
+                            });
                     }
                 }
                 _ => {
@@ -936,7 +952,8 @@ impl<I: Ipc> AgentCore<I> {
             if p.slot != slot {
                 continue;
             }
-            let d = p.decision.clipped_to(&self.clock, &p.progress, a);
+            let a = least_admitted(&p.decision.plan.schedule(), a);
+            let d = p.decision.clipped_to(&self.clock, &p.progress, &a);
             if d == p.decision {
                 continue;
             }
@@ -1237,5 +1254,31 @@ impl<I: Ipc> AgentCore<I> {
                 .rt
                 .block_on(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::least_admitted;
+    use mlcc_sched::Schedule;
+
+    fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
+        Schedule {
+            start_slot,
+            rates_bps: rates_bps.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_least_admission_over_switches() {
+        let planned = sched(10, &[8, 8, 8, 8]);
+        // Two switches: one cut slots 10 and 12, the other (already in slot 11) slot 13; a
+        // slot beyond an admitted schedule's end was admitted nothing.
+        let a = least_admitted(&planned, &[sched(10, &[5, 8, 2, 8]), sched(11, &[8, 8, 3])]);
+        assert_eq!(a, sched(10, &[5, 8, 2, 3]));
+        let a = least_admitted(&planned, &[sched(10, &[8, 8])]);
+        assert_eq!(a, sched(10, &[8, 8, 0, 0]));
+        // No admission: the plan stands.
+        assert_eq!(least_admitted(&planned, &[]), planned);
     }
 }

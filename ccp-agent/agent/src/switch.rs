@@ -28,7 +28,9 @@
 //!   the start's flows whose achieved rate is > 0 in the start's slot or later --, on `PcnEnd`,
 //!   or when the start is older than `[pcn] timeout_ms`. The threshold is applied with `tc qdisc
 //!   change` through a [`CommandRunner`]; a failed command is logged and counted, never fatal;
-//!   the bookkeeping goes on;
+//!   the bookkeeping goes on. The command runs under the state's lock, so concurrent changes
+//!   reach the qdisc in the order of the bookkeeping (a `tc` takes a few ms; a hung one is
+//!   killed after `[pcn] tc_timeout_ms`);
 //! - every slot, and on every request, the table moves to the current wall-clock slot, so expired
 //!   slots are dropped.
 //!
