@@ -9,24 +9,26 @@
 //! grants the writer's burst well within its timeout, the switch got the PcnStart (link 10's
 //! threshold lowered to the agent's 15 000 bytes, the `tc` command recorded), and the start,
 //! never followed by a burst (no datapath here), expires after the switch's timeout and the
-//! initial threshold comes back. In NIC-only mode the burst is granted at once, no start sent.
+//! initial threshold comes back. With a datapath carrying the flow, the burst's bytes, reported
+//! by the agent's next `UpdateSchedule`, restore the threshold long before the timeout. In
+//! NIC-only mode the burst is granted at once, no start sent.
 
 mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::switch::RecordingRunner;
-use common::{agent_toml, AgentProc, SwitchDaemon, TempDir};
+use common::{agent_toml, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
 use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn topo_text(agent: SocketAddr, switch: SocketAddr) -> String {
+fn topo_text(agent: SocketAddr, switch: SocketAddr, timeout_ms: u64) -> String {
     format!(
         r#"slot_ms = 20
 horizon = 5
 [pcn]
-timeout_ms = 300
+timeout_ms = {timeout_ms}
 [[link]]
 id = 1
 capacity_mbps = 100
@@ -109,7 +111,7 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     let la = TcpListener::bind("127.0.0.1:0").unwrap();
     let ls = TcpListener::bind("127.0.0.1:0").unwrap();
     let (aa, as_) = (la.local_addr().unwrap(), ls.local_addr().unwrap());
-    let topo = tmp.write("topo.toml", &topo_text(aa, as_));
+    let topo = tmp.write("topo.toml", &topo_text(aa, as_, 300));
     let topology = Topology::load(&topo).unwrap();
     let name = format!("pcn-a-{}", std::process::id());
     let extra = "rpc_timeout_ms = 15\n[pcn]\nthreshold_bytes = 15000\npoll_us = 200\n";
@@ -229,7 +231,10 @@ fn nic_only_agent_grants_at_once() {
     let la = TcpListener::bind("127.0.0.1:0").unwrap();
     let aa = la.local_addr().unwrap();
     // A switch address nobody serves: NIC-only mode must not use it.
-    let topo = tmp.write("topo.toml", &topo_text(aa, "127.0.0.1:9".parse().unwrap()));
+    let topo = tmp.write(
+        "topo.toml",
+        &topo_text(aa, "127.0.0.1:9".parse().unwrap(), 300),
+    );
     let name = format!("pcn-nic-{}", std::process::id());
     let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "nic_only = true\n");
     let cfg = AgentConfig::load(&cfg, None, None).unwrap();
@@ -249,4 +254,86 @@ fn nic_only_agent_grants_at_once() {
     let st = agent.shared.status();
     assert_eq!((st.bursts_granted, st.pcn_starts), (1, 0));
     agent.stop();
+}
+
+#[test]
+fn the_bursts_bytes_restore_the_threshold() {
+    let tmp = TempDir::new("pcn-arrival");
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    let la = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (aa, as_) = (la.local_addr().unwrap(), ls.local_addr().unwrap());
+    // A start timeout far above the test's wait: only the burst can restore the threshold.
+    let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
+    let topology = Topology::load(&topo).unwrap();
+    let name = format!("pcn-arr-{}", std::process::id());
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "rpc_timeout_ms = 15\n");
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+    let runner = Arc::new(RecordingRunner::default());
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
+    let agent = AgentProc::start(cfg, la);
+    common::wait_for_sockets(std::slice::from_ref(&name));
+    let mut w = writer(&progress, "arrjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
+    let key = ccp_agent::flows::FlowKey {
+        src: "10.2.0.1".parse().unwrap(),
+        src_port: 41000,
+        dst: "10.2.0.2".parse().unwrap(),
+        dst_port: 5000,
+    };
+    let dp = MockDatapath::start(
+        &name,
+        vec![MockFlow {
+            key,
+            line_rate: 12_500_000,
+        }],
+        |_, _| {},
+    );
+    assert!(wait_attached(&w, Duration::from_secs(10)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let link10 = |rt: &tokio::runtime::Runtime| {
+        let r = rt.block_on(ccp_agent::status::switch_status(as_)).unwrap();
+        let l = r.links.iter().find(|l| l.link == 10).unwrap().clone();
+        (r, l)
+    };
+    // Wait for the flow to be planned (its schedule in the switch's table).
+    let t0 = Instant::now();
+    while link10(&rt).0.flows == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "flow never planned");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        w.before_burst(Duration::from_secs(3)),
+        BurstOutcome::Granted
+    );
+    let t1 = Instant::now();
+    loop {
+        let (r, l) = link10(&rt);
+        if r.pcn_starts == 1 && l.ecn_threshold_bytes == 60_000 {
+            assert_eq!((r.pcn_expired, l.pcn_outstanding), (0, 0), "{r:?}");
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(3),
+            "the burst did not restore the threshold: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let lines = runner.lines();
+    assert!(
+        lines.iter().any(|c| c.ends_with("ce_threshold 3000us")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.last().unwrap().ends_with("ce_threshold 12000us"),
+        "{lines:?}"
+    );
+    println!("restored after {:?}; tc: {lines:?}", t1.elapsed());
+    drop(dp);
+    agent.stop();
+    drop(rt);
+    switch.stop();
 }
