@@ -34,6 +34,11 @@
 //! - every slot, and on every request, the table moves to the current wall-clock slot, so expired
 //!   slots are dropped.
 //!
+//! Security: like the load table, the PCN service is unauthenticated: whoever reaches the port
+//! can lower a link's marking threshold (for at most `[pcn] timeout_ms` per start, never above
+//! the initial threshold, at most [`MAX_PCN_STARTS`] starts at a time). Bind it to a management
+//! network.
+//!
 //! Several daemons (one per switch of a hierarchy) each own disjoint links; an agent talks to
 //! every switch its flows cross. All state is in one mutex-protected [`SwitchState`]; requests
 //! never panic on bad input: an unknown link or a bad schedule is refused with a gRPC error or
@@ -194,6 +199,13 @@ pub fn tc_command(q: &EcnQueue, threshold_bytes: u32) -> Vec<String> {
     }
     v
 }
+
+/// Most PCN starts a switch keeps outstanding: the gRPC service is unauthenticated (see the
+/// module docs), and a flood of starts under distinct names must not grow the state without
+/// bound. Far above any real count (one per process of a job, each for at most the timeout).
+pub const MAX_PCN_STARTS: usize = 4096;
+/// Longest job name a start may carry, bytes (a progress region's job id has at most 63).
+pub const MAX_JOB_BYTES: usize = 255;
 
 /// One ECN link of the switch: its queue, its PCN bookkeeping, the threshold last applied.
 struct EcnLink {
@@ -376,8 +388,11 @@ impl SwitchState {
         now_ms: u64,
         slot: u64,
     ) -> Result<proto::PcnAck, String> {
-        if req.job.is_empty() {
-            return Err(String::from("PcnStart: empty job"));
+        if req.job.is_empty() || req.job.len() > MAX_JOB_BYTES {
+            return Err(format!(
+                "PcnStart: job name of {} bytes, must be 1..={MAX_JOB_BYTES}",
+                req.job.len()
+            ));
         }
         if req.threshold_bytes == 0 {
             return Err(format!(
@@ -387,6 +402,12 @@ impl SwitchState {
         }
         self.expire_pcn(now_ms);
         let key = (req.job.clone(), req.rank);
+        if self.pcn.bursts.len() >= MAX_PCN_STARTS && !self.pcn.bursts.contains_key(&key) {
+            return Err(format!(
+                "PcnStart of job {:?} rank {}: {MAX_PCN_STARTS} starts already outstanding",
+                req.job, req.rank
+            ));
+        }
         let (_, mut errors) = self.pcn.finish(&key);
         let mut links: Vec<u32> = req
             .links
@@ -1014,6 +1035,18 @@ links = [10, 11, 12]
             .unwrap_err();
         assert!(e.contains("threshold_bytes = 0"), "{e}");
         assert!(s.pcn_start(&start("", &[], &[10], 5), 2, slot).is_err());
+        let long = "j".repeat(MAX_JOB_BYTES + 1);
+        assert!(s.pcn_start(&start(&long, &[], &[10], 5), 2, slot).is_err());
+        // Starts are bounded; a start of a known (job, rank) still replaces.
+        for i in 0..MAX_PCN_STARTS {
+            s.pcn_start(&start(&format!("f{i}"), &[], &[10], 5), 3, slot)
+                .unwrap();
+        }
+        let e = s
+            .pcn_start(&start("one-more", &[], &[10], 5), 3, slot)
+            .unwrap_err();
+        assert!(e.contains("already outstanding"), "{e}");
+        assert!(s.pcn_start(&start("f0", &[], &[10], 6), 3, slot).is_ok());
     }
 
     #[test]
