@@ -11,9 +11,10 @@
 //! 1. every `[pcn] poll_us` (every 10 ms while it is attached to none) the gate reads the
 //!    progress regions of processes with a flow from one of the agent's hosts (its own
 //!    [`mltcp_progress::Scanner`], independent of the slot loop's, so a request is seen within
-//!    `poll_us` and not at the next slot; a copy costs about 2 µs per region); it attaches the
-//!    agent to them (from then on the writers' `before_burst` waits for a grant, at most its own
-//!    timeout) and stamps the heartbeat every 500 ms (writers stop waiting for an agent whose
+//!    `poll_us` and not at the next slot: a poll reads only the 48 bytes of the hot counters of
+//!    the regions it is attached to, and checks the others at each directory scan, every
+//!    100 ms); it attaches the agent to them (from then on the writers' `before_burst` waits
+//!    for a grant, at most its own timeout) and stamps the heartbeat every 500 ms (writers stop waiting for an agent whose
 //!    heartbeat is older than `mltcp_progress::AGENT_STALE_MS`);
 //! 2. a region whose `burst_requests` grew has a new burst: the gate sends `PcnStart` (job,
 //!    rank, the process's sending flows, the links of their paths, `[pcn] threshold_bytes`) to
@@ -131,7 +132,8 @@ impl BurstGate {
             "PCN burst gate running"
         );
         while running.load(Ordering::SeqCst) {
-            if last_scan.is_none_or(|t| t.elapsed() >= SCAN_EVERY) {
+            let full = last_scan.is_none_or(|t| t.elapsed() >= SCAN_EVERY);
+            if full {
                 self.scan();
                 last_scan = Some(Instant::now());
             }
@@ -139,7 +141,7 @@ impl BurstGate {
                 self.heartbeat();
                 last_beat = Instant::now();
             }
-            self.poll_once();
+            self.poll_once(full);
             let idle = self.pending.is_empty() && !self.regions.values().any(|st| st.attached);
             std::thread::sleep(if idle { IDLE_POLL.max(poll) } else { poll });
         }
@@ -174,8 +176,11 @@ impl BurstGate {
         }
     }
 
-    /// One pass over the regions: new requests, due grants.
-    fn poll_once(&mut self) {
+    /// One pass over the regions: new requests, due grants. An attached region costs a read of
+    /// its hot counters ([`mltcp_progress::Region::peek_hot`]), and a checksummed snapshot only
+    /// when its request count changed; the others are examined (snapshot, attach when one of
+    /// their flows leaves from a served host) only when `full` (after a directory scan).
+    fn poll_once(&mut self, full: bool) {
         let paths: Vec<PathBuf> = self
             .scanner
             .regions()
@@ -185,6 +190,16 @@ impl BurstGate {
             let Some(region) = self.scanner.region(&path) else {
                 continue;
             };
+            let st = self.regions.entry(path.clone()).or_default();
+            if st.unwritable || !(st.attached || full) {
+                continue;
+            }
+            if st.attached {
+                match region.peek_hot() {
+                    Ok(Some(h)) if st.seen != Some(h.burst_requests) => {}
+                    _ => continue,
+                }
+            }
             let Ok(snap) = region.snapshot_within(mltcp_progress::reader::FAILING_SNAPSHOT_TIMEOUT)
             else {
                 continue;
@@ -193,10 +208,9 @@ impl BurstGate {
                 continue;
             }
             let flows = self.served_flows(&snap);
-            let st = self.regions.entry(path.clone()).or_default();
-            if st.unwritable {
+            let Some(st) = self.regions.get_mut(&path) else {
                 continue;
-            }
+            };
             if !st.attached {
                 if flows.is_empty() {
                     continue;

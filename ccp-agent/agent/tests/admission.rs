@@ -6,7 +6,7 @@
 //!
 //! Topology: hosts h1 (agent A) and h3 (agent B) both send to h2 through link 10 of switch s1,
 //! 40 Mbit/s; NIC links at 100 Mbit/s. Each agent has one job of one flow, 600 kB per iteration
-//! with 60 ms of "compute" between iterations, and more than the link can carry in the horizon
+//! with 100 ms of "compute" between iterations, and more than the link can carry in the horizon
 //! (5 slots of 20 ms at 40 Mbit/s = 500 kB), so both agents plan for the whole link every slot.
 //! Their slots start at the same wall-clock instants. Checked while they run: the switch's
 //! committed load on link 10 never exceeds 40 Mbit/s in any of the K slots (sampled every 5 ms),
@@ -17,72 +17,14 @@
 mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
-use ccp_agent::flows::FlowKey;
 use common::{
-    agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir,
+    agent_toml, key, listeners, wait_for_sockets, with_progress_dir, AgentProc, MockDatapath,
+    MockFlow, Rank, SwitchDaemon,
 };
-use mltcp_progress::{FlowKind, FlowRecord, Writer, WriterOptions, NO_RANK};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const ITER_BYTES: u64 = 600_000;
 const LINK_BPS: u64 = 40_000_000;
-
-/// A one-flow process whose iterations advance with the bytes its flow gets acknowledged.
-struct Proc {
-    w: Writer,
-    it: u64,
-    in_iter: u64,
-    idle_until: Option<Instant>,
-}
-
-impl Proc {
-    fn new(dir: &std::path::Path, job: &str, k: &FlowKey) -> Self {
-        let mut w = Writer::create(
-            job,
-            0,
-            &WriterOptions {
-                dir: Some(dir.to_path_buf()),
-                max_flows: 0,
-            },
-        )
-        .unwrap();
-        w.set_bytes_per_iteration(ITER_BYTES);
-        w.add_flow(FlowRecord::new(
-            SocketAddr::from((k.src, k.src_port)),
-            SocketAddr::from((k.dst, k.dst_port)),
-            FlowKind::Unspecified,
-            NO_RANK,
-        ))
-        .unwrap();
-        w.begin_iteration(1);
-        Proc {
-            w,
-            it: 1,
-            in_iter: 0,
-            idle_until: None,
-        }
-    }
-
-    fn acked(&mut self, n: u64) {
-        if let Some(t) = self.idle_until {
-            if Instant::now() < t {
-                return;
-            }
-            self.idle_until = None;
-            self.it += 1;
-            self.in_iter = 0;
-            self.w.begin_iteration(self.it);
-        }
-        let n = n.min(ITER_BYTES - self.in_iter);
-        self.w.add_bytes(n);
-        self.in_iter += n;
-        if self.in_iter >= ITER_BYTES {
-            self.idle_until = Some(Instant::now() + Duration::from_millis(60));
-        }
-    }
-}
 
 #[test]
 fn two_agents_sharing_a_switch_link_never_overcommit_it() {
@@ -90,17 +32,8 @@ fn two_agents_sharing_a_switch_link_never_overcommit_it() {
         .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=info"))
         .with_test_writer()
         .try_init();
-    let tmp = TempDir::new("admission");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
-    let la = TcpListener::bind("127.0.0.1:0").unwrap();
-    let lb = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, ab, as_) = (
-        la.local_addr().unwrap(),
-        lb.local_addr().unwrap(),
-        ls.local_addr().unwrap(),
-    );
+    let (tmp, progress) = with_progress_dir("admission");
+    let ([la, lb, ls], [aa, ab, as_]) = listeners();
     let topo = tmp.write(
         "topo.toml",
         &format!(
@@ -164,15 +97,10 @@ links = [3, 10]
     let agents = [AgentProc::start(cfg_a, la), AgentProc::start(cfg_b, lb)];
     wait_for_sockets(&names);
 
-    let key = |src: [u8; 4], sp| FlowKey {
-        src: Ipv4Addr::from(src),
-        src_port: sp,
-        dst: Ipv4Addr::new(10, 3, 0, 2),
-        dst_port: 5000,
-    };
-    let (fa, fb) = (key([10, 3, 0, 1], 40000), key([10, 3, 0, 3], 40001));
-    let pa = Arc::new(Mutex::new(Proc::new(&progress, "ja", &fa)));
-    let pb = Arc::new(Mutex::new(Proc::new(&progress, "jb", &fb)));
+    let fa = key([10, 3, 0, 1], 40000, [10, 3, 0, 2], 5000);
+    let fb = key([10, 3, 0, 3], 40001, [10, 3, 0, 2], 5000);
+    let pa = Arc::new(Mutex::new(Rank::new(&progress, "ja", 0, &fa, None)));
+    let pb = Arc::new(Mutex::new(Rank::new(&progress, "jb", 0, &fb, None)));
     let line = 12_500_000; // 100 Mbit/s
     let dp_a = {
         let p = pa.clone();

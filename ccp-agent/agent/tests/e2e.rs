@@ -18,122 +18,13 @@ mod common;
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
 use common::{
-    agent_toml, wait_for_sockets, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir,
+    agent_toml, key, listeners, wait_for_sockets, with_progress_dir, AgentProc, MockDatapath,
+    MockFlow, Rank, SwitchDaemon,
 };
-use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use mltcp_progress::{FlowKind, Paradigm, Role};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const ITER_BYTES: u64 = 600_000;
-
-fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
-    FlowKey {
-        src: Ipv4Addr::from(src),
-        src_port: sp,
-        dst: Ipv4Addr::from(dst),
-        dst_port: dp,
-    }
-}
-
-fn sa(k: &FlowKey, local: bool) -> SocketAddr {
-    if local {
-        SocketAddr::from((k.src, k.src_port))
-    } else {
-        SocketAddr::from((k.dst, k.dst_port))
-    }
-}
-
-/// A rank's progress writer driven by the bytes its flow gets acknowledged: an iteration of
-/// `ITER_BYTES`, then 100 ms of "compute", then the next.
-struct Rank {
-    w: Writer,
-    it: u64,
-    in_iter: u64,
-    iter_bytes: u64,
-    idle_until: Option<Instant>,
-}
-
-impl Rank {
-    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
-    /// `peer` `None`, a job without paradigm.
-    fn new(dir: &std::path::Path, job: &str, rank: u32, flow: &FlowKey, peer: Option<u32>) -> Self {
-        match peer {
-            Some(p) => Self::with_flows(
-                dir,
-                job,
-                rank,
-                (Paradigm::Ring, Role::Worker),
-                &[(*flow, FlowKind::RingSend, p)],
-            ),
-            None => Self::with_flows(
-                dir,
-                job,
-                rank,
-                (Paradigm::Unknown, Role::Unknown),
-                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
-            ),
-        }
-    }
-
-    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
-    fn with_flows(
-        dir: &std::path::Path,
-        job: &str,
-        rank: u32,
-        (paradigm, role): (Paradigm, Role),
-        flows: &[(FlowKey, FlowKind, u32)],
-    ) -> Self {
-        let opts = WriterOptions {
-            dir: Some(dir.to_path_buf()),
-            max_flows: 0,
-        };
-        let mut w = Writer::create(job, rank, &opts).unwrap();
-        let iter_bytes = ITER_BYTES * flows.len() as u64;
-        w.set_bytes_per_iteration(iter_bytes);
-        if paradigm != Paradigm::Unknown {
-            w.set_job(paradigm, role, 3);
-        }
-        if paradigm == Paradigm::Ring {
-            w.set_ring(flows[0].2, flows[0].2);
-        }
-        for (flow, kind, peer) in flows {
-            w.add_flow(FlowRecord::new(
-                sa(flow, true),
-                sa(flow, false),
-                *kind,
-                *peer,
-            ))
-            .unwrap();
-        }
-        w.begin_iteration(1);
-        Rank {
-            w,
-            it: 1,
-            in_iter: 0,
-            iter_bytes,
-            idle_until: None,
-        }
-    }
-
-    fn acked(&mut self, n: u64) {
-        if let Some(t) = self.idle_until {
-            if Instant::now() < t {
-                return;
-            }
-            self.idle_until = None;
-            self.it += 1;
-            self.in_iter = 0;
-            self.w.begin_iteration(self.it);
-        }
-        let n = n.min(self.iter_bytes - self.in_iter);
-        self.w.add_bytes(n);
-        self.in_iter += n;
-        if self.in_iter >= self.iter_bytes {
-            self.idle_until = Some(Instant::now() + Duration::from_millis(100));
-        }
-    }
-}
 
 #[test]
 fn two_agents_one_switch_mock_datapaths() {
@@ -141,17 +32,8 @@ fn two_agents_one_switch_mock_datapaths() {
         .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
         .with_test_writer()
         .try_init();
-    let tmp = TempDir::new("e2e");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
-    let la = TcpListener::bind("127.0.0.1:0").unwrap();
-    let lb = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, ab, as_) = (
-        la.local_addr().unwrap(),
-        lb.local_addr().unwrap(),
-        ls.local_addr().unwrap(),
-    );
+    let (tmp, progress) = with_progress_dir("e2e");
+    let ([la, lb, ls], [aa, ab, as_]) = listeners();
     let topo = tmp.write(
         "topo.toml",
         &format!(
@@ -407,9 +289,7 @@ links = [2, 11]
 /// own table keeps their sum within the NIC.
 #[test]
 fn nic_only_agent_shares_its_nic() {
-    let tmp = TempDir::new("nic");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
+    let (tmp, progress) = with_progress_dir("nic");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let name = format!("e2e-nic-{}", std::process::id());

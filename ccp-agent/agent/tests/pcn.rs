@@ -17,7 +17,9 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::switch::RecordingRunner;
-use common::{agent_toml, AgentProc, MockDatapath, MockFlow, SwitchDaemon, TempDir};
+use common::{
+    agent_toml, listeners, with_progress_dir, AgentProc, MockDatapath, MockFlow, SwitchDaemon,
+};
 use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -105,12 +107,8 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
         .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
         .with_test_writer()
         .try_init();
-    let tmp = TempDir::new("pcn");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
-    let la = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, as_) = (la.local_addr().unwrap(), ls.local_addr().unwrap());
+    let (tmp, progress) = with_progress_dir("pcn");
+    let ([la, ls], [aa, as_]) = listeners();
     let topo = tmp.write("topo.toml", &topo_text(aa, as_, 300));
     let topology = Topology::load(&topo).unwrap();
     let name = format!("pcn-a-{}", std::process::id());
@@ -225,9 +223,7 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
 
 #[test]
 fn nic_only_agent_grants_at_once() {
-    let tmp = TempDir::new("pcn-nic");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
+    let (tmp, progress) = with_progress_dir("pcn-nic");
     let la = TcpListener::bind("127.0.0.1:0").unwrap();
     let aa = la.local_addr().unwrap();
     // A switch address nobody serves: NIC-only mode must not use it.
@@ -258,12 +254,8 @@ fn nic_only_agent_grants_at_once() {
 
 #[test]
 fn the_bursts_bytes_restore_the_threshold() {
-    let tmp = TempDir::new("pcn-arrival");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
-    let la = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, as_) = (la.local_addr().unwrap(), ls.local_addr().unwrap());
+    let (tmp, progress) = with_progress_dir("pcn-arrival");
+    let ([la, ls], [aa, as_]) = listeners();
     // A start timeout far above the test's wait: only the burst can restore the threshold.
     let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
     let topology = Topology::load(&topo).unwrap();

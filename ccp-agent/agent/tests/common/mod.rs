@@ -5,7 +5,9 @@
 
 use ccp_agent::flows::FlowKey;
 use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -377,4 +379,141 @@ pub fn agent_toml(
             progress.display().to_string()
         ),
     )
+}
+
+/// A temporary directory with a `progress` directory for the regions in it.
+pub fn with_progress_dir(tag: &str) -> (TempDir, PathBuf) {
+    let tmp = TempDir::new(tag);
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    (tmp, progress)
+}
+
+/// `N` listeners on loopback ports of the system's choice, and their addresses.
+pub fn listeners<const N: usize>() -> ([TcpListener; N], [SocketAddr; N]) {
+    let ls: [TcpListener; N] = std::array::from_fn(|_| TcpListener::bind("127.0.0.1:0").unwrap());
+    let addrs = std::array::from_fn(|i| ls[i].local_addr().unwrap());
+    (ls, addrs)
+}
+
+/// Bytes per iteration and flow of a [`Rank`].
+pub const ITER_BYTES: u64 = 600_000;
+
+/// A flow key from octets and ports.
+pub fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
+    FlowKey {
+        src: Ipv4Addr::from(src),
+        src_port: sp,
+        dst: Ipv4Addr::from(dst),
+        dst_port: dp,
+    }
+}
+
+/// The local (`local`) or remote socket address of a flow.
+pub fn sa(k: &FlowKey, local: bool) -> SocketAddr {
+    if local {
+        SocketAddr::from((k.src, k.src_port))
+    } else {
+        SocketAddr::from((k.dst, k.dst_port))
+    }
+}
+
+/// A rank's progress writer driven by the bytes its flow gets acknowledged: an iteration of
+/// `ITER_BYTES`, then 100 ms of "compute", then the next.
+pub struct Rank {
+    /// The region.
+    pub w: Writer,
+    /// The current iteration.
+    pub it: u64,
+    in_iter: u64,
+    iter_bytes: u64,
+    idle_until: Option<Instant>,
+}
+
+impl Rank {
+    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
+    /// `peer` `None`, a job without paradigm.
+    pub fn new(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        flow: &FlowKey,
+        peer: Option<u32>,
+    ) -> Self {
+        match peer {
+            Some(p) => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Ring, Role::Worker),
+                &[(*flow, FlowKind::RingSend, p)],
+            ),
+            None => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Unknown, Role::Unknown),
+                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
+            ),
+        }
+    }
+
+    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
+    pub fn with_flows(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        (paradigm, role): (Paradigm, Role),
+        flows: &[(FlowKey, FlowKind, u32)],
+    ) -> Self {
+        let opts = WriterOptions {
+            dir: Some(dir.to_path_buf()),
+            max_flows: 0,
+        };
+        let mut w = Writer::create(job, rank, &opts).unwrap();
+        let iter_bytes = ITER_BYTES * flows.len() as u64;
+        w.set_bytes_per_iteration(iter_bytes);
+        if paradigm != Paradigm::Unknown {
+            w.set_job(paradigm, role, 3);
+        }
+        if paradigm == Paradigm::Ring {
+            w.set_ring(flows[0].2, flows[0].2);
+        }
+        for (flow, kind, peer) in flows {
+            w.add_flow(FlowRecord::new(
+                sa(flow, true),
+                sa(flow, false),
+                *kind,
+                *peer,
+            ))
+            .unwrap();
+        }
+        w.begin_iteration(1);
+        Rank {
+            w,
+            it: 1,
+            in_iter: 0,
+            iter_bytes,
+            idle_until: None,
+        }
+    }
+
+    /// `n` more bytes of the process's flows acknowledged.
+    pub fn acked(&mut self, n: u64) {
+        if let Some(t) = self.idle_until {
+            if Instant::now() < t {
+                return;
+            }
+            self.idle_until = None;
+            self.it += 1;
+            self.in_iter = 0;
+            self.w.begin_iteration(self.it);
+        }
+        let n = n.min(self.iter_bytes - self.in_iter);
+        self.w.add_bytes(n);
+        self.in_iter += n;
+        if self.in_iter >= self.iter_bytes {
+            self.idle_until = Some(Instant::now() + Duration::from_millis(100));
+        }
+    }
 }
