@@ -74,8 +74,9 @@ slot_ms = 60              # optional; overrides the topology's; --slot-ms overri
 horizon = 10              # optional; likewise --horizon
 min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
 cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
-rpc_timeout_ms = 20       # deadline of FetchFeedback and of UpdateSchedule (admission), which
-                          # the slot waits for (default slot/3); Notify gets a slot
+rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot/3): FetchFeedback,
+                          # then UpdateSchedule (admission) in what is left, at least a quarter
+                          # of it; Notify and later updates, which nobody waits for, get a slot
 
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)

@@ -22,7 +22,8 @@
 //!    combined path view (its NIC link from the agent's own table, the switch links from the
 //!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
 //! 5. sends the schedules to the switches (`UpdateSchedule`, one RPC per switch, waited for
-//!    within `rpc_timeout_ms`), which *admit* them: each is clipped to what is left on the
+//!    within what is left of `rpc_timeout_ms` after step 3, at least a quarter of it; not
+//!    waited for from a switch whose feedback failed this slot), which *admit* them: each is clipped to what is left on the
 //!    switch's links at that moment ([`mlcc_sched::LinkLoadTable::admit`]), and the agent cuts
 //!    its plan to the admitted rates (`Decision::clipped_to`; over several switches, the least of
 //!    their admissions). This fixes the race between agents that plan in the same slot: both
@@ -412,6 +413,7 @@ impl<I: Ipc> AgentCore<I> {
             .retain(|_, n| n.slot.saturating_add(horizon) >= slot);
         self.measure(slot);
         self.refresh_registrations();
+        let rpc_started = std::time::Instant::now();
         self.feedback = self.fetch_feedback(slot);
         self.adds.clear();
         let mut order: Vec<(String, u32, u64)> = self
@@ -426,7 +428,7 @@ impl<I: Ipc> AgentCore<I> {
         for (_, _, local) in &order {
             self.plan_flow(*local, slot);
         }
-        self.admit_updates(slot);
+        self.admit_updates(slot, rpc_started);
         self.send_notices(slot);
         let inbox = self.shared.take_inbox();
         for n in inbox {
@@ -897,24 +899,31 @@ impl<I: Ipc> AgentCore<I> {
         out
     }
 
-    /// Sends the pending schedules to the switches and waits (within `rpc_timeout_ms`) for their
-    /// admission; cuts each flow's plan of `slot` to the least rates admitted for it.
-    fn admit_updates(&mut self, slot: u64) {
+    /// Sends the pending schedules to the switches and waits for their admission; cuts each
+    /// flow's plan of `slot` to the least rates admitted for it. The slot's waits for the
+    /// switches share one budget, `rpc_timeout_ms` from `rpc_started` (when `FetchFeedback` was
+    /// sent), but the admission gets at least a quarter of it; a switch whose feedback failed
+    /// this slot is not waited for (its update goes out as before admission existed, and the
+    /// plan stands), so an overloaded switch does not get two deadlines a slot.
+    fn admit_updates(&mut self, slot: u64, rpc_started: std::time::Instant) {
         let batches = self.take_batches(slot);
         if batches.is_empty() {
             return;
         }
-        let t = self.net.timeout;
-        let tasks: Vec<_> = batches
-            .into_iter()
-            .map(|(name, mut c, req)| {
-                let h = self
-                    .net
-                    .rt
-                    .spawn(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
-                (name, h)
-            })
-            .collect();
+        let budget = self.net.timeout;
+        let t = budget.saturating_sub(rpc_started.elapsed()).max(budget / 4);
+        let mut tasks = Vec::new();
+        for (name, mut c, req) in batches {
+            if self.failing.contains(&name) {
+                self.send_update(name, c, req);
+                continue;
+            }
+            let h = self
+                .net
+                .rt
+                .spawn(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
+            tasks.push((name, h));
+        }
         let mut admitted: HashMap<u64, Vec<mlcc_sched::Schedule>> = HashMap::new();
         for (name, h) in tasks {
             match self.net.rt.block_on(h) {
@@ -971,25 +980,30 @@ impl<I: Ipc> AgentCore<I> {
     }
 
     fn flush_updates(&mut self, slot: u64) {
-        for (name, mut c, req) in self.take_batches(slot) {
-            let t = self.net.slot;
-            let shared = self.shared.clone();
-            self.net.rt.spawn(async move {
-                match tokio::time::timeout(t, c.update_schedule(req)).await {
-                    Ok(Ok(r)) => {
-                        for e in &r.get_ref().errors {
-                            tracing::warn!(switch = %name, error = %e, "schedule refused");
-                        }
-                    }
-                    _ => {
-                        shared
-                            .rpc_failures
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::debug!(switch = %name, "UpdateSchedule failed");
+        for (name, c, req) in self.take_batches(slot) {
+            self.send_update(name, c, req);
+        }
+    }
+
+    /// Sends one `UpdateSchedule` without waiting for it (deadline: a slot).
+    fn send_update(&self, name: String, mut c: SwitchClient<Channel>, req: proto::ScheduleUpdate) {
+        let t = self.net.slot;
+        let shared = self.shared.clone();
+        self.net.rt.spawn(async move {
+            match tokio::time::timeout(t, c.update_schedule(req)).await {
+                Ok(Ok(r)) => {
+                    for e in &r.get_ref().errors {
+                        tracing::warn!(switch = %name, error = %e, "schedule refused");
                     }
                 }
-            });
-        }
+                _ => {
+                    shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(switch = %name, "UpdateSchedule failed");
+                }
+            }
+        });
     }
 
     fn send_notices(&mut self, slot: u64) {
