@@ -28,10 +28,7 @@ const LINK_BPS: u64 = 40_000_000;
 
 #[test]
 fn two_agents_sharing_a_switch_link_never_overcommit_it() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=info"))
-        .with_test_writer()
-        .try_init();
+    common::init_tracing("ccp_agent=info");
     let (tmp, progress) = with_progress_dir("admission");
     let ([la, lb, ls], [aa, ab, as_]) = listeners();
     let topo = tmp.write(
@@ -125,10 +122,7 @@ links = [3, 10]
         )
     };
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::client_rt();
     let mut samples = 0;
     let mut max_committed = 0u64;
     let mut both_planned = 0;

@@ -28,10 +28,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn two_agents_one_switch_mock_datapaths() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
-        .with_test_writer()
-        .try_init();
+    common::init_tracing("ccp_agent=debug");
     let (tmp, progress) = with_progress_dir("e2e");
     let ([la, lb, ls], [aa, ab, as_]) = listeners();
     let topo = tmp.write(
@@ -171,10 +168,7 @@ links = [2, 11]
 
     // Watch the switch and the agents for a while (6 s: enough iterations of every job even when
     // the machine is busy; the plans respect the core link, so the jobs are no faster than it).
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::client_rt();
     let mut max_switch_flows = 0;
     let mut max_link_load = 0u64;
     let deadline = Instant::now() + Duration::from_secs(6);
@@ -321,10 +315,7 @@ fn nic_only_agent_shares_its_nic() {
         })
     };
     std::thread::sleep(Duration::from_secs(2));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::client_rt();
     let st = rt.block_on(ccp_agent::status::agent_status(addr)).unwrap();
     println!("{}", ccp_agent::status::format_agent(&st));
     let s = dp.snapshot();

@@ -101,12 +101,23 @@ fn wait_attached(w: &Writer, within: Duration) -> bool {
     false
 }
 
+/// The switch at `addr`'s whole feedback, and that of its link `link`.
+fn link_status(
+    rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    link: u32,
+) -> (
+    ccp_agent::proto::FeedbackReply,
+    ccp_agent::proto::LinkFeedback,
+) {
+    let r = rt.block_on(ccp_agent::status::switch_status(addr)).unwrap();
+    let l = r.links.iter().find(|l| l.link == link).unwrap().clone();
+    (r, l)
+}
+
 #[test]
 fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
-        .with_test_writer()
-        .try_init();
+    common::init_tracing("ccp_agent=debug");
     let (tmp, progress) = with_progress_dir("pcn");
     let ([la, ls], [aa, as_]) = listeners();
     let topo = tmp.write("topo.toml", &topo_text(aa, as_, 300));
@@ -127,15 +138,8 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
         wait_attached(&w0, Duration::from_secs(10)),
         "the agent attaches to the region of its host's process"
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let link10 = |rt: &tokio::runtime::Runtime| {
-        let r = rt.block_on(ccp_agent::status::switch_status(as_)).unwrap();
-        let l = r.links.iter().find(|l| l.link == 10).unwrap().clone();
-        (r, l)
-    };
+    let rt = common::client_rt();
+    let link10 = |rt: &tokio::runtime::Runtime| link_status(rt, as_, 10);
     let (_, l) = link10(&rt);
     assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (60_000, 0));
 
@@ -282,15 +286,8 @@ fn the_bursts_bytes_restore_the_threshold() {
         |_, _| {},
     );
     assert!(wait_attached(&w, Duration::from_secs(10)));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let link10 = |rt: &tokio::runtime::Runtime| {
-        let r = rt.block_on(ccp_agent::status::switch_status(as_)).unwrap();
-        let l = r.links.iter().find(|l| l.link == 10).unwrap().clone();
-        (r, l)
-    };
+    let rt = common::client_rt();
+    let link10 = |rt: &tokio::runtime::Runtime| link_status(rt, as_, 10);
     // Wait for the flow to be planned (its schedule in the switch's table).
     let t0 = Instant::now();
     while link10(&rt).0.flows == 0 {

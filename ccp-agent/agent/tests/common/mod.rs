@@ -517,3 +517,19 @@ impl Rank {
         }
     }
 }
+
+/// Test logging at `filter` (the first test of the process to call it sets it).
+pub fn init_tracing(filter: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_test_writer()
+        .try_init();
+}
+
+/// A current-thread runtime for the test's own gRPC clients.
+pub fn client_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
