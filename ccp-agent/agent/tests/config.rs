@@ -215,7 +215,7 @@ fn pcn_and_ecn_fields_load_with_defaults_and_bad_ones_are_named() {
     assert!(c.pcn.enabled);
     assert_eq!(
         (c.pcn.threshold_bytes, c.pcn.default_rtt_us, c.pcn.poll_us),
-        (15_000, 1000, 250)
+        (15_000, 1000, 500)
     );
     let a = t.write(
         "agent.toml",
