@@ -15,8 +15,9 @@
 //!    flows of newly registered processes (unregistered flows get none: native MLTCP);
 //! 3. fetches the switches' feedback for the links its flows cross (`FetchFeedback`, one RPC
 //!    per switch, with a deadline; for a switch that does not answer, its last feedback stands
-//!    in while it is less than K slots old, and after that its links are left out of the
-//!    paths, which then count only the NIC);
+//!    in while it is less than K slots old, and after that its links are planned at their
+//!    configured capacity less what this agent planned on them: the other agents' load is then
+//!    unknown, but a plan never exceeds the link itself);
 //! 4. for each flow (ordered by job and rank, so a ring's flows on one agent see their
 //!    predecessors' fresh notices) computes Alg. 2 over Alg. 1 (`mlcc_sched::decide`) on the
 //!    combined path view (its NIC link from the agent's own table, the switch links from the
@@ -640,7 +641,7 @@ impl<I: Ipc> AgentCore<I> {
                             Ok(Err(_)) => String::from("deadline passed"),
                             _ => String::from("task failed"),
                         };
-                        tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are left out of the paths");
+                        tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
                     }
                     for l in wanted_links {
                         let Some((at, est, load)) = self.last_feedback.get(&l) else {
@@ -787,7 +788,10 @@ impl<I: Ipc> AgentCore<I> {
         let remote: Vec<u32> = path
             .iter()
             .copied()
-            .filter(|l| !self.local_links.contains(l) && self.feedback.contains_key(l))
+            .filter(|l| {
+                !self.local_links.contains(l)
+                    && self.net.switches.iter().any(|(s, _)| s.links.contains(l))
+            })
             .collect();
         let Some(view) = self.path_view(id, &local_links, &remote, None) else {
             return;
