@@ -30,6 +30,8 @@ fn main() {
             "ScheduleUpdate",
             "UpdateReply",
         ))
+        .method(method("pcn_start", "PcnStart", "PcnStart", "PcnAck"))
+        .method(method("pcn_end", "PcnEnd", "PcnEnd", "PcnAck"))
         .build();
     let agent = tonic_build::manual::Service::builder()
         .name("Agent")

@@ -12,10 +12,37 @@ pub const TOPOLOGY_HELP: &str = r#"# topo.toml
 slot_ms = 60              # slot length, ms (default 60); agents and switches must agree
 horizon = 10              # K planned slots (default 10)
 
+[pcn]                     # optional: PCN on the switches' ECN links ("Proactive Congestion
+                          #  Avoidance for Distributed Deep Learning", Sec. 3.2)
+combine = "min"           # concurrent starts on a link: "min" (least threshold, default) or
+                          #  "harmonic" (1/T = 1/T1 + 1/T2 + ..., at least 1 byte)
+timeout_ms = 500          # a start whose burst is not seen within this many ms expires and the
+                          #  initial threshold comes back (default 500; arrival is noticed at
+                          #  the flow's next UpdateSchedule, so keep it above 2 slots)
+tc_timeout_ms = 1000      # a `tc` command running longer is killed and counted failed
+
 [[link]]                  # every link a scheduled flow may cross (one direction)
 id = 1
 name = "h1-nic"           # optional, for logs
 capacity_mbps = 100
+
+[[link]]
+id = 10
+name = "s1-to-h2"
+capacity_mbps = 40
+[link.ecn]                # optional, switch links only: the link's ECN-marking egress queue,
+                          #  whose threshold the switch daemon sets with `tc qdisc change`
+netns = "sw"              # optional: run `ip netns exec <netns> tc ...`
+dev = "sw-eth1"           # the egress device
+parent = "1:1"            # optional: the qdisc's parent class (default: the root qdisc)
+qdisc = "fq_codel"        # "fq_codel" (ce_threshold = the threshold's time at capacity_mbps)
+                          #  or "red" (min = threshold, max = min + red_span_bytes, ecn,
+                          #  probability 1.0, bandwidth = capacity_mbps)
+initial_threshold_bytes = 60000  # without PCN starts (default 60000: the paper's 40 packets)
+# red only:
+# red_limit_bytes = 600000  # hard queue limit (default 10 x initial_threshold_bytes)
+# red_avpkt_bytes = 1500    # average packet size (default 1500)
+# red_span_bytes = 1500     # max - min (default red_avpkt_bytes: step marking, as DCTCP)
 
 [[host]]                  # a host (on a real cluster one per agent; in the VM testbed an
 name = "h1"               #  emulated host, several per agent)
@@ -47,8 +74,20 @@ slot_ms = 60              # optional; overrides the topology's; --slot-ms overri
 horizon = 10              # optional; likewise --horizon
 min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
 cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
-rpc_timeout_ms = 20       # deadline of FetchFeedback, which the slot waits for (default slot/3);
-                          # UpdateSchedule and Notify, which nobody waits for, get a slot
+rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot/3): FetchFeedback,
+                          # then UpdateSchedule (admission) in what is left, at least a quarter
+                          # of it; Notify and later updates, which nobody waits for, get a slot
+
+[pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
+                          #  Distributed Deep Learning", Sec. 3.1)
+enabled = true            # attach to the progress regions and answer before_burst (default
+                          #  true); false: writers' before_burst returns at once (no agent)
+threshold_bytes = 15000   # PCN threshold sent in PcnStart (default 15000: 10 packets of 1500 B,
+                          #  the paper's example against an initial 40)
+default_rtt_us = 1000     # grant delay when no datapath report gave the flows' RTT yet
+poll_us = 500             # how often the attached progress regions are checked for burst
+                          #  requests (default 500: a burst waits at most this much longer; each
+                          #  poll costs 3 preads per attached region)
 "#;
 
 use serde::Deserialize;
@@ -113,6 +152,130 @@ pub struct LinkConfig {
     pub name: String,
     /// Capacity, Mbit/s (> 0).
     pub capacity_mbps: u64,
+    /// The link's ECN-marking queue, for PCN (switch links only).
+    pub ecn: Option<EcnConfig>,
+}
+
+/// The qdisc kind of an ECN queue.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum QdiscKind {
+    /// `fq_codel ... ce_threshold TIME`.
+    FqCodel,
+    /// `red ... ecn`.
+    Red,
+}
+
+/// `[link.ecn]` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EcnConfig {
+    /// Network namespace of the device (none: the daemon's own).
+    pub netns: Option<String>,
+    /// Egress device.
+    pub dev: String,
+    /// Parent class of the qdisc (none: the root qdisc).
+    pub parent: Option<String>,
+    /// Qdisc kind.
+    pub qdisc: QdiscKind,
+    /// Threshold without PCN starts, bytes.
+    pub initial_threshold_bytes: Option<u32>,
+    /// RED hard limit, bytes.
+    pub red_limit_bytes: Option<u32>,
+    /// RED average packet size, bytes.
+    pub red_avpkt_bytes: Option<u32>,
+    /// RED max − min, bytes.
+    pub red_span_bytes: Option<u32>,
+}
+
+/// A checked ECN queue of a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EcnQueue {
+    /// Network namespace of the device.
+    pub netns: Option<String>,
+    /// Egress device.
+    pub dev: String,
+    /// Parent class (none: root).
+    pub parent: Option<String>,
+    /// Qdisc kind.
+    pub qdisc: QdiscKind,
+    /// Threshold without PCN starts, bytes (> 0).
+    pub initial_threshold_bytes: u32,
+    /// The link's capacity, bit/s (RED's `bandwidth`; fq_codel's bytes → time conversion).
+    pub capacity_bps: u64,
+    /// RED hard limit, bytes (above the initial threshold plus the span).
+    pub red_limit_bytes: u32,
+    /// RED average packet size, bytes.
+    pub red_avpkt_bytes: u32,
+    /// RED max − min, bytes (> 0).
+    pub red_span_bytes: u32,
+}
+
+/// Default initial ECN threshold, bytes: 40 packets of 1500 B ("Proactive Congestion Avoidance
+/// for Distributed Deep Learning", Sec. 3.2: an initial threshold of 40 packets).
+pub const DEFAULT_INITIAL_THRESHOLD_BYTES: u32 = 40 * 1500;
+/// Default PCN threshold an agent asks for, bytes: 10 packets of 1500 B (same paper, Sec. 3.2's
+/// example of a PCN threshold of 10 against the initial 40).
+pub const DEFAULT_PCN_THRESHOLD_BYTES: u32 = 10 * 1500;
+
+/// `[pcn]` of `topo.toml` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSwitchPcn {
+    /// How concurrent starts combine.
+    pub combine: Option<mlcc_sched::pcn::Combine>,
+    /// Start timeout, ms.
+    pub timeout_ms: Option<u64>,
+    /// `tc` timeout, ms.
+    pub tc_timeout_ms: Option<u64>,
+}
+
+/// Checked `[pcn]` of `topo.toml`: the switch daemons' PCN policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchPcn {
+    /// How concurrent starts combine (default minimum).
+    pub combine: mlcc_sched::pcn::Combine,
+    /// A start whose burst is not seen within this many ms expires (default 500).
+    pub timeout_ms: u64,
+    /// A `tc` command running longer is killed (default 1000 ms).
+    pub tc_timeout_ms: u64,
+}
+
+impl Default for SwitchPcn {
+    fn default() -> Self {
+        SwitchPcn {
+            combine: mlcc_sched::pcn::Combine::Min,
+            timeout_ms: 500,
+            tc_timeout_ms: 1000,
+        }
+    }
+}
+
+/// `[pcn]` of `agent.toml` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgentPcn {
+    /// Whether the agent answers `before_burst`.
+    pub enabled: Option<bool>,
+    /// PCN threshold, bytes.
+    pub threshold_bytes: Option<u32>,
+    /// Grant delay without an RTT sample, µs.
+    pub default_rtt_us: Option<u64>,
+    /// Region poll period, µs.
+    pub poll_us: Option<u64>,
+}
+
+/// Checked `[pcn]` of `agent.toml`: how the agent answers the writers' `before_burst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentPcn {
+    /// Attach to the regions and grant bursts (default true).
+    pub enabled: bool,
+    /// The PCN threshold of the agent's starts, bytes (> 0; default 15000).
+    pub threshold_bytes: u32,
+    /// Grant delay when the flows have no RTT sample, µs (default 1000).
+    pub default_rtt_us: u64,
+    /// Region poll period, µs (default 500).
+    pub poll_us: u64,
 }
 
 /// One host of the topology.
@@ -173,6 +336,9 @@ pub struct RawTopology {
     /// Routes.
     #[serde(default)]
     pub route: Vec<RouteConfig>,
+    /// PCN policy of the switch daemons.
+    #[serde(default)]
+    pub pcn: RawSwitchPcn,
 }
 
 /// A checked topology.
@@ -192,6 +358,10 @@ pub struct Topology {
     pub switches: Vec<Switch>,
     /// (from, to) host names → links.
     pub routes: HashMap<(String, String), Vec<u32>>,
+    /// Link id → its ECN queue (links with `[link.ecn]`).
+    pub ecn: HashMap<u32, EcnQueue>,
+    /// PCN policy of the switch daemons.
+    pub pcn: SwitchPcn,
 }
 
 /// A checked host.
@@ -258,6 +428,144 @@ fn check_slots(file: &Path, slot_ms: u64, horizon: usize) -> Result<(), ConfigEr
     Ok(())
 }
 
+/// A device, namespace or class name passed to `ip`/`tc` as one argument: non-empty, at most
+/// 64 bytes, no whitespace, no leading '-'.
+fn check_word(file: &Path, field: String, v: &str) -> Result<(), ConfigError> {
+    if v.is_empty() || v.len() > 64 || v.starts_with('-') || v.chars().any(char::is_whitespace) {
+        return Err(err(
+            file,
+            field,
+            format!("{v:?}"),
+            "must be 1..=64 characters, no whitespace, not starting with '-'",
+        ));
+    }
+    Ok(())
+}
+
+fn check_ecn(
+    file: &Path,
+    i: usize,
+    capacity_bps: u64,
+    e: &EcnConfig,
+) -> Result<EcnQueue, ConfigError> {
+    let f = |name: &str| format!("link[{i}].ecn.{name}");
+    if let Some(ns) = &e.netns {
+        check_word(file, f("netns"), ns)?;
+    }
+    check_word(file, f("dev"), &e.dev)?;
+    if let Some(p) = &e.parent {
+        check_word(file, f("parent"), p)?;
+    }
+    let initial = e
+        .initial_threshold_bytes
+        .unwrap_or(DEFAULT_INITIAL_THRESHOLD_BYTES);
+    if initial == 0 {
+        return Err(err(file, f("initial_threshold_bytes"), 0, "must be > 0"));
+    }
+    if e.qdisc != QdiscKind::Red {
+        for (name, v) in [
+            ("red_limit_bytes", e.red_limit_bytes),
+            ("red_avpkt_bytes", e.red_avpkt_bytes),
+            ("red_span_bytes", e.red_span_bytes),
+        ] {
+            if let Some(v) = v {
+                return Err(err(file, f(name), v, "only for qdisc = \"red\""));
+            }
+        }
+    }
+    let avpkt = e.red_avpkt_bytes.unwrap_or(1500);
+    if !(64..=65_535).contains(&avpkt) {
+        return Err(err(file, f("red_avpkt_bytes"), avpkt, "must be 64..=65535"));
+    }
+    let span = e.red_span_bytes.unwrap_or(avpkt);
+    if span == 0 {
+        return Err(err(
+            file,
+            f("red_span_bytes"),
+            0,
+            "must be > 0 (max above min)",
+        ));
+    }
+    let limit = e
+        .red_limit_bytes
+        .unwrap_or_else(|| initial.saturating_mul(10));
+    if u64::from(limit) <= u64::from(initial) + u64::from(span) {
+        return Err(err(
+            file,
+            f("red_limit_bytes"),
+            limit,
+            format!(
+                "must exceed initial_threshold_bytes + red_span_bytes ({})",
+                u64::from(initial) + u64::from(span)
+            ),
+        ));
+    }
+    Ok(EcnQueue {
+        netns: e.netns.clone(),
+        dev: e.dev.clone(),
+        parent: e.parent.clone(),
+        qdisc: e.qdisc,
+        initial_threshold_bytes: initial,
+        capacity_bps,
+        red_limit_bytes: limit,
+        red_avpkt_bytes: avpkt,
+        red_span_bytes: span,
+    })
+}
+
+fn check_switch_pcn(file: &Path, raw: &RawSwitchPcn) -> Result<SwitchPcn, ConfigError> {
+    let d = SwitchPcn::default();
+    let timeout_ms = raw.timeout_ms.unwrap_or(d.timeout_ms);
+    if !(1..=600_000).contains(&timeout_ms) {
+        return Err(err(
+            file,
+            "pcn.timeout_ms",
+            timeout_ms,
+            "must be 1..=600000",
+        ));
+    }
+    let tc_timeout_ms = raw.tc_timeout_ms.unwrap_or(d.tc_timeout_ms);
+    if !(1..=60_000).contains(&tc_timeout_ms) {
+        return Err(err(
+            file,
+            "pcn.tc_timeout_ms",
+            tc_timeout_ms,
+            "must be 1..=60000",
+        ));
+    }
+    Ok(SwitchPcn {
+        combine: raw.combine.unwrap_or(d.combine),
+        timeout_ms,
+        tc_timeout_ms,
+    })
+}
+
+fn check_agent_pcn(file: &Path, raw: &RawAgentPcn) -> Result<AgentPcn, ConfigError> {
+    let threshold_bytes = raw.threshold_bytes.unwrap_or(DEFAULT_PCN_THRESHOLD_BYTES);
+    if threshold_bytes == 0 {
+        return Err(err(file, "pcn.threshold_bytes", 0, "must be > 0"));
+    }
+    let default_rtt_us = raw.default_rtt_us.unwrap_or(1000);
+    if !(1..=1_000_000).contains(&default_rtt_us) {
+        return Err(err(
+            file,
+            "pcn.default_rtt_us",
+            default_rtt_us,
+            "must be 1..=1000000",
+        ));
+    }
+    let poll_us = raw.poll_us.unwrap_or(500);
+    if !(50..=100_000).contains(&poll_us) {
+        return Err(err(file, "pcn.poll_us", poll_us, "must be 50..=100000"));
+    }
+    Ok(AgentPcn {
+        enabled: raw.enabled.unwrap_or(true),
+        threshold_bytes,
+        default_rtt_us,
+        poll_us,
+    })
+}
+
 fn sockaddr(file: &Path, field: String, v: &str) -> Result<SocketAddr, ConfigError> {
     v.parse()
         .map_err(|_| err(file, field, format!("{v:?}"), "not an ip:port address"))
@@ -295,6 +603,13 @@ impl Topology {
                 ));
             }
         }
+        let mut ecn = HashMap::new();
+        for (i, l) in raw.link.iter().enumerate() {
+            if let Some(e) = &l.ecn {
+                ecn.insert(l.id, check_ecn(file, i, l.capacity_mbps * 1_000_000, e)?);
+            }
+        }
+        let pcn = check_switch_pcn(file, &raw.pcn)?;
         let known = |field: String, id: u32| -> Result<(), ConfigError> {
             if links.contains_key(&id) {
                 Ok(())
@@ -351,6 +666,16 @@ impl Topology {
             });
         }
         let nics: HashSet<u32> = hosts.iter().map(|h| h.nic).collect();
+        for (i, l) in raw.link.iter().enumerate() {
+            if l.ecn.is_some() && nics.contains(&l.id) {
+                return Err(err(
+                    file,
+                    format!("link[{i}].ecn"),
+                    l.id,
+                    "a host's NIC link has no switch daemon to set its threshold",
+                ));
+            }
+        }
         let mut switches = Vec::new();
         let mut owned = HashMap::new();
         for (i, s) in raw.switch.iter().enumerate() {
@@ -446,6 +771,8 @@ impl Topology {
             hosts,
             switches,
             routes,
+            ecn,
+            pcn,
         })
     }
 
@@ -496,6 +823,9 @@ pub struct RawAgentConfig {
     pub cwnd_bytes: Option<u32>,
     /// RPC deadline, ms.
     pub rpc_timeout_ms: Option<u64>,
+    /// PCN bursts.
+    #[serde(default)]
+    pub pcn: RawAgentPcn,
 }
 
 /// A checked agent configuration with its topology.
@@ -529,6 +859,8 @@ pub struct AgentConfig {
     pub cwnd_bytes: u32,
     /// RPC deadline, ms.
     pub rpc_timeout_ms: u64,
+    /// PCN bursts.
+    pub pcn: AgentPcn,
 }
 
 /// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
@@ -687,7 +1019,9 @@ impl AgentConfig {
                 format!("must be 1..{slot_ms} (less than a slot)"),
             ));
         }
+        let pcn = check_agent_pcn(file, &raw.pcn)?;
         Ok(AgentConfig {
+            pcn,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,
@@ -725,10 +1059,12 @@ mod tests {
         let t: RawTopology = toml::from_str(TOPOLOGY_HELP).unwrap();
         assert_eq!(
             (t.link.len(), t.host.len(), t.switch.len(), t.route.len()),
-            (1, 1, 1, 1)
+            (2, 1, 1, 1)
         );
+        assert!(t.link[1].ecn.is_some() && t.pcn.timeout_ms.is_some());
         let a: RawAgentConfig = toml::from_str(AGENT_HELP).unwrap();
         assert_eq!(a.hosts, ["h1"]);
+        assert_eq!(a.pcn.threshold_bytes, Some(DEFAULT_PCN_THRESHOLD_BYTES));
         assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");
     }
 }

@@ -15,13 +15,25 @@
 //!    flows of newly registered processes (unregistered flows get none: native MLTCP);
 //! 3. fetches the switches' feedback for the links its flows cross (`FetchFeedback`, one RPC
 //!    per switch, with a deadline; for a switch that does not answer, its last feedback stands
-//!    in while it is less than K slots old, and after that its links are left out of the
-//!    paths, which then count only the NIC);
+//!    in while it is less than K slots old, and after that its links are planned at their
+//!    configured capacity less what this agent planned on them: the other agents' load is then
+//!    unknown, but a plan never exceeds the link itself);
 //! 4. for each flow (ordered by job and rank, so a ring's flows on one agent see their
 //!    predecessors' fresh notices) computes Alg. 2 over Alg. 1 (`mlcc_sched::decide`) on the
 //!    combined path view (its NIC link from the agent's own table, the switch links from the
 //!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
-//! 5. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
+//! 5. sends the schedules to the switches (`UpdateSchedule`, one RPC per switch, waited for
+//!    within what is left of `rpc_timeout_ms` after step 3, at least a quarter of it; not
+//!    waited for from a switch whose feedback failed this slot), which *admit* them: each is clipped to what is left on the
+//!    switch's links at that moment ([`mlcc_sched::LinkLoadTable::admit`]), and the agent cuts
+//!    its plan to the admitted rates (`Decision::clipped_to`; over several switches, the least of
+//!    their admissions). This fixes the race between agents that plan in the same slot: both
+//!    read the feedback before either's update lands, so both may plan the same free bandwidth;
+//!    the switch serves the updates one at a time and the second gets only what the first left.
+//!    A switch that does not answer in time admits nothing the agent knows of: the plan stands
+//!    as made (the switch clips it anyway if the request lands late, so its table still holds no
+//!    more than the capacity; only this slot's applied rate may exceed it);
+//! 6. sends each flow's accumulated bytes F_i to the agent of its receiver (`Notify`; handled in
 //!    place when the receiver is one of this agent's hosts); a receiver cuts its successor flows
 //!    by the excess (ring: (F_succ − F_i − chunk)+, a worker's own first chunk G/W being free of
 //!    any dependency; PS broadcast: (F_j − F_a^min)+) with
@@ -30,11 +42,13 @@
 //!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
 //!    which the PS's agent sends as `bound_bytes`; PS: F_a^min over its workers' notices), and
 //!    are forgotten after K slots;
-//! 6. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
+//! 7. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
 //!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
 //!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;
-//! 7. publishes the schedules with the achieved rates (`UpdateSchedule`) and the status.
+//! 8. publishes the schedules changed later in the slot (reductions by notices; admitted as
+//!    well, without waiting) and the status; the flows' RTTs go to the shared state, for the
+//!    PCN burst gate ([`crate::burst`]).
 //!
 //! Progress of a flow: F_i (sent bytes) is the bytes the flow's reports acknowledged since its
 //! job's current iteration began (reset when the region's iteration number changes); the bytes
@@ -130,6 +144,35 @@ impl Net {
         let c = AgentClient::new(channel(addr)?);
         self.peers.insert(addr, c.clone());
         Some(c)
+    }
+}
+
+/// The least of the switches' `admitted` schedules of a flow, slot by slot over its `planned`
+/// one. A slot before a switch's admitted schedule begins (the switch had moved on to a later
+/// slot when the request came: that slot is over for it) is not cut by that switch.
+fn least_admitted(
+    planned: &mlcc_sched::Schedule,
+    admitted: &[mlcc_sched::Schedule],
+) -> mlcc_sched::Schedule {
+    let rates = (0..planned.rates_bps.len() as u64)
+        .map(|i| {
+            let slot = planned.start_slot + i;
+            let own = planned.rate_bps_at(slot);
+            admitted
+                .iter()
+                .map(|a| {
+                    if slot < a.start_slot {
+                        own
+                    } else {
+                        a.rate_bps_at(slot)
+                    }
+                })
+                .fold(own, u64::min)
+        })
+        .collect();
+    mlcc_sched::Schedule {
+        start_slot: planned.start_slot,
+        rates_bps: rates,
     }
 }
 
@@ -372,6 +415,7 @@ impl<I: Ipc> AgentCore<I> {
             .retain(|_, n| n.slot.saturating_add(horizon) >= slot);
         self.measure(slot);
         self.refresh_registrations();
+        let rpc_started = std::time::Instant::now();
         self.feedback = self.fetch_feedback(slot);
         self.adds.clear();
         let mut order: Vec<(String, u32, u64)> = self
@@ -386,6 +430,7 @@ impl<I: Ipc> AgentCore<I> {
         for (_, _, local) in &order {
             self.plan_flow(*local, slot);
         }
+        self.admit_updates(slot, rpc_started);
         self.send_notices(slot);
         let inbox = self.shared.take_inbox();
         for n in inbox {
@@ -460,6 +505,13 @@ impl<I: Ipc> AgentCore<I> {
                         e.1 &= f.app_limited;
                     }
                 }
+            }
+        }
+        {
+            let mut rtts = self.shared.rtt_us.lock().unwrap_or_else(|p| p.into_inner());
+            rtts.clear();
+            for f in self.flows.values().filter(|f| f.rtt_us > 0) {
+                rtts.insert(f.id, f.rtt_us);
             }
         }
         for (l, (rate_bps, app_limited)) in samples {
@@ -590,7 +642,7 @@ impl<I: Ipc> AgentCore<I> {
                             Ok(Err(_)) => String::from("deadline passed"),
                             _ => String::from("task failed"),
                         };
-                        tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are left out of the paths");
+                        tracing::warn!(switch = %name, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
                     }
                     for l in wanted_links {
                         let Some((at, est, load)) = self.last_feedback.get(&l) else {
@@ -738,7 +790,10 @@ impl<I: Ipc> AgentCore<I> {
         let remote: Vec<u32> = path
             .iter()
             .copied()
-            .filter(|l| !self.local_links.contains(l) && self.feedback.contains_key(l))
+            .filter(|l| {
+                !self.local_links.contains(l)
+                    && self.net.switches.iter().any(|(s, _)| s.links.contains(l))
+            })
             .collect();
         let Some(view) = self.path_view(id, &local_links, &remote, None) else {
             return;
@@ -850,26 +905,117 @@ impl<I: Ipc> AgentCore<I> {
         out
     }
 
-    fn flush_updates(&mut self, slot: u64) {
-        for (name, mut c, req) in self.take_batches(slot) {
-            let t = self.net.slot;
-            let shared = self.shared.clone();
-            self.net.rt.spawn(async move {
-                match tokio::time::timeout(t, c.update_schedule(req)).await {
-                    Ok(Ok(r)) => {
-                        for e in &r.get_ref().errors {
-                            tracing::warn!(switch = %name, error = %e, "schedule refused");
-                        }
-                    }
-                    _ => {
-                        shared
-                            .rpc_failures
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::debug!(switch = %name, "UpdateSchedule failed");
+    /// Sends the pending schedules to the switches and waits for their admission; cuts each
+    /// flow's plan of `slot` to the least rates admitted for it. The slot's waits for the
+    /// switches share one budget, `rpc_timeout_ms` from `rpc_started` (when `FetchFeedback` was
+    /// sent), but the admission gets at least a quarter of it; a switch whose feedback failed
+    /// this slot is not waited for (its update goes out as before admission existed, and the
+    /// plan stands), so an overloaded switch does not get two deadlines a slot.
+    fn admit_updates(&mut self, slot: u64, rpc_started: std::time::Instant) {
+        let batches = self.take_batches(slot);
+        if batches.is_empty() {
+            return;
+        }
+        let budget = self.net.timeout;
+        let t = budget.saturating_sub(rpc_started.elapsed()).max(budget / 4);
+        let mut tasks = Vec::new();
+        for (name, c, req) in batches {
+            if self.failing.contains(&name) {
+                drop(self.send_update(name, c, req));
+            } else {
+                tasks.push((name.clone(), self.send_update(name, c, req)));
+            }
+        }
+        let mut admitted: HashMap<u64, Vec<mlcc_sched::Schedule>> = HashMap::new();
+        for (name, h) in tasks {
+            // Only the wait is bounded by `t`: a late reply still lands (the switch keeps the
+            // admitted schedule), it is just not enforced this slot.
+            let waited = self
+                .net
+                .rt
+                .block_on(async move { tokio::time::timeout(t, h).await });
+            match waited {
+                Ok(Ok(Some(r))) => {
+                    for a in r.admitted {
+                        admitted
+                            .entry(a.flow)
+                            .or_default()
+                            .push(mlcc_sched::Schedule {
+                                start_slot: a.start_slot,
+                                rates_bps: a.rates_bps,
+                            });
                     }
                 }
-            });
+                _ => {
+                    tracing::debug!(switch = %name, "no admission in time: the plans stand as made");
+                }
+            }
         }
+        let locals: Vec<u64> = self.flows.keys().copied().collect();
+        for local in locals {
+            let Some(f) = self.flows.get(&local) else {
+                continue;
+            };
+            let (Some(p), Some(a)) = (&f.plan, admitted.get(&f.id)) else {
+                continue;
+            };
+            if p.slot != slot {
+                continue;
+            }
+            let a = least_admitted(&p.decision.plan.schedule(), a);
+            let d = p.decision.clipped_to(&self.clock, &p.progress, &a);
+            if d == p.decision {
+                continue;
+            }
+            let (id, key) = (f.id, f.key);
+            tracing::debug!(flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
+            let mut np = p.clone();
+            self.tally(&np.remote, &np.decision.plan.rates_bps, false);
+            self.tally(&np.remote, &d.plan.rates_bps, true);
+            np.decision = d;
+            self.publish_local(id, &np);
+            if let Some(f) = self.flows.get_mut(&local) {
+                f.plan = Some(np);
+            }
+        }
+    }
+
+    fn flush_updates(&mut self, slot: u64) {
+        for (name, c, req) in self.take_batches(slot) {
+            // Nobody waits: the admission of a reduction (it only lowers the current slot) is
+            // left to the switch.
+            drop(self.send_update(name, c, req));
+        }
+    }
+
+    /// Sends one `UpdateSchedule` (deadline: a slot); the task yields the reply (`None` on
+    /// failure, counted), for whoever wants to wait for it.
+    fn send_update(
+        &self,
+        name: String,
+        mut c: SwitchClient<Channel>,
+        req: proto::ScheduleUpdate,
+    ) -> tokio::task::JoinHandle<Option<proto::UpdateReply>> {
+        let t = self.net.slot;
+        let shared = self.shared.clone();
+        self.net.rt.spawn(async move {
+            match tokio::time::timeout(t, c.update_schedule(req)).await {
+                Ok(Ok(r)) => {
+                    let r = r.into_inner();
+                    for e in &r.errors {
+                        tracing::warn!(switch = %name, error = %e, "schedule refused");
+                    }
+                    Some(r)
+                }
+                _ => {
+                    shared
+                        .rpc_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(switch = %name, "UpdateSchedule failed");
+                    None
+                }
+            }
+        })
     }
 
     fn send_notices(&mut self, slot: u64) {
@@ -1140,5 +1286,31 @@ impl<I: Ipc> AgentCore<I> {
                 .rt
                 .block_on(async move { tokio::time::timeout(t, c.update_schedule(req)).await });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::least_admitted;
+    use mlcc_sched::Schedule;
+
+    fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
+        Schedule {
+            start_slot,
+            rates_bps: rates_bps.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_least_admission_over_switches() {
+        let planned = sched(10, &[8, 8, 8, 8]);
+        // Two switches: one cut slots 10 and 12, the other (already in slot 11) slot 13; a
+        // slot beyond an admitted schedule's end was admitted nothing.
+        let a = least_admitted(&planned, &[sched(10, &[5, 8, 2, 8]), sched(11, &[8, 8, 3])]);
+        assert_eq!(a, sched(10, &[5, 8, 2, 3]));
+        let a = least_admitted(&planned, &[sched(10, &[8, 8])]);
+        assert_eq!(a, sched(10, &[8, 8, 0, 0]));
+        // No admission: the plan stands.
+        assert_eq!(least_admitted(&planned, &[]), planned);
     }
 }

@@ -35,6 +35,21 @@ impl FlowKey {
         }
     }
 
+    /// The key of a progress region's flow record (local → remote), `None` for IPv6.
+    pub fn from_record(f: &mltcp_progress::FlowRecord) -> Option<Self> {
+        let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dst)) =
+            (f.local().ip(), f.remote().ip())
+        else {
+            return None;
+        };
+        Some(FlowKey {
+            src,
+            src_port: f.local_port,
+            dst,
+            dst_port: f.remote_port,
+        })
+    }
+
     /// The inverse of [`FlowKey::from_ccp`]: `(src_ip, src_port, dst_ip, dst_port)` as a
     /// datapath puts them in CREATE (used by user-space datapaths in tests).
     pub fn to_ccp(&self) -> (u32, u32, u32, u32) {

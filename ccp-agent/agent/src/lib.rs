@@ -11,7 +11,10 @@
 //!   switches, dependency notices between agents;
 //! - [`ccp`]: the portus 0.9 algorithm and the IPC wrapper that runs the slot loop on portus's
 //!   thread; the datapath program comes from a file (`datapath-programs/mlcc-slot.ccp`);
-//! - [`switch`]: the switch daemon (`ccp-agent switch`), a load table per link over K slots;
+//! - [`switch`]: the switch daemon (`ccp-agent switch`), a load table per link over K slots
+//!   that admits the agents' schedules, and PCN's ECN thresholds set with `tc`;
+//! - [`burst`]: the PCN burst gate, which answers the libraries' `before_burst` with PCN-START
+//!   to the switches and grants the burst after one RTT or the switches' acknowledgement;
 //! - [`proto`]: the gRPC messages and services (tonic/prost, no protoc);
 //! - [`config`]: `agent.toml` and `topo.toml`, refused with an error naming file, field, value;
 //! - [`run`], [`status`], [`peer`], [`shared`], [`flows`]: wiring, `ccp-agent status`, the
@@ -27,6 +30,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod burst;
 pub mod ccp;
 pub mod config;
 pub mod engine;

@@ -27,7 +27,8 @@ enum Cmd {
     Run {
         /// agent.toml: topology file, served hosts, listen address, program file, progress
         /// directory, unix_name, nic_only, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
-        /// rpc_timeout_ms (every field: see below with --help).
+        /// rpc_timeout_ms, [pcn] (enabled, threshold_bytes, default_rtt_us, poll_us) (every
+        /// field: see below with --help).
         #[arg(long)]
         config: PathBuf,
         /// CCP transport: netlink (the kernel module) or unix (/tmp/ccp/<unix_name>, user-space datapaths).
@@ -42,10 +43,14 @@ enum Cmd {
         horizon: Option<usize>,
     },
     /// Run an emulated switch daemon: load tables of its links over K slots, served over gRPC
-    /// (FetchFeedback, UpdateSchedule) on the topology's `listen` address of that switch.
+    /// (FetchFeedback, UpdateSchedule -- an admission --, PcnStart, PcnEnd) on the topology's
+    /// `listen` address of that switch; sets its ECN links' thresholds with `tc` (needs
+    /// CAP_NET_ADMIN in the links' namespaces).
     #[command(after_long_help = ccp_agent::config::TOPOLOGY_HELP)]
     Switch {
-        /// topo.toml: slot_ms, horizon, [[link]], [[host]], [[switch]], [[route]].
+        /// topo.toml: slot_ms, horizon, [pcn] (combine, timeout_ms, tc_timeout_ms), [[link]]
+        /// with an optional [link.ecn] (the ECN queue PCN sets with tc), [[host]], [[switch]],
+        /// [[route]].
         #[arg(long)]
         config: PathBuf,
         /// Which [[switch]] of the topology to serve (needed when there are several).

@@ -18,7 +18,6 @@
 use crate::flows::FlowKey;
 use mltcp_progress::{FlowKind, Paradigm, Role, Scanner};
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::path::Path;
 
 /// What the progress interface says about one flow.
@@ -58,7 +57,9 @@ impl Registration {
     }
 }
 
-fn is_sending(role: Role, kind: FlowKind) -> bool {
+/// Whether a flow of kind `kind` registered by a process of role `role` is sent by it (only
+/// sending flows are scheduled, and only their bursts are announced).
+pub(crate) fn is_sending(role: Role, kind: FlowKind) -> bool {
     match kind {
         FlowKind::RingSend | FlowKind::Unspecified => true,
         FlowKind::RingRecv => false,
@@ -83,9 +84,9 @@ impl Monitor {
     }
 
     /// Re-reads the directory and every region; logs refused regions and snapshot errors (once
-    /// per problem, as the scanner reports them). The agent does not attach to the regions: it
-    /// grants no bursts yet (no PCN policy), so a library's `before_burst` must return at once,
-    /// which it does when no agent is attached.
+    /// per problem, as the scanner reports them). The monitor does not attach to the regions:
+    /// the PCN burst gate ([`crate::burst`]) does, and grants the bursts; with PCN disabled no
+    /// one attaches and a library's `before_burst` returns at once.
     pub fn refresh(&mut self) {
         match self.scanner.scan() {
             Ok(report) => {
@@ -127,14 +128,8 @@ impl Monitor {
                 .count()
                 .max(1) as u64;
             for (f, kind) in s.body.flows.iter().zip(kinds) {
-                let (IpAddr::V4(src), IpAddr::V4(dst)) = (f.local().ip(), f.remote().ip()) else {
+                let Some(key) = FlowKey::from_record(f) else {
                     continue;
-                };
-                let key = FlowKey {
-                    src,
-                    src_port: f.local_port,
-                    dst,
-                    dst_port: f.remote_port,
                 };
                 let iteration_bytes =
                     (job.bytes_per_iteration > 0).then(|| job.bytes_per_iteration / n_send);

@@ -6,7 +6,19 @@
 //! cross for the next K slots (`FetchFeedback`), plans, and publishes each flow's new schedule
 //! with its achieved rate (`UpdateSchedule`); an agent whose flow was capped by Alg. 2 tells the
 //! receiver's agent (`Notify`), which cuts its successor flows by the excess. `Status` serves
-//! `ccp-agent status`. Messages are prost structs written by hand (no protoc); this is their
+//! `ccp-agent status`.
+//!
+//! `UpdateSchedule` is an admission: the switch clips each schedule to what is left on its links
+//! at that moment (under its lock) and returns the admitted schedules, which the agent enforces,
+//! so agents planning in the same slot cannot both take the same free bandwidth
+//! (`mlcc_sched::LinkLoadTable::admit`).
+//!
+//! PCN ("Proactive Congestion Avoidance for Distributed Deep Learning", Sec. 3.1-3.2): before a
+//! job's burst the agent sends `PcnStart` (the job's rank, its flows and their links, the PCN
+//! threshold in bytes) to the switches on the path; the switch lowers the ECN marking threshold
+//! of those links and acknowledges; the threshold comes back when the burst arrives (the flow's
+//! next `UpdateSchedule` reports bytes in or after the start's slot), on `PcnEnd`, or when the
+//! start times out. Messages are prost structs written by hand (no protoc); this is their
 //! schema:
 //!
 //! ```proto
@@ -16,6 +28,8 @@
 //! service Switch {
 //!   rpc FetchFeedback(FeedbackRequest) returns (FeedbackReply);
 //!   rpc UpdateSchedule(ScheduleUpdate) returns (UpdateReply);
+//!   rpc PcnStart(PcnStart) returns (PcnAck);
+//!   rpc PcnEnd(PcnEnd) returns (PcnAck);
 //! }
 //! service Agent {
 //!   rpc Notify(DependencyNotice) returns (NoticeReply);
@@ -23,13 +37,20 @@
 //! }
 //! message FeedbackRequest { repeated uint32 links = 1; repeated uint64 exclude_flows = 2; uint64 slot = 3; }
 //! message LinkFeedback { uint32 link = 1; uint64 capacity_bps = 2; uint64 estimate_bps = 3;
-//!                        repeated uint64 load_bps = 4; }
-//! message FeedbackReply { uint64 start_slot = 1; repeated LinkFeedback links = 2; uint32 flows = 3; }
+//!                        repeated uint64 load_bps = 4; uint32 ecn_threshold_bytes = 5;
+//!                        uint32 pcn_outstanding = 6; }
+//! message FeedbackReply { uint64 start_slot = 1; repeated LinkFeedback links = 2; uint32 flows = 3;
+//!                         uint64 pcn_starts = 4; uint64 pcn_expired = 5; uint64 tc_failures = 6; }
 //! message FlowSchedule { uint64 flow = 1; repeated uint32 links = 2; uint64 start_slot = 3;
 //!                        repeated uint64 rates_bps = 4; uint64 achieved_bps = 5;
 //!                        uint64 achieved_slot = 6; bool app_limited = 7; }
 //! message ScheduleUpdate { string agent = 1; uint64 slot = 2; repeated FlowSchedule flows = 3; }
-//! message UpdateReply { uint32 accepted = 1; repeated string errors = 2; }
+//! message UpdateReply { uint32 accepted = 1; repeated string errors = 2;
+//!                       repeated FlowSchedule admitted = 3; }
+//! message PcnStart { string job = 1; uint32 rank = 2; repeated uint64 flows = 3;
+//!                    repeated uint32 links = 4; uint32 threshold_bytes = 5; string agent = 6; }
+//! message PcnEnd { string job = 1; uint32 rank = 2; }
+//! message PcnAck { uint32 ecn_links = 1; repeated string errors = 2; }
 //! message DependencyNotice { string job = 1; uint32 from_rank = 2; uint32 to_rank = 3;
 //!                            uint32 kind = 4; uint64 slot = 5; uint64 iteration = 6;
 //!                            uint64 accumulated_bytes = 7; uint64 bound_bytes = 8; }
@@ -43,7 +64,8 @@
 //!                       repeated FlowStatus flows = 4; uint32 native_flows = 5;
 //!                       uint64 dropped_foreign = 6; uint64 dropped_bad = 7;
 //!                       uint64 notices_received = 8; uint64 rpc_failures = 9;
-//!                       uint64 slot_work_us = 10; }
+//!                       uint64 slot_work_us = 10; uint64 bursts_granted = 11;
+//!                       uint64 bursts_granted_on_ack = 12; uint64 pcn_starts = 13; }
 //! ```
 //!
 //! Units: rates in bit/s, sizes in bytes, slots are numbers on the wall-clock grid
@@ -75,6 +97,12 @@ pub struct LinkFeedback {
     pub estimate_bps: u64,
     #[prost(uint64, repeated, tag = "4")]
     pub load_bps: Vec<u64>,
+    /// The link's ECN marking threshold now, bytes (0: the link has no `[link.ecn]`).
+    #[prost(uint32, tag = "5")]
+    pub ecn_threshold_bytes: u32,
+    /// PCN starts outstanding on the link.
+    #[prost(uint32, tag = "6")]
+    pub pcn_outstanding: u32,
 }
 
 /// `FetchFeedback` reply.
@@ -86,6 +114,15 @@ pub struct FeedbackReply {
     pub links: Vec<LinkFeedback>,
     #[prost(uint32, tag = "3")]
     pub flows: u32,
+    /// `PcnStart`s received since the daemon started.
+    #[prost(uint64, tag = "4")]
+    pub pcn_starts: u64,
+    /// PCN starts dropped because their burst never arrived within the timeout.
+    #[prost(uint64, tag = "5")]
+    pub pcn_expired: u64,
+    /// `tc` commands that failed (or timed out) since the daemon started.
+    #[prost(uint64, tag = "6")]
+    pub tc_failures: u64,
 }
 
 /// One flow's new schedule along `links` (those of the switch; others are ignored), and the
@@ -119,11 +156,54 @@ pub struct ScheduleUpdate {
     pub flows: Vec<FlowSchedule>,
 }
 
-/// `UpdateSchedule` reply: how many schedules were taken, and why the others were not.
+/// `UpdateSchedule` reply: how many schedules were taken, why the others were not, and the
+/// admitted schedule of each flow taken (`flow`, `links`, `start_slot`, `rates_bps`: the request's
+/// rates clipped to what was left on the switch's links; a removal is not listed).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct UpdateReply {
     #[prost(uint32, tag = "1")]
     pub accepted: u32,
+    #[prost(string, repeated, tag = "2")]
+    pub errors: Vec<String>,
+    #[prost(message, repeated, tag = "3")]
+    pub admitted: Vec<FlowSchedule>,
+}
+
+/// PCN-START of one process of a job (`job`, `rank`) about to send a burst on `flows` (their
+/// [`crate::flows::flow_id`]s) across `links` (the switch keeps those it owns and that have an
+/// ECN queue), asking for a marking threshold of `threshold_bytes` (> 0). A repeated start of
+/// the same (job, rank) replaces the earlier one.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PcnStart {
+    #[prost(string, tag = "1")]
+    pub job: String,
+    #[prost(uint32, tag = "2")]
+    pub rank: u32,
+    #[prost(uint64, repeated, tag = "3")]
+    pub flows: Vec<u64>,
+    #[prost(uint32, repeated, tag = "4")]
+    pub links: Vec<u32>,
+    #[prost(uint32, tag = "5")]
+    pub threshold_bytes: u32,
+    #[prost(string, tag = "6")]
+    pub agent: String,
+}
+
+/// PCN-END: the burst of (`job`, `rank`) is over (or will not come); its start is dropped.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PcnEnd {
+    #[prost(string, tag = "1")]
+    pub job: String,
+    #[prost(uint32, tag = "2")]
+    pub rank: u32,
+}
+
+/// `PcnStart`/`PcnEnd` reply: how many of the switch's ECN links the start (or end) touched,
+/// and the problems (a failed `tc` names the command; the bookkeeping stands regardless).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PcnAck {
+    #[prost(uint32, tag = "1")]
+    pub ecn_links: u32,
     #[prost(string, repeated, tag = "2")]
     pub errors: Vec<String>,
 }
@@ -224,6 +304,15 @@ pub struct StatusReply {
     /// Time the last slot's work took on the agent, µs (monitoring, feedback, planning, rates).
     #[prost(uint64, tag = "10")]
     pub slot_work_us: u64,
+    /// Burst requests (`before_burst`) granted.
+    #[prost(uint64, tag = "11")]
+    pub bursts_granted: u64,
+    /// Of those, granted on the switches' acknowledgements before one RTT passed.
+    #[prost(uint64, tag = "12")]
+    pub bursts_granted_on_ack: u64,
+    /// `PcnStart`s sent to switches.
+    #[prost(uint64, tag = "13")]
+    pub pcn_starts: u64,
 }
 
 /// Generated `Switch` client and server.

@@ -7,7 +7,8 @@
 //! binary does it on SIGTERM/SIGINT); within 100 ms portus leaves its loop and the datapath
 //! socket is closed, so `tcp_mltcp`'s flows fall back to native MLTCP at once (the module sees
 //! no listener on group 22); then the agent takes its schedules off the switches and detaches
-//! from the progress regions.
+//! from the progress regions. With `[pcn] enabled` (the default) a third thread runs the PCN
+//! burst gate ([`crate::burst`]); it stops after portus, ending its starts on the switches.
 
 use crate::ccp::{install_driver, MlccAlg, SlotDriver, SlotIpc};
 use crate::config::{AgentConfig, Switch, Topology};
@@ -88,6 +89,19 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         )
     };
     let net = Net::new(&cfg, rt.handle().clone());
+    let gate_running = Arc::new(AtomicBool::new(true));
+    let gate = if cfg.pcn.enabled {
+        let g = crate::burst::BurstGate::new(cfg.clone(), shared.clone(), rt.handle().clone());
+        let running = gate_running.clone();
+        Some(
+            std::thread::Builder::new()
+                .name(String::from("ccp-agent-pcn"))
+                .spawn(move || g.run(running))
+                .context("starting the PCN burst gate thread")?,
+        )
+    } else {
+        None
+    };
     let slot_us = cfg.slot_ms * 1000;
     tracing::info!(
         hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
@@ -107,6 +121,10 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
             run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
         }
     };
+    gate_running.store(false, std::sync::atomic::Ordering::SeqCst);
+    if let Some(g) = gate {
+        let _ = g.join();
+    }
     let _ = tx.send(());
     let _ = rt
         .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(1), server).await });

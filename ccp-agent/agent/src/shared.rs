@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! State shared between the agent's portus thread (which owns the flows) and its gRPC tasks:
-//! the status snapshot, the inbox of dependency notices from other agents, counters, and an
-//! eventfd that wakes the portus thread when a notice arrives.
+//! the status snapshot, the inbox of dependency notices from other agents, counters, the flows'
+//! latest RTTs (for the PCN burst gate), and an eventfd that wakes the portus thread when a
+//! notice arrives.
 
 use crate::proto;
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,14 @@ pub struct Shared {
     pub dropped_unparsable: AtomicU64,
     /// The netlink backend's drop counters (none with unix IPC).
     pub drops: Mutex<Option<Arc<ccp_ipc::DropCounters>>>,
+    /// Flow id → its RTT in the last slot's reports, µs (flows with a report only).
+    pub rtt_us: Mutex<HashMap<u64, u64>>,
+    /// Burst requests granted by the PCN burst gate.
+    pub bursts_granted: AtomicU64,
+    /// Of those, granted on the switches' acknowledgements before one RTT passed.
+    pub bursts_granted_on_ack: AtomicU64,
+    /// `PcnStart`s sent.
+    pub pcn_starts: AtomicU64,
     wake: OwnedFd,
 }
 
@@ -42,6 +52,10 @@ impl Shared {
             rpc_failures: AtomicU64::new(0),
             dropped_unparsable: AtomicU64::new(0),
             drops: Mutex::default(),
+            rtt_us: Mutex::default(),
+            bursts_granted: AtomicU64::new(0),
+            bursts_granted_on_ack: AtomicU64::new(0),
+            pcn_starts: AtomicU64::new(0),
             wake,
         }))
     }
@@ -79,6 +93,9 @@ impl Shared {
         s.notices_received = self.notices_received.load(Ordering::Relaxed);
         s.rpc_failures = self.rpc_failures.load(Ordering::Relaxed);
         s.dropped_bad = self.dropped_unparsable.load(Ordering::Relaxed);
+        s.bursts_granted = self.bursts_granted.load(Ordering::Relaxed);
+        s.bursts_granted_on_ack = self.bursts_granted_on_ack.load(Ordering::Relaxed);
+        s.pcn_starts = self.pcn_starts.load(Ordering::Relaxed);
         if let Some(d) = &*self.drops.lock().unwrap_or_else(|p| p.into_inner()) {
             s.dropped_foreign = d.foreign.load(Ordering::Relaxed);
             s.dropped_bad += d.bad.load(Ordering::Relaxed);

@@ -18,7 +18,7 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}",
+        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}; bursts granted {} ({} on ack), PCN starts {}",
         s.slot,
         s.slot_us / 1000,
         s.mode,
@@ -28,7 +28,10 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
         s.dropped_foreign,
         s.dropped_bad,
         s.notices_received,
-        s.rpc_failures
+        s.rpc_failures,
+        s.bursts_granted,
+        s.bursts_granted_on_ack,
+        s.pcn_starts
     );
     let _ = writeln!(
         out,
@@ -65,12 +68,16 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     out
 }
 
-/// A switch's table as text: per link capacity, estimate and the load of the K slots, Mbit/s.
+/// A switch's table as text: per link capacity, estimate and the load of the K slots, Mbit/s,
+/// and for an ECN link its marking threshold (bytes) and outstanding PCN starts.
 pub fn format_switch(r: &proto::FeedbackReply) -> String {
-    let mut out = format!("slot {}: {} flow schedules\n", r.start_slot, r.flows);
+    let mut out = format!(
+        "slot {}: {} flow schedules; PCN starts {}, expired {}, tc failures {}\n",
+        r.start_slot, r.flows, r.pcn_starts, r.pcn_expired, r.tc_failures
+    );
     for l in &r.links {
         let loads: Vec<String> = l.load_bps.iter().map(|b| mbit(*b)).collect();
-        let _ = writeln!(
+        let _ = write!(
             out,
             "link {:>4}: capacity {} estimate {} load [{}]",
             l.link,
@@ -78,6 +85,14 @@ pub fn format_switch(r: &proto::FeedbackReply) -> String {
             mbit(l.estimate_bps),
             loads.join(" ")
         );
+        if l.ecn_threshold_bytes > 0 {
+            let _ = write!(
+                out,
+                " ecn_threshold {} B, {} PCN starts",
+                l.ecn_threshold_bytes, l.pcn_outstanding
+            );
+        }
+        out.push('\n');
     }
     out
 }
@@ -160,11 +175,14 @@ mod tests {
                 capacity_bps: 40_000_000,
                 estimate_bps: 30_000_000,
                 load_bps: vec![1_000_000, 0],
+                ecn_threshold_bytes: 15_000,
+                pcn_outstanding: 1,
             }],
+            ..Default::default()
         };
         let t = format_switch(&r);
         assert!(
-            t.contains("link   10: capacity 40.00 estimate 30.00 load [1.00 0.00]"),
+            t.contains("link   10: capacity 40.00 estimate 30.00 load [1.00 0.00] ecn_threshold 15000 B, 1 PCN starts"),
             "{t}"
         );
     }

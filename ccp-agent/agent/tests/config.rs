@@ -177,3 +177,100 @@ fn a_program_that_does_not_compile_or_lacks_fields_is_refused() {
     let e = AgentConfig::load(&p, None, None).unwrap_err().to_string();
     assert!(e.contains("lacks Report.acked"), "{e}");
 }
+
+/// TOPO with a RED ECN queue on switch link 10, `extra` lines added to its `[link.ecn]`.
+fn ecn_topo(extra: &str) -> String {
+    TOPO.replace(
+        "capacity_mbps = 40\n",
+        &format!("capacity_mbps = 40\n[link.ecn]\ndev = \"s1-eth1\"\nqdisc = \"red\"\n{extra}"),
+    )
+}
+
+#[test]
+fn pcn_and_ecn_fields_load_with_defaults_and_bad_ones_are_named() {
+    let t = TempDir::new("cfg");
+    let p = t.write(
+        "topo.toml",
+        &format!("[pcn]\ncombine = \"harmonic\"\n{}", ecn_topo("")),
+    );
+    let topo = Topology::load(&p).unwrap();
+    assert_eq!(topo.pcn.combine, mlcc_sched::pcn::Combine::Harmonic);
+    assert_eq!((topo.pcn.timeout_ms, topo.pcn.tc_timeout_ms), (500, 1000));
+    let q = &topo.ecn[&10];
+    assert_eq!(
+        (
+            q.initial_threshold_bytes,
+            q.red_limit_bytes,
+            q.red_avpkt_bytes,
+            q.red_span_bytes
+        ),
+        (60_000, 600_000, 1500, 1500)
+    );
+    assert_eq!(q.capacity_bps, 40_000_000);
+    assert!(q.netns.is_none() && q.parent.is_none());
+    // Agent side: defaults, and a disabled gate.
+    t.write("topo.toml", TOPO);
+    let a = t.write("agent.toml", &good_agent());
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert!(c.pcn.enabled);
+    assert_eq!(
+        (c.pcn.threshold_bytes, c.pcn.default_rtt_us, c.pcn.poll_us),
+        (15_000, 1000, 500)
+    );
+    let a = t.write(
+        "agent.toml",
+        &format!("{}[pcn]\nenabled = false\n", good_agent()),
+    );
+    assert!(!AgentConfig::load(&a, None, None).unwrap().pcn.enabled);
+
+    let e = topo_err(&ecn_topo("initial_threshold_bytes = 0\n"));
+    assert!(
+        e.contains("link[1].ecn.initial_threshold_bytes") && e.contains("= 0"),
+        "{e}"
+    );
+    let e = topo_err(&ecn_topo("red_limit_bytes = 1000\n"));
+    assert!(
+        e.contains("link[1].ecn.red_limit_bytes") && e.contains("1000"),
+        "{e}"
+    );
+    let e = topo_err(&ecn_topo("").replace("qdisc = \"red\"", "qdisc = \"pfifo\""));
+    assert!(e.contains("pfifo"), "{e}");
+    let e = topo_err(
+        &ecn_topo("red_span_bytes = 10\n").replace("qdisc = \"red\"", "qdisc = \"fq_codel\""),
+    );
+    assert!(
+        e.contains("link[1].ecn.red_span_bytes") && e.contains("only for qdisc"),
+        "{e}"
+    );
+    let e = topo_err(&ecn_topo("").replace("dev = \"s1-eth1\"", "dev = \"eth0; reboot\""));
+    assert!(e.contains("link[1].ecn.dev") && e.contains("reboot"), "{e}");
+    let e = topo_err(&ecn_topo("netns = \"-n\"\n"));
+    assert!(e.contains("link[1].ecn.netns"), "{e}");
+    let e = topo_err(&format!("[pcn]\ntimeout_ms = 0\n{TOPO}"));
+    assert!(e.contains("pcn.timeout_ms") && e.contains("= 0"), "{e}");
+    let e = topo_err(&format!("[pcn]\ncombine = \"max\"\n{TOPO}"));
+    assert!(e.contains("max"), "{e}");
+    // ECN on a host's NIC link: no switch daemon sets it.
+    let e = topo_err(&TOPO.replace(
+        "capacity_mbps = 100\n",
+        "capacity_mbps = 100\n[link.ecn]\ndev = \"h1-eth0\"\nqdisc = \"fq_codel\"\n",
+    ));
+    assert!(e.contains("link[0].ecn") && e.contains("NIC"), "{e}");
+    let e = agent_err(
+        TOPO,
+        &format!("{}[pcn]\nthreshold_bytes = 0\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("pcn.threshold_bytes") && e.contains("= 0"),
+        "{e}"
+    );
+    let e = agent_err(TOPO, &format!("{}[pcn]\npoll_us = 1\n", good_agent()), None);
+    assert!(e.contains("pcn.poll_us") && e.contains("= 1"), "{e}");
+    let e = agent_err(
+        TOPO,
+        &format!("{}[pcn]\nthreshold = 5\n", good_agent()),
+        None,
+    );
+    assert!(e.contains("threshold"), "{e}");
+}

@@ -17,141 +17,20 @@ mod common;
 
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::flows::FlowKey;
-use ccp_agent::run::{run_agent, IpcKind, RunOptions};
-use common::{program_file, MockDatapath, MockFlow, TempDir};
-use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
+use common::{
+    agent_toml, key, listeners, wait_for_sockets, with_progress_dir, AgentProc, MockDatapath,
+    MockFlow, Rank, SwitchDaemon,
+};
+use mltcp_progress::{FlowKind, Paradigm, Role};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const ITER_BYTES: u64 = 600_000;
-
-fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
-    FlowKey {
-        src: Ipv4Addr::from(src),
-        src_port: sp,
-        dst: Ipv4Addr::from(dst),
-        dst_port: dp,
-    }
-}
-
-fn sa(k: &FlowKey, local: bool) -> SocketAddr {
-    if local {
-        SocketAddr::from((k.src, k.src_port))
-    } else {
-        SocketAddr::from((k.dst, k.dst_port))
-    }
-}
-
-/// A rank's progress writer driven by the bytes its flow gets acknowledged: an iteration of
-/// `ITER_BYTES`, then 100 ms of "compute", then the next.
-struct Rank {
-    w: Writer,
-    it: u64,
-    in_iter: u64,
-    iter_bytes: u64,
-    idle_until: Option<Instant>,
-}
-
-impl Rank {
-    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
-    /// `peer` `None`, a job without paradigm.
-    fn new(dir: &std::path::Path, job: &str, rank: u32, flow: &FlowKey, peer: Option<u32>) -> Self {
-        match peer {
-            Some(p) => Self::with_flows(
-                dir,
-                job,
-                rank,
-                (Paradigm::Ring, Role::Worker),
-                &[(*flow, FlowKind::RingSend, p)],
-            ),
-            None => Self::with_flows(
-                dir,
-                job,
-                rank,
-                (Paradigm::Unknown, Role::Unknown),
-                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
-            ),
-        }
-    }
-
-    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
-    fn with_flows(
-        dir: &std::path::Path,
-        job: &str,
-        rank: u32,
-        (paradigm, role): (Paradigm, Role),
-        flows: &[(FlowKey, FlowKind, u32)],
-    ) -> Self {
-        let opts = WriterOptions {
-            dir: Some(dir.to_path_buf()),
-            max_flows: 0,
-        };
-        let mut w = Writer::create(job, rank, &opts).unwrap();
-        let iter_bytes = ITER_BYTES * flows.len() as u64;
-        w.set_bytes_per_iteration(iter_bytes);
-        if paradigm != Paradigm::Unknown {
-            w.set_job(paradigm, role, 3);
-        }
-        if paradigm == Paradigm::Ring {
-            w.set_ring(flows[0].2, flows[0].2);
-        }
-        for (flow, kind, peer) in flows {
-            w.add_flow(FlowRecord::new(
-                sa(flow, true),
-                sa(flow, false),
-                *kind,
-                *peer,
-            ))
-            .unwrap();
-        }
-        w.begin_iteration(1);
-        Rank {
-            w,
-            it: 1,
-            in_iter: 0,
-            iter_bytes,
-            idle_until: None,
-        }
-    }
-
-    fn acked(&mut self, n: u64) {
-        if let Some(t) = self.idle_until {
-            if Instant::now() < t {
-                return;
-            }
-            self.idle_until = None;
-            self.it += 1;
-            self.in_iter = 0;
-            self.w.begin_iteration(self.it);
-        }
-        let n = n.min(self.iter_bytes - self.in_iter);
-        self.w.add_bytes(n);
-        self.in_iter += n;
-        if self.in_iter >= self.iter_bytes {
-            self.idle_until = Some(Instant::now() + Duration::from_millis(100));
-        }
-    }
-}
-
 #[test]
 fn two_agents_one_switch_mock_datapaths() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("ccp_agent=debug"))
-        .with_test_writer()
-        .try_init();
-    let tmp = TempDir::new("e2e");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
-    let la = TcpListener::bind("127.0.0.1:0").unwrap();
-    let lb = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ls = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (aa, ab, as_) = (
-        la.local_addr().unwrap(),
-        lb.local_addr().unwrap(),
-        ls.local_addr().unwrap(),
-    );
+    common::init_tracing("ccp_agent=debug");
+    let (tmp, progress) = with_progress_dir("e2e");
+    let ([la, lb, ls], [aa, ab, as_]) = listeners();
     let topo = tmp.write(
         "topo.toml",
         &format!(
@@ -201,73 +80,16 @@ links = [2, 11]
         format!("e2e-b-{}", std::process::id()),
     ];
     let agent_toml = |host: &str, name: &str| {
-        tmp.write(
-            &format!("{host}.toml"),
-            &format!(
-                "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nrpc_timeout_ms = 15\n",
-                topo.display().to_string(),
-                program_file().display().to_string(),
-                progress.display().to_string()
-            ),
-        )
+        agent_toml(&tmp, host, name, &topo, &progress, "rpc_timeout_ms = 15\n")
     };
     let cfg_a = AgentConfig::load(&agent_toml("h1", &names[0]), None, None).unwrap();
     let cfg_b = AgentConfig::load(&agent_toml("h2", &names[1]), None, None).unwrap();
     let topology = Topology::load(&topo).unwrap();
 
-    // The switch daemon.
-    let sw_stop = Arc::new(AtomicBool::new(true));
-    let sw_thread = {
-        let (topology, stop) = (topology.clone(), sw_stop.clone());
-        ls.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            let sw = topology.switches[0].clone();
-            let clock = mlcc_sched::SlotClock::new(20_000, 5).unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(ls).unwrap();
-                ccp_agent::switch::serve(&topology, &sw, clock, Some(l), async move {
-                    while stop.load(std::sync::atomic::Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-                .await
-                .unwrap();
-            });
-        })
-    };
-
-    // The agents.
-    let stop = Arc::new(AtomicBool::new(true));
-    let mut agents = Vec::new();
-    let mut shareds = Vec::new();
-    for (cfg, l) in [(cfg_a, la), (cfg_b, lb)] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let opts = RunOptions {
-            ipc: IpcKind::Unix,
-            listener: Some(l),
-            stop: stop.clone(),
-            shared_out: Some(tx),
-        };
-        agents.push(std::thread::spawn(move || run_agent(cfg, opts)));
-        shareds.push(
-            rx.recv_timeout(Duration::from_secs(10))
-                .expect("agent started"),
-        );
-    }
-    // Let the agents bind their unix sockets.
-    let t0 = Instant::now();
-    while names
-        .iter()
-        .any(|n| !std::path::Path::new(&format!("/tmp/ccp/{n}")).exists())
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The switch daemon, then the agents; let them bind their unix sockets.
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), None);
+    let agents = [AgentProc::start(cfg_a, la), AgentProc::start(cfg_b, lb)];
+    wait_for_sockets(&names);
 
     // The job's regions and the datapaths.
     let f0 = key([10, 1, 0, 1], 40000, [10, 1, 0, 2], 5000);
@@ -346,10 +168,7 @@ links = [2, 11]
 
     // Watch the switch and the agents for a while (6 s: enough iterations of every job even when
     // the machine is busy; the plans respect the core link, so the jobs are no faster than it).
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::client_rt();
     let mut max_switch_flows = 0;
     let mut max_link_load = 0u64;
     let deadline = Instant::now() + Duration::from_secs(6);
@@ -440,16 +259,15 @@ links = [2, 11]
         .collect();
     println!("iterations: ring ranks 0 and 1, solo, PS workers 1 and 2, PS: {its:?}");
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
-    for s in &shareds {
-        assert!(s.status().slot > 0);
+    for a in &agents {
+        assert!(a.shared.status().slot > 0);
     }
 
     // Stop: the agents leave and close their sockets.
     drop(dp_a);
     drop(dp_b);
-    stop.store(false, std::sync::atomic::Ordering::SeqCst);
     for a in agents {
-        a.join().unwrap().unwrap();
+        a.stop();
     }
     for n in &names {
         assert!(
@@ -457,47 +275,26 @@ links = [2, 11]
             "socket {n} closed and removed"
         );
     }
-    sw_stop.store(false, std::sync::atomic::Ordering::SeqCst);
-    sw_thread.join().unwrap();
+    drop(rt);
+    switch.stop();
 }
 
 /// NIC-only mode: one agent, no switch daemon, two jobs sharing its 40 Mbit/s NIC; the agent's
 /// own table keeps their sum within the NIC.
 #[test]
 fn nic_only_agent_shares_its_nic() {
-    let tmp = TempDir::new("nic");
-    let progress = tmp.0.join("progress");
-    std::fs::create_dir_all(&progress).unwrap();
+    let (tmp, progress) = with_progress_dir("nic");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let name = format!("e2e-nic-{}", std::process::id());
     let topo = format!(
         "slot_ms = 20\nhorizon = 5\n[[link]]\nid = 1\ncapacity_mbps = 40\n[[host]]\nname = \"h1\"\naddrs = [\"10.2.0.1\"]\nnic = 1\nagent = \"{addr}\"\n"
     );
-    tmp.write("topo.toml", &topo);
-    let cfg = tmp.write(
-        "agent.toml",
-        &format!(
-            "topology = \"topo.toml\"\nhosts = [\"h1\"]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\nnic_only = true\n",
-            program_file().display().to_string(),
-            progress.display().to_string()
-        ),
-    );
+    let topo = tmp.write("topo.toml", &topo);
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "nic_only = true\n");
     let cfg = AgentConfig::load(&cfg, None, None).unwrap();
-    let stop = Arc::new(AtomicBool::new(true));
-    let opts = RunOptions {
-        ipc: IpcKind::Unix,
-        listener: Some(l),
-        stop: stop.clone(),
-        shared_out: None,
-    };
-    let agent = std::thread::spawn(move || run_agent(cfg, opts));
-    let t0 = Instant::now();
-    while !std::path::Path::new(&format!("/tmp/ccp/{name}")).exists()
-        && t0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let agent = AgentProc::start(cfg, l);
+    wait_for_sockets(std::slice::from_ref(&name));
     let fa = key([10, 2, 0, 1], 41000, [10, 2, 0, 9], 5000);
     let fb = key([10, 2, 0, 1], 41001, [10, 2, 0, 9], 5001);
     let ja = Arc::new(Mutex::new(Rank::new(&progress, "nic-a", 0, &fa, None)));
@@ -518,10 +315,7 @@ fn nic_only_agent_shares_its_nic() {
         })
     };
     std::thread::sleep(Duration::from_secs(2));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::client_rt();
     let st = rt.block_on(ccp_agent::status::agent_status(addr)).unwrap();
     println!("{}", ccp_agent::status::format_agent(&st));
     let s = dp.snapshot();
@@ -544,6 +338,5 @@ fn nic_only_agent_shares_its_nic() {
     let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
     drop(dp);
-    stop.store(false, std::sync::atomic::Ordering::SeqCst);
-    agent.join().unwrap().unwrap();
+    agent.stop();
 }

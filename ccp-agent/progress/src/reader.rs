@@ -15,7 +15,7 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::layout::{self, Body, Header, Invalid};
+use crate::layout::{self, Body, Header, Hot, Invalid};
 use crate::sys;
 use crate::writer::{region_dir, REGION_SUFFIX};
 
@@ -290,6 +290,27 @@ impl Region {
             body,
             seq,
         })
+    }
+
+    /// The hot counters alone (iteration, bytes, burst requests, flags: 48 bytes), for polling
+    /// more often than a whole [`Region::snapshot`] is worth: `seq`, the hot part and `seq` again,
+    /// three `pread`s and no checksum; `Ok(None)` when the writer was in an update (odd or
+    /// changed `seq`). Without the checksum a copy torn by an update that the sequence numbers
+    /// missed is not detected: a caller that acts on a change (the agent's burst gate) confirms
+    /// it with a snapshot.
+    pub fn peek_hot(&self) -> io::Result<Option<Hot>> {
+        let mut seq = [0u8; 8];
+        sys::pread_exact(&self.file, &mut seq, layout::OFF_SEQ as u64)?;
+        let s1 = u64::from_ne_bytes(seq);
+        let mut hot = [0u8; layout::HOT_SIZE];
+        sys::pread_exact(
+            &self.file,
+            &mut hot,
+            layout::hot_offset(self.header.max_flows) as u64,
+        )?;
+        sys::pread_exact(&self.file, &mut seq, layout::OFF_SEQ as u64)?;
+        let s2 = u64::from_ne_bytes(seq);
+        Ok((s1 % 2 == 0 && s1 == s2).then(|| Hot::decode(&hot)))
     }
 
     /// The agent area as it stands.

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SchedError;
 use crate::greedy::{check_view, initial_schedule, with_first_slot, Plan};
 use crate::slot::SlotClock;
-use crate::table::PathView;
+use crate::table::{PathView, Schedule};
 
 /// Which flows of its job a flow must keep pace with, with their accumulated bytes F for the
 /// current slot (as decided by their own schedulers and exchanged between agents).
@@ -171,6 +171,34 @@ pub fn decide(
     Ok(finish(plan, progress, delta, outcome))
 }
 
+impl Decision {
+    /// The decision cut down to the rates a switch admitted (see
+    /// [`crate::LinkLoadTable::admit`]): in each slot of the plan, the bytes are at most those
+    /// the admitted rate carries in one slot; the bytes cut become unscheduled (the next slot's
+    /// planning takes them up again), `rate_bps` is the admitted rate of the plan's first slot,
+    /// and F_i (`accumulated_bytes`) counts only the admitted bytes of that slot. A slot the
+    /// admitted schedule does not cover is admitted at 0. `progress` is the one the decision was
+    /// made with. `cost_fx` is kept (the cost of the plan as made). Never raises a slot.
+    pub fn clipped_to(&self, clock: &SlotClock, progress: &FlowProgress, admitted: &Schedule) -> Decision {
+        let mut plan = self.plan.clone();
+        let mut cut = 0u64;
+        for (i, (b, r)) in plan.bytes.iter_mut().zip(plan.rates_bps.iter_mut()).enumerate() {
+            let slot = plan.start_slot.saturating_add(i as u64);
+            let allowed_bps = admitted.rate_bps_at(slot);
+            if *r > allowed_bps {
+                let allowed = clock.bytes_in_slot(allowed_bps).min(*b);
+                cut = cut.saturating_add(b.saturating_sub(allowed));
+                *b = allowed;
+                *r = allowed_bps;
+            }
+        }
+        plan.unscheduled_bytes = plan.unscheduled_bytes.saturating_add(cut);
+        let mut d = finish(plan, progress, self.delta_bytes, self.outcome);
+        d.rate_bps = d.rate_bps.min(self.rate_bps);
+        d
+    }
+}
+
 /// The excess a receiver takes off one of its dependent flows: `(F_succ − F_bound)+`, with
 /// F_bound the predecessor's F (ring) or F_a^min (a PS's broadcast flows).
 pub fn excess_bytes(successor_accumulated_bytes: u64, bound_bytes: u64) -> u64 {
@@ -250,6 +278,21 @@ mod tests {
         let d = decide(&clock(), &p, &Dependency::PsBroadcast { aggregation_min_bytes: 9 }, &view(100)).unwrap();
         assert_eq!(d.plan.bytes, vec![5, 0, 0, 0]);
         assert_eq!(d.accumulated_bytes, 5);
+    }
+
+    #[test]
+    fn clipping_to_an_admitted_schedule() {
+        let p = FlowProgress { sent_bytes: 10, remaining_bytes: 30 };
+        let d = decide(&clock(), &p, &Dependency::Independent, &view(10)).unwrap();
+        assert_eq!(d.plan.bytes, vec![10, 10, 10, 0]);
+        // The tests' clock has 8 s slots: a rate of r bit/s carries r bytes in a slot.
+        let c = d.clipped_to(&clock(), &p, &Schedule { start_slot: 0, rates_bps: vec![4, 10] });
+        assert_eq!(c.plan.bytes, vec![4, 10, 0, 0]);
+        assert_eq!(c.plan.rates_bps[..3], [4, 10, 0]);
+        assert_eq!((c.rate_bps, c.accumulated_bytes, c.plan.unscheduled_bytes), (4, 14, 16));
+        // An admission that takes nothing off changes nothing.
+        let same = d.clipped_to(&clock(), &p, &d.plan.schedule());
+        assert_eq!(same, d);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! Modules:
 //! - [`slot`]: the slot grid (slot = floor(t_us / slot_us)), horizon K, rate ↔ bytes;
 //! - [`table`]: link load tables over K slots, flow schedules, rate samples and the
-//!   available-bandwidth estimate, path views;
+//!   available-bandwidth estimate, path views, admission of a schedule against what is left;
 //! - [`greedy`]: Alg. 1, the initial least-path-load schedule;
 //! - [`dependency`]: Alg. 2, PS and ring dependency rules, the receiver's excess;
 //! - [`planner`]: the per-slot step over a table;

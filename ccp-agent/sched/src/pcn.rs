@@ -11,6 +11,11 @@
 //! paper lacks its Sec. 3.3, so the policy is a parameter, to be chosen by measurement. A start
 //! whose burst never shows up (a lost packet, a crashed worker) would pin the threshold low, so
 //! starts older than `max_age_slots` expire.
+//!
+//! The arithmetic does not depend on the units, which the caller picks consistently: the names
+//! say packets and slots (the paper's units), but `ccp-agent`'s switch daemon keeps one
+//! [`PcnThresholds`] per ECN link with thresholds in bytes (what `tc` takes) and times in
+//! milliseconds since its start (so `max_age_slots` is its start timeout in ms).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -139,8 +144,11 @@ impl PcnThresholds {
             Combine::Min => m.values().map(|s| s.threshold_pkts).min().unwrap_or(initial),
             Combine::Harmonic => {
                 let inv: f64 = m.values().map(|s| 1.0 / f64::from(s.threshold_pkts)).sum();
-                // inv > 0: every threshold is at least 1. The cast saturates.
-                ((1.0 / inv).floor() as u32).max(1)
+                // inv > 0: every threshold is at least 1. The cast saturates. A combination
+                // that is a whole number (1/(2/30000 + 1/60000) = 12000) may come out of the
+                // float sum a hair below it; the relative 1e-12 nudge keeps it whole (far
+                // below one unit for any u32 threshold).
+                (((1.0 / inv) * (1.0 + 1e-12)).floor() as u32).max(1)
             }
         };
         combined.min(initial)
@@ -177,6 +185,12 @@ mod tests {
         assert_eq!(p.on_start(L, BurstId(1), 20, 0).unwrap(), 20);
         assert_eq!(p.on_start(L, BurstId(2), 20, 0).unwrap(), 10);
         assert_eq!(p.on_start(L, BurstId(3), 30, 0).unwrap(), 7); // 1/(1/20+1/20+1/30) = 7.5
+        p.on_arrival(L, BurstId(3));
+        assert_eq!(p.on_start(L, BurstId(3), 60_000, 0).unwrap(), 9); // 1/(2/20+1/60000) = 9.998
+        let mut q = PcnThresholds::new(PcnConfig { initial_threshold_pkts: 60_000, ..cfg }).unwrap();
+        q.on_start(L, BurstId(1), 30_000, 0).unwrap();
+        q.on_start(L, BurstId(2), 30_000, 0).unwrap();
+        assert_eq!(q.on_start(L, BurstId(3), 60_000, 0).unwrap(), 12_000, "whole, not 11 999");
         for i in 4..100 {
             p.on_start(L, BurstId(i), 1, 0).unwrap();
         }

@@ -275,6 +275,47 @@ impl LinkLoadTable {
         Ok(())
     }
 
+    /// Admission of `flow`'s requested `schedule` along `path`: each slot's rate is clipped to
+    /// what is left on the path at this moment, `min over the path's links of (estimate − load of
+    /// the other flows)` (the estimate of [`LinkLoadTable::estimate_bps`], never above the
+    /// capacity), then the clipped schedule replaces the flow's stored one, as
+    /// [`LinkLoadTable::set_schedule`] does, and is returned.
+    ///
+    /// This closes the race of "Dynamic Flow Scheduling for DNN Training Workloads in Data
+    /// Centers", Sec. IV-C, between schedulers that plan in the same slot: each reads the switch's
+    /// feedback (`fetch_feedback()`) before the others' `update_schedule()` lands, so two of them
+    /// can plan the same free bandwidth. With every schedule admitted by this call, one at a time
+    /// (the switch daemon holds its lock across it), the committed load of a link never exceeds
+    /// its estimate at the time of each admission, hence never its capacity: by induction, an
+    /// admission adds at most `estimate − others ≤ capacity − others`.
+    ///
+    /// Slots before the current one and beyond the horizon are dropped, as in `set_schedule`.
+    /// Refuses an empty path, an unknown link and a link listed twice.
+    pub fn admit(
+        &mut self,
+        flow: FlowId,
+        path: &[LinkId],
+        schedule: &Schedule,
+    ) -> Result<Schedule, SchedError> {
+        let view = self.path_view(path, Some(flow))?;
+        let first = schedule.start_slot.max(self.current_slot);
+        let end = self.current_slot.saturating_add(self.clock.horizon() as u64);
+        let mut rates = Vec::new();
+        let mut slot = first;
+        while slot < end {
+            let i = usize::try_from(slot - self.current_slot).unwrap_or(usize::MAX);
+            let free = view.available_bps.get(i).copied().unwrap_or(0);
+            rates.push(schedule.rate_bps_at(slot).min(free));
+            slot += 1;
+        }
+        while rates.last() == Some(&0) {
+            rates.pop();
+        }
+        let admitted = Schedule { start_slot: first, rates_bps: rates };
+        self.set_schedule(flow, path, &admitted)?;
+        Ok(admitted)
+    }
+
     /// Takes `flow`'s schedule off the table and returns it.
     pub fn remove_flow(&mut self, flow: FlowId) -> Result<Schedule, SchedError> {
         let old = self.flows.remove(&flow).ok_or(SchedError::UnknownFlow(flow))?;
@@ -433,6 +474,26 @@ mod tests {
 
     fn sched(start: u64, r: &[u64]) -> Schedule {
         Schedule { start_slot: start, rates_bps: r.to_vec() }
+    }
+
+    #[test]
+    fn admission_clips_to_what_is_left_and_replaces_the_own_schedule() {
+        let mut t = table();
+        // Two schedulers planned the same free 10 000 bit/s of link 1 in slot 100.
+        let a = t.admit(FlowId(1), &[LinkId(1)], &sched(100, &[8_000, 8_000])).unwrap();
+        assert_eq!(a, sched(100, &[8_000, 8_000]));
+        let b = t.admit(FlowId(2), &[LinkId(1)], &sched(100, &[8_000, 0, 9_000])).unwrap();
+        assert_eq!(b, sched(100, &[2_000, 0, 9_000]));
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![10_000, 8_000, 9_000, 0]);
+        // A path takes its tightest link; the flow's own stored schedule does not count.
+        let c = t.admit(FlowId(1), &[LinkId(1), LinkId(2)], &sched(100, &[6_000, 6_000, 6_000, 6_000])).unwrap();
+        assert_eq!(c, sched(100, &[5_000, 5_000, 1_000, 5_000]));
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![7_000, 5_000, 10_000, 5_000]);
+        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![5_000, 5_000, 1_000, 5_000]);
+        // Nothing left: an empty admitted schedule.
+        let d = t.admit(FlowId(3), &[LinkId(2)], &sched(100, &[1, 1, 1, 1])).unwrap();
+        assert_eq!(d, sched(100, &[0, 0, 1]));
+        assert!(t.admit(FlowId(4), &[LinkId(9)], &sched(100, &[1])).is_err());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 use ccp_agent::flows::FlowKey;
 use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -243,4 +245,291 @@ impl Drop for MockDatapath {
             let _ = t.join();
         }
     }
+}
+
+/// A switch daemon served on its own thread and runtime from an already bound listener.
+pub struct SwitchDaemon {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SwitchDaemon {
+    /// Serves the topology's first switch on `l` with slots of `slot_us` and horizon `horizon`;
+    /// its `tc` commands go to `runner` (`None`: the system's).
+    pub fn start(
+        topology: ccp_agent::config::Topology,
+        l: std::net::TcpListener,
+        (slot_us, horizon): (u64, usize),
+        runner: Option<Arc<dyn ccp_agent::switch::CommandRunner>>,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(true));
+        let flag = stop.clone();
+        l.set_nonblocking(true).unwrap();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let sw = topology.switches[0].clone();
+            let clock = mlcc_sched::SlotClock::new(slot_us, horizon).unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(l).unwrap();
+                let shutdown = async move {
+                    while flag.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                match runner {
+                    Some(r) => {
+                        ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), r, shutdown)
+                            .await
+                    }
+                    None => {
+                        ccp_agent::switch::serve(&topology, &sw, clock, Some(l), shutdown).await
+                    }
+                }
+                .unwrap();
+            });
+        });
+        SwitchDaemon {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the daemon (its graceful shutdown waits for the clients' connections to close:
+    /// drop the clients' runtimes first).
+    pub fn stop(mut self) {
+        self.stop.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// An agent run by `run_agent` on its own thread with unix IPC.
+pub struct AgentProc {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    pub shared: Arc<ccp_agent::shared::Shared>,
+}
+
+impl AgentProc {
+    /// Starts the agent of `cfg` serving gRPC on `l`; returns once its shared state exists.
+    pub fn start(cfg: ccp_agent::config::AgentConfig, l: std::net::TcpListener) -> Self {
+        let stop = Arc::new(AtomicBool::new(true));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opts = ccp_agent::run::RunOptions {
+            ipc: ccp_agent::run::IpcKind::Unix,
+            listener: Some(l),
+            stop: stop.clone(),
+            shared_out: Some(tx),
+        };
+        let thread = Some(std::thread::spawn(move || {
+            ccp_agent::run::run_agent(cfg, opts)
+        }));
+        let shared = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("agent started");
+        AgentProc {
+            stop,
+            thread,
+            shared,
+        }
+    }
+
+    /// Clears the stop flag and waits for the agent to return; panics on its error.
+    pub fn stop(mut self) {
+        self.stop.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+}
+
+/// Waits (at most 10 s) until the agents' unix sockets `/tmp/ccp/<name>` exist.
+pub fn wait_for_sockets(names: &[String]) {
+    let t0 = Instant::now();
+    while names
+        .iter()
+        .any(|n| !Path::new(&format!("/tmp/ccp/{n}")).exists())
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Writes `<host>.toml` in `tmp`: an agent of `host` of the topology `topo`, the repository's
+/// program, regions under `progress`, unix socket `name`, and the `extra` lines.
+pub fn agent_toml(
+    tmp: &TempDir,
+    host: &str,
+    name: &str,
+    topo: &Path,
+    progress: &Path,
+    extra: &str,
+) -> PathBuf {
+    tmp.write(
+        &format!("{host}.toml"),
+        &format!(
+            "topology = {:?}\nhosts = [{host:?}]\nprogram = {:?}\nprogress_dir = {:?}\nunix_name = {name:?}\n{extra}",
+            topo.display().to_string(),
+            program_file().display().to_string(),
+            progress.display().to_string()
+        ),
+    )
+}
+
+/// A temporary directory with a `progress` directory for the regions in it.
+pub fn with_progress_dir(tag: &str) -> (TempDir, PathBuf) {
+    let tmp = TempDir::new(tag);
+    let progress = tmp.0.join("progress");
+    std::fs::create_dir_all(&progress).unwrap();
+    (tmp, progress)
+}
+
+/// `N` listeners on loopback ports of the system's choice, and their addresses.
+pub fn listeners<const N: usize>() -> ([TcpListener; N], [SocketAddr; N]) {
+    let ls: [TcpListener; N] = std::array::from_fn(|_| TcpListener::bind("127.0.0.1:0").unwrap());
+    let addrs = std::array::from_fn(|i| ls[i].local_addr().unwrap());
+    (ls, addrs)
+}
+
+/// Bytes per iteration and flow of a [`Rank`].
+pub const ITER_BYTES: u64 = 600_000;
+
+/// A flow key from octets and ports.
+pub fn key(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> FlowKey {
+    FlowKey {
+        src: Ipv4Addr::from(src),
+        src_port: sp,
+        dst: Ipv4Addr::from(dst),
+        dst_port: dp,
+    }
+}
+
+/// The local (`local`) or remote socket address of a flow.
+pub fn sa(k: &FlowKey, local: bool) -> SocketAddr {
+    if local {
+        SocketAddr::from((k.src, k.src_port))
+    } else {
+        SocketAddr::from((k.dst, k.dst_port))
+    }
+}
+
+/// A rank's progress writer driven by the bytes its flow gets acknowledged: an iteration of
+/// `ITER_BYTES`, then 100 ms of "compute", then the next.
+pub struct Rank {
+    /// The region.
+    pub w: Writer,
+    /// The current iteration.
+    pub it: u64,
+    in_iter: u64,
+    iter_bytes: u64,
+    idle_until: Option<Instant>,
+}
+
+impl Rank {
+    /// A one-flow process: a ring rank (`peer` is both predecessor and successor) or, with
+    /// `peer` `None`, a job without paradigm.
+    pub fn new(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        flow: &FlowKey,
+        peer: Option<u32>,
+    ) -> Self {
+        match peer {
+            Some(p) => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Ring, Role::Worker),
+                &[(*flow, FlowKind::RingSend, p)],
+            ),
+            None => Self::with_flows(
+                dir,
+                job,
+                rank,
+                (Paradigm::Unknown, Role::Unknown),
+                &[(*flow, FlowKind::Unspecified, mltcp_progress::NO_RANK)],
+            ),
+        }
+    }
+
+    /// A process sending `ITER_BYTES` per iteration on each of its `flows` (key, kind, peer).
+    pub fn with_flows(
+        dir: &std::path::Path,
+        job: &str,
+        rank: u32,
+        (paradigm, role): (Paradigm, Role),
+        flows: &[(FlowKey, FlowKind, u32)],
+    ) -> Self {
+        let opts = WriterOptions {
+            dir: Some(dir.to_path_buf()),
+            max_flows: 0,
+        };
+        let mut w = Writer::create(job, rank, &opts).unwrap();
+        let iter_bytes = ITER_BYTES * flows.len() as u64;
+        w.set_bytes_per_iteration(iter_bytes);
+        if paradigm != Paradigm::Unknown {
+            w.set_job(paradigm, role, 3);
+        }
+        if paradigm == Paradigm::Ring {
+            w.set_ring(flows[0].2, flows[0].2);
+        }
+        for (flow, kind, peer) in flows {
+            w.add_flow(FlowRecord::new(
+                sa(flow, true),
+                sa(flow, false),
+                *kind,
+                *peer,
+            ))
+            .unwrap();
+        }
+        w.begin_iteration(1);
+        Rank {
+            w,
+            it: 1,
+            in_iter: 0,
+            iter_bytes,
+            idle_until: None,
+        }
+    }
+
+    /// `n` more bytes of the process's flows acknowledged.
+    pub fn acked(&mut self, n: u64) {
+        if let Some(t) = self.idle_until {
+            if Instant::now() < t {
+                return;
+            }
+            self.idle_until = None;
+            self.it += 1;
+            self.in_iter = 0;
+            self.w.begin_iteration(self.it);
+        }
+        let n = n.min(self.iter_bytes - self.in_iter);
+        self.w.add_bytes(n);
+        self.in_iter += n;
+        if self.in_iter >= self.iter_bytes {
+            self.idle_until = Some(Instant::now() + Duration::from_millis(100));
+        }
+    }
+}
+
+/// Test logging at `filter` (the first test of the process to call it sets it).
+pub fn init_tracing(filter: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_test_writer()
+        .try_init();
+}
+
+/// A current-thread runtime for the test's own gRPC clients.
+pub fn client_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
