@@ -1190,7 +1190,10 @@ impl<I: Ipc> AgentCore<I> {
     fn target_bps(&self, f: &FlowEntry<I>) -> u64 {
         match (&f.reg, &f.plan) {
             (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
-                p.decision.rate_bps.max(self.cfg.min_rate_bps)
+                let available_now = p.view.available_bps.first().copied().unwrap_or(0);
+                p.decision
+                    .pacing_rate_bps(p.progress.remaining_bytes, available_now)
+                    .max(self.cfg.min_rate_bps)
             }
             _ => f.unthrottled_bps,
         }

@@ -134,6 +134,24 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
+impl Decision {
+    /// The pacing rate to enforce in the current slot, bit/s: [`Decision::rate_bps`] (the least
+    /// rate carrying the slot's planned bytes), except when the plan completes the flow in this
+    /// slot (`plan.bytes[0]` ≥ `remaining_bytes`): then its last bytes go at the largest feasible
+    /// rate, `available_now_bps` (the path's available bandwidth in the current slot), as Alg. 1
+    /// fills slots "with the largest feasible rate" ("Dynamic Flow Scheduling for DNN Training
+    /// Workloads in Data Centers", Sec. IV-B), so they are not stretched to the slot's end. The
+    /// flow still sends no more than planned: what it has left is the slot's bytes.
+    pub fn pacing_rate_bps(&self, remaining_bytes: u64, available_now_bps: u64) -> u64 {
+        let now = self.plan.bytes.first().copied().unwrap_or(0);
+        if now == 0 || now < remaining_bytes {
+            self.rate_bps
+        } else {
+            available_now_bps.max(self.rate_bps)
+        }
+    }
+}
+
 fn finish(plan: Plan, progress: &FlowProgress, delta_bytes: u64, outcome: Outcome) -> Decision {
     let now = plan.bytes.first().copied().unwrap_or(0);
     Decision {
@@ -234,6 +252,21 @@ mod tests {
 
     fn view(avail: u64) -> PathView {
         PathView { start_slot: 0, load_bps: vec![0, 0, 0, 0], available_bps: vec![avail; 4] }
+    }
+
+    #[test]
+    fn completing_slot_is_paced_at_the_available_bandwidth() {
+        let plan = Plan { start_slot: 0, bytes: vec![1000, 500], rates_bps: vec![1000, 500], unscheduled_bytes: 0, cost_fx: 0 };
+        let d = finish(plan, &FlowProgress { sent_bytes: 0, remaining_bytes: 1500 }, 0, Outcome::Initial);
+        // Bytes left after this slot: the plan's rate.
+        assert_eq!(d.pacing_rate_bps(1500, 9000), 1000);
+        // The slot completes the flow: the path's available bandwidth, never below the plan's.
+        assert_eq!(d.pacing_rate_bps(1000, 9000), 9000);
+        assert_eq!(d.pacing_rate_bps(800, 600), 1000);
+        // Nothing planned now: the plan's (zero) rate.
+        let idle = Plan { start_slot: 0, bytes: vec![0, 500], rates_bps: vec![0, 500], unscheduled_bytes: 0, cost_fx: 0 };
+        let d = finish(idle, &FlowProgress { sent_bytes: 0, remaining_bytes: 500 }, 0, Outcome::Initial);
+        assert_eq!(d.pacing_rate_bps(500, 9000), 0);
     }
 
     #[test]

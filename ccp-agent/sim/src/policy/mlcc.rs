@@ -93,14 +93,11 @@ impl Mlcc {
     /// more than planned (what is left is exactly the slot's bytes), and the table still holds
     /// the slot's bytes.
     fn slot_rate(&self, req: &FlowRequest, d: &Decision) -> u64 {
-        let now = d.plan.bytes.first().copied().unwrap_or(0);
-        if now == 0 || now < req.progress.remaining_bytes {
-            return d.rate_bps;
-        }
-        match self.table.path_view(&req.path, Some(req.flow)) {
-            Ok(v) => v.available_bps.first().copied().unwrap_or(0).max(d.rate_bps),
-            Err(_) => d.rate_bps,
-        }
+        let available_now = match self.table.path_view(&req.path, Some(req.flow)) {
+            Ok(v) => v.available_bps.first().copied().unwrap_or(0),
+            Err(_) => 0,
+        };
+        d.pacing_rate_bps(req.progress.remaining_bytes, available_now)
     }
 
     fn plan(&mut self, req: &FlowRequest) -> Option<Decision> {
