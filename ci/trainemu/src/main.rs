@@ -20,6 +20,7 @@ mod config;
 mod emu;
 mod plot;
 mod progress;
+mod queue;
 mod report;
 mod results;
 mod topo;
@@ -86,6 +87,11 @@ enum Cmd {
         /// Put every host on 127.0.0.1 in the current namespace (no root, no shaping).
         #[arg(long)]
         loopback: bool,
+        /// PCN: every worker makes the progress interface's bounded `before_burst` wait, at most
+        /// this many milliseconds, before each communication phase (0 = no call), replacing the
+        /// scenarios' `before_burst_ms`.
+        #[arg(long)]
+        before_burst_ms: Option<f64>,
         /// Abort a run that takes longer than this, in seconds.
         #[arg(long, default_value_t = 900.0)]
         run_timeout: f64,
@@ -167,7 +173,7 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
     match cli.cmd {
-        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
+        Cmd::Run { out, models, ccs, iterations, before_burst_ms, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
             let agent_program = agent_program.unwrap_or_else(|| {
                 let vm = PathBuf::from("/host/datapath-programs/mlcc-slot.ccp");
                 if vm.is_file() { vm } else { PathBuf::from("datapath-programs/mlcc-slot.ccp") }
@@ -193,6 +199,9 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                         j.iterations = None;
                     }
                     s.warmup_iterations = s.warmup_iterations.min(n.saturating_sub(1));
+                }
+                if let Some(ms) = before_burst_ms {
+                    s.before_burst_ms = Some(ms);
                 }
                 s.validate(&p.display().to_string(), &models).map_err(|e| Err(UsageError(e)))?;
                 if let Some(c) = s.ccs.iter().find(|c| c.contains("+agent")) {

@@ -10,7 +10,9 @@
 //! that netem (the netem recipe: delay first, then the rate limiter). So a link's rate limits the
 //! traffic arriving at its host, and the queue that builds is a forwarding switch port's, whose
 //! drops TCP sees as losses (a qdisc on the sender's own egress would instead push back on the
-//! socket without a loss).
+//! socket without a loss). A host with `ecn` gets an ECN-marking child under that tbf (handle
+//! [`ECN_HANDLE`], replacing the tbf's byte FIFO): RED in ECN mode as a step marker, or fq_codel
+//! with `ce_threshold`; [`EcnPort`] describes it for the PCN switch daemon.
 
 use std::fs;
 use std::net::Ipv4Addr;
@@ -18,6 +20,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Host, Scenario};
 use crate::emu::Net;
@@ -68,45 +71,148 @@ pub fn teardown(s: &Scenario) {
     let _ = Command::new("ip").args(["netns", "del", SWITCH_NS]).output();
 }
 
-fn shape(ns: &str, dev: &str, h: &Host, with_rate: bool) -> Result<()> {
-    let netem = h.delay_ms > 0.0 || h.loss_pct > 0.0;
-    let mut tbf: Vec<String> = Vec::new();
-    if let (Some(rate), true) = (h.rate_mbit, with_rate) {
-        let burst = h.burst_bytes.unwrap_or(64_000);
-        let queue = h.queue_ms.unwrap_or(100.0);
-        tbf = vec![
-            "tbf".into(),
-            "rate".into(),
-            format!("{}kbit", (rate * 1000.0).round() as u64),
-            "burst".into(),
-            burst.to_string(),
-            "latency".into(),
-            format!("{}us", (queue * 1000.0).round() as u64),
-        ];
+/// Handle of the ECN-marking child qdisc under a switch port's tbf.
+pub const ECN_HANDLE: &str = "20:";
+/// Mean packet size given to RED, bytes (one full-sized Ethernet frame).
+pub const RED_AVPKT: u64 = 1500;
+
+/// An ECN-marking qdisc of the topology: everything `tc qdisc change` needs to move its threshold
+/// (what the PCN switch daemon does before a burst). Written to meta.json (`ecn_ports`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcnPort {
+    /// The host the port leads to.
+    pub host: String,
+    /// Network namespace of the switch (`te-sw`).
+    pub netns: String,
+    /// The port's device in it (`v-HOST`).
+    pub dev: String,
+    /// The qdisc's parent (the tbf's class: `10:1` under a netem root, else `1:1`).
+    pub parent: String,
+    /// The qdisc's handle ([`ECN_HANDLE`]).
+    pub handle: String,
+    /// "red" or "fq_codel".
+    pub qdisc: String,
+    /// The port's rate (its tbf), kbit/s.
+    pub rate_kbit: u64,
+    /// RED: `limit`, bytes (the port's queue: rate × queue_ms + tbf burst); fq_codel: the packet
+    /// limit × 1500.
+    pub limit_bytes: u64,
+    /// RED: marking threshold (`min`), bytes; `max` = min + [`RED_AVPKT`], `burst` =
+    /// ⌈min / avpkt⌉ (the averaging weight stays near 1/2: step marking).
+    pub threshold_bytes: Option<u64>,
+    /// fq_codel: `ce_threshold`, µs.
+    pub ce_threshold_us: Option<u64>,
+    /// The qdisc's arguments after its kind, as added (`tc qdisc add dev DEV parent P handle H
+    /// KIND ARGS...`); `tc qdisc change` takes the same with the threshold replaced.
+    pub args: Vec<String>,
+}
+
+impl EcnPort {
+    /// The qdisc's arguments for marking threshold `threshold` (RED: bytes; fq_codel: µs), the
+    /// other parameters as built.
+    pub fn args_for(&self, threshold: u64) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        match self.qdisc.as_str() {
+            "red" => vec![
+                s("limit"),
+                self.limit_bytes.to_string(),
+                s("min"),
+                threshold.to_string(),
+                s("max"),
+                (threshold + RED_AVPKT).to_string(),
+                s("avpkt"),
+                RED_AVPKT.to_string(),
+                s("burst"),
+                threshold.div_ceil(RED_AVPKT).max(1).to_string(),
+                s("probability"),
+                s("1.0"),
+                s("ecn"),
+                s("bandwidth"),
+                format!("{}kbit", self.rate_kbit),
+            ],
+            _ => vec![s("limit"), (self.limit_bytes / RED_AVPKT).to_string(), s("ce_threshold"), format!("{threshold}us"), s("ecn")],
+        }
     }
-    let base = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev];
+
+    /// `ip netns exec NS tc qdisc VERB dev DEV parent P handle H KIND ARGS` with `args`
+    /// (VERB: "add" or "change").
+    pub fn command(&self, verb: &str, args: &[String]) -> Vec<String> {
+        let mut a: Vec<String> = ["ip", "netns", "exec", &self.netns, "tc", "qdisc", verb, "dev", &self.dev, "parent", &self.parent, "handle", &self.handle, &self.qdisc]
+            .map(String::from)
+            .to_vec();
+        a.extend(args.iter().cloned());
+        a
+    }
+}
+
+/// The tc command lines that shape the egress of `dev` in `ns` for host `h` (`with_rate`: the
+/// switch port, which also gets the tbf and the ECN qdisc), in order, and the ECN qdisc built.
+pub fn shape_cmds(ns: &str, dev: &str, h: &Host, with_rate: bool) -> (Vec<Vec<String>>, Option<EcnPort>) {
+    let netem = h.delay_ms > 0.0 || h.loss_pct > 0.0;
+    let base: Vec<String> = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev].map(String::from).to_vec();
+    let mut cmds = Vec::new();
     if netem {
-        let mut a: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        let mut a = base.clone();
         a.extend(["root", "handle", "1:", "netem", "limit", "100000", "delay"].map(String::from));
         a.push(format!("{}us", (h.delay_ms * 1000.0).round() as u64));
         if h.loss_pct > 0.0 {
             a.push("loss".into());
             a.push(format!("{}%", h.loss_pct));
         }
-        sh(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
-        if !tbf.is_empty() {
-            let mut a: Vec<String> = base.iter().map(|s| s.to_string()).collect();
-            a.extend(["parent", "1:1", "handle", "10:"].map(String::from));
-            a.extend(tbf);
-            sh(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
-        }
-    } else if !tbf.is_empty() {
-        let mut a: Vec<String> = base.iter().map(|s| s.to_string()).collect();
-        a.extend(["root", "handle", "1:"].map(String::from));
-        a.extend(tbf);
-        sh(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
+        cmds.push(a);
     }
-    Ok(())
+    let (Some(rate), true) = (h.rate_mbit, with_rate) else { return (cmds, None) };
+    let burst = h.burst_bytes.unwrap_or(64_000);
+    let queue = h.queue_ms.unwrap_or(100.0);
+    let rate_kbit = (rate * 1000.0).round() as u64;
+    let mut a = base.clone();
+    // Under a netem root the tbf is 10: (class 10:1); alone it is the root 1: (class 1:1).
+    let tbf_class = if netem {
+        a.extend(["parent", "1:1", "handle", "10:"].map(String::from));
+        "10:1"
+    } else {
+        a.extend(["root", "handle", "1:"].map(String::from));
+        "1:1"
+    };
+    a.extend(["tbf", "rate"].map(String::from));
+    a.push(format!("{rate_kbit}kbit"));
+    a.extend(["burst".into(), burst.to_string(), "latency".into(), format!("{}us", (queue * 1000.0).round() as u64)]);
+    cmds.push(a);
+    let Some(e) = &h.ecn else { return (cmds, None) };
+    // The child replaces the tbf's byte FIFO, so it gets that FIFO's limit.
+    let queue_bytes = (rate * 1e6 / 8.0 * queue / 1000.0).round() as u64 + burst;
+    let threshold_bytes = e.threshold_kb.map(|k| (k * 1000.0).round() as u64);
+    let port = EcnPort {
+        host: h.name.clone(),
+        netns: ns.to_string(),
+        dev: dev.to_string(),
+        parent: tbf_class.to_string(),
+        handle: ECN_HANDLE.to_string(),
+        qdisc: e.qdisc.clone(),
+        rate_kbit,
+        limit_bytes: queue_bytes.max(threshold_bytes.unwrap_or(0) + 4 * RED_AVPKT),
+        threshold_bytes,
+        ce_threshold_us: e.ce_threshold_us.map(|u| u.round() as u64),
+        args: Vec::new(),
+    };
+    let args = port.args_for(threshold_bytes.or(port.ce_threshold_us).unwrap_or(0));
+    let port = EcnPort { args, ..port };
+    cmds.push(port.command("add", &port.args));
+    (cmds, Some(port))
+}
+
+/// Shapes `dev` in `ns` (see [`shape_cmds`]); returns the ECN qdisc built, if any.
+fn shape(ns: &str, dev: &str, h: &Host, with_rate: bool) -> Result<Option<EcnPort>> {
+    let (cmds, port) = shape_cmds(ns, dev, h, with_rate);
+    for c in &cmds {
+        sh(&c.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    Ok(port)
+}
+
+/// The ECN-marking qdiscs scenario `s`'s topology has (what [`build`] adds), without building.
+pub fn ecn_ports(s: &Scenario) -> Vec<EcnPort> {
+    s.topology.hosts.iter().filter_map(|h| shape_cmds(SWITCH_NS, &format!("v-{}", h.name), h, true).1).collect()
 }
 
 /// Builds the topology and applies the sysctls; returns where each host lives.
@@ -130,7 +236,9 @@ pub fn build(s: &Scenario) -> Result<Net> {
         sh(&["ip", "-n", SWITCH_NS, "link", "set", &swdev, "up"])?;
         sh(&["ip", "-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
         shape(&ns, "eth0", h, false)?;
-        shape(SWITCH_NS, &swdev, h, true)?;
+        if let Some(p) = shape(SWITCH_NS, &swdev, h, true)? {
+            tracing::info!("port {} of {}: ECN qdisc {} {}", p.dev, p.netns, p.qdisc, p.args.join(" "));
+        }
         for (k, v) in s.sysctl.pairs() {
             sysctl_in(&ns, &k, &v)?;
         }
