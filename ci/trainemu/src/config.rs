@@ -773,6 +773,77 @@ workers = ["h1", "h2"]
         assert!(e.contains("ccs[1]") && e.contains("mltcp[slope=2]") && e.contains("unknown module parameter"), "{e}");
     }
 
+    const ECN: &str = r#"
+name = "t"
+iterations = 5
+ccs = ["dctcp"]
+before_burst_ms = 2
+[topology]
+bottleneck = "h2"
+hosts = [ { name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 100, ecn = { qdisc = "red", threshold_kb = 30 } },
+          { name = "h3", rate_mbit = 100, ecn = { qdisc = "fq_codel", ce_threshold_us = 500 } } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+[[background]]
+name = "bg1"
+from = "h3"
+to = "h2"
+cc = "dctcp"
+start_ms = 100
+stop_ms = 900
+"#;
+
+    #[test]
+    fn ecn_background_and_before_burst_parse() {
+        let s = parse(ECN).unwrap();
+        let h = &s.topology.hosts;
+        assert_eq!(h[0].ecn, None);
+        assert_eq!(h[1].ecn, Some(EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None }));
+        assert_eq!(h[2].ecn.as_ref().unwrap().ce_threshold_us, Some(500.0));
+        assert_eq!(s.background.len(), 1);
+        assert_eq!((s.background[0].start_ms, s.background[0].stop_ms), (100.0, Some(900.0)));
+        assert_eq!(s.background_baseline_s, 10.0);
+        assert_eq!(s.before_burst(), Some(std::time::Duration::from_millis(2)));
+        let off = parse(&ECN.replace("before_burst_ms = 2", "before_burst_ms = 0")).unwrap();
+        assert_eq!(off.before_burst(), None);
+        let t = ECN.replace("stop_ms = 900\n", "");
+        assert_eq!(parse(&t).unwrap().background[0].stop_ms, None);
+    }
+
+    #[test]
+    fn refuses_bad_ecn_background_and_before_burst_naming_the_field() {
+        for (from, to, field, val) in [
+            ("qdisc = \"red\"", "qdisc = \"pie\"", "topology.hosts[1].ecn.qdisc", "pie"),
+            ("threshold_kb = 30", "threshold_kb = 0.5", "topology.hosts[1].ecn.threshold_kb", "0.5"),
+            ("threshold_kb = 30", "ce_threshold_us = 30", "topology.hosts[1].ecn.threshold_kb", "needs a threshold_kb"),
+            ("threshold_kb = 30", "threshold_kb = 30, ce_threshold_us = 9", "topology.hosts[1].ecn.ce_threshold_us", "9"),
+            ("ce_threshold_us = 500", "ce_threshold_us = 0", "topology.hosts[2].ecn.ce_threshold_us", "0"),
+            ("ce_threshold_us = 500", "ce_threshold_us = 5, threshold_kb = 3", "topology.hosts[2].ecn.threshold_kb", "3"),
+            ("{ name = \"h2\", rate_mbit = 100, ecn", "{ name = \"h2\", ecn", "topology.hosts[1].ecn", "tbf"),
+            ("name = \"bg1\"", "name = \"A\"", "background[0].name", "\"A\""),
+            ("name = \"bg1\"", "name = \"b g\"", "background[0].name", "b g"),
+            ("from = \"h3\"", "from = \"h9\"", "background[0].from", "h9"),
+            ("to = \"h2\"", "to = \"h3\"", "background[0].to", "two different hosts"),
+            ("cc = \"dctcp\"", "cc = \"dctpc\"", "background[0].cc", "dctpc"),
+            ("start_ms = 100", "start_ms = -1", "background[0].start_ms", "-1"),
+            ("stop_ms = 900", "stop_ms = 100", "background[0].stop_ms", "100"),
+            ("before_burst_ms = 2", "before_burst_ms = 5000", "before_burst_ms", "5000"),
+            ("before_burst_ms = 2", "background_baseline_s = 0.5", "background_baseline_s", "0.5"),
+        ] {
+            let t = ECN.replace(from, to);
+            assert_ne!(t, ECN, "{from}");
+            let e = err_of(&t);
+            assert!(e.contains("x.toml") && e.contains(field) && e.contains(val), "{field} {val}: {e}");
+        }
+        let e = err_of(&ECN.replace("threshold_kb = 30", "threshold_kb = 30, thresh = 1"));
+        assert!(e.contains("thresh"), "{e}");
+        let e = err_of(&ECN.replace("stop_ms = 900", "stop_ms = 900\nstart = 1"));
+        assert!(e.contains("start"), "{e}");
+    }
+
     #[test]
     fn plan_scales_bytes_and_time() {
         let m = ModelFile::builtin();

@@ -1289,6 +1289,51 @@ mod tests {
         assert!(b2.wait(&abort).is_err());
     }
 
+    fn bg(name: &str, start_ms: f64, stop_ms: Option<f64>) -> BgPlan {
+        BgPlan { name: name.into(), from: "h0".into(), to: "h1".into(), cc: "reno".into(), start_ms, stop_ms }
+    }
+
+    #[test]
+    fn background_flows_run_beside_the_jobs_until_they_finish() {
+        let spec = RunSpec {
+            background: vec![bg("bg", 30.0, None)],
+            before_burst: Some(Duration::from_millis(2)),
+            ..spec_of(vec![plan("A", Paradigm::Ring, 2, 100_000, 4, 40.0)], "cubic")
+        };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        assert_eq!(out.background.len(), 1);
+        let b = &out.background[0];
+        let f = &out.flows[b.flow];
+        assert_eq!((f.kind.as_str(), f.job.as_str(), f.cc.as_str(), b.cc.as_str()), ("background", "bg", "reno", "reno"));
+        assert!(b.bytes_sent > 0);
+        // Started ~30 ms after the workers' start, stopped when the job was done.
+        let first = out.records.iter().map(|r| r.compute_start_us.unwrap()).min().unwrap();
+        let last = out.records.iter().map(|r| r.comm_end_us).max().unwrap();
+        assert!(b.start_us >= first + 25_000, "start {} first {first}", b.start_us);
+        assert!(b.stop_us >= last && b.stop_us < last + 1_000_000, "stop {} last {last}", b.stop_us);
+        assert!(out.samples.iter().any(|s| s.flow == b.flow && s.bytes_acked > 0));
+        // No progress region: every worker made the call, which returned at once.
+        for r in &out.records {
+            assert_eq!(r.burst_outcome.as_deref(), Some("no_region"));
+            assert!(r.burst_wait_us.unwrap() < 2_000 && r.comm_start_us >= r.compute_end_us.unwrap());
+        }
+    }
+
+    #[test]
+    fn a_background_only_run_stops_at_stop_ms() {
+        let spec = RunSpec { background: vec![bg("b1", 0.0, Some(300.0)), bg("b2", 100.0, Some(200.0))], ..spec_of(vec![], "cubic") };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        assert!(out.records.is_empty());
+        let mut bs = out.background.clone();
+        bs.sort_by(|a, b| a.name.cmp(&b.name));
+        let (b1, b2) = (&bs[0], &bs[1]);
+        let ms = |d: u64| d as f64 / 1000.0;
+        assert!((ms(b1.stop_us - b1.start_us) - 300.0).abs() < 60.0, "{b1:?}");
+        assert!((ms(b2.stop_us - b2.start_us) - 100.0).abs() < 60.0, "{b2:?}");
+        assert!((ms(b2.start_us) - ms(b1.start_us) - 100.0).abs() < 60.0, "{b1:?} {b2:?}");
+        assert!(b1.bytes_sent > 0 && b2.bytes_sent > 0);
+    }
+
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
         let spec = RunSpec {

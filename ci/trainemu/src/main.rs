@@ -18,6 +18,7 @@
 mod agent;
 mod config;
 mod emu;
+mod netreport;
 mod plot;
 mod progress;
 mod queue;

@@ -253,3 +253,64 @@ pub fn available_ccs() -> Vec<String> {
         .map(|s| s.split_whitespace().map(String::from).collect())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EcnMark;
+
+    fn host(delay_ms: f64, ecn: Option<EcnMark>) -> Host {
+        Host { name: "h2".into(), rate_mbit: Some(100.0), delay_ms, loss_pct: 0.0, burst_bytes: None, queue_ms: Some(5.0), ecn }
+    }
+
+    fn line(c: &[String]) -> String {
+        c.join(" ")
+    }
+
+    #[test]
+    fn red_step_marker_under_the_tbf_below_netem() {
+        let red = EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None };
+        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, Some(red)), true);
+        let cmds: Vec<String> = cmds.iter().map(|c| line(c)).collect();
+        assert_eq!(
+            cmds,
+            [
+                "ip netns exec te-sw tc qdisc add dev v-h2 root handle 1: netem limit 100000 delay 100us",
+                "ip netns exec te-sw tc qdisc add dev v-h2 parent 1:1 handle 10: tbf rate 100000kbit burst 64000 latency 5000us",
+                // limit: 100 Mbit/s × 5 ms = 62500 + the 64000-byte tbf burst; max one packet above
+                // min; burst ⌈30000 / 1500⌉.
+                "ip netns exec te-sw tc qdisc add dev v-h2 parent 10:1 handle 20: red limit 126500 min 30000 max 31500 avpkt 1500 burst 20 probability 1.0 ecn bandwidth 100000kbit",
+            ]
+        );
+        let p = port.unwrap();
+        assert_eq!((p.netns.as_str(), p.dev.as_str(), p.parent.as_str(), p.handle.as_str()), ("te-sw", "v-h2", "10:1", "20:"));
+        assert_eq!((p.threshold_bytes, p.ce_threshold_us, p.rate_kbit), (Some(30_000), None, 100_000));
+        // What the PCN switch daemon runs to lower the threshold to 12 kB.
+        assert_eq!(
+            line(&p.command("change", &p.args_for(12_000))),
+            "ip netns exec te-sw tc qdisc change dev v-h2 parent 10:1 handle 20: red limit 126500 min 12000 max 13500 avpkt 1500 burst 8 probability 1.0 ecn bandwidth 100000kbit"
+        );
+    }
+
+    #[test]
+    fn fq_codel_ce_threshold_under_a_root_tbf() {
+        let fq = EcnMark { qdisc: "fq_codel".into(), threshold_kb: None, ce_threshold_us: Some(500.0) };
+        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.0, Some(fq)), true);
+        assert_eq!(cmds.len(), 2);
+        assert_eq!(line(&cmds[0]), "ip netns exec te-sw tc qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us");
+        assert_eq!(line(&cmds[1]), "ip netns exec te-sw tc qdisc add dev v-h2 parent 1:1 handle 20: fq_codel limit 84 ce_threshold 500us ecn");
+        let p = port.unwrap();
+        assert_eq!((p.parent.as_str(), p.ce_threshold_us, p.threshold_bytes), ("1:1", Some(500), None));
+    }
+
+    #[test]
+    fn no_ecn_qdisc_without_ecn_or_on_the_host_side() {
+        let red = EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None };
+        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, None), true);
+        assert_eq!((cmds.len(), port), (2, None));
+        // The host's own eth0 gets netem only, whatever the switch port has.
+        let (cmds, port) = shape_cmds("te-h2", "eth0", &host(0.1, Some(red)), false);
+        assert_eq!((cmds.len(), port), (1, None));
+        assert!(line(&cmds[0]).contains("netem"));
+    }
+}
