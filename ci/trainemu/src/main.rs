@@ -269,6 +269,16 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                         j.name, j.model, j.paradigm, j.workers.len(), j.compute_ms, j.gradient_bytes, j.iterations, j.start_offset_ms
                     );
                 }
+                for b in &s.background {
+                    let stop = b.stop_ms.map(|m| format!("{m} ms")).unwrap_or_else(|| "the jobs' end".into());
+                    println!("  background {:<8} {} -> {} cc {}, from {} ms to {stop}", b.name, b.from, b.to, b.cc, b.start_ms);
+                }
+                for p in topo::ecn_ports(&s) {
+                    println!("  ECN port {} in {}: tc qdisc ... parent {} handle {} {} {}", p.dev, p.netns, p.parent, p.handle, p.qdisc, p.args.join(" "));
+                }
+                if let Some(d) = s.before_burst() {
+                    println!("  workers call before_burst (at most {} µs) before each communication phase", d.as_micros());
+                }
             }
             Ok(())
         }
