@@ -34,6 +34,9 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
 pub const KNOWN_CCS: &[&str] =
     &["cubic", "reno", "mltcp", "mltcp_cubic", "mltcp_dctcp", "bbr", "dctcp", "vegas", "htcp", "bic"];
 
+/// Congestion controls that need ECN (their connections negotiate it; without it they run Reno).
+pub const NEEDS_ECN: &[&str] = &["dctcp", "mltcp_dctcp"];
+
 /// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
 pub const MLTCP_PARAMS: &[&str] = &[
     "slope_fx",

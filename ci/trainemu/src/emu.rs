@@ -176,6 +176,10 @@ pub struct FlowInfo {
     pub dst_host: String,
     /// Congestion control read back from the socket with getsockopt(TCP_CONGESTION).
     pub cc: String,
+    /// Whether the connection negotiated ECN (TCP_INFO's TCPI_OPT_ECN, read when the flow was
+    /// registered): an ECN-needing algorithm (dctcp, mltcp_dctcp) without it falls back to Reno.
+    #[serde(default)]
+    pub ecn: bool,
 }
 
 /// One throughput sample of one flow.
@@ -268,6 +272,7 @@ impl Ctx {
     }
     /// Adds a flow for the sampler; returns its id.
     fn register(&self, mut info: FlowInfo, s: &TcpStream) -> Result<usize> {
+        info.ecn = ecn_negotiated(s.as_raw_fd());
         let dup = s.try_clone().context("dup socket for the sampler")?;
         let mut v = self.flows.lock().unwrap();
         let id = v.len();
@@ -534,7 +539,7 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
     let cc = prepare(&out, &ctx.cc)?;
     prepare(&inp, &ctx.cc)?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "ring".into(), worker: i, src_host: host.clone(), dst_host: succ_host.clone(), cc },
+        FlowInfo { id: 0, job: job.name.clone(), kind: "ring".into(), worker: i, src_host: host.clone(), dst_host: succ_host.clone(), cc, ecn: false },
         &out,
     )?;
     let send = ring_steps(job.gradient_bytes, w, i);
@@ -644,7 +649,7 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
     let cc = prepare(&s, &ctx.cc)?;
     s.write_all(&(i as u32).to_le_bytes()).context("hello to PS")?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "push".into(), worker: i, src_host: host.clone(), dst_host: ps_host.clone(), cc },
+        FlowInfo { id: 0, job: job.name.clone(), kind: "push".into(), worker: i, src_host: host.clone(), dst_host: ps_host.clone(), cc, ecn: false },
         &s,
     )?;
     let g = job.gradient_bytes;
@@ -719,7 +724,7 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
             bail!("bad hello {idx} from a worker");
         }
         ctx.register(
-            FlowInfo { id: 0, job: job.name.clone(), kind: "pull".into(), worker: idx, src_host: host.clone(), dst_host: job.workers[idx].clone(), cc },
+            FlowInfo { id: 0, job: job.name.clone(), kind: "pull".into(), worker: idx, src_host: host.clone(), dst_host: job.workers[idx].clone(), cc, ecn: false },
             &s,
         )?;
         conns[idx] = Some(s);
@@ -868,7 +873,7 @@ fn bg_sender(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Receiver<SocketAddr>
     let a = addr.recv_timeout(Duration::from_secs(30)).map_err(|_| anyhow!("the receiver published no address within 30 s"))?;
     let mut s = connect_cc(a, &bg.cc)?;
     let cc = prepare(&s, &bg.cc)?;
-    let info = FlowInfo { id: 0, job: bg.name.clone(), kind: "background".into(), worker: 0, src_host: bg.from.clone(), dst_host: bg.to.clone(), cc: cc.clone() };
+    let info = FlowInfo { id: 0, job: bg.name.clone(), kind: "background".into(), worker: 0, src_host: bg.from.clone(), dst_host: bg.to.clone(), cc: cc.clone(), ecn: false };
     let flow = ctx.register(info, &s)?;
     ctx.start(bg.start_ms)?;
     let go = *ctx.go_us.get().ok_or_else(|| anyhow!("run start not set"))?;
@@ -900,6 +905,15 @@ fn sockopt_buf(fd: RawFd, opt: libc::c_int, buf: &mut [u8]) -> Option<usize> {
     let mut len = buf.len() as libc::socklen_t;
     let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, opt, buf.as_mut_ptr().cast(), &mut len) };
     (r == 0).then_some(len as usize)
+}
+
+/// TCPI_OPT_ECN in tcp_info's `tcpi_options` (byte 5).
+const TCPI_OPT_ECN: u8 = 8;
+
+/// Whether connection `fd` negotiated ECN.
+fn ecn_negotiated(fd: RawFd) -> bool {
+    let mut b = [0u8; 256];
+    sockopt_buf(fd, libc::TCP_INFO, &mut b).is_some_and(|n| n > 5 && b[5] & TCPI_OPT_ECN != 0)
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -1306,6 +1320,8 @@ mod tests {
         let f = &out.flows[b.flow];
         assert_eq!((f.kind.as_str(), f.job.as_str(), f.cc.as_str(), b.cc.as_str()), ("background", "bg", "reno", "reno"));
         assert!(b.bytes_sent > 0);
+        // reno does not ask for ECN (net.ipv4.tcp_ecn = 2: only accepted).
+        assert!(out.flows.iter().all(|f| !f.ecn));
         // Started ~30 ms after the workers' start, stopped when the job was done.
         let first = out.records.iter().map(|r| r.compute_start_us.unwrap()).min().unwrap();
         let last = out.records.iter().map(|r| r.comm_end_us).max().unwrap();

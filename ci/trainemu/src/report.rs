@@ -288,6 +288,11 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
         }
         let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
         let jobs = job_iterations(&d.records);
+        let no_ecn: Vec<String> =
+            d.flows.iter().filter(|f| crate::config::NEEDS_ECN.contains(&f.cc.as_str()) && !f.ecn).map(|f| format!("{} {}", f.job, f.kind)).collect();
+        if !no_ecn.is_empty() {
+            notes.push(format!("run {}: {} flows of an ECN-needing cc without ECN (they ran Reno): {}", r.name, no_ecn.len(), no_ecn.join(", ")));
+        }
         net_of(&r.cc, &d, &jobs);
         background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
         let win = if jobs.len() > 1 { window(&jobs) } else { (0, u64::MAX) };
