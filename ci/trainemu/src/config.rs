@@ -498,7 +498,7 @@ impl Scenario {
                     "fq_codel" => match (th, ce) {
                         (_, None) => refuse!(f("ecn.ce_threshold_us"), "", "qdisc \"fq_codel\" needs a ce_threshold_us"),
                         (Some(t), _) => refuse!(f("ecn.threshold_kb"), t, "belongs to qdisc \"red\", not \"fq_codel\""),
-                        (None, Some(c)) if !(c.is_finite() && c >= 1.0 && c <= 10_000_000.0) => {
+                        (None, Some(c)) if !(c.is_finite() && (1.0..=10_000_000.0).contains(&c)) => {
                             refuse!(f("ecn.ce_threshold_us"), c, "must be in 1..=10000000 µs")
                         }
                         _ => {}

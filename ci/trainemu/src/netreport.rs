@@ -302,7 +302,7 @@ mod tests {
         assert!((bg_mbit(&samples, &r).unwrap() - 100.0).abs() < 1e-9);
         assert_eq!(bg_series(&samples, &r), vec![100.0; 4]);
         let base: BTreeMap<String, f64> = [("bg".to_string(), 125.0)].into();
-        let rows = bg_rows("mltcp_dctcp", &samples, &[r.clone()], &base);
+        let rows = bg_rows("mltcp_dctcp", &samples, std::slice::from_ref(&r), &base);
         assert_eq!(rows.len(), 1);
         assert!((rows[0].loss.unwrap() - 0.2).abs() < 1e-9, "{:?}", rows[0]);
         assert_eq!(bg_rows("x", &samples, &[r], &BTreeMap::new())[0].loss, None);
