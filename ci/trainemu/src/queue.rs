@@ -5,8 +5,8 @@
 //! Spawning `tc` per sample reached only 1-3 Hz in the VM under TCG; one dump on an open netlink
 //! socket costs well under a millisecond.
 //!
-//! The sampling thread enters the switch namespace with `setns(2)` and opens its
-//! `NETLINK_ROUTE` socket there. The backlog is the port's tbf's (bytes and packets waiting for
+//! The sampling thread enters the switch namespace with `setns(2)`, opens its `NETLINK_ROUTE`
+//! socket there and runs at SCHED_FIFO priority 10 when allowed. The backlog is the port's tbf's (bytes and packets waiting for
 //! tokens: the port's queue, whatever child qdisc holds them); the marks are the ECN child's
 //! (RED `marked`, fq_codel `ecn_mark` + `ce_mark`, from their xstats), cumulative since the qdisc
 //! was made.
@@ -247,6 +247,13 @@ pub fn sample_port(probe: &QueueProbe, now_us: &dyn Fn() -> u64, stop: &dyn Fn()
         bail!("no device {} in {}", probe.dev, probe.netns.display());
     }
     let mut nl = Rtnl::open()?;
+    // Wake up on time although the workers keep every (emulated) CPU busy: a real-time priority
+    // for this thread, whose work per sample is one short dump. Best effort (needs CAP_SYS_NICE).
+    let prio = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pid 0 = the calling thread; `prio` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
+        tracing::debug!("queue sampler stays SCHED_OTHER: {}", std::io::Error::last_os_error());
+    }
     let mut next = std::time::Instant::now();
     while !stop() {
         let t0 = now_us();
