@@ -126,7 +126,7 @@ fn plot_throughput(dir: &Path, meta: &Meta, run: &str, cc: &str, out: &Path) -> 
         for (i, (job, pts)) in series.iter().enumerate() {
             let c = COLORS[i % COLORS.len()];
             ch.draw_series(LineSeries::new(pts.iter().filter(|p| p.0 >= x0).cloned(), c.stroke_width(2)))?
-                .label(format!("job {job}"))
+                .label(if meta.scenario.background.iter().any(|b| &b.name == job) { format!("background {job}") } else { format!("job {job}") })
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         }
         ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font((FONT, 14)).draw()?;
