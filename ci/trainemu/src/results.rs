@@ -441,3 +441,35 @@ pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
     };
     Ok(RunData { records, flows, samples, queue, background })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_samples_and_background_records_round_trip() {
+        let dir = std::env::temp_dir().join(format!("trainemu-results-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let o = emu::RunOutput {
+            queue: vec![
+                QueueSample { t_us: 5, backlog_bytes: 3000, backlog_pkts: 2, drops: 1, marks: Some(9) },
+                QueueSample { t_us: 10, backlog_bytes: 0, backlog_pkts: 0, drops: 1, marks: None },
+            ],
+            background: vec![BgRecord { name: "bg".into(), flow: 0, from: "h1".into(), to: "h2".into(), cc: "dctcp".into(), start_us: 1, stop_us: 9, bytes_sent: 77 }],
+            ..Default::default()
+        };
+        write_run(&dir.join("runs").join("r"), &o).unwrap();
+        let d = read_run(&dir, "r").unwrap();
+        assert_eq!((d.queue, d.background), (o.queue, o.background));
+        // A run without them writes neither file and reads back empty.
+        write_run(&dir.join("runs").join("e"), &emu::RunOutput::default()).unwrap();
+        assert!(!dir.join("runs/e/queue.csv").exists() && !dir.join("runs/e/background.json").exists());
+        let d = read_run(&dir, "e").unwrap();
+        assert!(d.queue.is_empty() && d.background.is_empty());
+        // A damaged row names the file and line.
+        fs::write(dir.join("runs/r/queue.csv"), "t_us,backlog_bytes,backlog_pkts,drops,marks\n5,x,2,1,\n").unwrap();
+        let e = format!("{:#}", read_run(&dir, "r").err().unwrap());
+        assert!(e.contains("queue.csv line 2"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
