@@ -34,6 +34,9 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
 pub const KNOWN_CCS: &[&str] =
     &["cubic", "reno", "mltcp", "mltcp_cubic", "mltcp_dctcp", "bbr", "dctcp", "vegas", "htcp", "bic"];
 
+/// Congestion controls that need ECN (their connections negotiate it; without it they run Reno).
+pub const NEEDS_ECN: &[&str] = &["dctcp", "mltcp_dctcp"];
+
 /// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
 pub const MLTCP_PARAMS: &[&str] = &[
     "slope_fx",
@@ -157,6 +160,47 @@ pub struct Host {
     pub burst_bytes: Option<u64>,
     /// tbf queue limit expressed as latency, in milliseconds (default 100).
     pub queue_ms: Option<f64>,
+    /// An ECN-marking qdisc under the switch port's tbf (needs `rate_mbit`); absent = the tbf's
+    /// plain byte FIFO (drop-tail).
+    pub ecn: Option<EcnMark>,
+}
+
+/// ECN marking on a switch port: a child qdisc of its tbf that marks CE above a threshold
+/// (DCTCP's step marking; the threshold a PCN switch daemon lowers before a burst).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EcnMark {
+    /// "red" (RED in ECN mode with min = threshold_kb, max one packet above, probability 1.0, so
+    /// it marks every ECT packet once the averaged queue passes the threshold) or "fq_codel"
+    /// (fq_codel's `ce_threshold`: CE above a sojourn time).
+    pub qdisc: String,
+    /// RED only: the marking threshold (queue length), in kilobytes (1000 bytes).
+    pub threshold_kb: Option<f64>,
+    /// fq_codel only: the CE-marking sojourn-time threshold, in microseconds.
+    pub ce_threshold_us: Option<f64>,
+}
+
+/// A background (non-training) bulk TCP transfer during every run of all jobs together, with its
+/// own congestion control (PCN's background traffic; its throughput lost against the
+/// background-only baseline run is the overhead metric).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Background {
+    /// Flow name: 1-16 characters of `[A-Za-z0-9_-]`, unique among jobs and background flows.
+    pub name: String,
+    /// Sending host.
+    pub from: String,
+    /// Receiving host.
+    pub to: String,
+    /// Congestion control of both ends (listener included, so "dctcp" negotiates ECN).
+    pub cc: String,
+    /// Start, in milliseconds after all workers are connected (as jobs' `start_offset_ms`;
+    /// default 0).
+    #[serde(default)]
+    pub start_ms: f64,
+    /// Stop, in milliseconds after the same moment; absent = when the last job finishes (in the
+    /// baseline run: `start_ms` + `background_baseline_s`).
+    pub stop_ms: Option<f64>,
 }
 
 /// Topology: a star of hosts around one switch namespace (`te-sw`, a router).
@@ -278,6 +322,18 @@ pub struct Scenario {
     pub sysctl: Sysctls,
     /// The jobs.
     pub jobs: Vec<Job>,
+    /// Background flows (`[[background]]`), run beside the jobs in every run of all jobs together
+    /// and alone in the `background-only` baseline run.
+    #[serde(default)]
+    pub background: Vec<Background>,
+    /// Length of the baseline run of the background flows without a stop_ms, in seconds
+    /// (default 10).
+    #[serde(default = "default_baseline_s")]
+    pub background_baseline_s: f64,
+    /// PCN: before each communication phase every worker makes the progress interface's bounded
+    /// `before_burst` wait, at most this long, in milliseconds (absent or 0 = no call; with no
+    /// agent attached the call returns at once). `trainemu run --before-burst-ms` overrides it.
+    pub before_burst_ms: Option<f64>,
 }
 
 fn default_warmup() -> u32 {
@@ -290,6 +346,9 @@ fn default_solo_cc() -> String {
     "cubic".into()
 }
 fn default_sample_ms() -> f64 {
+    10.0
+}
+fn default_baseline_s() -> f64 {
     10.0
 }
 
@@ -425,6 +484,31 @@ impl Scenario {
                     refuse!(f("queue_ms"), q, "must be in (0, 10000] ms");
                 }
             }
+            if let Some(e) = &h.ecn {
+                let (th, ce) = (e.threshold_kb, e.ce_threshold_us);
+                match e.qdisc.as_str() {
+                    "red" => match (th, ce) {
+                        (None, _) => refuse!(f("ecn.threshold_kb"), "", "qdisc \"red\" needs a threshold_kb"),
+                        (_, Some(c)) => refuse!(f("ecn.ce_threshold_us"), c, "belongs to qdisc \"fq_codel\", not \"red\""),
+                        (Some(t), None) if !(t.is_finite() && (1.5..=100_000.0).contains(&t)) => {
+                            refuse!(f("ecn.threshold_kb"), t, "must be in 1.5..=100000 kB (at least one packet)")
+                        }
+                        _ => {}
+                    },
+                    "fq_codel" => match (th, ce) {
+                        (_, None) => refuse!(f("ecn.ce_threshold_us"), "", "qdisc \"fq_codel\" needs a ce_threshold_us"),
+                        (Some(t), _) => refuse!(f("ecn.threshold_kb"), t, "belongs to qdisc \"red\", not \"fq_codel\""),
+                        (None, Some(c)) if !(c.is_finite() && (1.0..=10_000_000.0).contains(&c)) => {
+                            refuse!(f("ecn.ce_threshold_us"), c, "must be in 1..=10000000 µs")
+                        }
+                        _ => {}
+                    },
+                    q => refuse!(f("ecn.qdisc"), q, "must be \"red\" or \"fq_codel\""),
+                }
+                if h.rate_mbit.is_none() {
+                    refuse!(f("ecn"), e.qdisc, "the ECN qdisc sits under the port's tbf: set rate_mbit too");
+                }
+            }
         }
         if !hosts.contains(&t.bottleneck) {
             refuse!("topology.bottleneck", t.bottleneck, format!("not a host of topology.hosts ({})", join(&hosts)));
@@ -517,7 +601,49 @@ impl Scenario {
                     format!("gives a gradient of {} bytes (> 4 GiB)", plan.gradient_bytes));
             }
         }
+        // Background flows.
+        for (i, b) in self.background.iter().enumerate() {
+            let f = |x: &str| format!("background[{i}].{x}");
+            if !valid_name(&b.name, 16, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+                refuse!(f("name"), b.name, "must be 1-16 characters of [A-Za-z0-9_-]");
+            }
+            if !names.insert(b.name.clone()) {
+                refuse!(f("name"), b.name, "duplicate name (jobs and background flows share names)");
+            }
+            for (k, h) in [("from", &b.from), ("to", &b.to)] {
+                if !hosts.contains(h) {
+                    refuse!(f(k), h, format!("not a host of topology.hosts ({})", join(&hosts)));
+                }
+            }
+            if b.from == b.to {
+                refuse!(f("to"), b.to, "a background flow needs two different hosts");
+            }
+            if !KNOWN_CCS.contains(&b.cc.as_str()) {
+                refuse!(f("cc"), b.cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+            }
+            if !(b.start_ms.is_finite() && (0.0..=3_600_000.0).contains(&b.start_ms)) {
+                refuse!(f("start_ms"), b.start_ms, "must be in 0..=3600000 ms");
+            }
+            if let Some(stop) = b.stop_ms {
+                if !(stop.is_finite() && stop > b.start_ms && stop <= 3_600_000.0) {
+                    refuse!(f("stop_ms"), stop, format!("must be after start_ms ({}) and at most 3600000 ms", b.start_ms));
+                }
+            }
+        }
+        if !(self.background_baseline_s.is_finite() && self.background_baseline_s >= 1.0 && self.background_baseline_s <= 3600.0) {
+            refuse!("background_baseline_s", self.background_baseline_s, "must be in 1..=3600 s");
+        }
+        if let Some(b) = self.before_burst_ms {
+            if !(b.is_finite() && (0.0..=1000.0).contains(&b)) {
+                refuse!("before_burst_ms", b, "must be in 0..=1000 ms");
+            }
+        }
         Ok(())
+    }
+
+    /// The `before_burst` timeout of the workers, when they make the call.
+    pub fn before_burst(&self) -> Option<std::time::Duration> {
+        self.before_burst_ms.filter(|&m| m > 0.0).map(|m| std::time::Duration::from_micros((m * 1000.0).round() as u64))
     }
 
     fn plan_job(&self, j: &Job, models: &ModelFile) -> JobPlan {
@@ -648,6 +774,77 @@ workers = ["h1", "h2"]
         }
         let e = err_of(&GOOD.replace("ccs = [\"cubic\", \"reno\"]", "ccs = [\"cubic\", \"mltcp[slope=2]\"]"));
         assert!(e.contains("ccs[1]") && e.contains("mltcp[slope=2]") && e.contains("unknown module parameter"), "{e}");
+    }
+
+    const ECN: &str = r#"
+name = "t"
+iterations = 5
+ccs = ["dctcp"]
+before_burst_ms = 2
+[topology]
+bottleneck = "h2"
+hosts = [ { name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 100, ecn = { qdisc = "red", threshold_kb = 30 } },
+          { name = "h3", rate_mbit = 100, ecn = { qdisc = "fq_codel", ce_threshold_us = 500 } } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+[[background]]
+name = "bg1"
+from = "h3"
+to = "h2"
+cc = "dctcp"
+start_ms = 100
+stop_ms = 900
+"#;
+
+    #[test]
+    fn ecn_background_and_before_burst_parse() {
+        let s = parse(ECN).unwrap();
+        let h = &s.topology.hosts;
+        assert_eq!(h[0].ecn, None);
+        assert_eq!(h[1].ecn, Some(EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None }));
+        assert_eq!(h[2].ecn.as_ref().unwrap().ce_threshold_us, Some(500.0));
+        assert_eq!(s.background.len(), 1);
+        assert_eq!((s.background[0].start_ms, s.background[0].stop_ms), (100.0, Some(900.0)));
+        assert_eq!(s.background_baseline_s, 10.0);
+        assert_eq!(s.before_burst(), Some(std::time::Duration::from_millis(2)));
+        let off = parse(&ECN.replace("before_burst_ms = 2", "before_burst_ms = 0")).unwrap();
+        assert_eq!(off.before_burst(), None);
+        let t = ECN.replace("stop_ms = 900\n", "");
+        assert_eq!(parse(&t).unwrap().background[0].stop_ms, None);
+    }
+
+    #[test]
+    fn refuses_bad_ecn_background_and_before_burst_naming_the_field() {
+        for (from, to, field, val) in [
+            ("qdisc = \"red\"", "qdisc = \"pie\"", "topology.hosts[1].ecn.qdisc", "pie"),
+            ("threshold_kb = 30", "threshold_kb = 0.5", "topology.hosts[1].ecn.threshold_kb", "0.5"),
+            ("threshold_kb = 30", "ce_threshold_us = 30", "topology.hosts[1].ecn.threshold_kb", "needs a threshold_kb"),
+            ("threshold_kb = 30", "threshold_kb = 30, ce_threshold_us = 9", "topology.hosts[1].ecn.ce_threshold_us", "9"),
+            ("ce_threshold_us = 500", "ce_threshold_us = 0", "topology.hosts[2].ecn.ce_threshold_us", "0"),
+            ("ce_threshold_us = 500", "ce_threshold_us = 5, threshold_kb = 3", "topology.hosts[2].ecn.threshold_kb", "3"),
+            ("{ name = \"h2\", rate_mbit = 100, ecn", "{ name = \"h2\", ecn", "topology.hosts[1].ecn", "tbf"),
+            ("name = \"bg1\"", "name = \"A\"", "background[0].name", "\"A\""),
+            ("name = \"bg1\"", "name = \"b g\"", "background[0].name", "b g"),
+            ("from = \"h3\"", "from = \"h9\"", "background[0].from", "h9"),
+            ("to = \"h2\"", "to = \"h3\"", "background[0].to", "two different hosts"),
+            ("cc = \"dctcp\"", "cc = \"dctpc\"", "background[0].cc", "dctpc"),
+            ("start_ms = 100", "start_ms = -1", "background[0].start_ms", "-1"),
+            ("stop_ms = 900", "stop_ms = 100", "background[0].stop_ms", "100"),
+            ("before_burst_ms = 2", "before_burst_ms = 5000", "before_burst_ms", "5000"),
+            ("before_burst_ms = 2", "background_baseline_s = 0.5", "background_baseline_s", "0.5"),
+        ] {
+            let t = ECN.replace(from, to);
+            assert_ne!(t, ECN, "{from}");
+            let e = err_of(&t);
+            assert!(e.contains("x.toml") && e.contains(field) && e.contains(val), "{field} {val}: {e}");
+        }
+        let e = err_of(&ECN.replace("threshold_kb = 30", "threshold_kb = 30, thresh = 1"));
+        assert!(e.contains("thresh"), "{e}");
+        let e = err_of(&ECN.replace("stop_ms = 900", "stop_ms = 900\nstart = 1"));
+        assert!(e.contains("start"), "{e}");
     }
 
     #[test]

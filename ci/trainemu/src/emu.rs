@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{CcVariant, JobPlan, Paradigm};
 use crate::progress::{Identity, ProgressDir, Reporter};
+use crate::queue::{QueueProbe, QueueSample};
 use mltcp_progress::{FlowKind, Paradigm as PParadigm, Role};
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.
@@ -76,6 +77,50 @@ pub struct RunSpec {
     pub timeout_s: f64,
     /// Where the workers report progress (the agent's progress interface).
     pub progress: ProgressDir,
+    /// Background flows of the run, their stops resolved ([`BgPlan`]).
+    pub background: Vec<BgPlan>,
+    /// PCN: the workers' `before_burst` timeout before each communication phase (None: no call).
+    pub before_burst: Option<Duration>,
+    /// The switch port whose queue is sampled (None: none, e.g. on loopback).
+    pub queue: Option<QueueProbe>,
+}
+
+/// A background bulk flow as run.
+#[derive(Debug, Clone)]
+pub struct BgPlan {
+    /// Flow name.
+    pub name: String,
+    /// Sending host.
+    pub from: String,
+    /// Receiving host.
+    pub to: String,
+    /// Congestion control of both ends.
+    pub cc: String,
+    /// Start, ms after all workers (and background senders) are connected.
+    pub start_ms: f64,
+    /// Stop, ms after the same moment; None = when the run's last job finishes.
+    pub stop_ms: Option<f64>,
+}
+
+/// What a background flow did in a run (`background.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BgRecord {
+    /// Flow name.
+    pub name: String,
+    /// Its flow id in flows.json / samples.csv.
+    pub flow: usize,
+    /// Sending host.
+    pub from: String,
+    /// Receiving host.
+    pub to: String,
+    /// Congestion control read back from the sending socket.
+    pub cc: String,
+    /// When it started sending, µs since the run's start.
+    pub start_us: u64,
+    /// When it stopped sending, µs since the run's start.
+    pub stop_us: u64,
+    /// Payload bytes written to the socket.
+    pub bytes_sent: u64,
 }
 
 /// Per worker (or PS) and iteration: phase times in microseconds since the run's start.
@@ -105,6 +150,13 @@ pub struct IterRecord {
     pub bytes_sent: u64,
     /// Payload bytes this thread received in the iteration.
     pub bytes_recv: u64,
+    /// PCN: how long the worker's `before_burst` call waited before this communication phase
+    /// (which starts at `comm_start_us`, after the wait), µs; None when it made no call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_wait_us: Option<u64>,
+    /// PCN: the call's outcome: "granted", "no_agent", "timed_out" or "no_region".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_outcome: Option<String>,
 }
 
 /// One sending socket end, as sampled.
@@ -124,6 +176,10 @@ pub struct FlowInfo {
     pub dst_host: String,
     /// Congestion control read back from the socket with getsockopt(TCP_CONGESTION).
     pub cc: String,
+    /// Whether the connection negotiated ECN (TCP_INFO's TCPI_OPT_ECN, read when the flow was
+    /// registered): an ECN-needing algorithm (dctcp, mltcp_dctcp) without it falls back to Reno.
+    #[serde(default)]
+    pub ecn: bool,
 }
 
 /// One throughput sample of one flow.
@@ -156,6 +212,10 @@ pub struct RunOutput {
     pub flows: Vec<FlowInfo>,
     /// Samples, in time order.
     pub samples: Vec<Sample>,
+    /// Queue samples of the bottleneck port, in time order.
+    pub queue: Vec<QueueSample>,
+    /// Background flows.
+    pub background: Vec<BgRecord>,
     /// Wall time of the run, seconds.
     pub wall_s: f64,
 }
@@ -179,6 +239,12 @@ struct Ctx {
     go_us: std::sync::OnceLock<u64>,
     /// Where the workers report progress.
     progress_dir: ProgressDir,
+    /// PCN: the workers' `before_burst` timeout.
+    before_burst: Option<Duration>,
+    /// Whether the run has jobs (a background-only baseline has none).
+    has_jobs: bool,
+    /// Set when every job's threads have finished (background flows without a stop_ms end then).
+    jobs_done: AtomicBool,
 }
 
 impl Ctx {
@@ -204,12 +270,15 @@ impl Ctx {
         let go = *self.go_us.get_or_init(|| self.us());
         sleep_until(self, go + (offset_ms * 1000.0) as u64)
     }
-    fn register(&self, mut info: FlowInfo, s: &TcpStream) -> Result<()> {
+    /// Adds a flow for the sampler; returns its id.
+    fn register(&self, mut info: FlowInfo, s: &TcpStream) -> Result<usize> {
+        info.ecn = ecn_negotiated(s.as_raw_fd());
         let dup = s.try_clone().context("dup socket for the sampler")?;
         let mut v = self.flows.lock().unwrap();
-        info.id = v.len();
+        let id = v.len();
+        info.id = id;
         v.push((info, dup));
-        Ok(())
+        Ok(id)
     }
 }
 
@@ -470,7 +539,7 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
     let cc = prepare(&out, &ctx.cc)?;
     prepare(&inp, &ctx.cc)?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "ring".into(), worker: i, src_host: host.clone(), dst_host: succ_host.clone(), cc },
+        FlowInfo { id: 0, job: job.name.clone(), kind: "ring".into(), worker: i, src_host: host.clone(), dst_host: succ_host.clone(), cc, ecn: false },
         &out,
     )?;
     let send = ring_steps(job.gradient_bytes, w, i);
@@ -511,6 +580,8 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
                 sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
                 let ce = ctx.us();
                 rep.begin_iteration(k);
+                let (burst_wait_us, burst_outcome) = pcn_wait(ctx, &mut rep);
+                let comm_start = ctx.us();
                 let mut need = base;
                 for (s, n) in send.iter().enumerate() {
                     if s > 0 {
@@ -530,10 +601,12 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
                     iter: k as u32,
                     compute_start_us: Some(cs),
                     compute_end_us: Some(ce),
-                    comm_start_us: ce,
+                    comm_start_us: comm_start,
                     comm_end_us: end,
                     bytes_sent: send_total,
                     bytes_recv: recv_total,
+                    burst_wait_us,
+                    burst_outcome,
                 });
                 sh.iter.wait(&ctx.abort)?;
                 if i == 0 {
@@ -576,7 +649,7 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
     let cc = prepare(&s, &ctx.cc)?;
     s.write_all(&(i as u32).to_le_bytes()).context("hello to PS")?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "push".into(), worker: i, src_host: host.clone(), dst_host: ps_host.clone(), cc },
+        FlowInfo { id: 0, job: job.name.clone(), kind: "push".into(), worker: i, src_host: host.clone(), dst_host: ps_host.clone(), cc, ecn: false },
         &s,
     )?;
     let g = job.gradient_bytes;
@@ -603,6 +676,8 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
         sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
         let ce = ctx.us();
         rep.begin_iteration(u64::from(k));
+        let (burst_wait_us, burst_outcome) = pcn_wait(ctx, &mut rep);
+        let comm_start = ctx.us();
         send_bytes(&mut s, g, ctx, &mut rep)?;
         recv_bytes(&mut s, g, &mut buf, ctx, None)?;
         let end = ctx.us();
@@ -615,10 +690,12 @@ fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) 
             iter: k,
             compute_start_us: Some(cs),
             compute_end_us: Some(ce),
-            comm_start_us: ce,
+            comm_start_us: comm_start,
             comm_end_us: end,
             bytes_sent: g,
             bytes_recv: g,
+            burst_wait_us,
+            burst_outcome,
         });
         sh.iter.wait(&ctx.abort)?;
         if i == 0 {
@@ -647,7 +724,7 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
             bail!("bad hello {idx} from a worker");
         }
         ctx.register(
-            FlowInfo { id: 0, job: job.name.clone(), kind: "pull".into(), worker: idx, src_host: host.clone(), dst_host: job.workers[idx].clone(), cc },
+            FlowInfo { id: 0, job: job.name.clone(), kind: "pull".into(), worker: idx, src_host: host.clone(), dst_host: job.workers[idx].clone(), cc, ecn: false },
             &s,
         )?;
         conns[idx] = Some(s);
@@ -735,6 +812,8 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
             comm_end_us: per_conn.iter().map(|v| v[k].1).max().unwrap_or(0),
             bytes_sent: g * w as u64,
             bytes_recv: g * w as u64,
+            burst_wait_us: None,
+            burst_outcome: None,
         })
         .collect())
 }
@@ -752,6 +831,73 @@ fn recv_exact(s: &mut TcpStream, buf: &mut [u8], ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// PCN: the bounded `before_burst` wait of a worker about to communicate, when the run asks for
+/// it; returns (waited µs, outcome) for its record.
+fn pcn_wait(ctx: &Ctx, rep: &mut Reporter) -> (Option<u64>, Option<String>) {
+    let Some(timeout) = ctx.before_burst else { return (None, None) };
+    let t = ctx.us();
+    let outcome = rep.before_burst(timeout);
+    (Some(ctx.us() - t), Some(outcome.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background flows.
+
+/// Receiving end of a background flow: listens in `to`'s namespace with the flow's congestion
+/// control (so an ECN-needing one negotiates ECN), publishes its address, reads until the sender
+/// closes.
+fn bg_receiver(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Sender<SocketAddr>) -> Result<()> {
+    let (ns, ip) = ctx.net.lookup(&bg.to)?;
+    enter(&ns)?;
+    let l = listen_cc(ip, &bg.cc)?;
+    addr.send(l.local_addr()?).map_err(|_| anyhow!("sender gone"))?;
+    let mut s = accept_cc(&l, &bg.cc, ctx)?;
+    prepare(&s, &bg.cc)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
+            Err(e) => return Err(e).context("read"),
+        }
+    }
+}
+
+/// Sending end of a background flow: connects from `from`'s namespace, waits for the run's start
+/// like a worker, then writes as fast as TCP takes it from `start_ms` until `stop_ms` (or, without
+/// one, until the run's jobs are done).
+fn bg_sender(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Receiver<SocketAddr>) -> Result<BgRecord> {
+    let (ns, _) = ctx.net.lookup(&bg.from)?;
+    enter(&ns)?;
+    let a = addr.recv_timeout(Duration::from_secs(30)).map_err(|_| anyhow!("the receiver published no address within 30 s"))?;
+    let mut s = connect_cc(a, &bg.cc)?;
+    let cc = prepare(&s, &bg.cc)?;
+    let info = FlowInfo { id: 0, job: bg.name.clone(), kind: "background".into(), worker: 0, src_host: bg.from.clone(), dst_host: bg.to.clone(), cc: cc.clone(), ecn: false };
+    let flow = ctx.register(info, &s)?;
+    ctx.start(bg.start_ms)?;
+    let go = *ctx.go_us.get().ok_or_else(|| anyhow!("run start not set"))?;
+    let stop_at = bg.stop_ms.map(|m| go + (m * 1000.0) as u64);
+    let start_us = ctx.us();
+    let mut sent = 0u64;
+    const CHUNK: usize = 64 * 1024;
+    loop {
+        ctx.check()?;
+        if stop_at.is_some_and(|t| ctx.us() >= t) || (ctx.has_jobs && ctx.jobs_done.load(Ordering::SeqCst)) {
+            break;
+        }
+        match s.write(&ZEROS[..CHUNK]) {
+            Ok(0) => bail!("peer closed"),
+            Ok(w) => sent += w as u64,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e).context("write"),
+        }
+    }
+    let stop_us = ctx.us();
+    s.shutdown(std::net::Shutdown::Write).context("shutdown")?;
+    Ok(BgRecord { name: bg.name.clone(), flow, from: bg.from.clone(), to: bg.to.clone(), cc, start_us, stop_us, bytes_sent: sent })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sampler.
 
@@ -759,6 +905,15 @@ fn sockopt_buf(fd: RawFd, opt: libc::c_int, buf: &mut [u8]) -> Option<usize> {
     let mut len = buf.len() as libc::socklen_t;
     let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, opt, buf.as_mut_ptr().cast(), &mut len) };
     (r == 0).then_some(len as usize)
+}
+
+/// TCPI_OPT_ECN in tcp_info's `tcpi_options` (byte 5).
+const TCPI_OPT_ECN: u8 = 8;
+
+/// Whether connection `fd` negotiated ECN.
+fn ecn_negotiated(fd: RawFd) -> bool {
+    let mut b = [0u8; 256];
+    sockopt_buf(fd, libc::TCP_INFO, &mut b).is_some_and(|n| n > 5 && b[5] & TCPI_OPT_ECN != 0)
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -812,16 +967,28 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         error: Mutex::new(None),
         flows: Mutex::new(Vec::new()),
         progress: spec.jobs.iter().map(|_| AtomicU32::new(0)).collect(),
-        go: Barrier::new(spec.jobs.iter().map(|j| j.workers.len()).sum()),
+        go: Barrier::new(spec.jobs.iter().map(|j| j.workers.len()).sum::<usize>() + spec.background.len()),
         go_us: std::sync::OnceLock::new(),
         progress_dir: spec.progress.clone(),
+        before_burst: spec.before_burst,
+        has_jobs: !spec.jobs.is_empty(),
+        jobs_done: AtomicBool::new(false),
     };
     let stop_sampler = AtomicBool::new(false);
-    let mltcp = spec.cc.cc.starts_with("mltcp");
     let period = Duration::from_micros((spec.sample_ms * 1000.0) as u64);
     let ctx = &ctx;
-    let (records, samples) = thread::scope(|scope| -> Result<(Vec<IterRecord>, Vec<Sample>)> {
+    type Collected = (Vec<IterRecord>, Vec<Sample>, Vec<QueueSample>, Vec<BgRecord>);
+    let (records, samples, queue, background) = thread::scope(|scope| -> Result<Collected> {
         let stop = &stop_sampler;
+        let queue_sampler = spec.queue.as_ref().map(|probe| {
+            scope.spawn(move || {
+                let mut out = Vec::new();
+                if let Err(e) = crate::queue::sample_port(probe, &|| ctx.us(), &|| stop.load(Ordering::SeqCst), &mut out) {
+                    tracing::warn!("run {}: queue sampling of {} stopped after {} samples: {e:#}", ctx.run, probe.dev, out.len());
+                }
+                out
+            })
+        });
         let sampler = scope.spawn(move || {
             let mut out = Vec::new();
             let mut next = Instant::now();
@@ -830,7 +997,9 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                 {
                     let flows = ctx.flows.lock().unwrap();
                     for (f, s) in flows.iter() {
-                        if let Some(x) = sample(s.as_raw_fd(), f.id, t, mltcp) {
+                        // The MLTCP block is read from tcp_mltcp's sockets only (a background
+                        // dctcp flow's TCP_CC_INFO is DCTCP's).
+                        if let Some(x) = sample(s.as_raw_fd(), f.id, t, f.cc.starts_with("mltcp")) {
                             out.push(x);
                         }
                     }
@@ -882,10 +1051,23 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                 }
             }
         }
+        let mut bg_handles = Vec::new();
+        for bg in &spec.background {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let fail = move |e: anyhow::Error, end: &str| {
+                ctx.fail(format!("background flow {} ({end}): {e:#}", bg.name));
+                e
+            };
+            bg_handles.push(scope.spawn(move || bg_receiver(ctx, bg, tx).map_err(|e| fail(e, "receiver")).map(|_| None)));
+            bg_handles.push(scope.spawn(move || bg_sender(ctx, bg, rx).map_err(|e| fail(e, "sender")).map(Some)));
+        }
         // Watch: progress, timeout.
         loop {
             if handles.iter().all(|h| h.is_finished()) {
-                break;
+                ctx.jobs_done.store(true, Ordering::SeqCst);
+                if bg_handles.iter().all(|h| h.is_finished()) {
+                    break;
+                }
             }
             let done: Vec<u32> = ctx.progress.iter().map(|a| a.load(Ordering::Relaxed)).collect();
             let el = ctx.t0.elapsed().as_secs_f64();
@@ -904,14 +1086,24 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                 records.extend(r);
             }
         }
+        let mut background = Vec::new();
+        for h in bg_handles {
+            if let Ok(Ok(Some(r))) = h.join() {
+                background.push(r);
+            }
+        }
         let samples = sampler.join().map_err(|_| anyhow!("sampler panicked"))?;
-        Ok((records, samples))
+        let queue = match queue_sampler {
+            Some(h) => h.join().map_err(|_| anyhow!("queue sampler panicked"))?,
+            None => Vec::new(),
+        };
+        Ok((records, samples, queue, background))
     })?;
     if let Some(e) = ctx.error.lock().unwrap().take() {
         bail!("run {} (cc {}) failed: {e}", spec.name, spec.cc.label);
     }
     let flows = ctx.flows.lock().unwrap().drain(..).map(|(f, _)| f).collect();
-    Ok(RunOutput { records, flows, samples, wall_s: ctx.t0.elapsed().as_secs_f64() })
+    Ok(RunOutput { records, flows, samples, queue, background, wall_s: ctx.t0.elapsed().as_secs_f64() })
 }
 
 #[cfg(test)]
@@ -932,12 +1124,26 @@ mod tests {
         }
     }
 
+    fn spec_of(jobs: Vec<JobPlan>, cc: &str) -> RunSpec {
+        RunSpec {
+            name: "t".into(),
+            cc: CcVariant::parse(cc).unwrap(),
+            jobs,
+            sample_ms: 5.0,
+            timeout_s: 60.0,
+            progress: ProgressDir::Off,
+            background: Vec::new(),
+            before_burst: None,
+            queue: None,
+        }
+    }
+
     fn run_jobs(jobs: Vec<JobPlan>, cc: &str) -> RunOutput {
         run_jobs_reporting(jobs, cc, ProgressDir::Off)
     }
 
     fn run_jobs_reporting(jobs: Vec<JobPlan>, cc: &str, progress: ProgressDir) -> RunOutput {
-        let spec = RunSpec { name: "t".into(), cc: CcVariant::parse(cc).unwrap(), jobs, sample_ms: 5.0, timeout_s: 60.0, progress };
+        let spec = RunSpec { progress, ..spec_of(jobs, cc) };
         run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap()
     }
 
@@ -1097,9 +1303,59 @@ mod tests {
         assert!(b2.wait(&abort).is_err());
     }
 
+    fn bg(name: &str, start_ms: f64, stop_ms: Option<f64>) -> BgPlan {
+        BgPlan { name: name.into(), from: "h0".into(), to: "h1".into(), cc: "reno".into(), start_ms, stop_ms }
+    }
+
+    #[test]
+    fn background_flows_run_beside_the_jobs_until_they_finish() {
+        let spec = RunSpec {
+            background: vec![bg("bg", 30.0, None)],
+            before_burst: Some(Duration::from_millis(2)),
+            ..spec_of(vec![plan("A", Paradigm::Ring, 2, 100_000, 4, 40.0)], "cubic")
+        };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        assert_eq!(out.background.len(), 1);
+        let b = &out.background[0];
+        let f = &out.flows[b.flow];
+        assert_eq!((f.kind.as_str(), f.job.as_str(), f.cc.as_str(), b.cc.as_str()), ("background", "bg", "reno", "reno"));
+        assert!(b.bytes_sent > 0);
+        // reno does not ask for ECN (net.ipv4.tcp_ecn = 2: only accepted).
+        assert!(out.flows.iter().all(|f| !f.ecn));
+        // Started ~30 ms after the workers' start, stopped when the job was done.
+        let first = out.records.iter().map(|r| r.compute_start_us.unwrap()).min().unwrap();
+        let last = out.records.iter().map(|r| r.comm_end_us).max().unwrap();
+        assert!(b.start_us >= first + 25_000, "start {} first {first}", b.start_us);
+        assert!(b.stop_us >= last && b.stop_us < last + 1_000_000, "stop {} last {last}", b.stop_us);
+        assert!(out.samples.iter().any(|s| s.flow == b.flow && s.bytes_acked > 0));
+        // No progress region: every worker made the call, which returned at once.
+        for r in &out.records {
+            assert_eq!(r.burst_outcome.as_deref(), Some("no_region"));
+            assert!(r.burst_wait_us.unwrap() < 2_000 && r.comm_start_us >= r.compute_end_us.unwrap());
+        }
+    }
+
+    #[test]
+    fn a_background_only_run_stops_at_stop_ms() {
+        let spec = RunSpec { background: vec![bg("b1", 0.0, Some(300.0)), bg("b2", 100.0, Some(200.0))], ..spec_of(vec![], "cubic") };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        assert!(out.records.is_empty());
+        let mut bs = out.background.clone();
+        bs.sort_by(|a, b| a.name.cmp(&b.name));
+        let (b1, b2) = (&bs[0], &bs[1]);
+        let ms = |d: u64| d as f64 / 1000.0;
+        assert!((ms(b1.stop_us - b1.start_us) - 300.0).abs() < 60.0, "{b1:?}");
+        assert!((ms(b2.stop_us - b2.start_us) - 100.0).abs() < 60.0, "{b2:?}");
+        assert!((ms(b2.start_us) - ms(b1.start_us) - 100.0).abs() < 60.0, "{b1:?} {b2:?}");
+        assert!(b1.bytes_sent > 0 && b2.bytes_sent > 0);
+    }
+
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
-        let spec = RunSpec { name: "t".into(), cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None }, jobs: vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], sample_ms: 5.0, timeout_s: 20.0, progress: ProgressDir::Off };
+        let spec = RunSpec {
+            cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None },
+            ..spec_of(vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], "cubic")
+        };
         let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
         assert!(e.contains("nosuchcc"), "{e}");
     }

@@ -18,8 +18,10 @@
 mod agent;
 mod config;
 mod emu;
+mod netreport;
 mod plot;
 mod progress;
+mod queue;
 mod report;
 mod results;
 mod topo;
@@ -86,6 +88,11 @@ enum Cmd {
         /// Put every host on 127.0.0.1 in the current namespace (no root, no shaping).
         #[arg(long)]
         loopback: bool,
+        /// PCN: every worker makes the progress interface's bounded `before_burst` wait, at most
+        /// this many milliseconds, before each communication phase (0 = no call), replacing the
+        /// scenarios' `before_burst_ms`.
+        #[arg(long)]
+        before_burst_ms: Option<f64>,
         /// Abort a run that takes longer than this, in seconds.
         #[arg(long, default_value_t = 900.0)]
         run_timeout: f64,
@@ -167,7 +174,7 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
     match cli.cmd {
-        Cmd::Run { out, models, ccs, iterations, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
+        Cmd::Run { out, models, ccs, iterations, before_burst_ms, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
             let agent_program = agent_program.unwrap_or_else(|| {
                 let vm = PathBuf::from("/host/datapath-programs/mlcc-slot.ccp");
                 if vm.is_file() { vm } else { PathBuf::from("datapath-programs/mlcc-slot.ccp") }
@@ -193,6 +200,9 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                         j.iterations = None;
                     }
                     s.warmup_iterations = s.warmup_iterations.min(n.saturating_sub(1));
+                }
+                if let Some(ms) = before_burst_ms {
+                    s.before_burst_ms = Some(ms);
                 }
                 s.validate(&p.display().to_string(), &models).map_err(|e| Err(UsageError(e)))?;
                 if let Some(c) = s.ccs.iter().find(|c| c.contains("+agent")) {
@@ -258,6 +268,16 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                         "  job {:<8} {:<14} {:?} W={} compute {:.0} ms, gradient {} bytes, {} iterations, offset {} ms",
                         j.name, j.model, j.paradigm, j.workers.len(), j.compute_ms, j.gradient_bytes, j.iterations, j.start_offset_ms
                     );
+                }
+                for b in &s.background {
+                    let stop = b.stop_ms.map(|m| format!("{m} ms")).unwrap_or_else(|| "the jobs' end".into());
+                    println!("  background {:<8} {} -> {} cc {}, from {} ms to {stop}", b.name, b.from, b.to, b.cc, b.start_ms);
+                }
+                for p in topo::ecn_ports(&s) {
+                    println!("  ECN port {} in {}: tc qdisc ... parent {} handle {} {} {}", p.dev, p.netns, p.parent, p.handle, p.qdisc, p.args.join(" "));
+                }
+                if let Some(d) = s.before_burst() {
+                    println!("  workers call before_burst (at most {} µs) before each communication phase", d.as_micros());
                 }
             }
             Ok(())

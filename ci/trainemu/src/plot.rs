@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! PNG plots of a scenario results directory (plotters, bitmap backend; no system libraries).
 //!
-//! - `throughput-<cc>.png`, one per run of all jobs together: each job's throughput (Mbit/s, 50 ms
-//!   bins, from the sampled tcpi_bytes_acked of its flows crossing the bottleneck in the scenario's
-//!   direction) over the whole run, and zoomed on its last 8 seconds (the interleaving picture);
+//! - `throughput-<cc>.png`, one per run of all jobs together: each job's (and background flow's)
+//!   throughput (Mbit/s, 50 ms bins, from the sampled tcpi_bytes_acked of its flows crossing the
+//!   bottleneck in the scenario's direction) over the whole run, and zoomed on its last 8 seconds
+//!   (the interleaving picture);
 //! - `cdf.png`: CDF of the counted iteration times of all jobs, one line per congestion control,
 //!   with the ideal C + M marked.
 //!
@@ -17,6 +18,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, bail, Result};
 use plotters::prelude::*;
 
+use crate::netreport::bin_bytes;
 use crate::report::{job_iterations, window, Summary};
 use crate::results::{read_run, Meta};
 
@@ -80,9 +82,8 @@ fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec
         }
         let bins = out.entry(f.job.clone()).or_insert_with(|| vec![0.0; nbins]);
         if let Some(v) = per_flow.get(&f.id) {
-            for w in v.windows(2) {
-                let b = (w[1].0 / BIN_US) as usize;
-                bins[b.min(nbins - 1)] += w[1].1.saturating_sub(w[0].1) as f64;
+            for (b, x) in bins.iter_mut().zip(bin_bytes(v, BIN_US, nbins)) {
+                *b += x;
             }
         }
     }
@@ -125,7 +126,7 @@ fn plot_throughput(dir: &Path, meta: &Meta, run: &str, cc: &str, out: &Path) -> 
         for (i, (job, pts)) in series.iter().enumerate() {
             let c = COLORS[i % COLORS.len()];
             ch.draw_series(LineSeries::new(pts.iter().filter(|p| p.0 >= x0).cloned(), c.stroke_width(2)))?
-                .label(format!("job {job}"))
+                .label(if meta.scenario.background.iter().any(|b| &b.name == job) { format!("background {job}") } else { format!("job {job}") })
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         }
         ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font((FONT, 14)).draw()?;

@@ -9,8 +9,9 @@
 
 use std::net::TcpStream;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use mltcp_progress::{FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
+use mltcp_progress::{BurstOutcome, FlowKind, FlowRecord, Paradigm, Role, Writer, WriterOptions};
 
 /// Where (and whether) the workers of a run report.
 #[derive(Clone, Debug)]
@@ -120,6 +121,20 @@ impl Reporter {
         }
     }
 
+    /// PCN: the bounded wait before a communication burst ([`Writer::before_burst`]): at most
+    /// `timeout`, granted by an attached agent, at once without one. Returns the outcome's name:
+    /// "granted", "no_agent", "timed_out", or "no_region" when this reporter writes no region.
+    pub fn before_burst(&mut self, timeout: Duration) -> &'static str {
+        match &mut self.w {
+            None => "no_region",
+            Some(w) => match w.before_burst(timeout) {
+                BurstOutcome::Granted => "granted",
+                BurstOutcome::NoAgent => "no_agent",
+                BurstOutcome::TimedOut => "timed_out",
+            },
+        }
+    }
+
     /// Whether a region is being written.
     #[cfg(test)]
     pub fn active(&self) -> bool {
@@ -162,6 +177,10 @@ mod tests {
         r.add_bytes(1000);
         r.begin_iteration(7);
         r.add_bytes(500);
+        // No agent attached: the bounded wait returns at once, and counts the request.
+        let t = std::time::Instant::now();
+        assert_eq!(r.before_burst(Duration::from_millis(500)), "no_agent");
+        assert!(t.elapsed() < Duration::from_millis(400));
         let mut sc = Scanner::new(&dir);
         sc.scan().unwrap();
         let (snaps, errs) = sc.poll();
@@ -171,6 +190,7 @@ mod tests {
         assert_eq!(b.job.job_id, "cubic.A");
         assert_eq!(b.hot.iteration, 7);
         assert_eq!(b.hot.iter_bytes, 1500);
+        assert_eq!(b.hot.burst_requests, 1);
         assert_eq!(b.job.bytes_per_iteration, 4000);
         assert_eq!((b.job.ring_pred, b.job.ring_succ, b.job.world_size), (0, 2, 3));
         assert_eq!(b.flows.len(), 1);
@@ -194,6 +214,7 @@ mod tests {
         assert!(!Reporter::open(&ProgressDir::Off, &id).active());
         let mut r = Reporter::open(&ProgressDir::Dir(PathBuf::from("/proc/no/such/dir")), &id);
         assert!(!r.active());
+        assert_eq!(r.before_burst(Duration::from_secs(1)), "no_region");
         r.begin_iteration(1);
         r.add_bytes(5);
     }

@@ -25,7 +25,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::emu::IterRecord;
-use crate::results::{read_meta, read_run, Meta};
+use crate::netreport::{self, bg_rows, queue_metrics, BgRow, NetRow};
+use crate::results::{read_meta, read_run, Meta, RunData};
 
 /// Overlap below which an iteration counts as interleaved (fraction of its communication phase).
 pub const INTERLEAVE_OVERLAP: f64 = 0.10;
@@ -210,6 +211,11 @@ pub struct Summary {
     pub rows: Vec<Row>,
     /// Per cc.
     pub ccs: Vec<CcSummary>,
+    /// Per run of all jobs together (and the background-only baseline): the bottleneck queue and
+    /// burst metrics ([`crate::netreport`]), when the queue was sampled.
+    pub net: Vec<NetRow>,
+    /// Per run and background flow: throughput and loss against the baseline.
+    pub background: Vec<BgRow>,
     /// Runs that failed or CCs skipped.
     pub notes: Vec<String>,
 }
@@ -246,6 +252,28 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
             solo.insert(job.clone(), Solo { c_ms: c, m_ms: m, ideal_ms: t, n: sel.len() });
         }
     }
+    let mut net = Vec::new();
+    let mut background = Vec::new();
+    let rate = meta.scenario.topology.hosts.iter().find(|h| h.name == meta.scenario.topology.bottleneck).and_then(|h| h.rate_mbit);
+    let mut net_of = |name: &str, d: &RunData, jobs: &BTreeMap<String, Vec<JobIter>>| {
+        if !d.queue.is_empty() {
+            let waits: Vec<u64> = d.records.iter().filter_map(|r| r.burst_wait_us).collect();
+            net.push(NetRow { run: name.to_string(), q: queue_metrics(&d.queue, jobs, warm, rate, &waits) });
+        }
+    };
+    let mut baseline = BTreeMap::new();
+    for r in meta.runs.iter().filter(|r| r.kind == "background") {
+        if !r.ok {
+            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            continue;
+        }
+        let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
+        net_of(&r.name, &d, &BTreeMap::new());
+        for b in bg_rows(&r.name, &d.samples, &d.background, &BTreeMap::new()) {
+            baseline.insert(b.flow.clone(), b.mbit);
+            background.push(b);
+        }
+    }
     let mut rows = Vec::new();
     let mut ccs = Vec::new();
     let mut cubic_means: BTreeMap<String, f64> = BTreeMap::new();
@@ -260,6 +288,13 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
         }
         let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
         let jobs = job_iterations(&d.records);
+        let no_ecn: Vec<String> =
+            d.flows.iter().filter(|f| crate::config::NEEDS_ECN.contains(&f.cc.as_str()) && !f.ecn).map(|f| format!("{} {}", f.job, f.kind)).collect();
+        if !no_ecn.is_empty() {
+            notes.push(format!("run {}: {} flows of an ECN-needing cc without ECN (they ran Reno): {}", r.name, no_ecn.len(), no_ecn.join(", ")));
+        }
+        net_of(&r.cc, &d, &jobs);
+        background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
         let win = if jobs.len() > 1 { window(&jobs) } else { (0, u64::MAX) };
         let mut run_rows = Vec::new();
         for (job, its) in &jobs {
@@ -324,6 +359,8 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
         solo,
         rows,
         ccs,
+        net,
+        background,
         notes,
     })
 }
@@ -392,6 +429,13 @@ pub fn table(s: &Summary, meta: &Meta) -> String {
             c.spread * 100.0
         );
     }
+    let port = format!(
+        "v-{} in {}{}",
+        meta.scenario.topology.bottleneck,
+        crate::topo::SWITCH_NS,
+        meta.ecn_ports.iter().find(|p| p.host == meta.scenario.topology.bottleneck).map(|p| format!(", {} {}", p.qdisc, p.args.join(" "))).unwrap_or_default()
+    );
+    o.push_str(&netreport::table(&s.net, &s.background, &port));
     for n in &s.notes {
         let _ = writeln!(o, "  note: {n}");
     }

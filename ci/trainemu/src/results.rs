@@ -7,8 +7,12 @@
 //! - `runs/<run>/iterations.jsonl`: one [`IterRecord`] per worker (and PS) and iteration
 //! - `runs/<run>/flows.json`: the sampled flows ([`FlowInfo`])
 //! - `runs/<run>/samples.csv`: `t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx`
+//! - `runs/<run>/queue.csv`: `t_us,backlog_bytes,backlog_pkts,drops,marks` ([`QueueSample`]s of
+//!   the bottleneck's switch port, `v-<bottleneck>` in `te-sw`; not on loopback)
+//! - `runs/<run>/background.json`: the background flows ([`BgRecord`]), when the scenario has any
 //!
-//! Runs are named `solo-<job>` (that job alone under `solo_cc`) and after their congestion control.
+//! Runs are named `solo-<job>` (that job alone under `solo_cc`), `background-only` (the
+//! background flows alone: their baseline throughput) and after their congestion control.
 
 use std::fs;
 use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
@@ -21,16 +25,36 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{AgentRun, AgentSetup};
 use crate::config::{AgentMode, CcVariant, JobPlan, ModelFile, Scenario};
-use crate::emu::{self, FlowInfo, IterRecord, Net, RunSpec, Sample};
+use crate::emu::{self, BgPlan, BgRecord, FlowInfo, IterRecord, Net, RunSpec, Sample};
 use crate::progress::ProgressDir;
+use crate::queue::{QueueProbe, QueueSample};
 use crate::topo;
+
+/// Name of the run of the background flows alone.
+pub const BASELINE_RUN: &str = "background-only";
+
+/// The background flows of scenario `s` as run beside the jobs (`baseline`: alone, each stopping
+/// at its stop_ms or `background_baseline_s` after its start).
+fn bg_plans(s: &Scenario, baseline: bool) -> Vec<BgPlan> {
+    s.background
+        .iter()
+        .map(|b| BgPlan {
+            name: b.name.clone(),
+            from: b.from.clone(),
+            to: b.to.clone(),
+            cc: b.cc.clone(),
+            start_ms: b.start_ms,
+            stop_ms: if baseline { Some(b.stop_ms.unwrap_or(b.start_ms + s.background_baseline_s * 1000.0)) } else { b.stop_ms },
+        })
+        .collect()
+}
 
 /// One run of a scenario, as listed in meta.json.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunMeta {
-    /// Run name (`solo-<job>` or the congestion control).
+    /// Run name (`solo-<job>`, `background-only` or the congestion control).
     pub name: String,
-    /// "solo" or "together".
+    /// "solo", "background" (the background-only baseline) or "together".
     pub kind: String,
     /// Congestion control of every socket.
     pub cc: String,
@@ -59,6 +83,10 @@ pub struct Meta {
     pub kernel: String,
     /// Whether hosts were network namespaces (false: --loopback).
     pub netns: bool,
+    /// The ECN-marking qdiscs of the topology: where they are and their parameters, for a PCN
+    /// switch daemon's `tc qdisc change` ([`topo::EcnPort`]).
+    #[serde(default)]
+    pub ecn_ports: Vec<topo::EcnPort>,
 }
 
 /// Progress display: indicatif bars on a terminal, else a line every 5 s (the VM's console).
@@ -177,19 +205,46 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, op
     if !skipped.is_empty() {
         tracing::warn!("scenario {}: not offered by this kernel, not run: {}", s.name, skipped.join(", "));
     }
+    let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
+    let queue = (!loopback).then(|| QueueProbe {
+        netns: format!("/run/netns/{}", topo::SWITCH_NS).into(),
+        dev: format!("v-{}", s.topology.bottleneck),
+    });
+    let solo_cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
+    let spec = |name: String, cc: CcVariant, jobs: Vec<JobPlan>, background: Vec<BgPlan>, before_burst| RunSpec {
+        name,
+        cc,
+        jobs,
+        sample_ms: s.sample_ms,
+        timeout_s: run_timeout,
+        progress: progress.clone(),
+        background,
+        before_burst,
+        queue: queue.clone(),
+    };
     let mut runs: Vec<(RunSpec, &str)> = Vec::new();
     for p in &plans {
         let mut solo = p.clone();
         solo.iterations = s.solo_iterations;
         solo.start_offset_ms = 0.0;
-        let cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
-        runs.push((RunSpec { name: format!("solo-{}", p.name), cc, jobs: vec![solo], sample_ms: s.sample_ms, timeout_s: run_timeout, progress: progress.clone() }, "solo"));
+        runs.push((spec(format!("solo-{}", p.name), solo_cc.clone(), vec![solo], Vec::new(), None), "solo"));
+    }
+    if !s.background.is_empty() {
+        // The flows' own congestion controls apply; the run's cc only labels it.
+        runs.push((spec(BASELINE_RUN.into(), solo_cc.clone(), Vec::new(), bg_plans(s, true), None), "background"));
     }
     for v in variants.into_iter().filter(|v| avail.contains(&v.cc)) {
-        runs.push((RunSpec { name: v.dir_name(), cc: v, jobs: plans.clone(), sample_ms: s.sample_ms, timeout_s: run_timeout, progress: progress.clone() }, "together"));
+        runs.push((spec(v.dir_name(), v, plans.clone(), bg_plans(s, false), s.before_burst()), "together"));
     }
-    let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
-    let mut meta = Meta { scenario: s.clone(), plans: plans.clone(), runs: Vec::new(), skipped_ccs: skipped, kernel, netns: !loopback };
+    let mut meta = Meta {
+        scenario: s.clone(),
+        plans: plans.clone(),
+        runs: Vec::new(),
+        skipped_ccs: skipped,
+        kernel,
+        netns: !loopback,
+        ecn_ports: if loopback { Vec::new() } else { topo::ecn_ports(s) },
+    };
     let t0 = Instant::now();
     let nruns = runs.len();
     let mut failures = 0;
@@ -223,8 +278,15 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, op
         };
         match res {
             Ok(o) => {
-                write_run(&dir.join("runs").join(&spec.name), &o.records, &o.flows, &o.samples)?;
-                tracing::info!("{label} done in {:.1} s: {} records, {} flows, {} samples", o.wall_s, o.records.len(), o.flows.len(), o.samples.len());
+                write_run(&dir.join("runs").join(&spec.name), &o)?;
+                tracing::info!(
+                    "{label} done in {:.1} s: {} records, {} flows, {} samples, {} queue samples",
+                    o.wall_s,
+                    o.records.len(),
+                    o.flows.len(),
+                    o.samples.len(),
+                    o.queue.len()
+                );
                 meta.runs.push(rm(true, None, o.wall_s));
             }
             Err(e) => {
@@ -273,7 +335,8 @@ fn run_with_agent(
     r
 }
 
-fn write_run(dir: &Path, recs: &[IterRecord], flows: &[FlowInfo], samples: &[Sample]) -> Result<()> {
+fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
+    let (recs, flows, samples) = (&o.records, &o.flows, &o.samples);
     fs::create_dir_all(dir)?;
     let mut w = BufWriter::new(fs::File::create(dir.join("iterations.jsonl"))?);
     for r in recs {
@@ -289,6 +352,17 @@ fn write_run(dir: &Path, recs: &[IterRecord], flows: &[FlowInfo], samples: &[Sam
         writeln!(w, "{},{},{},{},{},{},{},{}", s.t_us, s.flow, s.bytes_acked, s.cwnd, s.srtt_us, s.retrans, opt(s.bytes_ratio_fx), opt(s.f_fx))?;
     }
     w.flush()?;
+    if !o.queue.is_empty() {
+        let mut w = BufWriter::new(fs::File::create(dir.join("queue.csv"))?);
+        writeln!(w, "t_us,backlog_bytes,backlog_pkts,drops,marks")?;
+        for q in &o.queue {
+            writeln!(w, "{},{},{},{},{}", q.t_us, q.backlog_bytes, q.backlog_pkts, q.drops, q.marks.map(|m| m.to_string()).unwrap_or_default())?;
+        }
+        w.flush()?;
+    }
+    if !o.background.is_empty() {
+        fs::write(dir.join("background.json"), serde_json::to_string_pretty(&o.background)?)?;
+    }
     Ok(())
 }
 
@@ -300,6 +374,10 @@ pub struct RunData {
     pub flows: Vec<FlowInfo>,
     /// Samples.
     pub samples: Vec<Sample>,
+    /// Queue samples of the bottleneck port (empty when none were taken).
+    pub queue: Vec<QueueSample>,
+    /// Background flows (empty when the run had none).
+    pub background: Vec<BgRecord>,
 }
 
 /// Reads `dir/meta.json`.
@@ -342,5 +420,56 @@ pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
             f_fx: opt(c[7]),
         });
     }
-    Ok(RunData { records, flows, samples })
+    let mut queue = Vec::new();
+    if let Ok(f) = fs::File::open(d.join("queue.csv")) {
+        for (i, line) in BufReader::new(f).lines().enumerate().skip(1) {
+            let line = line?;
+            let c: Vec<&str> = line.split(',').collect();
+            let bad = || anyhow::anyhow!("{}/queue.csv line {}: bad row '{line}'", d.display(), i + 1);
+            if c.len() != 5 {
+                return Err(bad());
+            }
+            let n = |k: usize| c[k].parse::<u64>().map_err(|_| bad());
+            queue.push(QueueSample { t_us: n(0)?, backlog_bytes: n(1)?, backlog_pkts: n(2)?, drops: n(3)?, marks: c[4].parse().ok() });
+        }
+    }
+    let bg = d.join("background.json");
+    let background = if bg.is_file() {
+        serde_json::from_str(&fs::read_to_string(&bg)?).with_context(|| format!("{}: bad background.json", d.display()))?
+    } else {
+        Vec::new()
+    };
+    Ok(RunData { records, flows, samples, queue, background })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_samples_and_background_records_round_trip() {
+        let dir = std::env::temp_dir().join(format!("trainemu-results-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let o = emu::RunOutput {
+            queue: vec![
+                QueueSample { t_us: 5, backlog_bytes: 3000, backlog_pkts: 2, drops: 1, marks: Some(9) },
+                QueueSample { t_us: 10, backlog_bytes: 0, backlog_pkts: 0, drops: 1, marks: None },
+            ],
+            background: vec![BgRecord { name: "bg".into(), flow: 0, from: "h1".into(), to: "h2".into(), cc: "dctcp".into(), start_us: 1, stop_us: 9, bytes_sent: 77 }],
+            ..Default::default()
+        };
+        write_run(&dir.join("runs").join("r"), &o).unwrap();
+        let d = read_run(&dir, "r").unwrap();
+        assert_eq!((d.queue, d.background), (o.queue, o.background));
+        // A run without them writes neither file and reads back empty.
+        write_run(&dir.join("runs").join("e"), &emu::RunOutput::default()).unwrap();
+        assert!(!dir.join("runs/e/queue.csv").exists() && !dir.join("runs/e/background.json").exists());
+        let d = read_run(&dir, "e").unwrap();
+        assert!(d.queue.is_empty() && d.background.is_empty());
+        // A damaged row names the file and line.
+        fs::write(dir.join("runs/r/queue.csv"), "t_us,backlog_bytes,backlog_pkts,drops,marks\n5,x,2,1,\n").unwrap();
+        let e = format!("{:#}", read_run(&dir, "r").err().unwrap());
+        assert!(e.contains("queue.csv line 2"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
 }
