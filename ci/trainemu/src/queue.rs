@@ -363,6 +363,7 @@ mod tests {
     fn a_live_dump_of_this_namespace_lists_the_loopback_root_qdisc() {
         // The kernel's own layout, not only this file's encoder: lo always has a root qdisc
         // (noqueue) with statistics, and the dump ends.
+        // SAFETY: a NUL-terminated literal name.
         let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) } as i32;
         assert!(lo > 0);
         let qs = Rtnl::open().unwrap().dump().unwrap();
