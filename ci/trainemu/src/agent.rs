@@ -10,7 +10,8 @@
 //! paper, "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VI-H); with
 //! the switch daemon, which owns the switch ports, the agent also plans against the ports' load
 //! (Sec. IV-A). The scenario's tbf sits on the switch ports, so only the switch mode sees the
-//! emulated bottleneck itself.
+//! emulated bottleneck itself. A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
+//! `[link.ecn]` table naming that qdisc, so the switch daemon's PCN control changes its threshold.
 
 use crate::config::{AgentMode, Scenario};
 use crate::topo;
@@ -53,10 +54,14 @@ pub fn port_link(i: usize) -> u32 {
 pub fn topology_toml(s: &Scenario) -> String {
     let mut t = String::from("# written by trainemu for scenario ");
     let _ = writeln!(t, "{}\nslot_ms = 60\nhorizon = 10\n", s.name);
+    let ecn = topo::ecn_ports(s);
     for (i, h) in s.topology.hosts.iter().enumerate() {
         let mbit = h.rate_mbit.map(|r| r.round().max(1.0) as u64).unwrap_or(UNSHAPED_MBIT);
         let _ = writeln!(t, "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n", nic_link(i), h.name);
         let _ = writeln!(t, "[[link]]\nid = {}\nname = \"sw-{}\"\ncapacity_mbps = {mbit}\n", port_link(i), h.name);
+        if let Some(e) = ecn.iter().find(|e| e.host == h.name) {
+            t.push_str(&link_ecn_toml(e));
+        }
         let _ = writeln!(
             t,
             "[[host]]\nname = \"{}\"\naddrs = [\"{}\"]\nnic = {}\nagent = \"{AGENT_ADDR}\"\n",
@@ -74,6 +79,34 @@ pub fn topology_toml(s: &Scenario) -> String {
             }
         }
     }
+    t
+}
+
+/// The `[link.ecn]` table of a switch port with an ECN-marking qdisc, so the switch daemon's PCN
+/// control changes that very qdisc (`tc qdisc change dev DEV parent P ...` in the switch's
+/// namespace). fq_codel's `ce_threshold` (time) becomes bytes at the port's rate, which the
+/// daemon converts back at the link's capacity.
+pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
+    let mut t = format!(
+        "[link.ecn]\nnetns = \"{}\"\ndev = \"{}\"\nparent = \"{}\"\nqdisc = \"{}\"\n",
+        e.netns, e.dev, e.parent, e.qdisc
+    );
+    match (e.threshold_bytes, e.ce_threshold_us) {
+        (Some(b), _) => {
+            let _ = writeln!(
+                t,
+                "initial_threshold_bytes = {b}\nred_limit_bytes = {}\nred_avpkt_bytes = {}\nred_span_bytes = {}",
+                e.limit_bytes,
+                topo::RED_AVPKT,
+                topo::RED_AVPKT
+            );
+        }
+        (None, Some(us)) => {
+            let _ = writeln!(t, "initial_threshold_bytes = {}", (us * e.rate_kbit / 8000).max(1));
+        }
+        (None, None) => {}
+    }
+    t.push('\n');
     t
 }
 
@@ -290,7 +323,7 @@ iterations = 5
 ccs = ["mltcp+agent+switch"]
 [topology]
 bottleneck = "h2"
-hosts = [{ name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 50 }, { name = "h3" }]
+hosts = [{ name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 50, ecn = { qdisc = "red", threshold_kb = 30 } }, { name = "h3" }]
 [[jobs]]
 name = "A"
 model = "vgg16"
@@ -341,6 +374,10 @@ workers = ["h1", "h2"]
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
             assert_eq!(c.topology.switches.len(), 1);
+            let e = c.topology.ecn.get(&port_link(1)).expect("h2's port carries its ECN qdisc");
+            assert_eq!(c.topology.ecn.len(), 1);
+            assert_eq!((e.dev.as_str(), e.netns.as_deref(), e.parent.as_deref()), ("v-h2", Some("te-sw"), Some("1:1")));
+            assert_eq!(e.initial_threshold_bytes, 30_000);
         }
         let _ = fs::remove_dir_all(&dir);
     }
