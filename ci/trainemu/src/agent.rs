@@ -310,11 +310,7 @@ impl AgentRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ModelFile;
-
-    fn parse(t: &str) -> Result<Scenario> {
-        Scenario::parse(t, "t.toml", &ModelFile::builtin())
-    }
+    use crate::config::tests::parse;
 
     const S: &str = r#"
 name = "t"

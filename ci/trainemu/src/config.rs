@@ -674,7 +674,7 @@ fn join(s: &BTreeSet<String>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const GOOD: &str = r#"
@@ -691,7 +691,8 @@ paradigm = "ring"
 workers = ["h1", "h2"]
 "#;
 
-    fn parse(t: &str) -> Result<Scenario> {
+    /// A scenario from text with the built-in models (also used by other modules' tests).
+    pub(crate) fn parse(t: &str) -> Result<Scenario> {
         Scenario::parse(t, "x.toml", &ModelFile::builtin())
     }
 
