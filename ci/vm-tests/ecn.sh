@@ -11,7 +11,13 @@
 #                     CE-echo state machine is exercised;
 #   ecn_fallback      with ECN refused by the receiver (net.ipv4.tcp_ecn=0 there) mltcp_dctcp runs
 #                     its Reno fallback: no CE echoes (its packets are not ECT), the transfer
-#                     completes at >= 60% of the rate (Reno against CoDel's drops: 78-94% seen).
+#                     completes at >= 60% of the rate (Reno against CoDel's drops: 78-94% seen);
+#   ecn_threshold_change  the PCN switch daemon's actuator (`ecn-qdisc`, the crate the daemon
+#                     uses) changes a RED child's min/max and an fq_codel child's ce_threshold
+#                     over rtnetlink in a named namespace, 20 times each while a flow fills the
+#                     queue: every change succeeds, `tc -d` shows the new thresholds, RED keeps
+#                     its ECN flag and EWMA weight, fq_codel keeps every other parameter; the
+#                     time per change on an open socket (as the daemon keeps it) is reported.
 
 ECN_RATE_MBIT=${SHAPED_RATE_MBIT:-100}
 
@@ -105,4 +111,61 @@ test_ecn_fallback() {
   [ "$ce" -eq 0 ] || fail "$ce CE echoes although the receiver refused ECN"
   awk -v a="$mbps" -v r="$ECN_RATE_MBIT" 'BEGIN { exit !(a >= 0.6 * r) }' \
     || fail "$ALG_DCTCP's Reno fallback reached only $mbps Mbit/s (< 60% of $ECN_RATE_MBIT)"
+}
+
+# ecn_tc_line NS DEV KIND: `tc -d qdisc show` line of DEV's qdisc of KIND in namespace NS.
+ecn_tc_line() { ip netns exec "$1" tc -d qdisc show dev "$2" | grep "^qdisc $3 " | head -n 1; }
+
+test_ecn_threshold_change() {
+  command -v ecn-qdisc >/dev/null 2>&1 || fail "ecn-qdisc not on PATH (ci/vm-bins.txt)"
+  trap 'ecn_unshape' EXIT
+  vm_net_unshape
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" parent 1:1 handle 20: red limit 400000 min 30000 max 31500 avpkt 1500 burst 21 probability 1.0 ecn bandwidth ${ECN_RATE_MBIT}mbit &&
+  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
+  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" parent 1:1 handle 30: fq_codel ce_threshold 1ms ecn || fail "tc setup failed"
+  red0=$(ecn_tc_line "$VM_SND" "$VM_SND_DEV" red) fq0=$(ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel)
+  note "before: $red0 | $fq0"
+  ewma0=$(echo "$red0" | sed -n 's/.* ewma \([0-9]*\).*/\1/p')
+  [ -n "$ewma0" ] || fail "no ewma in: $red0"
+  # A bulk flow keeps RED's queue busy while its thresholds change.
+  vm_in_snd sysctl -q -w net.ipv4.tcp_ecn=1
+  vm_iperf "$OUT/ecn_threshold_change.json" -C cubic -t 4 > /dev/null 2>&1 &
+  ip=$!
+  sleep 1
+  : > /tmp/ecnq-times
+  i=0
+  while [ $i -lt 20 ]; do
+    min=$(( i % 2 == 0 ? 12000 : 30000 )) ce=$(( i % 2 == 0 ? 100 : 1000 ))
+    out=$(ecn-qdisc --netns "$VM_SND" --dev "$VM_SND_DEV" --parent 1:1 red --min-bytes $min --max-bytes $((min + 1500)) --rate-bps $((ECN_RATE_MBIT * 1000000)) 2>&1) \
+      || fail "RED change $i to min $min failed: $out"
+    line=$(ecn_tc_line "$VM_SND" "$VM_SND_DEV" red)
+    echo "$line" | grep -q " min ${min}b max $((min + 1500))b " || fail "after change $i to min $min: $line"
+    out=$(ecn-qdisc --netns "$VM_RCV" --dev "$VM_RCV_DEV" --parent 1:1 fq-codel --ce-threshold-us $ce 2>&1) \
+      || fail "fq_codel change $i to $ce us failed: $out"
+    i=$((i + 1))
+  done
+  # The daemon keeps its socket: time changes on one socket (the first opens it).
+  out=$(ecn-qdisc --netns "$VM_SND" --dev "$VM_SND_DEV" --parent 1:1 --repeat 20 red --min-bytes 30000 --max-bytes 31500 --rate-bps $((ECN_RATE_MBIT * 1000000)) 2>&1) \
+    || fail "repeated RED change failed: $out"
+  echo "$out" | tail -n +2 | awk '{ print $3 }' > /tmp/ecnq-red
+  note "RED change on an open socket during the flow (us): $(sort -n /tmp/ecnq-red | awk '{ a[NR] = $1 } END { printf "median %s, max %s of %d", a[int((NR + 1) / 2)], a[NR], NR }'); first (opens the socket): $(echo "$out" | head -n 1 | awk '{ print $3 }')"
+  out=$(ecn-qdisc --netns "$VM_RCV" --dev "$VM_RCV_DEV" --parent 1:1 --repeat 20 fq-codel --ce-threshold-us 1000 2>&1) \
+    || fail "repeated fq_codel change failed: $out"
+  echo "$out" | tail -n +2 | awk '{ print $3 }' > /tmp/ecnq-fq
+  note "fq_codel change on an open socket (us): $(sort -n /tmp/ecnq-fq | awk '{ a[NR] = $1 } END { printf "median %s, max %s of %d", a[int((NR + 1) / 2)], a[NR], NR }')"
+  wait $ip
+  red1=$(ecn_tc_line "$VM_SND" "$VM_SND_DEV" red) fq1=$(ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel)
+  note "after: $red1 | $fq1"
+  echo "$red1" | grep -q " ecn " || fail "RED lost its ecn flag: $red1"
+  echo "$red1" | grep -q " ewma $ewma0 " || fail "RED's EWMA weight changed from $ewma0: $red1"
+  # The last change set ce_threshold back to 1000 us (which the kernel shows as 999us, codel's
+  # time unit), so the whole line is what it was: no other parameter moved.
+  [ "$fq1" = "$fq0" ] || fail "fq_codel's parameters changed: '$fq0' -> '$fq1'"
+  # An intermediate value shows up too.
+  ecn-qdisc --netns "$VM_RCV" --dev "$VM_RCV_DEV" --parent 1:1 fq-codel --ce-threshold-us 250 > /dev/null \
+    || fail "fq_codel change to 250 us failed"
+  ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel | grep -q "ce_threshold 24[0-9]us\|ce_threshold 250us" \
+    || fail "ce_threshold not 250us: $(ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel)"
+  vm_in_snd sysctl -q -w net.ipv4.tcp_ecn=2
 }

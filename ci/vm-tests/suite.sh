@@ -344,6 +344,7 @@ run_test loss_mltcp
 run_test loss_mltcp_cubic
 run_test ecn_mltcp_dctcp
 run_test ecn_fallback
+run_test ecn_threshold_change
 run_test preload_iperf3
 run_test preload_unknown_cc
 run_test libzmq_ps

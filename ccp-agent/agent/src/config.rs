@@ -19,7 +19,8 @@ combine = "min"           # concurrent starts on a link: "min" (least threshold,
 timeout_ms = 500          # a start whose burst is not seen within this many ms expires and the
                           #  initial threshold comes back (default 500; arrival is noticed at
                           #  the flow's next UpdateSchedule, so keep it above 2 slots)
-tc_timeout_ms = 1000      # a `tc` command running longer is killed and counted failed
+apply_timeout_ms = 1000   # a threshold change (rtnetlink) the kernel has not answered within
+                          #  this many ms counts as failed (default 1000)
 
 [[link]]                  # every link a scheduled flow may cross (one direction)
 id = 1
@@ -31,8 +32,9 @@ id = 10
 name = "s1-to-h2"
 capacity_mbps = 40
 [link.ecn]                # optional, switch links only: the link's ECN-marking egress queue,
-                          #  whose threshold the switch daemon sets with `tc qdisc change`
-netns = "sw"              # optional: run `ip netns exec <netns> tc ...`
+                          #  whose threshold the switch daemon sets over rtnetlink
+netns = "sw"              # optional: the qdisc's network namespace (a name under /run/netns
+                          #  or a path such as /proc/PID/ns/net)
 dev = "sw-eth1"           # the egress device
 parent = "1:1"            # optional: the qdisc's parent class (default: the root qdisc)
 qdisc = "fq_codel"        # "fq_codel" (ce_threshold = the threshold's time at capacity_mbps)
@@ -226,8 +228,8 @@ pub struct RawSwitchPcn {
     pub combine: Option<mlcc_sched::pcn::Combine>,
     /// Start timeout, ms.
     pub timeout_ms: Option<u64>,
-    /// `tc` timeout, ms.
-    pub tc_timeout_ms: Option<u64>,
+    /// Threshold change timeout, ms.
+    pub apply_timeout_ms: Option<u64>,
 }
 
 /// Checked `[pcn]` of `topo.toml`: the switch daemons' PCN policy.
@@ -237,8 +239,8 @@ pub struct SwitchPcn {
     pub combine: mlcc_sched::pcn::Combine,
     /// A start whose burst is not seen within this many ms expires (default 500).
     pub timeout_ms: u64,
-    /// A `tc` command running longer is killed (default 1000 ms).
-    pub tc_timeout_ms: u64,
+    /// A threshold change the kernel has not answered within this many ms fails (default 1000).
+    pub apply_timeout_ms: u64,
 }
 
 impl Default for SwitchPcn {
@@ -246,7 +248,7 @@ impl Default for SwitchPcn {
         SwitchPcn {
             combine: mlcc_sched::pcn::Combine::Min,
             timeout_ms: 500,
-            tc_timeout_ms: 1000,
+            apply_timeout_ms: 1000,
         }
     }
 }
@@ -524,19 +526,19 @@ fn check_switch_pcn(file: &Path, raw: &RawSwitchPcn) -> Result<SwitchPcn, Config
             "must be 1..=600000",
         ));
     }
-    let tc_timeout_ms = raw.tc_timeout_ms.unwrap_or(d.tc_timeout_ms);
-    if !(1..=60_000).contains(&tc_timeout_ms) {
+    let apply_timeout_ms = raw.apply_timeout_ms.unwrap_or(d.apply_timeout_ms);
+    if !(1..=60_000).contains(&apply_timeout_ms) {
         return Err(err(
             file,
-            "pcn.tc_timeout_ms",
-            tc_timeout_ms,
+            "pcn.apply_timeout_ms",
+            apply_timeout_ms,
             "must be 1..=60000",
         ));
     }
     Ok(SwitchPcn {
         combine: raw.combine.unwrap_or(d.combine),
         timeout_ms,
-        tc_timeout_ms,
+        apply_timeout_ms,
     })
 }
 

@@ -48,7 +48,7 @@ enum Cmd {
     /// CAP_NET_ADMIN in the links' namespaces).
     #[command(after_long_help = ccp_agent::config::TOPOLOGY_HELP)]
     Switch {
-        /// topo.toml: slot_ms, horizon, [pcn] (combine, timeout_ms, tc_timeout_ms), [[link]]
+        /// topo.toml: slot_ms, horizon, [pcn] (combine, timeout_ms, apply_timeout_ms), [[link]]
         /// with an optional [link.ecn] (the ECN queue PCN sets with tc), [[host]], [[switch]],
         /// [[route]].
         #[arg(long)]

@@ -40,7 +40,7 @@
 //!                        repeated uint64 load_bps = 4; uint32 ecn_threshold_bytes = 5;
 //!                        uint32 pcn_outstanding = 6; }
 //! message FeedbackReply { uint64 start_slot = 1; repeated LinkFeedback links = 2; uint32 flows = 3;
-//!                         uint64 pcn_starts = 4; uint64 pcn_expired = 5; uint64 tc_failures = 6; }
+//!                         uint64 pcn_starts = 4; uint64 pcn_expired = 5; uint64 threshold_failures = 6; }
 //! message FlowSchedule { uint64 flow = 1; repeated uint32 links = 2; uint64 start_slot = 3;
 //!                        repeated uint64 rates_bps = 4; uint64 achieved_bps = 5;
 //!                        uint64 achieved_slot = 6; bool app_limited = 7; }
@@ -122,7 +122,7 @@ pub struct FeedbackReply {
     pub pcn_expired: u64,
     /// `tc` commands that failed (or timed out) since the daemon started.
     #[prost(uint64, tag = "6")]
-    pub tc_failures: u64,
+    pub threshold_failures: u64,
 }
 
 /// One flow's new schedule along `links` (those of the switch; others are ignored), and the

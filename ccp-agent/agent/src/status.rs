@@ -73,7 +73,7 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
 pub fn format_switch(r: &proto::FeedbackReply) -> String {
     let mut out = format!(
         "slot {}: {} flow schedules; PCN starts {}, expired {}, tc failures {}\n",
-        r.start_slot, r.flows, r.pcn_starts, r.pcn_expired, r.tc_failures
+        r.start_slot, r.flows, r.pcn_starts, r.pcn_expired, r.threshold_failures
     );
     for l in &r.links {
         let loads: Vec<String> = l.load_bps.iter().map(|b| mbit(*b)).collect();

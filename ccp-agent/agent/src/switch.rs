@@ -26,11 +26,12 @@
 //!   ([`mlcc_sched::pcn::PcnThresholds`]); the initial threshold comes back (once no other start
 //!   is outstanding on the link) when the burst arrives -- the first `UpdateSchedule` of one of
 //!   the start's flows whose achieved rate is > 0 in the start's slot or later --, on `PcnEnd`,
-//!   or when the start is older than `[pcn] timeout_ms`. The threshold is applied with `tc qdisc
-//!   change` through a [`CommandRunner`]; a failed command is logged and counted, never fatal;
-//!   the bookkeeping goes on. The command runs under the state's lock, so concurrent changes
-//!   reach the qdisc in the order of the bookkeeping (a `tc` takes a few ms; a hung one is
-//!   killed after `[pcn] tc_timeout_ms`);
+//!   or when the start is older than `[pcn] timeout_ms`. The threshold is applied over
+//!   rtnetlink (what `tc qdisc change` sends, [`NetlinkApplier`]) through a
+//!   [`ThresholdApplier`]; a failed change is logged and counted, never fatal; the bookkeeping
+//!   goes on. The change runs under the state's lock, so concurrent changes reach the qdisc in
+//!   the order of the bookkeeping (a change takes well under a millisecond; one the kernel does
+//!   not answer fails after `[pcn] apply_timeout_ms`);
 //! - every slot, and on every request, the table moves to the current wall-clock slot, so expired
 //!   slots are dropped.
 //!
@@ -56,69 +57,88 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
 
-/// Runs the commands that set a queue's ECN threshold. The daemon uses [`SystemRunner`]; tests
-/// use [`RecordingRunner`], which records the commands instead of running them.
-pub trait CommandRunner: Send + Sync {
-    /// Runs `argv` (program first) to completion; `Err` describes a failure (spawn error, exit
-    /// status and stderr, timeout).
-    fn run(&self, argv: &[String]) -> Result<(), String>;
+/// Sets a queue's ECN marking threshold. The daemon uses [`NetlinkApplier`]; tests use
+/// [`RecordingRunner`], which records the change instead of making it.
+pub trait ThresholdApplier: Send + Sync {
+    /// Gives `q` the marking threshold `threshold_bytes`; `Err` describes the failure (the
+    /// qdisc, the step, the kernel's error or a timeout).
+    fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String>;
 }
 
-/// Runs commands with `std::process::Command`, killing one that runs longer than `timeout`.
-pub struct SystemRunner {
-    /// Longest a command may run.
-    pub timeout: Duration,
+/// Changes the qdisc over rtnetlink ([`ecn_qdisc::QdiscChanger`]: one `NETLINK_ROUTE` socket per
+/// network namespace, opened inside it; a change takes well under a millisecond, where one `ip
+/// netns exec NS tc ...` process per change took over a second in the testbed's emulated VM).
+/// What a change keeps is in [`ecn_qdisc`]'s docs: fq_codel gets only its `ce_threshold`; RED
+/// keeps its weight, flags, max_P and child queue (its packets are not purged, unlike `tc qdisc
+/// change ... red limit L`).
+pub struct NetlinkApplier {
+    changer: Mutex<ecn_qdisc::QdiscChanger>,
 }
 
-impl CommandRunner for SystemRunner {
-    fn run(&self, argv: &[String]) -> Result<(), String> {
-        let Some((prog, args)) = argv.split_first() else {
-            return Err(String::from("empty command"));
-        };
-        let mut child = std::process::Command::new(prog)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {prog}: {e}"))?;
-        let deadline = Instant::now() + self.timeout;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break st,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("killed after {} ms", self.timeout.as_millis()));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
-                Err(e) => return Err(format!("waiting for {prog}: {e}")),
-            }
-        };
-        if status.success() {
-            return Ok(());
+impl NetlinkApplier {
+    /// An applier whose requests fail after `timeout` without the kernel's answer.
+    pub fn new(timeout: Duration) -> Self {
+        NetlinkApplier {
+            changer: Mutex::new(ecn_qdisc::QdiscChanger::new(timeout)),
         }
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            use std::io::Read;
-            let _ = e.read_to_string(&mut err);
-        }
-        Err(format!("{status}: {}", err.trim()))
     }
 }
 
-/// Records the commands instead of running them (tests, dry runs); fails every command when
-/// `fail` is set.
+/// Where `q` is and the threshold that gives it `threshold_bytes` (see [`tc_command`] for the
+/// conversions).
+pub fn qdisc_change(
+    q: &EcnQueue,
+    threshold_bytes: u32,
+) -> (ecn_qdisc::QdiscPath, ecn_qdisc::Threshold) {
+    let path = ecn_qdisc::QdiscPath {
+        netns: q.netns.clone(),
+        dev: q.dev.clone(),
+        parent: q.parent.clone(),
+    };
+    let t = match q.qdisc {
+        QdiscKind::FqCodel => ecn_qdisc::Threshold::FqCodelCeUs(fq_codel_ce_us(q, threshold_bytes)),
+        QdiscKind::Red => ecn_qdisc::Threshold::Red {
+            min_bytes: threshold_bytes,
+            max_bytes: threshold_bytes.saturating_add(q.red_span_bytes),
+            avpkt_bytes: q.red_avpkt_bytes,
+            rate_bps: q.capacity_bps,
+        },
+    };
+    (path, t)
+}
+
+/// fq_codel's `ce_threshold` for `threshold_bytes`, µs: the time the link needs to send them at
+/// its capacity (rounded up, at least 1 µs, at most u32::MAX): fq_codel marks on sojourn time.
+fn fq_codel_ce_us(q: &EcnQueue, threshold_bytes: u32) -> u32 {
+    let us = (u128::from(threshold_bytes) * 8_000_000)
+        .div_ceil(u128::from(q.capacity_bps.max(1)))
+        .max(1);
+    u32::try_from(us).unwrap_or(u32::MAX)
+}
+
+impl ThresholdApplier for NetlinkApplier {
+    fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String> {
+        let (path, t) = qdisc_change(q, threshold_bytes);
+        self.changer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set(&path, t)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Records each change as its [`tc_command`] line instead of making it (tests, dry runs); fails
+/// every change when `fail` is set.
 #[derive(Default)]
 pub struct RecordingRunner {
-    /// The commands, in order.
+    /// The changes, as `tc` argument vectors, in order.
     pub commands: Mutex<Vec<Vec<String>>>,
-    /// Whether every command fails.
+    /// Whether every change fails.
     pub fail: bool,
 }
 
 impl RecordingRunner {
-    /// The commands recorded so far, each joined by spaces.
+    /// The changes recorded so far, each joined by spaces.
     pub fn lines(&self) -> Vec<String> {
         self.commands
             .lock()
@@ -129,12 +149,12 @@ impl RecordingRunner {
     }
 }
 
-impl CommandRunner for RecordingRunner {
-    fn run(&self, argv: &[String]) -> Result<(), String> {
+impl ThresholdApplier for RecordingRunner {
+    fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String> {
         self.commands
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(argv.to_vec());
+            .push(tc_command(q, threshold_bytes));
         if self.fail {
             Err(String::from("recording runner set to fail"))
         } else {
@@ -143,13 +163,17 @@ impl CommandRunner for RecordingRunner {
     }
 }
 
-/// The `tc` command that gives `q` the marking threshold `threshold_bytes`:
+/// The `tc` command equivalent to giving `q` the marking threshold `threshold_bytes` (logs,
+/// tests, and for an operator to reproduce a change by hand; the daemon itself changes the qdisc
+/// over rtnetlink, [`NetlinkApplier`]):
 ///
 /// - fq_codel: `tc qdisc change dev DEV root fq_codel ce_threshold Nus`, where N is the time the
 ///   link needs to send `threshold_bytes` at its capacity (rounded up, at least 1 µs): fq_codel
 ///   marks on sojourn time, not bytes;
 /// - red: `tc qdisc change dev DEV root red limit L min T max T+S avpkt A bandwidth Bbit
 ///   probability 1.0 ecn` (step marking from T bytes, as a DCTCP switch; tc derives `burst`).
+///   Unlike the rtnetlink change, this `tc` line replaces RED's child queue (dropping its
+///   packets) and recomputes the weight from `burst`.
 ///
 /// With a `parent` the qdisc is named by `parent P` instead of `root`; with a `netns` the
 /// command is `ip netns exec NS tc ...`.
@@ -165,13 +189,10 @@ pub fn tc_command(q: &EcnQueue, threshold_bytes: u32) -> Vec<String> {
     }
     match q.qdisc {
         QdiscKind::FqCodel => {
-            let us = (u128::from(threshold_bytes) * 8_000_000)
-                .div_ceil(u128::from(q.capacity_bps.max(1)))
-                .max(1);
             v.extend([
                 String::from("fq_codel"),
                 String::from("ce_threshold"),
-                format!("{us}us"),
+                format!("{}us", fq_codel_ce_us(q, threshold_bytes)),
             ]);
         }
         QdiscKind::Red => {
@@ -229,10 +250,10 @@ struct PcnState {
     links: BTreeMap<u32, EcnLink>,
     bursts: HashMap<(String, u32), Burst>,
     next_id: u64,
-    runner: Arc<dyn CommandRunner>,
+    runner: Arc<dyn ThresholdApplier>,
     starts: u64,
     expired: u64,
-    tc_failures: u64,
+    threshold_failures: u64,
 }
 
 impl PcnState {
@@ -243,15 +264,23 @@ impl PcnState {
             return None;
         }
         l.applied = threshold;
-        let cmd = tc_command(&l.queue, threshold);
-        match self.runner.run(&cmd) {
+        let t0 = Instant::now();
+        match self.runner.apply(&l.queue, threshold) {
             Ok(()) => {
-                tracing::info!(link, threshold_bytes = threshold, "ECN threshold applied");
+                tracing::info!(
+                    link,
+                    threshold_bytes = threshold,
+                    took_us = t0.elapsed().as_micros() as u64,
+                    "ECN threshold applied"
+                );
                 None
             }
             Err(e) => {
-                self.tc_failures += 1;
-                let msg = format!("link {link}: `{}` failed: {e}", cmd.join(" "));
+                self.threshold_failures += 1;
+                let msg = format!(
+                    "link {link}: setting the threshold to {threshold} B (`{}`) failed: {e}",
+                    tc_command(&l.queue, threshold).join(" ")
+                );
                 tracing::warn!(error = %msg, "setting the ECN threshold failed");
                 Some(msg)
             }
@@ -286,15 +315,15 @@ pub struct SwitchState {
 
 impl SwitchState {
     /// The state of `switch` of `topo`, its table at the current wall-clock slot; ECN
-    /// thresholds are applied by running `tc` ([`SystemRunner`]).
+    /// thresholds are applied over rtnetlink ([`NetlinkApplier`]).
     pub fn new(
         topo: &Topology,
         switch: &Switch,
         clock: SlotClock,
     ) -> Result<Self, mlcc_sched::SchedError> {
-        let runner = Arc::new(SystemRunner {
-            timeout: Duration::from_millis(topo.pcn.tc_timeout_ms),
-        });
+        let runner = Arc::new(NetlinkApplier::new(Duration::from_millis(
+            topo.pcn.apply_timeout_ms,
+        )));
         Self::with_runner(topo, switch, clock, runner)
     }
 
@@ -304,7 +333,7 @@ impl SwitchState {
         topo: &Topology,
         switch: &Switch,
         clock: SlotClock,
-        runner: Arc<dyn CommandRunner>,
+        runner: Arc<dyn ThresholdApplier>,
     ) -> Result<Self, mlcc_sched::SchedError> {
         let mut links = BTreeMap::new();
         for l in &switch.links {
@@ -331,7 +360,7 @@ impl SwitchState {
             runner,
             starts: 0,
             expired: 0,
-            tc_failures: 0,
+            threshold_failures: 0,
         };
         let mut table = LinkLoadTable::new(clock, clock.slot_at(wall_us()));
         for l in &switch.links {
@@ -483,8 +512,8 @@ impl SwitchState {
     }
 
     /// `tc` failures so far.
-    pub fn tc_failures(&self) -> u64 {
-        self.pcn.tc_failures
+    pub fn threshold_failures(&self) -> u64 {
+        self.pcn.threshold_failures
     }
 
     /// The bursts that arrived with an update of `flow` achieving `achieved_bps` in
@@ -563,7 +592,7 @@ impl SwitchState {
             flows: self.table.flow_count() as u32,
             pcn_starts: self.pcn.starts,
             pcn_expired: self.pcn.expired,
-            tc_failures: self.pcn.tc_failures,
+            threshold_failures: self.pcn.threshold_failures,
         })
     }
 
@@ -707,7 +736,7 @@ impl switch_server::Switch for SwitchService {
 }
 
 /// Serves `switch` of `topo` on its `listen` address (or `listener` when given, for tests)
-/// until `shutdown` resolves, running `tc` for the ECN thresholds; see [`serve_with`].
+/// until `shutdown` resolves, changing the ECN thresholds over rtnetlink; see [`serve_with`].
 pub async fn serve(
     topo: &Topology,
     switch: &Switch,
@@ -715,13 +744,13 @@ pub async fn serve(
     listener: Option<tokio::net::TcpListener>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let runner = Arc::new(SystemRunner {
-        timeout: Duration::from_millis(topo.pcn.tc_timeout_ms),
-    });
+    let runner = Arc::new(NetlinkApplier::new(Duration::from_millis(
+        topo.pcn.apply_timeout_ms,
+    )));
     serve_with(topo, switch, clock, listener, runner, shutdown).await
 }
 
-/// [`serve`] with the threshold commands run by `runner`: sets every ECN link to its initial
+/// [`serve`] with the thresholds applied by `runner`: sets every ECN link to its initial
 /// threshold, advances the table every slot and expires PCN starts (checked every 10 ms),
 /// and at shutdown drops the outstanding starts so the initial thresholds are back.
 pub async fn serve_with(
@@ -729,7 +758,7 @@ pub async fn serve_with(
     switch: &Switch,
     clock: SlotClock,
     listener: Option<tokio::net::TcpListener>,
-    runner: Arc<dyn CommandRunner>,
+    runner: Arc<dyn ThresholdApplier>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let state = Arc::new(Mutex::new(SwitchState::with_runner(
@@ -1021,7 +1050,10 @@ links = [10, 11, 12]
         assert_eq!(runner.lines().len(), 7);
         // Counters in the feedback.
         let f = fb(&mut s, &[10, 12], &[]).unwrap();
-        assert_eq!((f.pcn_starts, f.pcn_expired, f.tc_failures), (2, 0, 0));
+        assert_eq!(
+            (f.pcn_starts, f.pcn_expired, f.threshold_failures),
+            (2, 0, 0)
+        );
         assert_eq!(
             (
                 f.links[0].ecn_threshold_bytes,
@@ -1088,10 +1120,10 @@ links = [10, 11, 12]
         assert_eq!(thr(&s, 10), (15_000, 1));
         assert_eq!(s.expire_pcn(601), 1);
         assert_eq!(thr(&s, 10), (60_000, 0));
-        assert_eq!(s.tc_failures(), 2);
+        assert_eq!(s.threshold_failures(), 2);
         assert_eq!(runner.lines().len(), 2);
         let f = fb(&mut s, &[10], &[]).unwrap();
-        assert_eq!((f.pcn_expired, f.tc_failures), (1, 2));
+        assert_eq!((f.pcn_expired, f.threshold_failures), (1, 2));
         // A later burst of the expired start finds nothing to restore.
         assert_eq!(
             s.pcn_end(&proto::PcnEnd {

@@ -195,7 +195,10 @@ fn pcn_and_ecn_fields_load_with_defaults_and_bad_ones_are_named() {
     );
     let topo = Topology::load(&p).unwrap();
     assert_eq!(topo.pcn.combine, mlcc_sched::pcn::Combine::Harmonic);
-    assert_eq!((topo.pcn.timeout_ms, topo.pcn.tc_timeout_ms), (500, 1000));
+    assert_eq!(
+        (topo.pcn.timeout_ms, topo.pcn.apply_timeout_ms),
+        (500, 1000)
+    );
     let q = &topo.ecn[&10];
     assert_eq!(
         (

@@ -260,7 +260,7 @@ impl SwitchDaemon {
         topology: ccp_agent::config::Topology,
         l: std::net::TcpListener,
         (slot_us, horizon): (u64, usize),
-        runner: Option<Arc<dyn ccp_agent::switch::CommandRunner>>,
+        runner: Option<Arc<dyn ccp_agent::switch::ThresholdApplier>>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(true));
         let flag = stop.clone();
