@@ -13,7 +13,7 @@
 //! emulated bottleneck itself. A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
 //! `[link.ecn]` table naming that qdisc, so the switch daemon's PCN control changes its threshold.
 
-use crate::config::{AgentMode, Scenario};
+use crate::config::{AgentMode, PcnVariant, Scenario};
 use crate::topo;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -50,10 +50,13 @@ pub fn port_link(i: usize) -> u32 {
     2 * i as u32 + 2
 }
 
-/// `topo.toml` for scenario `s`'s star.
-pub fn topology_toml(s: &Scenario) -> String {
+/// `topo.toml` for scenario `s`'s star (`pcn`: the switch's `[pcn] combine`).
+pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
     let mut t = String::from("# written by trainemu for scenario ");
     let _ = writeln!(t, "{}\nslot_ms = 60\nhorizon = 10\n", s.name);
+    if let PcnVariant::On { harmonic, .. } = pcn {
+        let _ = writeln!(t, "[pcn]\ncombine = \"{}\"\n", if harmonic { "harmonic" } else { "min" });
+    }
     let ecn = topo::ecn_ports(s);
     for (i, h) in s.topology.hosts.iter().enumerate() {
         let mbit = h.rate_mbit.map(|r| r.round().max(1.0) as u64).unwrap_or(UNSHAPED_MBIT);
@@ -110,17 +113,25 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
     t
 }
 
-/// `agent.toml` serving every host of `s`.
-pub fn agent_toml(s: &Scenario, mode: AgentMode, program: &Path, regions: &Path) -> String {
+/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table).
+pub fn agent_toml(s: &Scenario, mode: AgentMode, pcn: PcnVariant, program: &Path, regions: &Path) -> String {
     let hosts: Vec<String> = s.topology.hosts.iter().map(|h| format!("\"{}\"", h.name)).collect();
-    format!(
+    let mut t = format!(
         "# written by trainemu for scenario {}\ntopology = \"topo.toml\"\nhosts = [{}]\nprogram = \"{}\"\nprogress_dir = \"{}\"\nnic_only = {}\n",
         s.name,
         hosts.join(", "),
         program.display(),
         regions.display(),
         mode == AgentMode::NicOnly
-    )
+    );
+    match pcn {
+        PcnVariant::Default => {}
+        PcnVariant::Off => t.push_str("\n[pcn]\nenabled = false\n"),
+        PcnVariant::On { threshold_bytes, .. } => {
+            let _ = write!(t, "\n[pcn]\nenabled = true\nthreshold_bytes = {threshold_bytes}\n");
+        }
+    }
+    t
 }
 
 /// A running agent (and switch daemon); [`AgentRun::stop`] ends them.
@@ -182,7 +193,7 @@ fn terminate(c: &mut Child) {
 impl AgentRun {
     /// Writes the configuration under `dir` and starts the daemons; returns once the agent
     /// answers `ccp-agent status` (its gRPC server is up and its datapath socket open).
-    pub fn start(s: &Scenario, mode: AgentMode, setup: &AgentSetup, dir: &Path) -> Result<Self> {
+    pub fn start(s: &Scenario, mode: AgentMode, pcn: PcnVariant, setup: &AgentSetup, dir: &Path) -> Result<Self> {
         if !setup.program.is_file() {
             bail!("the datapath program {} does not exist (trainemu run --agent-program)", setup.program.display());
         }
@@ -195,9 +206,9 @@ impl AgentRun {
         let _ = fs::remove_dir_all(&regions);
         fs::create_dir_all(&regions)?;
         let program = fs::canonicalize(&setup.program)?;
-        fs::write(dir.join("topo.toml"), topology_toml(s))?;
+        fs::write(dir.join("topo.toml"), topology_toml(s, pcn))?;
         let agent_cfg = dir.join("agent.toml");
-        fs::write(&agent_cfg, agent_toml(s, mode, &program, &regions))?;
+        fs::write(&agent_cfg, agent_toml(s, mode, pcn, &program, &regions))?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
             AgentMode::Switch => {
@@ -330,7 +341,7 @@ workers = ["h1", "h2"]
     #[test]
     fn topology_describes_the_star() {
         let s = parse(S).unwrap();
-        let t: toml::Value = toml::from_str(&topology_toml(&s)).unwrap();
+        let t: toml::Value = toml::from_str(&topology_toml(&s, PcnVariant::Default)).unwrap();
         let links = t["link"].as_array().unwrap();
         assert_eq!(links.len(), 6);
         let cap = |id: u32| {
@@ -344,7 +355,7 @@ workers = ["h1", "h2"]
         assert_eq!(routes.len(), 6);
         let r = routes.iter().find(|r| r["from"].as_str() == Some("h3") && r["to"].as_str() == Some("h2")).unwrap();
         assert_eq!(r["links"].as_array().unwrap().iter().map(|l| l.as_integer().unwrap()).collect::<Vec<_>>(), vec![5, 4]);
-        let a: toml::Value = toml::from_str(&agent_toml(&s, AgentMode::NicOnly, Path::new("/p.ccp"), Path::new("/r"))).unwrap();
+        let a: toml::Value = toml::from_str(&agent_toml(&s, AgentMode::NicOnly, PcnVariant::Default, Path::new("/p.ccp"), Path::new("/r"))).unwrap();
         assert_eq!(a["nic_only"].as_bool(), Some(true));
         assert_eq!(a["hosts"].as_array().unwrap().len(), 3);
     }
@@ -363,12 +374,25 @@ workers = ["h1", "h2"]
         let dir = std::env::temp_dir().join(format!("trainemu-agent-cfg-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datapath-programs/mlcc-slot.ccp");
-        fs::write(dir.join("topo.toml"), topology_toml(&s)).unwrap();
-        for mode in [AgentMode::NicOnly, AgentMode::Switch] {
-            fs::write(dir.join("agent.toml"), agent_toml(&s, mode, &prog, &dir.join("regions"))).unwrap();
+        let on = PcnVariant::On { threshold_bytes: 6000, harmonic: true };
+        for (mode, pcn) in [
+            (AgentMode::NicOnly, PcnVariant::Default),
+            (AgentMode::Switch, PcnVariant::Default),
+            (AgentMode::Switch, PcnVariant::Off),
+            (AgentMode::Switch, on),
+        ] {
+            fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
+            fs::write(dir.join("agent.toml"), agent_toml(&s, mode, pcn, &prog, &dir.join("regions"))).unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
+            assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
+            let (t, harmonic) = match pcn {
+                PcnVariant::On { threshold_bytes, harmonic } => (threshold_bytes, harmonic),
+                _ => (15_000, false),
+            };
+            assert_eq!(c.pcn.threshold_bytes, t);
+            assert_eq!(format!("{:?}", c.topology.pcn.combine) == "Harmonic", harmonic);
             assert_eq!(c.topology.switches.len(), 1);
             let e = c.topology.ecn.get(&port_link(1)).expect("h2's port carries its ECN qdisc");
             assert_eq!(c.topology.ecn.len(), 1);

@@ -60,10 +60,32 @@ pub enum AgentMode {
     Switch,
 }
 
+/// PCN in a run scheduled by `ccp-agent` (a `ccs` entry's `+nopcn` or `+pcn=BYTES[:COMBINE]`):
+/// "Proactive Congestion Avoidance for Distributed Deep Learning", Sec. 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PcnVariant {
+    /// The agent's defaults (PCN on: threshold 15000 B, combine "min"; a NIC-only agent grants
+    /// at once, no switch to ask).
+    #[default]
+    Default,
+    /// `+nopcn`: the agent's `[pcn] enabled = false`: it does not answer `before_burst`, whose
+    /// bounded wait returns at once (the run without PCN's head start).
+    Off,
+    /// `+pcn=BYTES[:min|harmonic]`: the threshold an agent asks for, bytes, and how the switch
+    /// combines concurrent starts (`[pcn] combine`; default min).
+    On {
+        /// `[pcn] threshold_bytes` of the agent.
+        threshold_bytes: u32,
+        /// `[pcn] combine = "harmonic"` on the switch (else "min").
+        harmonic: bool,
+    },
+}
+
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
 /// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
-/// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`. The whole string labels the run.
+/// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`, then optionally `+nopcn` or
+/// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]). The whole string labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -74,21 +96,58 @@ pub struct CcVariant {
     pub params: Vec<(String, u32)>,
     /// Whether `ccp-agent` schedules the run's flows, and how.
     pub agent: Option<AgentMode>,
+    /// PCN's settings when the agent schedules the run.
+    pub pcn: PcnVariant,
 }
 
 impl CcVariant {
-    /// Parses `CC`, `CC[NAME=VALUE,...]`, either followed by `+agent` or `+agent+switch`.
+    /// Parses `CC`, `CC[NAME=VALUE,...]`, either followed by `+agent` or `+agent+switch`, then
+    /// optionally `+nopcn` or `+pcn=BYTES[:min|harmonic]` (the latter with `+agent+switch`).
     /// Errors name the part that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        let (s, agent) = if let Some(base) = label.strip_suffix("+agent+switch") {
-            (base, Some(AgentMode::Switch))
-        } else if let Some(base) = label.strip_suffix("+agent") {
-            (base, Some(AgentMode::NicOnly))
-        } else if let Some(i) = label.find('+') {
-            return Err(format!("unknown suffix '{}' (known: +agent, +agent+switch)", &label[i..]));
-        } else {
-            (label, None)
+        const SUFFIXES: &str = "+agent, +agent+switch, then +nopcn or +pcn=BYTES[:min|harmonic]";
+        let (s, mut tokens) = match label.find('+') {
+            Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>().into_iter()),
+            None => (label, Vec::new().into_iter()),
         };
+        let mut agent = None;
+        let mut pcn = PcnVariant::Default;
+        if let Some(t) = tokens.next() {
+            if t != "agent" {
+                return Err(format!("unknown suffix '+{t}' (known: {SUFFIXES})"));
+            }
+            agent = Some(AgentMode::NicOnly);
+        }
+        let mut next = tokens.next();
+        if next == Some("switch") {
+            agent = Some(AgentMode::Switch);
+            next = tokens.next();
+        }
+        if let Some(t) = next {
+            pcn = if t == "nopcn" {
+                PcnVariant::Off
+            } else if let Some(v) = t.strip_prefix("pcn=") {
+                let (bytes, combine) = v.split_once(':').unwrap_or((v, "min"));
+                let threshold_bytes: u32 = match bytes.parse() {
+                    Ok(b) if b > 0 => b,
+                    _ => return Err(format!("'+{t}': the PCN threshold must be a number of bytes > 0")),
+                };
+                let harmonic = match combine {
+                    "min" => false,
+                    "harmonic" => true,
+                    c => return Err(format!("'+{t}': unknown combine '{c}' (min or harmonic)")),
+                };
+                if agent != Some(AgentMode::Switch) {
+                    return Err(format!("'+{t}' needs +agent+switch (the switch daemon changes the threshold)"));
+                }
+                PcnVariant::On { threshold_bytes, harmonic }
+            } else {
+                return Err(format!("unknown suffix '+{t}' (known: {SUFFIXES})"));
+            };
+        }
+        if let Some(t) = tokens.next() {
+            return Err(format!("unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"));
+        }
         let (cc, rest) = match s.find('[') {
             None => (s, None),
             Some(i) => {
@@ -122,12 +181,13 @@ impl CcVariant {
         if agent.is_some() && !cc.starts_with("mltcp") {
             return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
         }
-        Ok(Self { label: label.to_string(), cc: cc.to_string(), params, agent })
+        Ok(Self { label: label.to_string(), cc: cc.to_string(), params, agent, pcn })
     }
 
-    /// The run's directory name: the label with `[`, `]`, `,`, `=` and `+` replaced by `_`, `-`.
+    /// The run's directory name: the label with `[`, `]`, `,`, `=`, `+` and `:` replaced by `_`,
+    /// `-`.
     pub fn dir_name(&self) -> String {
-        self.label.replace(['[', ','], "_").replace(']', "").replace(['=', '+'], "-")
+        self.label.replace(['[', ','], "_").replace(']', "").replace(['=', '+', ':'], "-")
     }
 }
 
@@ -757,11 +817,25 @@ workers = ["h1", "h2"]
         assert_eq!(v.params, vec![("slope_fx".to_string(), 3072)]);
         assert_eq!(v.dir_name(), "mltcp_slope_fx-3072-agent");
         let v = CcVariant::parse("mltcp_dctcp+agent+switch").unwrap();
-        assert_eq!((v.cc.as_str(), v.agent), ("mltcp_dctcp", Some(AgentMode::Switch)));
+        assert_eq!((v.cc.as_str(), v.agent, v.pcn), ("mltcp_dctcp", Some(AgentMode::Switch), PcnVariant::Default));
+        let v = CcVariant::parse("mltcp_dctcp+agent+switch+nopcn").unwrap();
+        assert_eq!((v.agent, v.pcn), (Some(AgentMode::Switch), PcnVariant::Off));
+        let v = CcVariant::parse("mltcp_dctcp+agent+nopcn").unwrap();
+        assert_eq!((v.agent, v.pcn), (Some(AgentMode::NicOnly), PcnVariant::Off));
+        let v = CcVariant::parse("mltcp_dctcp+agent+switch+pcn=6000").unwrap();
+        assert_eq!(v.pcn, PcnVariant::On { threshold_bytes: 6000, harmonic: false });
+        let v = CcVariant::parse("mltcp_dctcp+agent+switch+pcn=6000:harmonic").unwrap();
+        assert_eq!(v.pcn, PcnVariant::On { threshold_bytes: 6000, harmonic: true });
+        assert_eq!(v.dir_name(), "mltcp_dctcp-agent-switch-pcn-6000-harmonic");
         for (bad, why) in [
             ("cubic+agent", "not one of its algorithms"),
             ("mltcp+switch", "unknown suffix '+switch'"),
-            ("mltcp+agent+", "unknown suffix '+agent+'"),
+            ("mltcp+agent+", "unknown suffix '+'"),
+            ("mltcp+agent+pcn=6000", "needs +agent+switch"),
+            ("mltcp+agent+switch+pcn=0", "must be a number of bytes > 0"),
+            ("mltcp+agent+switch+pcn=6000:max", "unknown combine 'max'"),
+            ("mltcp+agent+switch+nopcn+agent", "after the PCN setting"),
+            ("mltcp+agent+switch+pcn", "unknown suffix '+pcn'"),
             ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
             ("mltcp[slope=1]", "unknown module parameter 'slope'"),
             ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),

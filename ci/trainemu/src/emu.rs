@@ -1158,7 +1158,9 @@ mod tests {
         let seen = thread::scope(|scope| {
             let agent = scope.spawn(|| {
                 let mut sc = mltcp_progress::Scanner::new(&dir);
-                let mut seen: std::collections::BTreeMap<(String, u32), (u32, u32, usize, u64, u64, u64)> = Default::default();
+                // (job, rank) -> (paradigm, role, flows, bytes per iteration, most iteration bytes, last iteration).
+                type Seen = std::collections::BTreeMap<(String, u32), (u32, u32, usize, u64, u64, u64)>;
+                let mut seen: Seen = Default::default();
                 while !stop.load(Ordering::SeqCst) {
                     let _ = sc.scan();
                     let (snaps, errs) = sc.poll();
@@ -1353,7 +1355,7 @@ mod tests {
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
         let spec = RunSpec {
-            cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None },
+            cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None, pcn: Default::default() },
             ..spec_of(vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], "cubic")
         };
         let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
