@@ -24,9 +24,13 @@
 //!    the flows' RTTs in the last slot's datapath reports, `[pcn] default_rtt_us` when none has
 //!    one yet. In NIC-only mode, or when no path crosses a switch, there is nobody to warn and
 //!    the request is granted at once;
-//! 4. the switch restores its threshold when it sees the burst (the flow's next
-//!    `UpdateSchedule` reports bytes) or after its own timeout; the gate sends `PcnEnd` when a
-//!    region with a start goes away and at shutdown.
+//! 4. the switch restores its threshold when the burst arrives: the gate sends `PcnEnd` as soon
+//!    as the process's bytes handed to the network (the region's `total_bytes`) grow past their
+//!    value at the request, i.e. the burst has left the host and reaches the switch within
+//!    about half an RTT (seen within `poll_us`; the paper's switch sees the burst's first
+//!    packet itself); in scheduling mode the flow's next `UpdateSchedule` reporting bytes does
+//!    it too, whichever comes first; failing both, the switch's own timeout. The gate also sends
+//!    `PcnEnd` when a region with a start goes away and at shutdown.
 //!
 //! A library that never calls `before_burst` is not affected; with `[pcn] enabled = false` the
 //! gate does not run, the agent does not attach, and `before_burst` returns at once.
@@ -72,6 +76,9 @@ struct RegionState {
     unwritable: bool,
     /// (job, rank) and the switches of its last start, for `PcnEnd`.
     started: Option<((String, u32), Vec<usize>)>,
+    /// The region's `total_bytes` when its outstanding start was sent: the burst is seen when
+    /// they grow.
+    bytes_at_start: Option<u64>,
 }
 
 /// The gate (see the module docs). Runs on its own thread ([`BurstGate::run`]).
@@ -186,6 +193,7 @@ impl BurstGate {
             .regions()
             .map(|r| r.path().to_path_buf())
             .collect();
+        let mut burst_seen = Vec::new();
         for path in paths {
             let Some(region) = self.scanner.region(&path) else {
                 continue;
@@ -195,9 +203,17 @@ impl BurstGate {
                 continue;
             }
             if st.attached {
-                match region.peek_hot() {
-                    Ok(Some(h)) if st.seen != Some(h.burst_requests) => {}
-                    _ => continue,
+                let Ok(Some(h)) = region.peek_hot() else {
+                    continue;
+                };
+                if st.bytes_at_start.is_some_and(|b| h.total_bytes > b) {
+                    st.bytes_at_start = None;
+                    if let Some(started) = st.started.take() {
+                        burst_seen.push(started);
+                    }
+                }
+                if st.seen == Some(h.burst_requests) {
+                    continue;
                 }
             }
             let Ok(snap) = region.snapshot_within(mltcp_progress::reader::FAILING_SNAPSHOT_TIMEOUT)
@@ -242,8 +258,16 @@ impl BurstGate {
             if let Some(st) = self.regions.get_mut(&path) {
                 if !started.is_empty() {
                     st.started = Some((key, started));
+                    st.bytes_at_start = Some(snap.body.hot.total_bytes);
                 }
             }
+        }
+        for (key, sw) in burst_seen {
+            self.shared
+                .pcn_ends_on_burst
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(job = %key.0, rank = key.1, "burst seen leaving its process: PcnEnd");
+            self.send_end(&key, &sw, false);
         }
         self.grant_due();
     }

@@ -72,6 +72,9 @@ program = "../../datapath-programs/mlcc-slot.ccp"   # the datapath program file
 progress_dir = "/dev/shm/mltcp-progress"  # optional; default $MLTCP_PROGRESS_DIR or that
 unix_name = "ccp-agent"   # with --ipc unix: the agent binds /tmp/ccp/<unix_name>
 nic_only = false          # true: no switch daemons, the agent keeps only its NIC links
+schedule = true           # false: PCN only (the PCN paper's system): no flow gets a datapath
+                          #  program, every flow keeps its own congestion control (e.g. dctcp),
+                          #  and the agent only serves before_burst ([pcn] below)
 slot_ms = 60              # optional; overrides the topology's; --slot-ms overrides both
 horizon = 10              # optional; likewise --horizon
 min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
@@ -815,6 +818,8 @@ pub struct RawAgentConfig {
     /// NIC-only mode.
     #[serde(default)]
     pub nic_only: bool,
+    /// Whether registered flows are scheduled (default true).
+    pub schedule: Option<bool>,
     /// Slot length, ms.
     pub slot_ms: Option<u64>,
     /// Horizon.
@@ -851,6 +856,10 @@ pub struct AgentConfig {
     pub unix_name: String,
     /// NIC-only mode.
     pub nic_only: bool,
+    /// Whether registered flows get the datapath program and the slot schedule; false: PCN
+    /// only ("Proactive Congestion Avoidance for Distributed Deep Learning" on its own), every
+    /// flow keeps its native congestion control.
+    pub schedule: bool,
     /// Slot length, ms.
     pub slot_ms: u64,
     /// Horizon K.
@@ -1035,6 +1044,7 @@ impl AgentConfig {
                 .unwrap_or_else(|| mltcp_progress::region_dir(None)),
             unix_name,
             nic_only: raw.nic_only,
+            schedule: raw.schedule.unwrap_or(true),
             slot_ms,
             horizon,
             min_rate_bps: min_rate_kbps.saturating_mul(1000),

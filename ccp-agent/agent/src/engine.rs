@@ -332,7 +332,7 @@ impl<I: Ipc> AgentCore<I> {
         }
         f.reg = self.registration(&key);
         tracing::info!(sid = info.sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
-        if f.reg.is_some() {
+        if f.reg.is_some() && self.cfg.schedule {
             self.install(&mut f);
         }
         self.flows.insert(local, f);
@@ -544,7 +544,7 @@ impl<I: Ipc> AgentCore<I> {
                         f.iteration = Some(r.iteration);
                         f.acked_iter = 0;
                     }
-                    if f.scope.is_none() {
+                    if f.scope.is_none() && self.cfg.schedule {
                         self.install(&mut f);
                     }
                 }

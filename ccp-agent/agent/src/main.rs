@@ -26,7 +26,7 @@ enum Cmd {
     #[command(after_long_help = ccp_agent::config::AGENT_HELP)]
     Run {
         /// agent.toml: topology file, served hosts, listen address, program file, progress
-        /// directory, unix_name, nic_only, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
+        /// directory, unix_name, nic_only, schedule, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
         /// rpc_timeout_ms, [pcn] (enabled, threshold_bytes, default_rtt_us, poll_us) (every
         /// field: see below with --help).
         #[arg(long)]

@@ -65,7 +65,8 @@
 //!                       uint64 dropped_foreign = 6; uint64 dropped_bad = 7;
 //!                       uint64 notices_received = 8; uint64 rpc_failures = 9;
 //!                       uint64 slot_work_us = 10; uint64 bursts_granted = 11;
-//!                       uint64 bursts_granted_on_ack = 12; uint64 pcn_starts = 13; }
+//!                       uint64 bursts_granted_on_ack = 12; uint64 pcn_starts = 13;
+//!                       uint64 pcn_ends_on_burst = 14; }
 //! ```
 //!
 //! Units: rates in bit/s, sizes in bytes, slots are numbers on the wall-clock grid
@@ -313,6 +314,9 @@ pub struct StatusReply {
     /// `PcnStart`s sent to switches.
     #[prost(uint64, tag = "13")]
     pub pcn_starts: u64,
+    /// `PcnEnd`s sent because the burst was seen leaving its process (its bytes grew).
+    #[prost(uint64, tag = "14")]
+    pub pcn_ends_on_burst: u64,
 }
 
 /// Generated `Switch` client and server.

@@ -106,6 +106,7 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     tracing::info!(
         hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
         mode = if cfg.nic_only || cfg.topology.switches.is_empty() { "nic-only" } else { "switch" },
+        schedule = cfg.schedule,
         program = %cfg.program_file.display(), progress_dir = %cfg.progress_dir.display(),
         "ccp-agent starting"
     );

@@ -32,6 +32,8 @@ pub struct Shared {
     pub bursts_granted_on_ack: AtomicU64,
     /// `PcnStart`s sent.
     pub pcn_starts: AtomicU64,
+    /// `PcnEnd`s sent because the burst was seen leaving its process.
+    pub pcn_ends_on_burst: AtomicU64,
     wake: OwnedFd,
 }
 
@@ -56,6 +58,7 @@ impl Shared {
             bursts_granted: AtomicU64::new(0),
             bursts_granted_on_ack: AtomicU64::new(0),
             pcn_starts: AtomicU64::new(0),
+            pcn_ends_on_burst: AtomicU64::new(0),
             wake,
         }))
     }
@@ -96,6 +99,7 @@ impl Shared {
         s.bursts_granted = self.bursts_granted.load(Ordering::Relaxed);
         s.bursts_granted_on_ack = self.bursts_granted_on_ack.load(Ordering::Relaxed);
         s.pcn_starts = self.pcn_starts.load(Ordering::Relaxed);
+        s.pcn_ends_on_burst = self.pcn_ends_on_burst.load(Ordering::Relaxed);
         if let Some(d) = &*self.drops.lock().unwrap_or_else(|p| p.into_inner()) {
             s.dropped_foreign = d.foreign.load(Ordering::Relaxed);
             s.dropped_bad += d.bad.load(Ordering::Relaxed);

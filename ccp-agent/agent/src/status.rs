@@ -18,7 +18,7 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}; bursts granted {} ({} on ack), PCN starts {}",
+        "slot {} ({} ms, {}, work {} us): {} controlled flows, {} native; dropped: {} foreign, {} bad; notices received {}, RPC failures {}; bursts granted {} ({} on ack), PCN starts {} ({} ended on the burst)",
         s.slot,
         s.slot_us / 1000,
         s.mode,
@@ -31,7 +31,8 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
         s.rpc_failures,
         s.bursts_granted,
         s.bursts_granted_on_ack,
-        s.pcn_starts
+        s.pcn_starts,
+        s.pcn_ends_on_burst
     );
     let _ = writeln!(
         out,

@@ -11,7 +11,9 @@
 //! never followed by a burst (no datapath here), expires after the switch's timeout and the
 //! initial threshold comes back. With a datapath carrying the flow, the burst's bytes, reported
 //! by the agent's next `UpdateSchedule`, restore the threshold long before the timeout. In
-//! NIC-only mode the burst is granted at once, no start sent.
+//! NIC-only mode the burst is granted at once, no start sent. With `schedule = false` (PCN only)
+//! the flow gets no datapath program and keeps its native congestion control, and the start ends
+//! as soon as the process hands the burst's first bytes to the network.
 
 mod common;
 
@@ -321,6 +323,94 @@ fn the_bursts_bytes_restore_the_threshold() {
         "{lines:?}"
     );
     println!("restored after {:?}; tc: {lines:?}", t1.elapsed());
+    drop(dp);
+    agent.stop();
+    drop(rt);
+    switch.stop();
+}
+
+#[test]
+fn pcn_only_agent_leaves_flows_native_and_ends_the_start_when_the_burst_leaves() {
+    let (tmp, progress) = with_progress_dir("pcn-only");
+    let ([la, ls], [aa, as_]) = listeners();
+    // A start timeout far above the test's wait: only the burst can restore the threshold.
+    let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
+    let topology = Topology::load(&topo).unwrap();
+    let name = format!("pcn-only-{}", std::process::id());
+    let extra = "schedule = false\nrpc_timeout_ms = 15\n[pcn]\npoll_us = 200\n";
+    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, extra);
+    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+    assert!(!cfg.schedule);
+    let runner = Arc::new(RecordingRunner::default());
+    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
+    let agent = AgentProc::start(cfg, la);
+    common::wait_for_sockets(std::slice::from_ref(&name));
+    let mut w = writer(&progress, "onlyjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
+    let key = ccp_agent::flows::FlowKey {
+        src: "10.2.0.1".parse().unwrap(),
+        src_port: 41000,
+        dst: "10.2.0.2".parse().unwrap(),
+        dst_port: 5000,
+    };
+    let dp = MockDatapath::start(
+        &name,
+        vec![MockFlow {
+            key,
+            line_rate: 12_500_000,
+        }],
+        |_, _| {},
+    );
+    assert!(wait_attached(&w, Duration::from_secs(10)));
+    let rt = common::client_rt();
+    let link10 = |rt: &tokio::runtime::Runtime| link_status(rt, as_, 10);
+    assert_eq!(
+        w.before_burst(Duration::from_secs(3)),
+        BurstOutcome::Granted
+    );
+    // The start lowers the threshold and stays: no schedule reaches the switch.
+    let t0 = Instant::now();
+    loop {
+        let (r, l) = link10(&rt);
+        if r.pcn_starts == 1 {
+            assert_eq!(
+                (l.ecn_threshold_bytes, l.pcn_outstanding),
+                (15_000, 1),
+                "{r:?}"
+            );
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "no start: {r:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        link10(&rt).1.ecn_threshold_bytes,
+        15_000,
+        "nothing but the burst ends it"
+    );
+    // The burst leaves the process: the agent ends the start, the threshold comes back.
+    w.add_bytes(64_000);
+    let t1 = Instant::now();
+    loop {
+        let (r, l) = link10(&rt);
+        if l.ecn_threshold_bytes == 60_000 {
+            assert_eq!((r.pcn_expired, l.pcn_outstanding), (0, 0), "{r:?}");
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(3),
+            "the burst's bytes did not end the start: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("restored {:?} after the burst's first bytes", t1.elapsed());
+    let st = rt.block_on(ccp_agent::status::agent_status(aa)).unwrap();
+    assert_eq!((st.pcn_starts, st.pcn_ends_on_burst), (1, 1), "{st:?}");
+    // The flow was created but never controlled.
+    let stats = dp.snapshot();
+    assert_eq!(stats.has_program, vec![false], "{stats:?}");
+    assert!(stats.rates[0].is_empty(), "{stats:?}");
+    assert!(st.flows.is_empty(), "{st:?}");
     drop(dp);
     agent.stop();
     drop(rt);

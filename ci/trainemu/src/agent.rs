@@ -124,6 +124,9 @@ pub fn agent_toml(s: &Scenario, mode: AgentMode, pcn: PcnVariant, program: &Path
         regions.display(),
         mode == AgentMode::NicOnly
     );
+    if mode == AgentMode::PcnOnly {
+        t.push_str("schedule = false\n");
+    }
     match pcn {
         PcnVariant::Default => {}
         PcnVariant::Off => t.push_str("\n[pcn]\nenabled = false\n"),
@@ -132,6 +135,14 @@ pub fn agent_toml(s: &Scenario, mode: AgentMode, pcn: PcnVariant, program: &Path
         }
     }
     t
+}
+
+/// The number of bursts granted in `ccp-agent status` output (its first line reads
+/// `... bursts granted N (M on ack), ...`).
+pub fn bursts_granted(status: &str) -> Option<u64> {
+    let line = status.lines().next()?;
+    let (_, rest) = line.split_once("bursts granted ")?;
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// A running agent (and switch daemon); [`AgentRun::stop`] ends them.
@@ -211,7 +222,7 @@ impl AgentRun {
         fs::write(&agent_cfg, agent_toml(s, mode, pcn, &program, &regions))?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
-            AgentMode::Switch => {
+            AgentMode::Switch | AgentMode::PcnOnly => {
                 Some(spawn(&setup.bin, &["switch", "--config", &topo_s, "--name", "sw"], &dir.join("switch.log"))?)
             }
             AgentMode::NicOnly => None,
@@ -277,9 +288,11 @@ impl AgentRun {
 
     /// Starts sampling the agent's `status` every 2 s until [`AgentRun::stop`]; the snapshot with
     /// the most controlled flows is saved to `status.txt` (the end-of-run status would show none:
-    /// the flows are closed by then).
+    /// the flows are closed by then), the latest to `status-last.txt` (its counters, e.g. bursts
+    /// granted, are cumulative).
     pub fn watch_status(&mut self) {
         let (bin, cfg, out) = (self.bin.clone(), self.dir.join("agent.toml"), self.dir.join("status.txt"));
+        let last = self.dir.join("status-last.txt");
         let stop = self.stop_watch.clone();
         self.watcher = Some(std::thread::spawn(move || {
             let mut best = 0usize;
@@ -287,6 +300,9 @@ impl AgentRun {
                 if let Ok(o) = Command::new(&bin).arg("status").arg("--config").arg(&cfg).output() {
                     let text = String::from_utf8_lossy(&o.stdout).to_string();
                     let n = controlled_flows(&text).unwrap_or(0);
+                    if o.status.success() {
+                        let _ = fs::write(last.as_path(), &text);
+                    }
                     if o.status.success() && (n > best || !out.exists()) {
                         best = best.max(n);
                         let _ = fs::write(&out, &text);
@@ -365,6 +381,9 @@ workers = ["h1", "h2"]
         let st = "slot 29922294086 (60 ms, switch, work 3670 us): 7 controlled flows, 5 native; dropped: 0\njob ...";
         assert_eq!(controlled_flows(st), Some(7));
         assert_eq!(controlled_flows("garbage"), None);
+        let st = "slot 1 (60 ms, switch, work 3 us): 0 controlled flows, 4 native; dropped: 0 foreign, 0 bad; notices received 0, RPC failures 0; bursts granted 37 (30 on ack), PCN starts 37 (35 ended on the burst)";
+        assert_eq!(bursts_granted(st), Some(37));
+        assert_eq!(bursts_granted("garbage"), None);
     }
 
     /// The agent's own loader accepts what the runner writes, in both modes.
@@ -380,12 +399,14 @@ workers = ["h1", "h2"]
             (AgentMode::Switch, PcnVariant::Default),
             (AgentMode::Switch, PcnVariant::Off),
             (AgentMode::Switch, on),
+            (AgentMode::PcnOnly, on),
         ] {
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(dir.join("agent.toml"), agent_toml(&s, mode, pcn, &prog, &dir.join("regions"))).unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
+            assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On { threshold_bytes, harmonic } => (threshold_bytes, harmonic),

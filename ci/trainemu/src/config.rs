@@ -58,6 +58,11 @@ pub enum AgentMode {
     /// `+agent+switch`: the agent plus a `ccp-agent switch` daemon owning the switch ports toward
     /// the hosts (the mlcc paper, Sec. IV-A).
     Switch,
+    /// `+pcn` (any congestion control): PCN alone, the PCN paper's system: the agent with
+    /// `schedule = false` (no flow gets a datapath program; each keeps its own congestion
+    /// control) serves the workers' `before_burst`, and the switch daemon lowers the port's
+    /// marking threshold.
+    PcnOnly,
 }
 
 /// PCN in a run scheduled by `ccp-agent` (a `ccs` entry's `+nopcn` or `+pcn=BYTES[:COMBINE]`):
@@ -85,7 +90,9 @@ pub enum PcnVariant {
 /// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
 /// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`, then optionally `+nopcn` or
-/// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]). The whole string labels the run.
+/// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]); or, for any congestion control, PCN alone:
+/// `dctcp+pcn` or `dctcp+pcn=BYTES[:min|harmonic]` ([`AgentMode::PcnOnly`]). The whole string
+/// labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -102,29 +109,39 @@ pub struct CcVariant {
 
 impl CcVariant {
     /// Parses `CC`, `CC[NAME=VALUE,...]`, either followed by `+agent` or `+agent+switch`, then
-    /// optionally `+nopcn` or `+pcn=BYTES[:min|harmonic]` (the latter with `+agent+switch`).
-    /// Errors name the part that is wrong.
+    /// optionally `+nopcn` or `+pcn=BYTES[:min|harmonic]` (the latter with `+agent+switch`); or
+    /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
+    /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +nopcn or +pcn=BYTES[:min|harmonic]";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, mut tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>().into_iter()),
             None => (label, Vec::new().into_iter()),
         };
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
-        if let Some(t) = tokens.next() {
-            if t != "agent" {
-                return Err(format!("unknown suffix '+{t}' (known: {SUFFIXES})"));
-            }
-            agent = Some(AgentMode::NicOnly);
-        }
         let mut next = tokens.next();
-        if next == Some("switch") {
-            agent = Some(AgentMode::Switch);
+        if next == Some("agent") {
+            agent = Some(AgentMode::NicOnly);
             next = tokens.next();
+            if next == Some("switch") {
+                agent = Some(AgentMode::Switch);
+                next = tokens.next();
+            }
+        } else if next.is_some_and(|t| t == "pcn" || t.starts_with("pcn=")) {
+            agent = Some(AgentMode::PcnOnly);
+            if next == Some("pcn") {
+                next = tokens.next();
+                if let Some(t) = next {
+                    return Err(format!("unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"));
+                }
+            }
         }
         if let Some(t) = next {
-            pcn = if t == "nopcn" {
+            if agent.is_none() {
+                return Err(format!("unknown suffix '+{t}' (known: {SUFFIXES})"));
+            }
+            pcn = if t == "nopcn" && agent != Some(AgentMode::PcnOnly) {
                 PcnVariant::Off
             } else if let Some(v) = t.strip_prefix("pcn=") {
                 let (bytes, combine) = v.split_once(':').unwrap_or((v, "min"));
@@ -137,7 +154,7 @@ impl CcVariant {
                     "harmonic" => true,
                     c => return Err(format!("'+{t}': unknown combine '{c}' (min or harmonic)")),
                 };
-                if agent != Some(AgentMode::Switch) {
+                if agent == Some(AgentMode::NicOnly) {
                     return Err(format!("'+{t}' needs +agent+switch (the switch daemon changes the threshold)"));
                 }
                 PcnVariant::On { threshold_bytes, harmonic }
@@ -178,7 +195,7 @@ impl CcVariant {
                 return Err("empty parameter list".into());
             }
         }
-        if agent.is_some() && !cc.starts_with("mltcp") {
+        if matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) && !cc.starts_with("mltcp") {
             return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
         }
         Ok(Self { label: label.to_string(), cc: cc.to_string(), params, agent, pcn })
@@ -827,6 +844,10 @@ workers = ["h1", "h2"]
         let v = CcVariant::parse("mltcp_dctcp+agent+switch+pcn=6000:harmonic").unwrap();
         assert_eq!(v.pcn, PcnVariant::On { threshold_bytes: 6000, harmonic: true });
         assert_eq!(v.dir_name(), "mltcp_dctcp-agent-switch-pcn-6000-harmonic");
+        let v = CcVariant::parse("dctcp+pcn").unwrap();
+        assert_eq!((v.cc.as_str(), v.agent, v.pcn), ("dctcp", Some(AgentMode::PcnOnly), PcnVariant::Default));
+        let v = CcVariant::parse("mltcp_dctcp+pcn=4500:harmonic").unwrap();
+        assert_eq!((v.agent, v.pcn), (Some(AgentMode::PcnOnly), PcnVariant::On { threshold_bytes: 4500, harmonic: true }));
         for (bad, why) in [
             ("cubic+agent", "not one of its algorithms"),
             ("mltcp+switch", "unknown suffix '+switch'"),
@@ -836,6 +857,10 @@ workers = ["h1", "h2"]
             ("mltcp+agent+switch+pcn=6000:max", "unknown combine 'max'"),
             ("mltcp+agent+switch+nopcn+agent", "after the PCN setting"),
             ("mltcp+agent+switch+pcn", "unknown suffix '+pcn'"),
+            ("dctcp+pcn+agent", "after the PCN setting"),
+            ("dctcp+pcn=1500+nopcn", "after the PCN setting"),
+            ("dctcp+nopcn", "unknown suffix '+nopcn'"),
+            ("dctcp+pcn=x", "must be a number of bytes > 0"),
             ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
             ("mltcp[slope=1]", "unknown module parameter 'slope'"),
             ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),

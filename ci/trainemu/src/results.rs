@@ -328,6 +328,16 @@ fn run_with_agent(
     if !alive {
         anyhow::bail!("ccp-agent exited during the run (see {}/agent.log)", agent_dir.display());
     }
+    if mode == AgentMode::PcnOnly {
+        // PCN alone controls no flow; it must have served the workers' bursts.
+        let last = fs::read_to_string(agent_dir.join("status-last.txt")).unwrap_or_default();
+        let granted = crate::agent::bursts_granted(&last).unwrap_or(0);
+        tracing::info!("ccp-agent (PCN only) granted {granted} bursts (status-last.txt)");
+        if r.is_ok() && granted == 0 {
+            anyhow::bail!("ccp-agent (PCN only) granted no burst (see {}/agent.log)", agent_dir.display());
+        }
+        return r;
+    }
     tracing::info!("ccp-agent controlled up to {controlled} flows at once (status.txt: that snapshot)");
     if r.is_ok() && controlled == 0 {
         anyhow::bail!("ccp-agent controlled none of the run's flows (see {}/agent.log)", agent_dir.display());
