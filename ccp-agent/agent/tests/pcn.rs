@@ -258,37 +258,77 @@ fn nic_only_agent_grants_at_once() {
     agent.stop();
 }
 
+/// An agent for h1 and the switch s1 (its threshold changes recorded), a writer with one flow
+/// h1 → h2 (job `job`, rank 0) and a mock datapath carrying that flow; `extra` is added to the
+/// agent's config. The start timeout is far above the tests' waits: only the burst restores the
+/// threshold.
+struct OneFlow {
+    _tmp: common::TempDir,
+    switch: SwitchDaemon,
+    switch_addr: SocketAddr,
+    agent: AgentProc,
+    agent_addr: SocketAddr,
+    runner: Arc<RecordingRunner>,
+    w: Writer,
+    dp: MockDatapath,
+}
+
+impl OneFlow {
+    fn start(tag: &str, job: &str, extra: &str) -> Self {
+        let (tmp, progress) = with_progress_dir(tag);
+        let ([la, ls], [aa, as_]) = listeners();
+        let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
+        let topology = Topology::load(&topo).unwrap();
+        let name = format!("{tag}-{}", std::process::id());
+        let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, extra);
+        let cfg = AgentConfig::load(&cfg, None, None).unwrap();
+        let runner = Arc::new(RecordingRunner::default());
+        let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
+        let agent = AgentProc::start(cfg, la);
+        common::wait_for_sockets(std::slice::from_ref(&name));
+        let w = writer(&progress, job, 0, "10.2.0.1:41000", "10.2.0.2:5000");
+        let key = ccp_agent::flows::FlowKey {
+            src: "10.2.0.1".parse().unwrap(),
+            src_port: 41000,
+            dst: "10.2.0.2".parse().unwrap(),
+            dst_port: 5000,
+        };
+        let dp = MockDatapath::start(
+            &name,
+            vec![MockFlow {
+                key,
+                line_rate: 12_500_000,
+            }],
+            |_, _| {},
+        );
+        assert!(wait_attached(&w, Duration::from_secs(10)));
+        OneFlow {
+            _tmp: tmp,
+            switch,
+            switch_addr: as_,
+            agent,
+            agent_addr: aa,
+            runner,
+            w,
+            dp,
+        }
+    }
+
+    fn stop(self, rt: tokio::runtime::Runtime) {
+        drop(self.dp);
+        self.agent.stop();
+        // The client runtime goes first: its idle connections would hold the switch's graceful
+        // shutdown.
+        drop(rt);
+        self.switch.stop();
+    }
+}
+
 #[test]
 fn the_bursts_bytes_restore_the_threshold() {
-    let (tmp, progress) = with_progress_dir("pcn-arrival");
-    let ([la, ls], [aa, as_]) = listeners();
-    // A start timeout far above the test's wait: only the burst can restore the threshold.
-    let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
-    let topology = Topology::load(&topo).unwrap();
-    let name = format!("pcn-arr-{}", std::process::id());
-    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "rpc_timeout_ms = 15\n");
-    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
-    let runner = Arc::new(RecordingRunner::default());
-    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
-    let agent = AgentProc::start(cfg, la);
-    common::wait_for_sockets(std::slice::from_ref(&name));
-    let mut w = writer(&progress, "arrjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
-    let key = ccp_agent::flows::FlowKey {
-        src: "10.2.0.1".parse().unwrap(),
-        src_port: 41000,
-        dst: "10.2.0.2".parse().unwrap(),
-        dst_port: 5000,
-    };
-    let dp = MockDatapath::start(
-        &name,
-        vec![MockFlow {
-            key,
-            line_rate: 12_500_000,
-        }],
-        |_, _| {},
-    );
-    assert!(wait_attached(&w, Duration::from_secs(10)));
+    let mut f = OneFlow::start("pcn-arr", "arrjob", "rpc_timeout_ms = 15\n");
     let rt = common::client_rt();
+    let as_ = f.switch_addr;
     let link10 = |rt: &tokio::runtime::Runtime| link_status(rt, as_, 10);
     // Wait for the flow to be planned (its schedule in the switch's table).
     let t0 = Instant::now();
@@ -297,7 +337,7 @@ fn the_bursts_bytes_restore_the_threshold() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(
-        w.before_burst(Duration::from_secs(3)),
+        f.w.before_burst(Duration::from_secs(3)),
         BurstOutcome::Granted
     );
     let t1 = Instant::now();
@@ -313,7 +353,7 @@ fn the_bursts_bytes_restore_the_threshold() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let lines = runner.lines();
+    let lines = f.runner.lines();
     assert!(
         lines.iter().any(|c| c.ends_with("ce_threshold 3000us")),
         "{lines:?}"
@@ -323,48 +363,18 @@ fn the_bursts_bytes_restore_the_threshold() {
         "{lines:?}"
     );
     println!("restored after {:?}; tc: {lines:?}", t1.elapsed());
-    drop(dp);
-    agent.stop();
-    drop(rt);
-    switch.stop();
+    f.stop(rt);
 }
 
 #[test]
 fn pcn_only_agent_leaves_flows_native_and_ends_the_start_when_the_burst_leaves() {
-    let (tmp, progress) = with_progress_dir("pcn-only");
-    let ([la, ls], [aa, as_]) = listeners();
-    // A start timeout far above the test's wait: only the burst can restore the threshold.
-    let topo = tmp.write("topo.toml", &topo_text(aa, as_, 60_000));
-    let topology = Topology::load(&topo).unwrap();
-    let name = format!("pcn-only-{}", std::process::id());
     let extra = "schedule = false\nrpc_timeout_ms = 15\n[pcn]\npoll_us = 200\n";
-    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, extra);
-    let cfg = AgentConfig::load(&cfg, None, None).unwrap();
-    assert!(!cfg.schedule);
-    let runner = Arc::new(RecordingRunner::default());
-    let switch = SwitchDaemon::start(topology, ls, (20_000, 5), Some(runner.clone()));
-    let agent = AgentProc::start(cfg, la);
-    common::wait_for_sockets(std::slice::from_ref(&name));
-    let mut w = writer(&progress, "onlyjob", 0, "10.2.0.1:41000", "10.2.0.2:5000");
-    let key = ccp_agent::flows::FlowKey {
-        src: "10.2.0.1".parse().unwrap(),
-        src_port: 41000,
-        dst: "10.2.0.2".parse().unwrap(),
-        dst_port: 5000,
-    };
-    let dp = MockDatapath::start(
-        &name,
-        vec![MockFlow {
-            key,
-            line_rate: 12_500_000,
-        }],
-        |_, _| {},
-    );
-    assert!(wait_attached(&w, Duration::from_secs(10)));
+    let mut f = OneFlow::start("pcn-only", "onlyjob", extra);
     let rt = common::client_rt();
+    let as_ = f.switch_addr;
     let link10 = |rt: &tokio::runtime::Runtime| link_status(rt, as_, 10);
     assert_eq!(
-        w.before_burst(Duration::from_secs(3)),
+        f.w.before_burst(Duration::from_secs(3)),
         BurstOutcome::Granted
     );
     // The start lowers the threshold and stays: no schedule reaches the switch.
@@ -389,7 +399,7 @@ fn pcn_only_agent_leaves_flows_native_and_ends_the_start_when_the_burst_leaves()
         "nothing but the burst ends it"
     );
     // The burst leaves the process: the agent ends the start, the threshold comes back.
-    w.add_bytes(64_000);
+    f.w.add_bytes(64_000);
     let t1 = Instant::now();
     loop {
         let (r, l) = link10(&rt);
@@ -404,15 +414,14 @@ fn pcn_only_agent_leaves_flows_native_and_ends_the_start_when_the_burst_leaves()
         std::thread::sleep(Duration::from_millis(5));
     }
     println!("restored {:?} after the burst's first bytes", t1.elapsed());
-    let st = rt.block_on(ccp_agent::status::agent_status(aa)).unwrap();
+    let st = rt
+        .block_on(ccp_agent::status::agent_status(f.agent_addr))
+        .unwrap();
     assert_eq!((st.pcn_starts, st.pcn_ends_on_burst), (1, 1), "{st:?}");
     // The flow was created but never controlled.
-    let stats = dp.snapshot();
+    let stats = f.dp.snapshot();
     assert_eq!(stats.has_program, vec![false], "{stats:?}");
     assert!(stats.rates[0].is_empty(), "{stats:?}");
     assert!(st.flows.is_empty(), "{st:?}");
-    drop(dp);
-    agent.stop();
-    drop(rt);
-    switch.stop();
+    f.stop(rt);
 }
