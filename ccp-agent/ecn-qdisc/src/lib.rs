@@ -410,6 +410,16 @@ pub fn red_change_options(
 pub struct QdiscChanger {
     timeout: Duration,
     sockets: HashMap<Option<String>, Rtnl>,
+    /// What the first change of a qdisc looked up: its device's index and, for RED, the
+    /// parameters a change keeps. Dropped on any failure, so the next change looks again.
+    known: HashMap<QdiscPath, Known>,
+}
+
+/// The looked-up facts of one qdisc (see [`QdiscChanger`]).
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    ifindex: i32,
+    red: Option<(RedQopt, Option<u32>)>,
 }
 
 impl QdiscChanger {
@@ -418,6 +428,7 @@ impl QdiscChanger {
         QdiscChanger {
             timeout,
             sockets: HashMap::new(),
+            known: HashMap::new(),
         }
     }
 
@@ -440,8 +451,20 @@ impl QdiscChanger {
 
     /// Sets the marking threshold of the qdisc at `path` (see the module docs for what a change
     /// keeps). Errors name the qdisc and the step.
+    ///
+    /// The first change of a qdisc looks up its device (`RTM_GETLINK`) and, for RED, its
+    /// parameters (an `RTM_GETQDISC` dump); later ones reuse them and cost one `RTM_NEWQDISC`
+    /// round trip (the PCN daemon is meant to be the only one changing the qdisc). After a
+    /// failure the facts are looked up again, once, at once: a qdisc or device recreated behind
+    /// the changer's back costs one failed request, not a failed change.
     pub fn set(&mut self, path: &QdiscPath, threshold: Threshold) -> Result<(), QdiscError> {
-        let r = self.try_set(path, threshold);
+        let mut r = self.try_set(path, threshold);
+        if r.is_err() && self.known.remove(path).is_some() {
+            r = self.try_set(path, threshold);
+        }
+        if r.is_err() {
+            self.known.remove(path);
+        }
         if matches!(r, Err(QdiscError::Io { .. }) | Err(QdiscError::Protocol(_))) {
             // A timed-out or broken socket is not reused.
             self.sockets.remove(&path.netns);
@@ -462,8 +485,13 @@ impl QdiscChanger {
             Some(p) => parse_handle(p)
                 .ok_or_else(|| QdiscError::Protocol(format!("bad parent handle {p:?}")))?,
         };
+        let cached = self.known.get(path).copied();
         let rt = self.socket(&path.netns)?;
-        let ifindex = rt.ifindex(&path.dev)?;
+        let ifindex = match cached {
+            Some(k) => k.ifindex,
+            None => rt.ifindex(&path.dev)?,
+        };
+        let mut known = Known { ifindex, red: None };
         let (kind, options) = match threshold {
             Threshold::FqCodelCeUs(us) => (
                 "fq_codel",
@@ -477,14 +505,19 @@ impl QdiscChanger {
                 avpkt_bytes,
                 rate_bps,
             } => {
-                let current = rt
-                    .dump_qdiscs()?
-                    .into_iter()
-                    .find(|q| q.ifindex == ifindex && q.parent == parent && q.kind == "red")
-                    .ok_or_else(|| QdiscError::NotFound("no RED qdisc there".into()))?;
-                let (parms, max_p) = current
-                    .red
-                    .ok_or_else(|| QdiscError::Protocol("RED dump without TCA_RED_PARMS".into()))?;
+                let (parms, max_p) = match cached.and_then(|k| k.red) {
+                    Some(red) => red,
+                    None => rt
+                        .dump_qdiscs()?
+                        .into_iter()
+                        .find(|q| q.ifindex == ifindex && q.parent == parent && q.kind == "red")
+                        .ok_or_else(|| QdiscError::NotFound("no RED qdisc there".into()))?
+                        .red
+                        .ok_or_else(|| {
+                            QdiscError::Protocol("RED dump without TCA_RED_PARMS".into())
+                        })?,
+                };
+                known.red = Some((parms, max_p));
                 (
                     "red",
                     red_change_options(parms, max_p, min_bytes, max_bytes, avpkt_bytes, rate_bps)?,
@@ -499,8 +532,9 @@ impl QdiscChanger {
             RouteNetlinkMessage::NewQueueDiscipline(m),
             NLM_F_REQUEST | NLM_F_ACK,
             &format!("RTM_NEWQDISC ({kind})"),
-        )
-        .map(|_| ())
+        )?;
+        self.known.insert(path.clone(), known);
+        Ok(())
     }
 }
 

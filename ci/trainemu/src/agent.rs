@@ -86,7 +86,7 @@ pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
 }
 
 /// The `[link.ecn]` table of a switch port with an ECN-marking qdisc, so the switch daemon's PCN
-/// control changes that very qdisc (`tc qdisc change dev DEV parent P ...` in the switch's
+/// control changes that very qdisc (over rtnetlink, in the switch's
 /// namespace). fq_codel's `ce_threshold` (time) becomes bytes at the port's rate, which the
 /// daemon converts back at the link's capacity.
 pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
