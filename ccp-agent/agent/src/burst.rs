@@ -28,7 +28,7 @@
 //!    as the process's bytes handed to the network (the region's `total_bytes`) grow past their
 //!    value at the request, i.e. the burst has left the host and reaches the switch within
 //!    about half an RTT (seen within `poll_us`; the paper's switch sees the burst's first
-//!    packet itself); in scheduling mode the flow's next `UpdateSchedule` reporting bytes does
+//!    packet itself; the end waits for the start's RPC to complete, so it never overtakes it); in scheduling mode the flow's next `UpdateSchedule` reporting bytes does
 //!    it too, whichever comes first; failing both, the switch's own timeout. The gate also sends
 //!    `PcnEnd` when a region with a start goes away and at shutdown.
 //!
@@ -54,6 +54,28 @@ const SCAN_EVERY: Duration = Duration::from_millis(100);
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 /// The poll period while no region is attached (no writer can be waiting for the agent).
 const IDLE_POLL: Duration = Duration::from_millis(10);
+/// How long a `PcnStart` or `PcnEnd` may take. Neither is on a burst's critical path (the grant
+/// comes after one RTT at the latest), so the deadline only bounds a hung switch; a short one
+/// would cancel requests that a loaded switch was about to serve (the slots' `rpc_timeout_ms`,
+/// 20 ms by default, cancelled every start in the emulated testbed).
+const PCN_RPC_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The order of one start's RPC to one switch and the `PcnEnd` that follows it: the end must
+/// not reach the switch before the start (it would find nothing to end, and the start would then
+/// hold the threshold down until the switch's timeout). Whichever of the start's completion and
+/// the burst comes last sends the end, exactly once.
+#[derive(Default)]
+struct StartOrder {
+    /// The start's RPC completed (answered, refused or timed out).
+    done: AtomicBool,
+    /// The burst was seen: the start should end.
+    end_requested: AtomicBool,
+    /// The end was sent (or is being sent).
+    ended: AtomicBool,
+}
+
+/// A start as the region remembers it: (job, rank) and, per switch index, the order of its RPC.
+type Started = ((String, u32), Vec<(usize, Arc<StartOrder>)>);
 
 /// A burst request waiting for its grant.
 struct Pending {
@@ -74,8 +96,9 @@ struct RegionState {
     attached: bool,
     /// Whether attaching failed (not retried while the region stays).
     unwritable: bool,
-    /// (job, rank) and the switches of its last start, for `PcnEnd`.
-    started: Option<((String, u32), Vec<usize>)>,
+    /// (job, rank) and the switches of its last start (with the order of its RPC to each), for
+    /// `PcnEnd`.
+    started: Option<Started>,
     /// The region's `total_bytes` when its outstanding start was sent: the burst is seen when
     /// they grow.
     bytes_at_start: Option<u64>,
@@ -162,6 +185,7 @@ impl BurstGate {
                     self.pending.remove(&p);
                     if let Some(st) = self.regions.remove(&p) {
                         if let Some((key, sw)) = st.started {
+                            let sw: Vec<usize> = sw.into_iter().map(|(i, _)| i).collect();
                             self.send_end(&key, &sw, false);
                         }
                     }
@@ -267,7 +291,13 @@ impl BurstGate {
                 .pcn_ends_on_burst
                 .fetch_add(1, Ordering::Relaxed);
             tracing::debug!(job = %key.0, rank = key.1, "burst seen leaving its process: PcnEnd");
-            self.send_end(&key, &sw, false);
+            for (i, order) in sw {
+                order.end_requested.store(true, Ordering::SeqCst);
+                // A start still in flight sends the end itself when it completes.
+                if order.done.load(Ordering::SeqCst) && !order.ended.swap(true, Ordering::SeqCst) {
+                    self.send_end(&key, &[i], false);
+                }
+            }
         }
         self.grant_due();
     }
@@ -305,7 +335,7 @@ impl BurstGate {
         key: &(String, u32),
         flows: &[(FlowKey, Vec<u32>)],
         upto: u32,
-    ) -> Vec<usize> {
+    ) -> Vec<(usize, Arc<StartOrder>)> {
         let mut per_switch: BTreeMap<usize, (Vec<u64>, Vec<u32>)> = BTreeMap::new();
         for (fk, links) in flows {
             for l in links {
@@ -333,8 +363,7 @@ impl BurstGate {
                 .unwrap_or(self.cfg.pcn.default_rtt_us)
         };
         let acks_left = Arc::new(AtomicUsize::new(per_switch.len()));
-        let timeout = Duration::from_millis(self.cfg.rpc_timeout_ms);
-        let switches: Vec<usize> = per_switch.keys().copied().collect();
+        let mut switches = Vec::new();
         for (i, (flow_ids, links)) in per_switch {
             let Some((sw, client)) = self.switches.get(i) else {
                 continue;
@@ -349,9 +378,15 @@ impl BurstGate {
             };
             let (mut c, name) = (client.clone(), sw.name.clone());
             let (acks, shared) = (acks_left.clone(), self.shared.clone());
+            let order = Arc::new(StartOrder::default());
+            switches.push((i, order.clone()));
+            let end = proto::PcnEnd {
+                job: key.0.clone(),
+                rank: key.1,
+            };
             self.shared.pcn_starts.fetch_add(1, Ordering::Relaxed);
             self.rt.spawn(async move {
-                match tokio::time::timeout(timeout, c.pcn_start(req)).await {
+                match tokio::time::timeout(PCN_RPC_TIMEOUT, c.pcn_start(req)).await {
                     Ok(Ok(r)) => {
                         for e in &r.get_ref().errors {
                             tracing::warn!(switch = %name, error = %e, "PcnStart: switch reports");
@@ -364,8 +399,14 @@ impl BurstGate {
                     }
                     Err(_) => {
                         shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(switch = %name, "PcnStart: deadline passed");
+                        tracing::warn!(switch = %name, "PcnStart: no answer within {PCN_RPC_TIMEOUT:?}");
                     }
+                }
+                order.done.store(true, Ordering::SeqCst);
+                if order.end_requested.load(Ordering::SeqCst)
+                    && !order.ended.swap(true, Ordering::SeqCst)
+                {
+                    let _ = tokio::time::timeout(PCN_RPC_TIMEOUT, c.pcn_end(end)).await;
                 }
             });
         }
@@ -419,7 +460,7 @@ impl BurstGate {
 
     /// `PcnEnd` of `key` to the switches `sw`; waits (within the RPC deadline) when `wait`.
     fn send_end(&self, key: &(String, u32), sw: &[usize], wait: bool) {
-        let timeout = Duration::from_millis(self.cfg.rpc_timeout_ms);
+        let timeout = PCN_RPC_TIMEOUT;
         let mut handles = Vec::new();
         for i in sw {
             let Some((_, client)) = self.switches.get(*i) else {
@@ -454,14 +495,17 @@ impl BurstGate {
             self.grant(&p, upto, false);
         }
         self.pending.clear();
-        let ends: Vec<((String, u32), Vec<usize>)> = self
+        let ends: Vec<Started> = self
             .regions
             .values_mut()
             .filter_map(|st| st.started.take())
             .collect();
         let mut by_key: HashMap<(String, u32), Vec<usize>> = HashMap::new();
         for (k, sw) in ends {
-            by_key.entry(k).or_default().extend(sw);
+            by_key
+                .entry(k)
+                .or_default()
+                .extend(sw.into_iter().map(|(i, _)| i));
         }
         for (k, sw) in by_key {
             self.send_end(&k, &sw, true);
