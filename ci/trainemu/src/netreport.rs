@@ -180,6 +180,31 @@ pub fn bg_rows(run: &str, samples: &[Sample], recs: &[BgRecord], baseline: &BTre
         .collect()
 }
 
+/// All background flows of each run together (in the order runs first appear): (run, total
+/// Mbit/s, total baseline Mbit/s, loss), the baseline and loss only when every flow of the run
+/// has a baseline. Per-flow losses mislead when the flows split the link unevenly (in a
+/// background-only run two DCTCP flows may settle at 68 and 28 Mbit/s); the total is PCN's
+/// overhead.
+pub fn bg_totals(bg: &[BgRow]) -> Vec<(String, f64, Option<f64>, Option<f64>)> {
+    let mut out: Vec<(String, f64, Option<f64>, Option<f64>)> = Vec::new();
+    for r in bg {
+        let i = match out.iter().position(|o| o.0 == r.run) {
+            Some(i) => i,
+            None => {
+                out.push((r.run.clone(), 0.0, Some(0.0), None));
+                out.len() - 1
+            }
+        };
+        let o = &mut out[i];
+        o.1 += r.mbit;
+        o.2 = o.2.zip(r.baseline_mbit).map(|(a, b)| a + b);
+    }
+    for o in &mut out {
+        o.3 = o.2.filter(|b| *b > 0.0).map(|b| 1.0 - o.1 / b);
+    }
+    out
+}
+
 /// Queue metrics of one run, labelled.
 #[derive(Debug, Clone, Serialize)]
 pub struct NetRow {
@@ -232,6 +257,19 @@ pub fn table(net: &[NetRow], bg: &[BgRow], port: &str) -> String {
                 r.mbit,
                 r.baseline_mbit.map(|b| format!("{b:.1}")).unwrap_or_else(|| "-".into()),
                 r.loss.map(|l| format!("{:.1}%", l * 100.0)).unwrap_or_else(|| "-".into())
+            );
+        }
+        let _ = writeln!(o, "background flows together (PCN's overhead: loss of the total against the background-only run):");
+        for (run, mbit, base, loss) in bg_totals(bg) {
+            let _ = writeln!(
+                o,
+                "  {:<22} {:<10} {:<8} {:>7.1} Mbit/s  baseline {:>7}  loss {:>7}",
+                run,
+                "all",
+                "",
+                mbit,
+                base.map(|b| format!("{b:.1}")).unwrap_or_else(|| "-".into()),
+                loss.map(|l| format!("{:.1}%", l * 100.0)).unwrap_or_else(|| "-".into())
             );
         }
     }
@@ -306,6 +344,31 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert!((rows[0].loss.unwrap() - 0.2).abs() < 1e-9, "{:?}", rows[0]);
         assert_eq!(bg_rows("x", &samples, &[r], &BTreeMap::new())[0].loss, None);
+    }
+
+    #[test]
+    fn background_totals_per_run() {
+        let row = |run: &str, flow: &str, mbit: f64, base: Option<f64>| BgRow {
+            run: run.into(),
+            flow: flow.into(),
+            cc: "dctcp".into(),
+            mbit,
+            baseline_mbit: base,
+            loss: None,
+            series_mbit: vec![],
+        };
+        // Uneven per-flow split (bg2 gains against its baseline); the total loses 20 %.
+        let rows = [
+            row("dctcp", "bg1", 30.0, Some(68.0)),
+            row("dctcp", "bg2", 42.0, Some(22.0)),
+            row("pcn", "bg1", 40.0, None),
+        ];
+        let t = bg_totals(&rows);
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].0.as_str(), t[0].1, t[0].2), ("dctcp", 72.0, Some(90.0)));
+        assert!((t[0].3.unwrap() - 0.2).abs() < 1e-9);
+        assert_eq!((t[1].0.as_str(), t[1].1, t[1].2, t[1].3), ("pcn", 40.0, None, None));
+        assert!(table(&[], &rows, "p").contains("all"));
     }
 
     #[test]
