@@ -29,12 +29,17 @@
 
 pub mod red;
 
+/// tc handles (`MAJ:MIN`) as the dumps give them.
+pub use netlink_packet_route::tc::TcHandle;
+
 use netlink_packet_core::{
     DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla as _, NlasIterator, NLM_F_ACK,
     NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
-use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption, TcQdiscFqCodelOption};
+use netlink_packet_route::tc::{
+    TcAttribute, TcFqCodelXstats, TcMessage, TcOption, TcQdiscFqCodelOption, TcStats2, TcXstats,
+};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use red::{RedQopt, RED_STAB_SIZE};
@@ -148,8 +153,8 @@ pub enum Threshold {
     },
 }
 
-/// One qdisc of a dump: where it is and its kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One qdisc of a dump: where it is, its kind and statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QdiscInfo {
     /// Interface index.
     pub ifindex: i32,
@@ -161,6 +166,16 @@ pub struct QdiscInfo {
     pub kind: String,
     /// RED's parameters and max_P, when it is RED.
     pub red: Option<(RedQopt, Option<u32>)>,
+    /// Packets queued (`gnet_stats_queue.qlen`, from `TCA_STATS2`).
+    pub qlen: u32,
+    /// Bytes queued (`gnet_stats_queue.backlog`).
+    pub backlog_bytes: u32,
+    /// Packets dropped so far (`gnet_stats_queue.drops`).
+    pub drops: u32,
+    /// Packets marked CE so far, for a marking qdisc: RED's `marked` (`struct tc_red_xstats`:
+    /// early, pdrop, other, marked), fq_codel's `ecn_mark + ce_mark` (`struct
+    /// tc_fq_codel_qd_stats`); `None` for other kinds.
+    pub ce_marks: Option<u64>,
 }
 
 /// One rtnetlink socket in one namespace.
@@ -320,9 +335,27 @@ impl Rtnl {
 fn qdisc_info(t: &TcMessage) -> QdiscInfo {
     let mut kind = String::new();
     let mut options: Option<Vec<u8>> = None;
+    let mut xstats: Option<Vec<u8>> = None;
+    let mut q = QdiscInfo {
+        ifindex: t.header.index,
+        handle: t.header.handle,
+        parent: t.header.parent,
+        ..QdiscInfo::default()
+    };
     for a in &t.attributes {
         match a {
             TcAttribute::Kind(k) => kind = k.clone(),
+            TcAttribute::Stats2(v) => {
+                for st in v {
+                    if let TcStats2::Queue(s) = st {
+                        (q.qlen, q.backlog_bytes, q.drops) = (s.qlen, s.backlog, s.drops);
+                    }
+                }
+            }
+            TcAttribute::Xstats(TcXstats::FqCodel(TcFqCodelXstats::Qdisc(x))) => {
+                q.ce_marks = Some(u64::from(x.ecn_mark) + u64::from(x.ce_mark));
+            }
+            TcAttribute::Xstats(TcXstats::Other(b)) => xstats = Some(b.clone()),
             // A kind the library does not know comes as one raw TCA_OPTIONS attribute.
             TcAttribute::Options(o) => {
                 if let [TcOption::Other(nla)] = o.as_slice() {
@@ -336,16 +369,15 @@ fn qdisc_info(t: &TcMessage) -> QdiscInfo {
             _ => {}
         }
     }
-    let red = (kind == "red")
-        .then(|| options.as_deref().and_then(parse_red_options))
-        .flatten();
-    QdiscInfo {
-        ifindex: t.header.index,
-        handle: t.header.handle,
-        parent: t.header.parent,
-        kind,
-        red,
+    if kind == "red" {
+        q.red = options.as_deref().and_then(parse_red_options);
+        // struct tc_red_xstats { early, pdrop, other, marked } (u32 each).
+        if let Some(x) = xstats.filter(|x| x.len() >= 16) {
+            q.ce_marks = Some(u64::from(u32::from_ne_bytes([x[12], x[13], x[14], x[15]])));
+        }
     }
+    q.kind = kind;
+    q
 }
 
 /// RED's `TCA_PARMS` and `TCA_MAX_P` from the payload of its `TCA_OPTIONS`.
@@ -440,7 +472,17 @@ impl QdiscChanger {
         Ok(self.sockets.get_mut(netns).expect("inserted above"))
     }
 
-    /// The qdiscs of `netns` (`None`: the caller's namespace).
+    /// The index of device `dev` in `netns` (`None`: the caller's namespace).
+    pub fn ifindex(&mut self, netns: &Option<String>, dev: &str) -> Result<i32, QdiscError> {
+        let r = self.socket(netns).and_then(|s| s.ifindex(dev));
+        if matches!(r, Err(QdiscError::Io { .. }) | Err(QdiscError::Protocol(_))) {
+            self.sockets.remove(netns);
+        }
+        r
+    }
+
+    /// The qdiscs of `netns` (`None`: the caller's namespace), with their statistics: one
+    /// `RTM_GETQDISC` dump on the namespace's socket (what `tc -s qdisc show` asks for).
     pub fn dump(&mut self, netns: &Option<String>) -> Result<Vec<QdiscInfo>, QdiscError> {
         let r = self.socket(netns).and_then(Rtnl::dump_qdiscs);
         if r.is_err() {
@@ -541,6 +583,7 @@ impl QdiscChanger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netlink_packet_core::Emitable;
 
     #[test]
     fn handles_parse_like_tc() {
@@ -602,6 +645,82 @@ mod tests {
         // Thresholds the kernel would refuse are refused here, naming them.
         let e = red_change_options(current, None, 20_000, 10_000, 1500, 100_000_000).unwrap_err();
         assert!(e.to_string().contains("min 20000 B, max 10000 B"), "{e}");
+    }
+
+    #[test]
+    fn dumped_qdiscs_give_their_queue_and_marks() {
+        let mut queue = netlink_packet_route::tc::TcStatsQueue::default();
+        (queue.qlen, queue.backlog, queue.drops) = (30, 45_420, 12);
+        let opts =
+            red_change_options(red::SAMPLE, Some(7), 30_000, 31_500, 1500, 100_000_000).unwrap();
+        let mut nested = vec![0u8; opts.as_slice().buffer_len()];
+        opts.as_slice().emit(&mut nested);
+        let mut m = TcMessage::with_index(5);
+        m.header.handle = TcHandle {
+            major: 0x20,
+            minor: 0,
+        };
+        m.header.parent = TcHandle {
+            major: 0x10,
+            minor: 1,
+        };
+        let red_xstats: Vec<u8> = [3u32, 0, 0, 1507]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        m.attributes = vec![
+            TcAttribute::Kind("red".into()),
+            // As the library parses a kind it does not know: one raw TCA_OPTIONS.
+            TcAttribute::Options(vec![TcOption::Other(DefaultNla::new(TCA_OPTIONS, nested))]),
+            TcAttribute::Stats2(vec![TcStats2::Queue(queue)]),
+            TcAttribute::Xstats(TcXstats::Other(red_xstats)),
+        ];
+        let q = qdisc_info(&m);
+        assert_eq!(
+            (q.ifindex, q.kind.as_str(), q.parent),
+            (
+                5,
+                "red",
+                TcHandle {
+                    major: 0x10,
+                    minor: 1
+                }
+            )
+        );
+        assert_eq!(
+            (q.qlen, q.backlog_bytes, q.drops, q.ce_marks),
+            (30, 45_420, 12, Some(1507))
+        );
+        let (parms, max_p) = q.red.unwrap();
+        assert_eq!(
+            (parms.qth_min, parms.wlog, max_p),
+            (30_000, red::SAMPLE.wlog, Some(7))
+        );
+
+        let mut fq = netlink_packet_route::tc::TcFqCodelQdStats::default();
+        (fq.ecn_mark, fq.ce_mark) = (2, 5);
+        let mut m = TcMessage::with_index(3);
+        m.attributes = vec![
+            TcAttribute::Kind("fq_codel".into()),
+            TcAttribute::Xstats(TcXstats::FqCodel(TcFqCodelXstats::Qdisc(fq))),
+        ];
+        assert_eq!(qdisc_info(&m).ce_marks, Some(7));
+        let mut m = TcMessage::with_index(3);
+        m.attributes = vec![TcAttribute::Kind("tbf".into())];
+        assert_eq!((qdisc_info(&m).ce_marks, qdisc_info(&m).red), (None, None));
+    }
+
+    #[test]
+    fn a_live_dump_lists_the_loopback_root_qdisc() {
+        // The kernel's own messages: lo always has a root qdisc (noqueue) with statistics.
+        let mut c = QdiscChanger::new(Duration::from_secs(2));
+        let lo = c.ifindex(&None, "lo").unwrap();
+        let qs = c.dump(&None).unwrap();
+        let q = qs
+            .iter()
+            .find(|q| q.ifindex == lo && q.parent == TcHandle::ROOT)
+            .unwrap_or_else(|| panic!("no root qdisc of lo in {qs:?}"));
+        assert!(!q.kind.is_empty() && q.kind.is_ascii(), "{q:?}");
     }
 
     #[test]
