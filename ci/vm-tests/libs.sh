@@ -10,8 +10,14 @@
 #                        the patched libzmq (ci/build-libzmq.sh: mltcp-ps-test): `ss -ti` shows mltcp on
 #                        all 4 sockets, and the progress regions (read by mltcp-progress-dump, the
 #                        agent's own reader) show each process's iterations and bytes matching what
-#                        it sent (payload plus ZMTP framing), push and pull flows listed.
+#                        it sent (payload plus ZMTP framing), push and pull flows listed;
+#   libzmq_ecn           the same job with MLTCP_CC=mltcp_dctcp, no route hint, through ecn.sh's
+#                        CE-marking bottleneck: the patched libzmq sets the algorithm before
+#                        connect() and listen(), so the connections negotiate ECN in their
+#                        handshake and the workers see CE echoes (TcpExt TCPDeliveredCE); set
+#                        only after the handshake, as libzmq's own tuning does, none would.
 #
+# libzmq_ecn also uses ecn.sh's ecn_shape, ecn_unshape and ecn_delivered_ce.
 # Needs what ci/test-all ships with `ci/vm-run --extra`: libmltcp_preload.so (in /host/libs) and
 # mltcp-ps-test (in /host/bin); a test whose file is missing fails and names it.
 
@@ -56,6 +62,21 @@ test_preload_unknown_cc() {
   [ "$n" = 1 ] || fail "the shim said $n times that no_such_cc is unavailable (want exactly once)"
 }
 
+# libs_poll_ss PORT ALG FILE PID: `ss -ti` of the job's sockets on PORT (server in rcv, clients in
+# snd) into FILE. The connections come up a while after the processes start under TCG on a busy
+# host: polls every 0.2 s, while PID runs and 10 s at most, until all four sockets show ALG,
+# keeping the last view.
+libs_poll_ss() {
+  sleep 0.5
+  _i=0
+  while :; do
+    { vm_in_rcv ss -tinH "( sport = :$1 )"; vm_in_snd ss -tinH "( dport = :$1 )"; } > "$3" 2>&1
+    [ "$(grep -cE "^[[:space:]]+$2( |\$)" "$3")" -ge 4 ] && break
+    _i=$((_i + 1)); [ $_i -lt 50 ] && kill -0 "$4" 2>/dev/null || break
+    sleep 0.2
+  done
+}
+
 test_libzmq_ps() {
   command -v mltcp-ps-test >/dev/null 2>&1 \
     || fail "mltcp-ps-test not shipped (ci/build-libzmq.sh; ci/vm-run --extra PREFIX/bin/mltcp-ps-test)"
@@ -74,17 +95,7 @@ test_libzmq_ps() {
   vm_in_snd env MLTCP_ROLE=worker MLTCP_RANK=2 MLTCP_BYTES_PER_ITER=$bytes \
     mltcp-ps-test worker "tcp://$VM_DST:$port" $iters $bytes $compute_ms > "$w/r2.out" 2> "$w/r2.err" &
   p2=$!
-  # libzmq tunes an accepted socket when its I/O thread accepts it, which under TCG on a busy
-  # host can come a while after the handshake: poll (every 0.2 s, while the job runs, 10 s at
-  # most) until all four sockets show the algorithm, keeping the last view.
-  sleep 0.5
-  i=0
-  while :; do
-    { vm_in_rcv ss -tinH "( sport = :$port )"; vm_in_snd ss -tinH "( dport = :$port )"; } > "$w/ss" 2>&1
-    [ "$(grep -cE "^[[:space:]]+$ALG( |\$)" "$w/ss")" -ge 4 ] && break
-    i=$((i + 1)); [ $i -lt 50 ] && kill -0 $p0 2>/dev/null || break
-    sleep 0.2
-  done
+  libs_poll_ss "$port" "$ALG" "$w/ss" $p0
   mltcp-progress-dump "$w/regions" > "$w/dump.running" 2>&1
   for p in $p0 $p1 $p2; do wait "$p" || fail "a process of the job failed: $(cat "$w"/r*.err | head -n 5)"; done
   unset MLTCP_PROGRESS_DIR MLTCP_JOB_ID MLTCP_CC MLTCP_WORLD_SIZE
@@ -110,4 +121,32 @@ test_libzmq_ps() {
   done
   [ "$(grep -c 'kind=PsPush' "$w/dump" || true)" = 2 ] || fail "expected 2 PsPush flows: $(cat "$w/dump")"
   [ "$(grep -c 'kind=PsPull' "$w/dump" || true)" = 2 ] || fail "expected 2 PsPull flows: $(cat "$w/dump")"
+}
+
+test_libzmq_ecn() {
+  command -v mltcp-ps-test >/dev/null 2>&1 \
+    || fail "mltcp-ps-test not shipped (ci/build-libzmq.sh; ci/vm-run --extra PREFIX/bin/mltcp-ps-test)"
+  # The workers' pushes (snd -> rcv) cross ecn.sh's marking bottleneck: tbf 100 Mbit/s with an
+  # fq_codel child marking CE above 1 ms. Only ECT packets can be marked, so CE echoes
+  # (TcpExt TCPDeliveredCE in snd) prove that the connections negotiated ECN.
+  trap 'ecn_unshape' EXIT
+  ecn_shape || fail "tc setup failed"
+  w=/tmp/libzmq-ecn
+  rm -rf "$w"; mkdir -p "$w"
+  iters=20 bytes=1000000 compute_ms=50 port=5602
+  ce0=$(ecn_delivered_ce)
+  vm_in_rcv env MLTCP_CC="$ALG_DCTCP" mltcp-ps-test server "tcp://$VM_DST:$port" 2 $iters $bytes > "$w/r0.out" 2> "$w/r0.err" &
+  p0=$!
+  sleep 0.5
+  vm_in_snd env MLTCP_CC="$ALG_DCTCP" mltcp-ps-test worker "tcp://$VM_DST:$port" $iters $bytes $compute_ms > "$w/r1.out" 2> "$w/r1.err" &
+  p1=$!
+  vm_in_snd env MLTCP_CC="$ALG_DCTCP" mltcp-ps-test worker "tcp://$VM_DST:$port" $iters $bytes $compute_ms > "$w/r2.out" 2> "$w/r2.err" &
+  p2=$!
+  libs_poll_ss "$port" "$ALG_DCTCP" "$w/ss" $p0
+  for p in $p0 $p1 $p2; do wait "$p" || fail "a process of the job failed: $(cat "$w"/r*.err | head -n 5)"; done
+  ce=$(( $(ecn_delivered_ce) - ce0 ))
+  ncc=$(grep -cE "^[[:space:]]+$ALG_DCTCP( |\$)" "$w/ss" || true)
+  note "$ncc sockets with $ALG_DCTCP; $ce CE echoes on the workers' pushes"
+  [ "$ncc" = 4 ] || fail "expected $ALG_DCTCP on all 4 sockets, ss shows $ncc: $(cat "$w/ss")"
+  [ "$ce" -gt 0 ] || fail "no CE echo: the connections did not negotiate ECN"
 }

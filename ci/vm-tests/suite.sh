@@ -348,6 +348,7 @@ run_test ecn_threshold_change
 run_test preload_iperf3
 run_test preload_unknown_cc
 run_test libzmq_ps
+run_test libzmq_ecn
 vm_net_teardown
 run_test trainemu_e2e
 run_test dmesg_clean
