@@ -17,16 +17,10 @@
 //! scheduled to send is *app-limited* (the schedule, not the network, bounded it) and cannot
 //! lower the estimate below capacity by itself. The estimate is the largest sample of the window
 //! if any sample of the window was network-limited, and the link capacity otherwise (no ML flow
-//! has met a limit, so nothing says the link is shared); it never exceeds the capacity.
-//!
-//! Probing (BBR's ProbeBW, [`PROBE_GAIN_NUM`]): once lowered, the flows are paced at the
-//! estimate, and a paced flow cannot show more than its pacing rate, so with a network-limited
-//! sample in every window (losses every few slots) the estimate could only fall. When the
-//! largest sample of the window is app-limited (our pacing bounded it), the estimate is that
-//! sample times 5/4, capped by the capacity: the flows plan above what they showed, and the
-//! estimate climbs back by 25 % a slot until the network limits it again (a network-limited
-//! largest sample is taken as it is). It returns to the capacity at once when the
-//! network-limited samples leave the window.
+//! has met a limit, so nothing says the link is shared); it never exceeds the capacity. Once
+//! lowered, the estimate holds while the flows keep to their (lowered) schedules, whose samples
+//! are app-limited, and returns to the capacity when the network-limited sample leaves the
+//! window: every [`RATE_WINDOW_SLOTS`] slots the ML flows probe for more, as BBR does.
 //!
 //! Samples of a slot add up, so each reporter (an agent for its flows, or a switch daemon for
 //! the flows that update their schedule through it) reports each flow once per slot.
@@ -37,18 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SchedError;
 use crate::slot::{SlotClock, RATE_WINDOW_SLOTS};
-
-/// Probing gain of the available-bandwidth estimate, as the fraction
-/// [`PROBE_GAIN_NUM`]`/`[`PROBE_GAIN_DEN`] = 1.25: when the largest recent sample of a link whose
-/// window holds a network-limited sample was itself app-limited (the flows sent what they were
-/// paced at, so the sample bounds our pacing, not the network), the estimate is that sample times
-/// the gain, capped by the link capacity. This is BBR's ProbeBW pacing gain of 5/4 (Cardwell et
-/// al., "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016, section "ProbeBW"):
-/// a flow paced at its estimate can never measure more than the estimate, so it must send above
-/// it to find out whether more is there.
-pub const PROBE_GAIN_NUM: u64 = 5;
-/// Denominator of the probing gain (see [`PROBE_GAIN_NUM`]).
-pub const PROBE_GAIN_DEN: u64 = 4;
 
 /// A link (one direction of a wire, or a host NIC's egress), as numbered by the topology config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -406,10 +388,8 @@ impl LinkLoadTable {
     }
 
     /// The bandwidth of `link` available to ML flows, in bit/s: the largest rate recorded over
-    /// the past [`RATE_WINDOW_SLOTS`] slots if one of them was network-limited (times the
-    /// probing gain [`PROBE_GAIN_NUM`]`/`[`PROBE_GAIN_DEN`] when that largest sample was
-    /// app-limited), else the link capacity; never above the capacity (see the module
-    /// documentation).
+    /// the past [`RATE_WINDOW_SLOTS`] slots if one of them was network-limited, else the link
+    /// capacity; never above the capacity (see the module documentation).
     pub fn estimate_bps(&self, link: LinkId) -> Result<u64, SchedError> {
         let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
         Ok(self.estimate_of(state))
@@ -418,26 +398,17 @@ impl LinkLoadTable {
     fn estimate_of(&self, state: &LinkState) -> u64 {
         let lo = self.current_slot.saturating_sub(RATE_WINDOW_SLOTS as u64);
         let mut max = 0u64;
-        let mut max_app_limited = true;
         let mut limited = false;
         for s in state.samples.iter().flatten() {
             if s.slot >= lo && s.slot < self.current_slot {
-                if s.rate_bps > max || (s.rate_bps == max && s.app_limited) {
-                    max_app_limited = s.app_limited;
-                }
                 max = max.max(s.rate_bps);
                 limited |= !s.app_limited;
             }
         }
-        if !limited {
-            return state.capacity_bps;
-        }
-        if max_app_limited {
-            // ProbeBW: the largest sample only shows our own pacing; plan above it.
-            let probed = u128::from(max) * u128::from(PROBE_GAIN_NUM) / u128::from(PROBE_GAIN_DEN);
-            u64::try_from(probed).unwrap_or(u64::MAX).max(max.saturating_add(1)).min(state.capacity_bps)
-        } else {
+        if limited {
             max.min(state.capacity_bps)
+        } else {
+            state.capacity_bps
         }
     }
 
@@ -585,9 +556,8 @@ mod tests {
         t.record_rate(l, RateSample { slot: 99, rate_bps: 3_000, app_limited: true }).unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
         // A network-limited one caps it at the largest sample of the window.
-        // The largest one (3000) is app-limited: probed at 5/4 of it.
         t.record_rate(l, RateSample { slot: 98, rate_bps: 2_000, app_limited: false }).unwrap();
-        assert_eq!(t.estimate_bps(l).unwrap(), 3_750);
+        assert_eq!(t.estimate_bps(l).unwrap(), 3_000);
         // Same-slot samples add up.
         t.record_rate(l, RateSample { slot: 98, rate_bps: 2_500, app_limited: true }).unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 4_500);
@@ -602,44 +572,6 @@ mod tests {
         // Never above capacity.
         t.record_rate(l, RateSample { slot: 102, rate_bps: 50_000, app_limited: false }).unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
-    }
-
-    /// A collapse (one loss slot at a low rate) while the flows stay pacing-limited: the
-    /// estimate climbs back to capacity by the probing gain, never above it.
-    #[test]
-    fn estimate_recovers_from_a_collapse_by_probing() {
-        let mut t = table();
-        let l = LinkId(1);
-        let cap = t.capacity_bps(l).unwrap();
-        t.record_rate(l, RateSample { slot: 99, rate_bps: 100, app_limited: false }).unwrap();
-        assert_eq!(t.estimate_bps(l).unwrap(), 100);
-        let mut slot = 100;
-        let mut slots_to_capacity = None;
-        for n in 1..=40u64 {
-            // The flows send what they were planned (the estimate) and meet a loss every third
-            // slot, so the window always holds a network-limited sample.
-            let est = t.estimate_bps(l).unwrap();
-            assert!(est <= cap);
-            t.advance_to(slot + 1).unwrap();
-            t.record_rate(l, RateSample { slot, rate_bps: est, app_limited: n % 3 != 0 }).unwrap();
-            slot += 1;
-            if t.estimate_bps(l).unwrap() == cap && slots_to_capacity.is_none() {
-                slots_to_capacity = Some(n);
-            }
-        }
-        // 100 -> 10 000 at 5/4 a slot takes 21 slots when every sample probes; the loss slots,
-        // whose samples are taken as they are, add about a third.
-        let n = slots_to_capacity.expect("the estimate never recovered");
-        assert!(n <= 32, "recovered after {n} slots");
-        assert_eq!(t.estimate_bps(l).unwrap(), cap);
-        // A network-limited largest sample is taken as it is.
-        t.advance_to(slot + 10).unwrap();
-        t.record_rate(l, RateSample { slot: slot + 9, rate_bps: 4_000, app_limited: false }).unwrap();
-        t.record_rate(l, RateSample { slot: slot + 8, rate_bps: 3_000, app_limited: true }).unwrap();
-        assert_eq!(t.estimate_bps(l).unwrap(), 4_000);
-        // An app-limited sample near capacity probes only up to the capacity.
-        t.record_rate(l, RateSample { slot: slot + 7, rate_bps: 9_900, app_limited: true }).unwrap();
-        assert_eq!(t.estimate_bps(l).unwrap(), cap);
     }
 
     #[test]
