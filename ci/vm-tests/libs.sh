@@ -64,7 +64,7 @@ test_preload_unknown_cc() {
 
 # libs_poll_ss PORT ALG FILE PID: `ss -ti` of the job's sockets on PORT (server in rcv, clients in
 # snd) into FILE. The connections come up a while after the processes start under TCG on a busy
-# host: polls every 0.2 s, while PID runs and 10 s at most, until all four sockets show ALG,
+# host: polls every 0.2 s, while PID runs and 30 s at most, until all four sockets show ALG,
 # keeping the last view.
 libs_poll_ss() {
   sleep 0.5
@@ -72,7 +72,7 @@ libs_poll_ss() {
   while :; do
     { vm_in_rcv ss -tinH "( sport = :$1 )"; vm_in_snd ss -tinH "( dport = :$1 )"; } > "$3" 2>&1
     [ "$(grep -cE "^[[:space:]]+$2( |\$)" "$3")" -ge 4 ] && break
-    _i=$((_i + 1)); [ $_i -lt 50 ] && kill -0 "$4" 2>/dev/null || break
+    _i=$((_i + 1)); [ $_i -lt 150 ] && kill -0 "$4" 2>/dev/null || break
     sleep 0.2
   done
 }
