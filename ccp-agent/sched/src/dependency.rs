@@ -152,7 +152,7 @@ impl Decision {
     }
 }
 
-fn finish(plan: Plan, progress: &FlowProgress, delta_bytes: u64, outcome: Outcome) -> Decision {
+pub(crate) fn finish(plan: Plan, progress: &FlowProgress, delta_bytes: u64, outcome: Outcome) -> Decision {
     let now = plan.bytes.first().copied().unwrap_or(0);
     Decision {
         rate_bps: plan.rates_bps.first().copied().unwrap_or(0),

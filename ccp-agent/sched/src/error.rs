@@ -68,6 +68,15 @@ pub enum SchedError {
         /// The length given.
         got: usize,
     },
+    /// A per-member array of a coflow group whose length is not the group's member count.
+    MemberCountMismatch {
+        /// Which array.
+        what: &'static str,
+        /// The group's member count.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
     /// A number too large for the arithmetic (named by `what`).
     Overflow {
         /// What overflowed.
@@ -123,6 +132,9 @@ impl fmt::Display for SchedError {
             ),
             Self::LengthMismatch { what, expected, got } => {
                 write!(f, "{what} has {got} slots, expected {expected}")
+            }
+            Self::MemberCountMismatch { what, expected, got } => {
+                write!(f, "{what} has {got} entries, expected one per group member ({expected})")
             }
             Self::Overflow { what } => write!(f, "{what} overflows"),
             Self::InvalidJob { index, reason } => write!(f, "job {index}: {reason}"),

@@ -149,30 +149,42 @@ pub(crate) fn with_first_slot(
     plan
 }
 
-fn prices(clock: &SlotClock, view: &PathView) -> Vec<u128> {
+pub(crate) fn prices(clock: &SlotClock, view: &PathView) -> Vec<u128> {
     view.load_bps.iter().zip(&view.available_bps).map(|(l, a)| byte_price_fx(clock, *l, *a)).collect()
 }
 
 /// Alg. 1 restricted to the slots at offsets `from..K`; the slots before `from` get nothing.
 fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize) -> Plan {
     let k = view.load_bps.len().min(view.available_bps.len());
-    let mut plan = Plan {
+    let slot_prices = prices(clock, view);
+    let caps: Vec<u64> = view.available_bps.iter().take(k).map(|a| clock.bytes_in_slot(*a)).collect();
+    let (bytes, unscheduled) = fill_slots(&slot_prices[..k], &caps, remaining_bytes, from);
+    Plan {
         start_slot: view.start_slot,
-        bytes: vec![0; k],
-        rates_bps: vec![0; k],
-        unscheduled_bytes: remaining_bytes,
-        cost_fx: 0,
-    };
-    if remaining_bytes == 0 || from >= k {
-        return plan;
+        rates_bps: bytes.iter().map(|b| if *b == 0 { 0 } else { clock.rate_bps_for_bytes(*b) }).collect(),
+        cost_fx: plan_cost_fx(&bytes, &slot_prices),
+        bytes,
+        unscheduled_bytes: unscheduled,
     }
-    // (price per byte, offset, capacity in bytes) of the candidate slots, cheapest first.
+}
+
+/// The core of Alg. 1 over abstract slots: `prices_fx[i]` is the price of one unit (byte) in
+/// slot offset `i` ([`byte_price_fx`]), `caps[i]` the most units slot `i` carries. For each
+/// candidate completion slot β in `from..K` the slots `from..=β` are filled cheapest first
+/// (ties: earlier slot) with as much as they carry until `remaining` is placed; the least
+/// cost (β + 1 slots plus units × price, [`plan_cost_fx`]) wins, the earlier β on ties. When
+/// nothing completes within the horizon, every slot from `from` is filled. Returns the units
+/// per slot (slots before `from` get 0) and the units left over. Shared by the one-flow
+/// [`initial_schedule`] and the coflow planner ([`crate::coflow`]), so both are one Alg. 1.
+pub(crate) fn fill_slots(prices_fx: &[u128], caps: &[u64], remaining: u64, from: usize) -> (Vec<u64>, u64) {
+    let k = prices_fx.len().min(caps.len());
+    let mut bytes = vec![0u64; k];
+    if remaining == 0 || from >= k {
+        return (bytes, remaining);
+    }
+    // (price per unit, offset, capacity in units) of the candidate slots, cheapest first.
     let mut order: Vec<(u128, usize, u64)> = (from..k)
-        .map(|i| {
-            let load = view.load_bps.get(i).copied().unwrap_or(u64::MAX);
-            let avail = view.available_bps.get(i).copied().unwrap_or(0);
-            (byte_price_fx(clock, load, avail), i, clock.bytes_in_slot(avail))
-        })
+        .map(|i| (prices_fx.get(i).copied().unwrap_or(u128::MAX), i, caps.get(i).copied().unwrap_or(0)))
         .collect();
     order.sort_unstable();
 
@@ -180,11 +192,11 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
     let mut best: Option<(u128, usize)> = None;
     let mut cap_so_far = 0u64;
     for beta in from..k {
-        cap_so_far = cap_so_far.saturating_add(order.iter().find(|s| s.1 == beta).map_or(0, |s| s.2));
-        if cap_so_far < remaining_bytes {
+        cap_so_far = cap_so_far.saturating_add(caps.get(beta).copied().unwrap_or(0));
+        if cap_so_far < remaining {
             continue; // infeasible by β
         }
-        let mut rem = remaining_bytes;
+        let mut rem = remaining;
         let mut cost = (beta as u128 + 1) * COST_ONE_SLOT_FX;
         for &(price, i, cap) in &order {
             if i > beta {
@@ -206,21 +218,18 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
     }
     // Not feasible within the horizon: send what fits everywhere.
     let beta = best.map_or(k - 1, |(_, b)| b);
-    let mut rem = remaining_bytes;
+    let mut rem = remaining;
     for &(_, i, cap) in &order {
         if i > beta || rem == 0 {
             continue;
         }
         let take = rem.min(cap);
         rem -= take;
-        if let (Some(b), Some(r)) = (plan.bytes.get_mut(i), plan.rates_bps.get_mut(i)) {
+        if let Some(b) = bytes.get_mut(i) {
             *b = take;
-            *r = clock.rate_bps_for_bytes(take);
         }
     }
-    plan.unscheduled_bytes = rem;
-    plan.cost_fx = plan_cost_fx(&plan.bytes, &prices(clock, view));
-    plan
+    (bytes, rem)
 }
 
 #[cfg(test)]

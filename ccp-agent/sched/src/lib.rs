@@ -20,6 +20,8 @@
 //!   available-bandwidth estimate, path views, admission of a schedule against what is left;
 //! - [`greedy`]: Alg. 1, the initial least-path-load schedule;
 //! - [`dependency`]: Alg. 2, PS and ring dependency rules, the receiver's excess;
+//! - [`coflow`]: Alg. 1 and 2 for a group of flows of one job planned jointly (Varys's MADD
+//!   shares, SEBF order of the groups);
 //! - [`planner`]: the per-slot step over a table;
 //! - [`cassini`]: unified-circle compatibility score, rotations and Affinity-graph time shifts;
 //! - [`pcn`]: PCN threshold bookkeeping per link;
@@ -57,6 +59,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod cassini;
+pub mod coflow;
 pub mod dependency;
 pub mod error;
 pub mod greedy;
@@ -65,9 +68,10 @@ pub mod planner;
 pub mod slot;
 pub mod table;
 
+pub use coflow::{decide_group, effective_bottleneck_us, group_schedule, reduce_group, GroupDecision};
 pub use dependency::{decide, excess_bytes, reduce, Decision, Dependency, FlowProgress, Outcome};
 pub use error::SchedError;
 pub use greedy::{initial_schedule, Plan};
-pub use planner::{apply_reduction, plan_flow, plan_slot, FlowRequest};
+pub use planner::{apply_group_reduction, apply_reduction, group_bottleneck_us, plan_flow, plan_group, plan_slot, FlowRequest};
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
-pub use table::{FlowId, LinkId, LinkLoadTable, LinkRow, PathView, RateSample, Schedule, TableSnapshot};
+pub use table::{FlowId, LinkId, LinkLoadTable, LinkRow, LinkView, PathView, RateSample, Schedule, TableSnapshot};

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::coflow::{decide_group, effective_bottleneck_us, reduce_group, GroupDecision};
 use crate::dependency::{decide, reduce, Decision, Dependency, FlowProgress};
 use crate::error::SchedError;
 use crate::table::{FlowId, LinkId, LinkLoadTable};
@@ -59,6 +60,57 @@ pub fn apply_reduction(
     let d = reduce(table.clock(), decision, &req.progress, excess_bytes, &view)?;
     publish(table, req, &d)?;
     Ok(d)
+}
+
+/// The links of the members' paths, each once, in order of first appearance.
+fn group_links(members: &[FlowRequest]) -> Vec<LinkId> {
+    let mut links: Vec<LinkId> = Vec::new();
+    for l in members.iter().flat_map(|m| &m.path) {
+        if !links.contains(l) {
+            links.push(*l);
+        }
+    }
+    links
+}
+
+fn publish_group(table: &mut LinkLoadTable, members: &[FlowRequest], g: &GroupDecision) -> Result<(), SchedError> {
+    for (m, d) in members.iter().zip(&g.decisions) {
+        publish(table, m, d)?;
+    }
+    Ok(())
+}
+
+/// Alg. 2 for a group of flows of one job planned jointly ([`crate::coflow`]) against `table`,
+/// the group's own stored schedules excluded; the members' entries are then replaced by their
+/// new schedules (or removed when nothing is planned). A group of one is [`plan_flow`].
+/// Refuses a bad path (empty, unknown or repeated link) and leaves the table unchanged then.
+pub fn plan_group(table: &mut LinkLoadTable, members: &[FlowRequest]) -> Result<GroupDecision, SchedError> {
+    let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
+    let views = table.link_views(&group_links(members), &exclude)?;
+    let g = decide_group(table.clock(), table.current_slot(), members, &views)?;
+    publish_group(table, members, &g)?;
+    Ok(g)
+}
+
+/// The receiver side of Alg. 2 for a group planned by [`plan_group`] in this slot: member i's
+/// current-slot bytes lose `excess_bytes[i]`, the later slots are re-planned jointly and the
+/// table updated.
+pub fn apply_group_reduction(
+    table: &mut LinkLoadTable,
+    members: &[FlowRequest],
+    current: &GroupDecision,
+    excess_bytes: &[u64],
+) -> Result<GroupDecision, SchedError> {
+    let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
+    let views = table.link_views(&group_links(members), &exclude)?;
+    let g = reduce_group(table.clock(), table.current_slot(), members, &views, current, excess_bytes)?;
+    publish_group(table, members, &g)?;
+    Ok(g)
+}
+
+/// The SEBF key of a group over `table`: [`effective_bottleneck_us`] at the links' capacities.
+pub fn group_bottleneck_us(table: &LinkLoadTable, members: &[FlowRequest]) -> Result<u64, SchedError> {
+    effective_bottleneck_us(members, |l| table.capacity_bps(l).ok())
 }
 
 /// [`plan_flow`] for every request, in order. A refused request gets its error and the others

@@ -86,6 +86,18 @@ pub struct PathView {
     pub available_bps: Vec<u64>,
 }
 
+/// What a group of flows (a coflow, see [`crate::coflow`]) sees of one link over the horizon,
+/// the group's own schedules excluded. Index `i` is slot `start_slot + i` of the view's table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkView {
+    /// The link.
+    pub link: LinkId,
+    /// The other flows' scheduled rates on the link, bit/s.
+    pub load_bps: Vec<u64>,
+    /// Estimated bandwidth less the other flows' load, bit/s.
+    pub available_bps: Vec<u64>,
+}
+
 /// One link of a [`TableSnapshot`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRow {
@@ -428,6 +440,32 @@ impl LinkLoadTable {
             })
             .collect();
         TableSnapshot { current_slot: self.current_slot, flows: self.flows.len(), links }
+    }
+
+    /// What a group of flows sees of each of `links` over the K slots from the current one:
+    /// per link, the load of the flows not in `exclude` and the available bandwidth (estimate
+    /// less that load), in the order of `links`. Refuses an unknown link.
+    pub fn link_views(&self, links: &[LinkId], exclude: &[FlowId]) -> Result<Vec<LinkView>, SchedError> {
+        let k = self.clock.horizon();
+        let mut out = Vec::with_capacity(links.len());
+        for l in links {
+            let state = self.links.get(l).ok_or(SchedError::UnknownLink(*l))?;
+            let est = self.estimate_of(state);
+            let mut v = LinkView { link: *l, load_bps: vec![0; k], available_bps: vec![0; k] };
+            for (i, (load, avail)) in v.load_bps.iter_mut().zip(v.available_bps.iter_mut()).enumerate() {
+                let slot = self.current_slot.saturating_add(i as u64);
+                let total = state.load_bps.get(ring_index(slot, k)).copied().unwrap_or(0);
+                let mine = exclude
+                    .iter()
+                    .filter_map(|f| self.flows.get(f))
+                    .filter(|e| e.path.contains(l))
+                    .fold(0u64, |a, e| a.saturating_add(e.schedule.rate_bps_at(slot)));
+                *load = total.saturating_sub(mine);
+                *avail = est.saturating_sub(*load);
+            }
+            out.push(v);
+        }
+        Ok(out)
     }
 
     /// What a flow sees of `path` over the K slots from the current one: the other flows' path
