@@ -32,8 +32,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_reduction, excess_bytes, plan_flow, Decision, Dependency, FlowId, FlowProgress, FlowRequest, LinkId,
-    LinkLoadTable, SlotClock,
+    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, Dependency, FlowId, FlowProgress,
+    FlowRequest, GroupDecision, LinkId, LinkLoadTable, SlotClock,
 };
 use serde_json::{json, Value};
 
@@ -85,117 +85,169 @@ impl Mlcc {
         }
     }
 
-    /// The rate a flow is paced at in the current slot for decision `d`: the library's slot
-    /// rate (the least rate carrying the slot's planned bytes), except for a flow whose plan
-    /// completes it in this slot, which sends its last bytes at the largest feasible rate, the
-    /// path's available bandwidth (Alg. 1: slots are filled "with the largest feasible rate"),
-    /// and so finishes inside the slot instead of being stretched to its end. It never sends
-    /// more than planned (what is left is exactly the slot's bytes), and the table still holds
-    /// the slot's bytes.
-    fn slot_rate(&self, req: &FlowRequest, d: &Decision) -> u64 {
-        let available_now = match self.table.path_view(&req.path, Some(req.flow)) {
-            Ok(v) => v.available_bps.first().copied().unwrap_or(0),
-            Err(_) => 0,
-        };
-        d.pacing_rate_bps(req.progress.remaining_bytes, available_now)
+    /// Records the current-slot rates of a group's decision: each member paced by
+    /// [`Decision::pacing_rate_bps`] at its MADD share of the available bandwidth when its plan
+    /// completes it in this slot (Alg. 1: slots are filled "with the largest feasible rate"), so
+    /// it finishes inside the slot instead of being stretched to its end, and the members
+    /// completing together never pace above a shared link. It never sends more than planned
+    /// (what is left is exactly the slot's bytes), and the table still holds the slot's bytes.
+    fn record(&mut self, members: &[FlowRequest], g: &GroupDecision) {
+        for ((req, d), share) in members.iter().zip(&g.decisions).zip(&g.share_now_bps) {
+            self.rates.insert(req.flow.0, d.pacing_rate_bps(req.progress.remaining_bytes, *share));
+        }
     }
 
-    fn plan(&mut self, req: &FlowRequest) -> Option<Decision> {
-        match plan_flow(&mut self.table, req) {
-            Ok(d) => {
-                let r = self.slot_rate(req, &d);
-                self.rates.insert(req.flow.0, r);
-                Some(d)
-            }
+    /// Plans `members` jointly ([`plan_group`]), then cuts each by `excess(i, decision)` (the
+    /// receiver's side of Alg. 2) by [`apply_group_reduction`]; records the rates and the
+    /// per-flow decision time (the group's time over its members).
+    fn plan_members(
+        &mut self,
+        members: &[FlowRequest],
+        excess: &dyn Fn(usize, &GroupDecision) -> u64,
+    ) -> Option<GroupDecision> {
+        if members.is_empty() {
+            return None;
+        }
+        let t0 = Instant::now();
+        let g = match plan_group(&mut self.table, members) {
+            Ok(g) => g,
             Err(_) => {
                 self.refusals += 1;
-                None
+                return None;
             }
+        };
+        let cuts: Vec<u64> = (0..members.len()).map(|i| excess(i, &g)).collect();
+        let g = match apply_group_reduction(&mut self.table, members, &g, &cuts) {
+            Ok(r) => r,
+            Err(_) => {
+                self.refusals += 1;
+                g
+            }
+        };
+        self.record(members, &g);
+        let per_flow_us = t0.elapsed().as_secs_f64() * 1e6 / members.len() as f64;
+        for _ in members {
+            self.flow_decisions.add(per_flow_us);
         }
+        Some(g)
     }
 
-    fn reduce(&mut self, req: &FlowRequest, d: &Decision, excess: u64) {
-        if excess == 0 {
-            return;
-        }
-        match apply_reduction(&mut self.table, req, d, excess) {
-            Ok(r) => {
-                let rate = self.slot_rate(req, &r);
-                self.rates.insert(req.flow.0, rate);
-            }
-            Err(_) => self.refusals += 1,
-        }
-    }
-
-    /// Plans the active flows of job `j` that `todo` selects, in dependency order.
-    fn plan_job(&mut self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) {
+    /// The coflows of job `j` among its active flows that `todo` selects: the ring (all its
+    /// flows, one group) or, per PS, its aggregation and broadcast flows; with their SEBF key.
+    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(u64, usize, usize)> {
         let job = &sim.jobs[j];
         let active = |f: usize| !job.flows[f].done && todo(f);
-        match job.spec.paradigm {
-            Paradigm::Ring => {
-                // The chain starts at worker 0's flow; F of each flow feeds the next one.
-                let mut prev: Option<(FlowRequest, Decision)> = None;
-                for f in 0..job.flows.len() {
-                    let t0 = Instant::now();
-                    let dep = match &prev {
-                        Some((_, d)) => Dependency::Ring { predecessor_bytes: d.accumulated_bytes },
-                        None if f == 0 => Dependency::Independent,
-                        None => {
-                            let Role::Ring { pred } = job.flows[f].role else { continue };
-                            let p = &job.flows[pred];
-                            Dependency::Ring { predecessor_bytes: if p.done { p.size.round() as u64 } else { p.sent as u64 } }
-                        }
-                    };
-                    if !active(f) {
-                        prev = None;
-                        continue;
-                    }
-                    let req = Self::request(sim, j, f, dep);
-                    let Some(d) = self.plan(&req) else { continue };
-                    // The receiver's side: a flow ahead of its predecessor is cut back.
-                    if let Dependency::Ring { predecessor_bytes } = dep {
-                        self.reduce(&req, &d, excess_bytes(d.accumulated_bytes, predecessor_bytes));
-                    }
-                    self.flow_decisions.add(t0.elapsed().as_secs_f64() * 1e6);
-                    prev = Some((req, d));
+        let n = match job.spec.paradigm {
+            Paradigm::Ring => 1,
+            Paradigm::Ps => job.spec.parameter_servers() as usize,
+        };
+        (0..n)
+            .filter_map(|u| {
+                let flows: Vec<FlowRequest> = self
+                    .unit_flows(sim, j, u)
+                    .into_iter()
+                    .filter(|f| active(*f))
+                    .map(|f| Self::request(sim, j, f, Dependency::Independent))
+                    .collect();
+                if flows.is_empty() {
+                    return None;
                 }
-            }
+                let key = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
+                Some((key, j, u))
+            })
+            .collect()
+    }
+
+    /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
+    fn unit_flows(&self, sim: &Sim, j: usize, u: usize) -> Vec<usize> {
+        let job = &sim.jobs[j];
+        match job.spec.paradigm {
+            Paradigm::Ring => (0..job.flows.len()).collect(),
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
                 let p = job.spec.parameter_servers() as usize;
-                for ps in 0..p {
-                    let pushes: Vec<usize> = (ps * w..(ps + 1) * w).collect();
-                    let pulls: Vec<usize> = (p * w + ps * w..p * w + (ps + 1) * w).collect();
-                    let f_of = |f: usize| if job.flows[f].done { job.flows[f].size.round() as u64 } else { job.flows[f].sent as u64 };
-                    let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
-                    let mut agg_f: Vec<u64> = Vec::new();
-                    for &f in &pushes {
-                        if !active(f) {
-                            agg_f.push(f_of(f));
-                            continue;
-                        }
-                        let t0 = Instant::now();
-                        let req = Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f));
-                        if let Some(d) = self.plan(&req) {
-                            agg_f.push(d.accumulated_bytes);
-                        }
-                        self.flow_decisions.add(t0.elapsed().as_secs_f64() * 1e6);
-                    }
-                    let dep = Dependency::ps_broadcast(&agg_f);
-                    let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                    for &f in &pulls {
-                        if !active(f) {
-                            continue;
-                        }
-                        let t0 = Instant::now();
-                        let req = Self::request(sim, j, f, dep);
-                        if let Some(d) = self.plan(&req) {
-                            self.reduce(&req, &d, excess_bytes(d.accumulated_bytes, a_min));
-                        }
-                        self.flow_decisions.add(t0.elapsed().as_secs_f64() * 1e6);
-                    }
-                }
+                (u * w..(u + 1) * w).chain(p * w + u * w..p * w + (u + 1) * w).collect()
             }
+        }
+    }
+
+    /// Plans coflow `u` of job `j` (its active flows that `todo` selects), in dependency order.
+    fn plan_unit(&mut self, sim: &Sim, j: usize, u: usize, todo: &dyn Fn(usize) -> bool) {
+        let job = &sim.jobs[j];
+        let active = |f: usize| !job.flows[f].done && todo(f);
+        // F of a flow not planned now: its bytes sent (all of them once done).
+        let f_of = |f: usize| if job.flows[f].done { job.flows[f].size.round() as u64 } else { job.flows[f].sent as u64 };
+        match job.spec.paradigm {
+            Paradigm::Ring => {
+                // One group: the ring's flows advance together. A member whose predecessor is not
+                // planned now depends on that predecessor's F (plus the one chunk a worker may be
+                // ahead, as the engine's pipelined bound allows); within the group the
+                // receiver's cut keeps each flow within a chunk of its predecessor's F.
+                let chunk = job.chunk.max(0.0) as u64;
+                let flows: Vec<usize> = (0..job.flows.len()).filter(|f| active(*f)).collect();
+                let pred = |f: usize| match job.flows[f].role {
+                    Role::Ring { pred } => Some(pred),
+                    _ => None,
+                };
+                let members: Vec<FlowRequest> = flows
+                    .iter()
+                    .map(|&f| {
+                        let dep = match pred(f) {
+                            Some(p) if !flows.contains(&p) => {
+                                Dependency::Ring { predecessor_bytes: f_of(p).saturating_add(chunk) }
+                            }
+                            _ => Dependency::Independent,
+                        };
+                        Self::request(sim, j, f, dep)
+                    })
+                    .collect();
+                let bound = |i: usize, g: &GroupDecision| -> u64 {
+                    let f = flows[i];
+                    let Some(p) = pred(f) else { return 0 };
+                    let pred_f = match flows.iter().position(|x| *x == p) {
+                        Some(k) => g.decisions[k].accumulated_bytes,
+                        None => f_of(p),
+                    };
+                    excess_bytes(g.decisions[i].accumulated_bytes, pred_f.saturating_add(chunk))
+                };
+                self.plan_members(&members, &bound);
+            }
+            Paradigm::Ps => {
+                let w = job.spec.workers as usize;
+                let all = self.unit_flows(sim, j, u);
+                let (pushes, pulls) = all.split_at(w.min(all.len()));
+                let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
+                // The aggregation group (F_b^max of this PS's broadcast flows) ...
+                let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
+                let members: Vec<FlowRequest> =
+                    agg.iter().map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f))).collect();
+                let g = self.plan_members(&members, &|_, _| 0);
+                let agg_f: Vec<u64> = pushes
+                    .iter()
+                    .map(|f| match (&g, agg.iter().position(|x| x == f)) {
+                        (Some(g), Some(i)) => g.decisions[i].accumulated_bytes,
+                        _ => f_of(*f),
+                    })
+                    .collect();
+                // ... then the broadcast group, bounded by the aggregation's least F (F_a^min),
+                // so it pipelines behind the aggregation.
+                let dep = Dependency::ps_broadcast(&agg_f);
+                let a_min = agg_f.iter().min().copied().unwrap_or(0);
+                let members: Vec<FlowRequest> =
+                    pulls.iter().copied().filter(|f| active(*f)).map(|f| Self::request(sim, j, f, dep)).collect();
+                self.plan_members(&members, &|i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min));
+            }
+        }
+    }
+
+    /// Plans the coflows of `jobs` (their active flows that `todo` selects) smallest effective
+    /// bottleneck first (Varys's SEBF; ties by job and PS), so one job's coflow completes
+    /// before another's takes the links it shares.
+    fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
+        let mut units: Vec<(u64, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
+        units.sort_unstable();
+        for (_, j, u) in units {
+            self.plan_unit(sim, j, u, &|f| todo(j, f));
         }
     }
 }
@@ -222,15 +274,12 @@ impl Policy for Mlcc {
                 self.refusals += 1;
             }
             self.slot = Some(slot);
-            for &j in &jobs {
-                self.plan_job(sim, j, &|_| true);
-            }
+            self.plan_jobs(sim, &jobs, &|_, _| true);
         } else {
-            for &j in &jobs {
-                let new: Vec<usize> = sim.active.iter().filter(|(x, f)| *x == j && !self.rates.contains_key(&flow_id(j, *f))).map(|(_, f)| *f).collect();
-                if !new.is_empty() {
-                    self.plan_job(sim, j, &|f| new.contains(&f));
-                }
+            let new: std::collections::HashSet<u64> =
+                sim.active.iter().map(|&(j, f)| flow_id(j, f)).filter(|id| !self.rates.contains_key(id)).collect();
+            if !new.is_empty() {
+                self.plan_jobs(sim, &jobs, &|j, f| new.contains(&flow_id(j, f)));
             }
         }
         ctl.fair(sim.active.len());
