@@ -64,8 +64,8 @@ use crate::proto::{
 };
 use crate::shared::Shared;
 use mlcc_sched::{
-    Decision, Dependency, FlowId, FlowProgress, LinkId, LinkLoadTable, PathView, RateSample,
-    SlotClock,
+    Decision, Dependency, FlowId, FlowProgress, LinkId, LinkLoadTable, LinkView, PathView,
+    RateSample, SlotClock,
 };
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use portus::ipc::Ipc;
@@ -182,9 +182,59 @@ struct Planned {
     slot: u64,
     decision: Decision,
     view: PathView,
+    /// The flow's MADD share of its path's available bandwidth in the current slot, bit/s: the
+    /// pacing rate of a slot that completes it (`GroupDecision::share_now_bps`).
+    available_now_bps: u64,
     progress: FlowProgress,
     local: Vec<LinkId>,
     remote: Vec<u32>,
+}
+
+/// A flow to plan in the current slot, as one member of its group.
+#[derive(Clone, Debug)]
+struct Member {
+    local: u64,
+    id: u64,
+    key: FlowKey,
+    reg: Registration,
+    local_links: Vec<LinkId>,
+    remote: Vec<u32>,
+    progress: FlowProgress,
+    dependency: Dependency,
+}
+
+impl Member {
+    fn request(&self) -> mlcc_sched::FlowRequest {
+        mlcc_sched::FlowRequest {
+            flow: FlowId(self.id),
+            path: self
+                .local_links
+                .iter()
+                .copied()
+                .chain(self.remote.iter().map(|l| LinkId(*l)))
+                .collect(),
+            progress: self.progress,
+            dependency: self.dependency,
+        }
+    }
+}
+
+/// A coflow group of this agent's flows: (job, class, unit, phase). Class 0: a ring (unit 0);
+/// class 1: a parameter server (unit: the PS's rank; phase 0 its aggregation flows, 1 its
+/// broadcast flows); class 2: any other flow alone (unit: its local id).
+type GroupKey = (String, u8, u64, u8);
+
+fn group_key(r: &Registration, local: u64) -> GroupKey {
+    match (r.paradigm, r.role, r.kind) {
+        (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => (r.job.clone(), 0, 0, 0),
+        (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
+            (r.job.clone(), 1, u64::from(r.peer_rank), 0)
+        }
+        (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
+            (r.job.clone(), 1, u64::from(r.rank), 1)
+        }
+        _ => (r.job.clone(), 2, local, 0),
+    }
 }
 
 /// One CCP flow of a datapath.
@@ -418,17 +468,8 @@ impl<I: Ipc> AgentCore<I> {
         let rpc_started = std::time::Instant::now();
         self.feedback = self.fetch_feedback(slot);
         self.adds.clear();
-        let mut order: Vec<(String, u32, u64)> = self
-            .flows
-            .iter()
-            .filter_map(|(local, f)| {
-                Some((f.reg.as_ref()?.job.clone(), f.reg.as_ref()?.rank, *local))
-            })
-            .filter(|(_, _, l)| self.flows.get(l).is_some_and(|f| f.scope.is_some()))
-            .collect();
-        order.sort();
-        for (_, _, local) in &order {
-            self.plan_flow(*local, slot);
+        for group in self.groups() {
+            self.plan_group(&group, slot);
         }
         self.admit_updates(slot, rpc_started);
         self.send_notices(slot);
@@ -766,22 +807,61 @@ impl<I: Ipc> AgentCore<I> {
         }
     }
 
-    fn plan_flow(&mut self, local: u64, slot: u64) {
-        let Some(f) = self.flows.get(&local) else {
-            return;
-        };
-        let Some(reg) = f.reg.clone() else { return };
-        if reg.iteration_bytes.is_none() {
-            return;
+    /// The flows this agent plans this slot, as coflow groups in planning order (see the
+    /// module docs): a job's ring flows; per PS, its aggregation flows, then its broadcast
+    /// flows; any other flow alone. Groups of one coflow unit (a ring, or a PS's aggregation and
+    /// broadcast) are ordered by Varys's smallest effective bottleneck first
+    /// (`mlcc_sched::effective_bottleneck_us` at the links' configured capacities), ties by
+    /// job and unit; members by rank.
+    fn groups(&self) -> Vec<Vec<Member>> {
+        let mut groups: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
+        for (local, f) in &self.flows {
+            if f.scope.is_none() {
+                continue;
+            }
+            let Some(m) = self.member(*local) else {
+                continue;
+            };
+            groups.entry(group_key(&m.reg, *local)).or_default().push(m);
         }
-        let (key, id, acked_iter) = (f.key, f.id, f.acked_iter);
-        let Some(src) = self.cfg.topology.host_of(key.src) else {
-            return;
-        };
+        // SEBF key per unit (job, class, unit), over all its members.
+        let mut unit_key: HashMap<(String, u8, u64), u64> = HashMap::new();
+        for (k, members) in &groups {
+            let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
+            let links = &self.cfg.topology.links;
+            let gamma =
+                mlcc_sched::effective_bottleneck_us(&reqs, |l| links.get(&l.0).copied())
+                    .unwrap_or(u64::MAX);
+            let e = unit_key.entry((k.0.clone(), k.1, k.2)).or_insert(0);
+            *e = (*e).max(gamma);
+        }
+        let mut out: Vec<(u64, GroupKey, Vec<Member>)> = groups
+            .into_iter()
+            .map(|(k, mut members)| {
+                members.sort_by_key(|m| (m.reg.rank, m.local));
+                let gamma = unit_key
+                    .get(&(k.0.clone(), k.1, k.2))
+                    .copied()
+                    .unwrap_or(u64::MAX);
+                (gamma, k, members)
+            })
+            .collect();
+        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out.into_iter().map(|(_, _, m)| m).collect()
+    }
+
+    /// What planning flow `local` needs: its path split into NIC links and switch links, its
+    /// progress and dependency. `None` for a flow not planned (no bytes per iteration, no
+    /// registration, no link the agent knows of).
+    fn member(&self, local: u64) -> Option<Member> {
+        let f = self.flows.get(&local)?;
+        let reg = f.reg.clone()?;
+        let iteration_bytes = reg.iteration_bytes?;
+        let src = self.cfg.topology.host_of(f.key.src)?;
         let path = self
             .cfg
             .topology
-            .path(src, self.cfg.topology.host_of(key.dst));
+            .path(src, self.cfg.topology.host_of(f.key.dst));
         let local_links: Vec<LinkId> = path
             .iter()
             .filter(|l| self.local_links.contains(l))
@@ -795,34 +875,112 @@ impl<I: Ipc> AgentCore<I> {
                     && self.net.switches.iter().any(|(s, _)| s.links.contains(l))
             })
             .collect();
-        let Some(view) = self.path_view(id, &local_links, &remote, None) else {
+        if local_links.is_empty() && remote.is_empty() {
+            tracing::warn!(flow = %f.key, "no link of this agent or its switches on the path: not planned");
+            return None;
+        }
+        let progress = FlowProgress {
+            sent_bytes: f.acked_iter,
+            remaining_bytes: iteration_bytes.saturating_sub(f.acked_iter),
+        };
+        let dependency = self.dependency(&reg);
+        Some(Member {
+            local,
+            id: f.id,
+            key: f.key,
+            reg,
+            local_links,
+            remote,
+            progress,
+            dependency,
+        })
+    }
+
+    /// What a group sees of link `l` this slot, its members' own schedules excluded: a NIC
+    /// link from the agent's table; a switch link from this slot's feedback (or, without it,
+    /// its configured capacity) plus what the agent planned on it so far in the slot.
+    fn link_view(&self, l: u32, exclude: &[FlowId]) -> Option<LinkView> {
+        if self.local_links.contains(&l) {
+            return match self.table.link_views(&[LinkId(l)], exclude) {
+                Ok(mut v) => v.pop(),
+                Err(e) => {
+                    tracing::warn!(link = l, error = %e, "no link view");
+                    None
+                }
+            };
+        }
+        let k = self.clock.horizon();
+        let no_feedback = vec![0u64; k];
+        let (est, load) = match self.feedback.get(&l) {
+            Some((est, load)) => (*est, load),
+            None => (*self.cfg.topology.links.get(&l)?, &no_feedback),
+        };
+        let add = self.adds.get(&l);
+        let mut v = LinkView {
+            link: LinkId(l),
+            load_bps: vec![0; k],
+            available_bps: vec![0; k],
+        };
+        for (i, (vl, va)) in v
+            .load_bps
+            .iter_mut()
+            .zip(v.available_bps.iter_mut())
+            .enumerate()
+        {
+            let planned = add.and_then(|a| a.get(i)).copied().unwrap_or(0);
+            *vl = load.get(i).copied().unwrap_or(0).saturating_add(planned);
+            *va = est.saturating_sub(*vl);
+        }
+        Some(v)
+    }
+
+    /// Alg. 1 + Alg. 2 for one group, jointly (`mlcc_sched::decide_group`), against the
+    /// combined link views; stores, tallies and queues each member's schedule.
+    fn plan_group(&mut self, members: &[Member], slot: u64) {
+        if members.is_empty() {
+            return;
+        }
+        let exclude: Vec<FlowId> = members.iter().map(|m| FlowId(m.id)).collect();
+        let mut links: Vec<u32> = Vec::new();
+        for m in members {
+            for l in m.local_links.iter().map(|l| l.0).chain(m.remote.iter().copied()) {
+                if !links.contains(&l) {
+                    links.push(l);
+                }
+            }
+        }
+        let Some(views) = links
+            .iter()
+            .map(|l| self.link_view(*l, &exclude))
+            .collect::<Option<Vec<LinkView>>>()
+        else {
             return;
         };
-        let progress = FlowProgress {
-            sent_bytes: acked_iter,
-            remaining_bytes: reg.iteration_bytes.unwrap_or(0).saturating_sub(acked_iter),
-        };
-        let dep = self.dependency(&reg);
-        let d = match mlcc_sched::decide(&self.clock, &progress, &dep, &view) {
-            Ok(d) => d,
+        let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
+        let g = match mlcc_sched::decide_group(&self.clock, self.table.current_slot(), &reqs, &views) {
+            Ok(g) => g,
             Err(e) => {
-                tracing::warn!(flow = %key, error = %e, "Alg. 2 refused");
+                tracing::warn!(job = %members[0].reg.job, flows = members.len(), error = %e, "Alg. 2 refused");
                 return;
             }
         };
-        self.tally(&remote, &d.plan.rates_bps, true);
-        let planned = Planned {
-            slot,
-            decision: d,
-            view,
-            progress,
-            local: local_links,
-            remote,
-        };
-        self.publish_local(id, &planned);
-        self.queue_update(id, &planned);
-        if let Some(f) = self.flows.get_mut(&local) {
-            f.plan = Some(planned);
+        for (i, (m, d)) in members.iter().zip(g.decisions).enumerate() {
+            self.tally(&m.remote, &d.plan.rates_bps, true);
+            let planned = Planned {
+                slot,
+                decision: d,
+                view: g.views.get(i).cloned().unwrap_or_default(),
+                available_now_bps: g.share_now_bps.get(i).copied().unwrap_or(0),
+                progress: m.progress,
+                local: m.local_links.clone(),
+                remote: m.remote.clone(),
+            };
+            tracing::trace!(flow = %m.key, rate_bps = planned.decision.rate_bps, "planned");
+            self.publish_local(m.id, &planned);
+            self.queue_update(m.id, &planned);
+            if let Some(f) = self.flows.get_mut(&m.local) {
+                f.plan = Some(planned);
+            }
         }
     }
 
@@ -1190,9 +1348,8 @@ impl<I: Ipc> AgentCore<I> {
     fn target_bps(&self, f: &FlowEntry<I>) -> u64 {
         match (&f.reg, &f.plan) {
             (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
-                let available_now = p.view.available_bps.first().copied().unwrap_or(0);
                 p.decision
-                    .pacing_rate_bps(p.progress.remaining_bytes, available_now)
+                    .pacing_rate_bps(p.progress.remaining_bytes, p.available_now_bps)
                     .max(self.cfg.min_rate_bps)
             }
             _ => f.unthrottled_bps,
