@@ -18,10 +18,22 @@
 //!    in while it is less than K slots old, and after that its links are planned at their
 //!    configured capacity less what this agent planned on them: the other agents' load is then
 //!    unknown, but a plan never exceeds the link itself);
-//! 4. for each flow (ordered by job and rank, so a ring's flows on one agent see their
-//!    predecessors' fresh notices) computes Alg. 2 over Alg. 1 (`mlcc_sched::decide`) on the
-//!    combined path view (its NIC link from the agent's own table, the switch links from the
-//!    feedback plus what this agent planned earlier in the slot), and stores the new schedule;
+//! 4. groups the flows it plans into coflows of one job and plans each group jointly
+//!    (`mlcc_sched::decide_group`: Alg. 1 over the group, each member advancing by the same
+//!    fraction of its bytes left per slot, Varys's MADD, then Alg. 2's raise per member; see
+//!    `mlcc_sched::coflow`) on the combined link views (NIC links from the agent's own table,
+//!    switch links from the feedback plus what this agent planned earlier in the slot; the
+//!    group's own schedules excluded), and stores each member's new schedule. Groups: a job's
+//!    ring flows (all that this agent plans: in the VM testbed, where one agent serves every
+//!    emulated host, the whole ring); per parameter server, the aggregation flows into it, then
+//!    its broadcast flows; any other flow alone. Order: smallest effective bottleneck first
+//!    (Varys's SEBF at the links' configured capacities; a PS's aggregation group before its
+//!    broadcast group; ties by job), so one job's coflow completes before another's takes the
+//!    links they share, rather than each job getting one fast and one starved flow. Planned
+//!    one flow at a time (before), Alg. 1 gave each shared link wholly to one flow of each ring
+//!    job in the VM testbed, and both jobs ran 3-6x slower than under cubic. Members on other
+//!    agents are tied in by the notices of step 6, as before; a group of one plans exactly as
+//!    `mlcc_sched::decide` does;
 //! 5. sends the schedules to the switches (`UpdateSchedule`, one RPC per switch, waited for
 //!    within what is left of `rpc_timeout_ms` after step 3, at least a quarter of it; not
 //!    waited for from a switch whose feedback failed this slot), which *admit* them: each is clipped to what is left on the
@@ -42,7 +54,8 @@
 //!    the dependencies of the next planning (ring: F_j of the predecessor; PS worker: F_b^max,
 //!    which the PS's agent sends as `bound_bytes`; PS: F_a^min over its workers' notices), and
 //!    are forgotten after K slots;
-//! 7. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate, at least
+//! 7. sets every flow's `Rate` (bytes/s, u32) for the slot: the planned rate (a slot that
+//!    completes the flow: its MADD share of the available bandwidth), at least
 //!    `min_rate_bps` (a 0 would stall the flow); a flow whose job gave no bytes per iteration is
 //!    not planned and runs at its NIC's capacity. The Rate is sent every slot even when it did
 //!    not change, which keeps the module's optional `ccp_heartbeat_ms` satisfied;

@@ -6,26 +6,34 @@
 //! - Time is slotted (default 60 ms, K = 10 slots, the paper's values, [`SlotClock`]). One
 //!   [`LinkLoadTable`] holds every link of the tree: the switches' load tables put together (a
 //!   path's view sums its links' rows, whichever switch owns them).
-//! - At each slot boundary the table advances and every active flow is planned in turn by
-//!   [`plan_flow`] (Alg. 1 + Alg. 2, the schedule published to the table so later flows see it):
-//!   per job, ring flows along the chain (worker 0's flow is the chain's head, each next one
-//!   depends on its predecessor's accumulated bytes F), PS aggregation flows before broadcast
-//!   flows (F_b^max, F_a^min of the same PS); then the receivers' reductions (Alg. 2 lines 13-16)
-//!   by [`apply_reduction`].
+//! - At each slot boundary the table advances and every job's flows are planned as coflow
+//!   groups by [`plan_group`] (Alg. 1 + Alg. 2 generalised to a group, `mlcc_sched::coflow`:
+//!   the members advance by the same fraction of their bytes left per slot, Varys's MADD, and
+//!   finish together; the schedules published to the table so later groups see them): a ring
+//!   job's flows as one group (the pipelined ring needs all of them to progress together; a
+//!   member whose predecessor is not planned now depends on its F plus one chunk); per PS, its
+//!   aggregation group (F_b^max of its broadcast flows), then its broadcast group, cut by
+//!   [`apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
+//!   pipelines behind the aggregation. Coflow units (a ring; a PS's two groups) go smallest
+//!   effective bottleneck first (Varys's SEBF, [`group_bottleneck_us`] at link capacity; ties
+//!   by job and PS). Planned one flow at a time before, Alg. 1 gave a PS's downlink to one push
+//!   for several slots: 1 PS job with 2 workers took 20.96 s against fair's 15.0
+//!   (`examples/cases.rs`; now 15.0).
 //! - A flow that starts inside a slot (its compute phase ended) is planned at once against the
 //!   table, as the agent does when the progress interface announces a burst; the others keep their
 //!   slot rates. A finished flow's schedule is taken off the table.
 //! - The rate decided for the slot is the flow's cap (the CCP datapath enforces it as its pacing
 //!   rate); nothing else is shared: a flow that finishes early leaves its bandwidth idle until the
 //!   next slot, as a slotted scheduler does. A flow whose plan completes it in the current slot
-//!   is paced at the path's available bandwidth rather than at bytes/slot ([`Mlcc::slot_rate`]):
+//!   is paced at its MADD share of the available bandwidth rather than at bytes/slot:
 //!   Alg. 1 fills slots "with the largest feasible rate", so its last bytes are not stretched
 //!   to the slot's end (before this, one job alone took 20-33 % longer per iteration under mlcc
 //!   than under any other policy, `examples/cases.rs`).
 //! - No non-ML traffic is simulated, so no rate samples are recorded: each link's estimate is its
 //!   capacity ([`LinkLoadTable::estimate_bps`]).
 //!
-//! Besides the engine's per-decision time, each flow decision (plan + reduction) is timed: that
+//! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
+//! counted per member (its time over its member count): that
 //! is the paper's "scheduling computation latency" (Sec. VII-B, Fig. 15).
 
 use std::collections::HashMap;
@@ -86,7 +94,7 @@ impl Mlcc {
     }
 
     /// Records the current-slot rates of a group's decision: each member paced by
-    /// [`Decision::pacing_rate_bps`] at its MADD share of the available bandwidth when its plan
+    /// [`mlcc_sched::Decision::pacing_rate_bps`] at its MADD share of the available bandwidth when its plan
     /// completes it in this slot (Alg. 1: slots are filled "with the largest feasible rate"), so
     /// it finishes inside the slot instead of being stretched to its end, and the members
     /// completing together never pace above a shared link. It never sends more than planned
