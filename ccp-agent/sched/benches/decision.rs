@@ -10,7 +10,8 @@
 //! Topology: racks of 10 hosts, 25 Gbit/s NICs, 100 Gbit/s ToR uplinks; one host per 10 active
 //! flows; a flow crosses its source NIC, and, between racks, both ToR uplinks/downlinks, and the
 //! destination NIC (2 or 4 links). Flows carry 1-200 MB; every third one is a ring flow whose
-//! predecessor is ahead, so Alg. 2's raise branch runs too.
+//! predecessor is ahead, so Alg. 2's raise branch runs too. The coflow rows plan groups of 4
+//! consecutive flows jointly (`plan_group`) and report the group's time over its members.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -20,6 +21,8 @@ use mlcc_sched::*;
 
 const NIC_BPS: u64 = 25_000_000_000;
 const TOR_BPS: u64 = 100_000_000_000;
+/// Members of a coflow group in the group rows.
+const GROUP: usize = 4;
 
 /// A deterministic xorshift generator (the library has no randomness and wants none).
 struct Rng(u64);
@@ -129,6 +132,21 @@ fn report_percentiles() {
         }
         let (a, b, c) = percentiles(&mut ns);
         println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}", "plan_flow (view + decide + publish)");
+        // Coflow groups of 4 consecutive flows (a 4-worker ring), planned jointly with the table
+        // (link views, decide_group, publish); the group's time over its members is the per-flow
+        // decision time.
+        let groups: Vec<&[FlowRequest]> = reqs.chunks(GROUP).collect();
+        let mut ns = Vec::with_capacity(samples);
+        for i in 0..samples / GROUP {
+            let g = groups[i % groups.len()];
+            let s = Instant::now();
+            black_box(plan_group(&mut t, black_box(g)).unwrap());
+            let per_flow = s.elapsed().as_nanos() as u64 / g.len() as u64;
+            ns.extend(std::iter::repeat_n(per_flow, g.len()));
+        }
+        let (a, b, c) = percentiles(&mut ns);
+        let m = ns.len();
+        println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {m:>8}", "plan_group of 4 (per flow)");
         // Whole slots.
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         let slots = (20_000 / n).clamp(50, 2000);
@@ -163,6 +181,14 @@ fn criterion_benches(c: &mut Criterion) {
                 plan_flow(&mut t, &reqs[i]).unwrap()
             })
         });
+        let groups: Vec<Vec<FlowRequest>> = reqs.chunks(GROUP).map(<[FlowRequest]>::to_vec).collect();
+        let mut gi = 0;
+        g.bench_with_input(BenchmarkId::new("plan_group4", n), &n, |b, _| {
+            b.iter(|| {
+                gi = (gi + 1) % groups.len();
+                plan_group(&mut t, &groups[gi]).unwrap()
+            })
+        });
         let mut reqs = reqs;
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         g.bench_with_input(BenchmarkId::new("whole_slot", n), &n, |b, _| {
@@ -179,6 +205,7 @@ fn main() {
         let (mut t, mut reqs) = setup(10);
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         run_slot(&mut t, &mut reqs, &bytes);
+        plan_group(&mut t, &reqs[..GROUP]).unwrap();
         println!("decision bench: smoke run ok");
         return;
     }
