@@ -770,36 +770,18 @@ impl<I: Ipc> AgentCore<I> {
                 return None;
             }
         };
-        let no_feedback = vec![0u64; view.load_bps.len()];
         for l in remote {
-            // A switch link without feedback (its daemon missed the deadline before it ever
-            // answered): plan against its configured capacity and this agent's own tally, never
-            // as if the link were not there.
-            let (est, load) = match self.feedback.get(l) {
-                Some((est, load)) => (est, load),
-                None => {
-                    let Some(cap) = self.cfg.topology.links.get(l) else {
-                        continue;
-                    };
-                    (cap, &no_feedback)
-                }
+            let Some(lv) = self.switch_link_view(*l, own) else {
+                continue;
             };
-            let add = self.adds.get(l);
             for (i, (vl, va)) in view
                 .load_bps
                 .iter_mut()
                 .zip(view.available_bps.iter_mut())
                 .enumerate()
             {
-                let planned = add.and_then(|a| a.get(i)).copied().unwrap_or(0);
-                let mine = own.and_then(|o| o.get(i)).copied().unwrap_or(0);
-                let others = load
-                    .get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_add(planned.saturating_sub(mine));
-                *vl = vl.saturating_add(others);
-                *va = (*va).min(est.saturating_sub(others));
+                *vl = vl.saturating_add(lv.load_bps.get(i).copied().unwrap_or(0));
+                *va = (*va).min(lv.available_bps.get(i).copied().unwrap_or(0));
             }
         }
         Some(view)
@@ -922,6 +904,14 @@ impl<I: Ipc> AgentCore<I> {
                 }
             };
         }
+        self.switch_link_view(l, None)
+    }
+
+    /// What switch link `l` leaves this slot: this slot's feedback (for a switch link without
+    /// feedback, its daemon having missed the deadline before it ever answered: its configured
+    /// capacity and no load, never as if the link were not there) plus what this agent planned
+    /// on it so far in the slot, less `own` (a flow's own rates, when they are among those).
+    fn switch_link_view(&self, l: u32, own: Option<&[u64]>) -> Option<LinkView> {
         let k = self.clock.horizon();
         let no_feedback = vec![0u64; k];
         let (est, load) = match self.feedback.get(&l) {
@@ -941,7 +931,12 @@ impl<I: Ipc> AgentCore<I> {
             .enumerate()
         {
             let planned = add.and_then(|a| a.get(i)).copied().unwrap_or(0);
-            *vl = load.get(i).copied().unwrap_or(0).saturating_add(planned);
+            let mine = own.and_then(|o| o.get(i)).copied().unwrap_or(0);
+            *vl = load
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(planned.saturating_sub(mine));
             *va = est.saturating_sub(*vl);
         }
         Some(v)

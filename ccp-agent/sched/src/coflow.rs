@@ -286,6 +286,16 @@ fn with_first_slots(
     Ok((bytes, cost))
 }
 
+/// The checked group (its links per member) and its Alg. 1 plan from the current slot.
+type Initial = (Vec<Vec<usize>>, Vec<Vec<u64>>, u128);
+
+fn initial(clock: &SlotClock, members: &[FlowRequest], links: &[LinkView]) -> Result<Initial, SchedError> {
+    let idx = prepare(clock, members, links)?;
+    let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
+    let (bytes, cost) = fill_group(clock, links, &idx, &rem, 0)?;
+    Ok((idx, bytes, cost))
+}
+
 /// Alg. 1 for a group (a coflow): the joint plan of `members` over the horizon against
 /// `links`, the views of every link of the members' paths with the group's own schedules
 /// excluded; `start_slot` is the views' first slot. The members' dependencies are not applied.
@@ -297,9 +307,7 @@ pub fn group_schedule(
     members: &[FlowRequest],
     links: &[LinkView],
 ) -> Result<GroupDecision, SchedError> {
-    let idx = prepare(clock, members, links)?;
-    let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
-    let (bytes, cost) = fill_group(clock, links, &idx, &rem, 0)?;
+    let (idx, bytes, cost) = initial(clock, members, links)?;
     let none = vec![0; members.len()];
     let outcomes = vec![Outcome::Initial; members.len()];
     Ok(assemble(clock, start_slot, members, links, &idx, bytes, &none, &outcomes, cost))
@@ -315,9 +323,8 @@ pub fn decide_group(
     members: &[FlowRequest],
     links: &[LinkView],
 ) -> Result<GroupDecision, SchedError> {
-    let idx = prepare(clock, members, links)?;
+    let (idx, bytes, cost) = initial(clock, members, links)?;
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
-    let (bytes, cost) = fill_group(clock, links, &idx, &rem, 0)?;
     let r: Vec<u64> = bytes.iter().map(|b| b.first().copied().unwrap_or(0)).collect();
     let deltas: Vec<u64> = members
         .iter()
