@@ -1459,8 +1459,52 @@ impl<I: Ipc> AgentCore<I> {
 
 #[cfg(test)]
 mod tests {
-    use super::least_admitted;
+    use super::{group_key, least_admitted};
+    use crate::monitor::Registration;
     use mlcc_sched::Schedule;
+    use mltcp_progress::{FlowKind, Paradigm, Role};
+
+    fn reg(paradigm: Paradigm, role: Role, kind: FlowKind, rank: u32, peer_rank: u32) -> Registration {
+        Registration {
+            job: String::from("j"),
+            rank,
+            paradigm,
+            role,
+            kind,
+            peer_rank,
+            iteration: 0,
+            sent_bytes: 0,
+            iteration_bytes: Some(1),
+            sending: true,
+            ring_chunk_bytes: None,
+        }
+    }
+
+    #[test]
+    fn coflow_groups() {
+        // A ring's flows are one group whatever their ranks.
+        let a = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 0, 1), 1);
+        let b = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 1, 0), 2);
+        assert_eq!(a, b);
+        // Pushes into PS 5 are one group, planned before PS 5's broadcast group (same unit).
+        let push = |w| {
+            group_key(&reg(Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush, w, 5), u64::from(w))
+        };
+        assert_eq!(push(0), push(1));
+        let pull = group_key(
+            &reg(Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull, 5, 0),
+            9,
+        );
+        assert_eq!((&pull.0, pull.1, pull.2), (&push(0).0, push(0).1, push(0).2));
+        assert!(push(0) < pull);
+        // Pushes into another PS are another group.
+        let other = group_key(&reg(Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush, 0, 6), 3);
+        assert_ne!(other, push(0));
+        // Anything else is alone.
+        let x = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1), 7);
+        let y = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1), 8);
+        assert_ne!(x, y);
+    }
 
     fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
         Schedule {
