@@ -23,7 +23,9 @@
 //!    fraction of its bytes left per slot, Varys's MADD, then Alg. 2's raise per member; see
 //!    `mlcc_sched::coflow`) on the combined link views (NIC links from the agent's own table,
 //!    switch links from the feedback plus what this agent planned earlier in the slot; the
-//!    group's own schedules excluded), and stores each member's new schedule. Groups: a job's
+//!    group's own schedules excluded; every flow planned this slot leaves the NIC table
+//!    before the first group is planned, so the order below decides on NIC links too, not the
+//!    plans of the slot before), and stores each member's new schedule. Groups: a job's
 //!    ring flows (all that this agent plans: in the VM testbed, where one agent serves every
 //!    emulated host, the whole ring); per parameter server, the aggregation flows into it, then
 //!    its broadcast flows; any other flow alone. Order: smallest effective bottleneck first
@@ -481,7 +483,15 @@ impl<I: Ipc> AgentCore<I> {
         let rpc_started = std::time::Instant::now();
         self.feedback = self.fetch_feedback(slot);
         self.adds.clear();
-        for group in self.groups() {
+        let groups = self.groups();
+        // Every flow planned this slot first leaves the NIC table: the groups then meet on the
+        // NIC links in this slot's SEBF order, as they meet on the switch links (whose feedback
+        // excludes all of this agent's flows), instead of behind the plans the other groups
+        // made in the slot before (which made the NIC links first come, first served).
+        for m in groups.iter().flatten() {
+            let _ = self.table.remove_flow(FlowId(m.id));
+        }
+        for group in groups {
             self.plan_group(&group, slot);
         }
         self.admit_updates(slot, rpc_started);
