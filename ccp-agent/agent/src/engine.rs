@@ -884,11 +884,18 @@ impl<I: Ipc> AgentCore<I> {
             tracing::warn!(flow = %f.key, "no link of this agent or its switches on the path: not planned");
             return None;
         }
+        let dependency = self.dependency(&reg);
+        // Only what the flow may send before its dependencies deliver more is planned (ring:
+        // its predecessor's F plus its own chunk; PS broadcast: F_a^min): bytes it cannot send
+        // yet reserve nothing, so the links they would hold go to the flows that can send.
+        let left = iteration_bytes.saturating_sub(f.acked_iter);
+        let remaining_bytes = dependency
+            .sendable_bytes(f.acked_iter)
+            .map_or(left, |s| s.min(left));
         let progress = FlowProgress {
             sent_bytes: f.acked_iter,
-            remaining_bytes: iteration_bytes.saturating_sub(f.acked_iter),
+            remaining_bytes,
         };
-        let dependency = self.dependency(&reg);
         Some(Member {
             local,
             id: f.id,

@@ -85,6 +85,26 @@ impl Dependency {
             .map_or(Self::Independent, |m| Self::PsBroadcast { aggregation_min_bytes: *m })
     }
 
+    /// The most bytes a flow that has sent `sent_bytes` of its iteration can send before the
+    /// flows it depends on deliver more: ring, F_j − sent (`predecessor_bytes` already holds
+    /// the worker's own chunk when the caller adds it); a PS's broadcast, F_a^min − sent (it
+    /// never runs ahead of the slowest aggregation). `None` where the dependency sets no upper
+    /// bound (independent flows; a worker's aggregation flow, which F_b^max only raises).
+    ///
+    /// Planning a flow for more than this reserves bandwidth it cannot use: Alg. 2 ("Dynamic
+    /// Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-C, lines 13-16)
+    /// has the receiver cut the excess after the fact, and the slots it freed are then lost to
+    /// the flows planned before the cut. Our reading: bound the bytes a flow is planned for by
+    /// this value before Alg. 1 runs, so the excess is never reserved; the receiver's cut
+    /// stays for what the dependencies learn later in the slot.
+    pub fn sendable_bytes(&self, sent_bytes: u64) -> Option<u64> {
+        match *self {
+            Self::Independent | Self::PsAggregation { .. } => None,
+            Self::PsBroadcast { aggregation_min_bytes: f } => Some(f.saturating_sub(sent_bytes)),
+            Self::Ring { predecessor_bytes: f } => Some(f.saturating_sub(sent_bytes)),
+        }
+    }
+
     /// Δ_i in bytes for a flow whose accumulated bytes are `accumulated_bytes` (F_i).
     pub fn delta_bytes(&self, accumulated_bytes: u64) -> u64 {
         match *self {
@@ -279,6 +299,15 @@ mod tests {
         assert_eq!(Dependency::Independent.delta_bytes(0), 0);
         let j = serde_json::to_string(&Dependency::Ring { predecessor_bytes: 5 }).unwrap();
         assert_eq!(j, r#"{"kind":"ring","predecessor_bytes":5}"#);
+    }
+
+    #[test]
+    fn sendable_bytes_bound_ring_and_broadcast_only() {
+        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.sendable_bytes(4), Some(6));
+        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.sendable_bytes(12), Some(0));
+        assert_eq!(Dependency::PsBroadcast { aggregation_min_bytes: 7 }.sendable_bytes(2), Some(5));
+        assert_eq!(Dependency::PsAggregation { broadcast_max_bytes: 7 }.sendable_bytes(2), None);
+        assert_eq!(Dependency::Independent.sendable_bytes(0), None);
     }
 
     #[test]
