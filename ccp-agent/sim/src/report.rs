@@ -134,6 +134,7 @@ pub fn summarise(sim: &Sim, policy: &str, wall_s: f64, policy_report: Value) -> 
             Tier::Server => 1,
             Tier::Tor => 2,
             Tier::Edge => 3,
+            Tier::Intra => continue, // not the network
         };
         for i in [0, k] {
             per[i].0 += u;

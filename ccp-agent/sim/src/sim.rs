@@ -23,11 +23,32 @@
 //! `min_step_s` (events closer than that are handled together; the byte counts stay exact:
 //! a flow never sends more than its size or its dependency allows).
 //!
-//! Placement (documented choice): every worker and parameter server takes one GPU of a distinct
-//! server; servers are taken first-fit in index order (so a job packs into the fewest racks and
-//! edge switches while the cluster is empty, and fragments as jobs come and go); a job that does
-//! not fit waits in a FIFO queue, launched as soon as enough GPUs free up (the mlcc paper,
-//! Sec. VI-A: "Jobs are queued if GPUs are not available").
+//! Placement (documented choices, [`Placement`]): every worker and parameter server takes one GPU
+//! (the paper, Sec. VII: "each GPU can be allocated to a worker or PS"). The default,
+//! [`Placement::Packed`], puts a job on as few servers as it can, the way Sec. III describes
+//! fragmentation ("Workers (PSs) of a job could be assigned to one or multiple servers, due to
+//! resource fragmentation"):
+//! 1. on one server if any has enough free GPUs: best fit (the fewest free GPUs that suffice,
+//!    then the lowest index);
+//! 2. else inside one rack, then one edge switch, then the whole cluster (the smallest domain
+//!    where it fits): in each candidate domain, its servers by free GPUs (most first, then lowest
+//!    index) are taken greedily until the job fits; the domain needing the fewest servers wins
+//!    (then the fewest GPUs left over on them, then the lowest index);
+//! 3. GPUs are handed out in that server order: workers first (so ring neighbours share a
+//!    server), then parameter servers.
+//!
+//! A flow between two GPUs of one server crosses only that server's internal links
+//! ([`crate::topo`]): it is allocated and bound by its dependencies like any flow, but no policy
+//! controls it (weight 1, no cap: NCCL and ps-lite move it over PCIe or shared memory, not over
+//! a TCP connection that a congestion controller or the mlcc agent could pace), and a job whose
+//! flows all stay inside servers never enters a whole-cluster policy's decision.
+//!
+//! [`Placement::Spread`] (the earlier default, kept so its results stay reproducible) puts every
+//! worker and parameter server on a distinct server, servers taken first-fit in index order, so
+//! every flow crosses the network.
+//!
+//! Either way, a job that does not fit waits in a FIFO queue, launched as soon as enough GPUs
+//! free up (the mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -112,8 +133,11 @@ pub struct Align {
 pub struct Job {
     /// As submitted.
     pub spec: JobSpec,
-    /// Servers: workers first, then parameter servers.
+    /// Server of each GPU it holds: workers first, then parameter servers (a server appears
+    /// once per GPU of the job on it).
     pub servers: Vec<u32>,
+    /// True when some of its flows cross the network (not only servers' internal links).
+    pub network: bool,
     /// Its flows.
     pub flows: Vec<Flow>,
     /// Ring chunk G/W (ring jobs), bytes.
@@ -142,9 +166,34 @@ pub struct Job {
     pub flow_base: u32,
 }
 
+/// How a job's workers and parameter servers are put on GPUs (see the module header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// GPU-level packing: one server if possible, else the fewest servers of one rack, one edge,
+    /// the cluster.
+    #[default]
+    Packed,
+    /// One GPU on each of distinct servers, first-fit in server order (the earlier placement).
+    Spread,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        match s {
+            "packed" => Ok(Placement::Packed),
+            "spread" => Ok(Placement::Spread),
+            other => Err(SimError::Config(format!("placement = '{other}': expected 'packed' or 'spread'"))),
+        }
+    }
+}
+
 /// Engine parameters.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
+    /// How jobs are put on GPUs.
+    pub placement: Placement,
     /// Smallest time step, seconds (events closer than this are handled together).
     pub min_step_s: f64,
     /// Stop simulating at this time, seconds (jobs unfinished then are reported as such).
@@ -158,7 +207,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
+        SimConfig { placement: Placement::Packed, min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
     }
 }
 
@@ -262,7 +311,8 @@ pub struct Sim {
     pub t: f64,
     /// All jobs, in arrival order.
     pub jobs: Vec<Job>,
-    /// Active flows (job, flow), rebuilt when the set changes.
+    /// Active flows (job, flow) that cross the network, rebuilt when the set changes: what a
+    /// whole-cluster policy decides (flows inside a server are not controlled by any policy).
     pub active: Vec<(usize, usize)>,
     /// Jobs present on each server (launched, not finished).
     pub server_jobs: Vec<Vec<usize>>,
@@ -310,14 +360,18 @@ pub struct Sim {
 const EPS_BYTES: f64 = 1.0;
 
 impl Sim {
-    /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than there
-    /// are servers (one per server) or GPUs.
+    /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than the
+    /// cluster has (or, with [`Placement::Spread`], more than there are servers).
     pub fn new(tree: Tree, config: SimConfig, jobs: Vec<JobSpec>) -> Result<Sim, SimError> {
         let servers = tree.config.servers;
+        let (room, what) = match config.placement {
+            Placement::Spread => (u64::from(servers), "servers (one GPU each with --placement spread)"),
+            Placement::Packed => (u64::from(servers) * u64::from(tree.config.gpus_per_server), "GPUs"),
+        };
         for (i, j) in jobs.iter().enumerate() {
-            if j.gpus() > servers {
+            if u64::from(j.gpus()) > room {
                 return Err(SimError::Unplaceable(format!(
-                    "job {i} ({} x{} {:?}) needs {} servers, the cluster has {servers}",
+                    "job {i} ({} x{} {:?}) needs {} GPUs, the cluster has {room} {what}",
                     j.model, j.workers, j.paradigm, j.gpus()
                 )));
             }
@@ -336,6 +390,7 @@ impl Sim {
                 chunk: spec.gradient_bytes / f64::from(spec.workers),
                 spec,
                 servers: Vec::new(),
+                network: false,
                 flows: Vec::new(),
                 phase: Phase::Waiting,
                 iterations_done: 0,
@@ -426,13 +481,25 @@ impl Sim {
         flows
     }
 
-    /// Candidate placements for job `j` (up to `n`, distinct): candidate c takes, first-fit in
-    /// server order, the free servers after skipping the first `c · need` of them (c = 0 is plain
-    /// first-fit), wrapping around; so all candidates stay in the packed region the placement
-    /// policy would use, as Themis's candidates share its fairness (thesis Sec. 4.4.2). Empty when
-    /// the job does not fit.
+    /// Candidate placements for job `j` (up to `n`, distinct; the server of each of its GPUs,
+    /// workers first); the first is the one the placement rule picks. Empty when the job does
+    /// not fit.
+    ///
+    /// [`Placement::Packed`]: the options of the first step of the rule (module header) that
+    /// has any, best first, then those of the next steps; [`Placement::Spread`]: candidate c
+    /// takes, first-fit in server order, the servers with a free GPU after skipping the first
+    /// `c · need` of them (c = 0 is plain first-fit), wrapping around; so all candidates stay in
+    /// the packed region the placement policy would use, as Themis's candidates share its
+    /// fairness (thesis Sec. 4.4.2).
     pub fn candidates(&self, j: usize, n: usize) -> Vec<Vec<u32>> {
         let need = self.jobs[j].spec.gpus() as usize;
+        match self.config.placement {
+            Placement::Spread => self.candidates_spread(need, n),
+            Placement::Packed => self.candidates_packed(need, n),
+        }
+    }
+
+    fn candidates_spread(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
         let free: Vec<u32> = (0..self.free_gpus.len()).filter(|s| self.free_gpus[*s] > 0).map(|s| s as u32).collect();
         if free.len() < need || need == 0 {
             return Vec::new();
@@ -447,6 +514,71 @@ impl Sim {
             }
         }
         out
+    }
+
+    fn candidates_packed(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
+        let n = n.max(1);
+        let free = &self.free_gpus;
+        let total: usize = free.iter().map(|g| *g as usize).sum();
+        if need == 0 || total < need {
+            return Vec::new();
+        }
+        let mut out: Vec<Vec<u32>> = Vec::new();
+        // Step 1: one server, best fit.
+        let mut single: Vec<(u32, u32)> = (0..free.len() as u32).filter(|s| free[*s as usize] as usize >= need).map(|s| (free[s as usize], s)).collect();
+        single.sort_unstable();
+        for (_, s) in single.into_iter().take(n) {
+            out.push(vec![s; need]);
+        }
+        // Steps 2-4: the fewest servers of one rack, one edge switch, the cluster.
+        let cfg = &self.tree.config;
+        let per_rack = cfg.servers_per_rack as usize;
+        let per_edge = per_rack * cfg.racks_per_edge as usize;
+        for size in [per_rack, per_edge, free.len()] {
+            if out.len() >= n {
+                break;
+            }
+            let mut opts: Vec<(usize, usize, usize, Vec<u32>)> = Vec::new();
+            for lo in (0..free.len()).step_by(size.max(1)) {
+                let hi = (lo + size).min(free.len());
+                let mut srv: Vec<u32> = (lo as u32..hi as u32).filter(|s| free[*s as usize] > 0).collect();
+                srv.sort_by(|a, b| free[*b as usize].cmp(&free[*a as usize]).then(a.cmp(b)));
+                let mut pick = Vec::with_capacity(need);
+                let mut used = 0;
+                for &s in &srv {
+                    if pick.len() >= need {
+                        break;
+                    }
+                    let take = (free[s as usize] as usize).min(need - pick.len());
+                    pick.extend(std::iter::repeat_n(s, take));
+                    used += 1;
+                    if pick.len() == need {
+                        let left = free[s as usize] as usize - take;
+                        opts.push((used, left, lo, std::mem::take(&mut pick)));
+                        break;
+                    }
+                }
+            }
+            opts.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+            for o in opts {
+                if out.len() >= n {
+                    break;
+                }
+                if !out.contains(&o.3) {
+                    out.push(o.3);
+                }
+            }
+        }
+        out
+    }
+
+    /// Jobs whose flows cross server `s`'s network link (up or down), in job order.
+    pub fn server_nic_jobs(&self, s: u32) -> Vec<usize> {
+        let (up, down) = (&self.link_jobs[2 * s as usize], &self.link_jobs[2 * s as usize + 1]);
+        let mut v: Vec<usize> = up.iter().chain(down.iter()).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Per-link bytes per iteration of flows.
@@ -497,7 +629,9 @@ impl Sim {
         let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows);
         for &s in &servers {
             self.free_gpus[s as usize] -= 1;
-            self.server_jobs[s as usize].push(j);
+            if self.server_jobs[s as usize].last() != Some(&j) {
+                self.server_jobs[s as usize].push(j);
+            }
         }
         let lb = Sim::bytes_per_link(&flows);
         for (l, _) in &lb {
@@ -507,6 +641,7 @@ impl Sim {
         job.flow_base = self.next_flow_id;
         self.next_flow_id += flows.len() as u32;
         job.servers = servers;
+        job.network = flows.iter().any(|f| f.src != f.dst);
         job.flows = flows;
         job.link_bytes = lb;
         job.alone_comm_s = comm;
@@ -562,7 +697,7 @@ impl Sim {
             job.comm_starts.push(self.t);
         }
         self.upd[j] = self.t;
-        self.flows_changed = true;
+        self.flows_changed |= job.network;
         self.mark_dirty(j);
     }
 
@@ -630,9 +765,9 @@ impl Sim {
     fn rebuild_active(&mut self) {
         self.active.clear();
         for (j, job) in self.jobs.iter().enumerate() {
-            if job.phase == Phase::Communicating {
+            if job.network && job.phase == Phase::Communicating {
                 for (f, fl) in job.flows.iter().enumerate() {
-                    if !fl.done {
+                    if !fl.done && fl.src != fl.dst {
                         self.active.push((j, f));
                     }
                 }
@@ -705,10 +840,11 @@ impl Sim {
         self.scratch = lim;
     }
 
-    /// Brings every communicating job up to date (before a policy reads the byte counts).
+    /// Brings every communicating job with network flows up to date (before a whole-cluster
+    /// policy reads the byte counts).
     fn materialise_all(&mut self) {
         for j in 0..self.jobs.len() {
-            if self.jobs[j].phase == Phase::Communicating {
+            if self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
                 self.materialise(j);
             }
         }
@@ -946,7 +1082,7 @@ impl Sim {
     fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
         let mut dt = self.job_next_event(j);
-        if policy.is_local() && self.jobs[j].phase == Phase::Communicating {
+        if policy.is_local() && self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
             dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
         }
         if dt.is_finite() {
@@ -992,8 +1128,13 @@ impl Sim {
                         continue;
                     }
                     for f in 0..self.jobs[j].flows.len() {
-                        if !self.jobs[j].flows[f].done {
-                            let (w, c) = policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY));
+                        let fl = &self.jobs[j].flows[f];
+                        if !fl.done {
+                            let (w, c) = if fl.src == fl.dst {
+                                (1.0, f64::INFINITY) // inside a server: no policy controls it
+                            } else {
+                                policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY))
+                            };
                             decided.push((j, f, w, c));
                         }
                     }
@@ -1011,11 +1152,11 @@ impl Sim {
             self.ctl = ctl;
             self.flows_changed = false;
             for j in 0..self.jobs.len() {
-                if self.jobs[j].phase == Phase::Communicating {
+                if self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
                     self.mark_dirty(j);
                 }
             }
-            let decided: Vec<(usize, usize, f64, f64)> = self
+            let mut decided: Vec<(usize, usize, f64, f64)> = self
                 .active
                 .iter()
                 .enumerate()
@@ -1023,13 +1164,17 @@ impl Sim {
                     (j, f, self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY))
                 })
                 .collect();
+            self.decide_intra(&mut decided);
             let backfill = self.ctl.backfill;
             self.allocate(&*policy, &decided, backfill);
         } else if !self.dirty.is_empty() {
-            // Jobs whose flows changed between two decisions of a global policy keep their
-            // decision; only a finished iteration's flows leave the allocation.
+            // Jobs whose network flows changed between two decisions of a global policy keep
+            // their decision; only a finished iteration's flows leave the allocation. Flows
+            // inside servers need no decision and join at once.
+            let mut decided = Vec::new();
+            self.decide_intra(&mut decided);
             let backfill = self.ctl.backfill;
-            self.allocate(&*policy, &[], backfill);
+            self.allocate(&*policy, &decided, backfill);
         }
         // Next event.
         let mut next = self.t + (self.next_job_event() - self.t).max(0.0);
@@ -1049,6 +1194,23 @@ impl Sim {
         self.t += dt;
         self.handle_events(policy);
         true
+    }
+
+    /// Adds the active flows inside a server of the dirty jobs to `decided` at weight 1, no
+    /// cap (no policy controls them), bringing those jobs up to date first.
+    fn decide_intra(&mut self, decided: &mut Vec<(usize, usize, f64, f64)>) {
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            if self.jobs[j].phase != Phase::Communicating {
+                continue;
+            }
+            self.materialise(j);
+            for (f, fl) in self.jobs[j].flows.iter().enumerate() {
+                if !fl.done && fl.src == fl.dst {
+                    decided.push((j, f, 1.0, f64::INFINITY));
+                }
+            }
+        }
     }
 
     fn handle_events(&mut self, policy: &mut dyn Policy) {
@@ -1083,7 +1245,7 @@ impl Sim {
                 }
             }
             if changed {
-                self.flows_changed = true;
+                self.flows_changed |= self.jobs[j].network;
                 self.mark_dirty(j);
                 ended.push(j);
             } else {
@@ -1126,7 +1288,7 @@ impl Sim {
                 Phase::Computing(_) => {
                     self.start_iteration_comm(tm.1);
                     if self.jobs[tm.1].flows.iter().all(|f| f.done) {
-                        // Nothing to send (cannot happen with one GPU per server): next iteration.
+                        // Nothing to send (flows of at most one byte): next iteration.
                         self.jobs[tm.1].iterations_done += 1;
                         if self.jobs[tm.1].iterations_done >= self.jobs[tm.1].spec.iterations {
                             self.finish(tm.1, policy);
