@@ -343,6 +343,8 @@ pub struct Sim {
     up_of: Vec<Option<u32>>,
     base_cap: Vec<f64>,
     blocked_flag: Vec<bool>,
+    /// Per allocation id: a whole-cluster policy's last (weight, cap) for the flow.
+    pol: Vec<(f64, f64)>,
     /// Ids with an upstream cap.
     with_up: Vec<u32>,
     /// Jobs an event touched (their flows are re-decided and re-allocated).
@@ -431,6 +433,7 @@ impl Sim {
             up_of: Vec::new(),
             base_cap: Vec::new(),
             blocked_flag: Vec::new(),
+            pol: Vec::new(),
             with_up: Vec::new(),
             dirty: Vec::new(),
             is_dirty: vec![false; njobs],
@@ -1151,19 +1154,35 @@ impl Sim {
             self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
             self.ctl = ctl;
             self.flows_changed = false;
-            for j in 0..self.jobs.len() {
-                if self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
+            // Only the jobs an event touched and those with a flow whose weight or cap moved
+            // are re-allocated: the others' inputs to the allocation are what they were, and
+            // the weighted max-min allocation with caps is unique.
+            self.pol.resize(self.next_flow_id as usize, (f64::NAN, f64::NAN));
+            for i in 0..self.active.len() {
+                let (j, f) = self.active[i];
+                let d = (self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY));
+                let id = self.flow_id(j, f);
+                if self.config.full_alloc || !self.inc.contains(id) || self.pol[id as usize] != d {
+                    self.mark_dirty(j);
+                }
+                self.pol[id as usize] = d;
+            }
+            // A flow capped at the rate of the flow it waits on takes that rate anew whenever
+            // its job is allocated (the refinement rounds follow chains only two links deep):
+            // such jobs are re-allocated at every decision, as when every job was.
+            for k in 0..self.with_up.len() {
+                let j = self.id_job[self.with_up[k] as usize] as usize;
+                if self.jobs[j].phase == Phase::Communicating {
                     self.mark_dirty(j);
                 }
             }
-            let mut decided: Vec<(usize, usize, f64, f64)> = self
-                .active
-                .iter()
-                .enumerate()
-                .map(|(i, &(j, f))| {
-                    (j, f, self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY))
-                })
-                .collect();
+            let mut decided: Vec<(usize, usize, f64, f64)> = Vec::new();
+            for &(j, f) in &self.active {
+                if self.is_dirty[j] {
+                    let d = self.pol[self.flow_id(j, f) as usize];
+                    decided.push((j, f, d.0, d.1));
+                }
+            }
             self.decide_intra(&mut decided);
             let backfill = self.ctl.backfill;
             self.allocate(&*policy, &decided, backfill);
