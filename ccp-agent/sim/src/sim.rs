@@ -345,8 +345,10 @@ pub struct Sim {
     blocked_flag: Vec<bool>,
     /// Per allocation id: a whole-cluster policy's last (weight, cap) for the flow.
     pol: Vec<(f64, f64)>,
-    /// Ids with an upstream cap.
+    /// Ids that got an upstream cap (a superset of those that have one, compacted now and
+    /// then), and how many have one.
     with_up: Vec<u32>,
+    n_up: usize,
     /// Jobs an event touched (their flows are re-decided and re-allocated).
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -435,6 +437,7 @@ impl Sim {
             blocked_flag: Vec::new(),
             pol: Vec::new(),
             with_up: Vec::new(),
+            n_up: 0,
             dirty: Vec::new(),
             is_dirty: vec![false; njobs],
             upd: vec![0.0; njobs],
@@ -793,6 +796,31 @@ impl Sim {
         self.inc.len()
     }
 
+    /// Sets the flow that id `id` is capped by (pipelined, caught up), keeping the count.
+    fn set_up(&mut self, id: u32, up: Option<u32>) {
+        let old = &mut self.up_of[id as usize];
+        match (old.is_some(), up.is_some()) {
+            (false, true) => {
+                self.n_up += 1;
+                self.with_up.push(id);
+            }
+            (true, false) => self.n_up -= 1,
+            _ => {}
+        }
+        *old = up;
+        if self.with_up.len() > 2 * self.n_up + 4096 {
+            self.compact_up();
+        }
+    }
+
+    /// Leaves in `with_up` exactly the ids with an upstream cap, each once.
+    fn compact_up(&mut self) {
+        let up_of = &self.up_of;
+        self.with_up.retain(|id| up_of[*id as usize].is_some());
+        self.with_up.sort_unstable();
+        self.with_up.dedup();
+    }
+
     fn mark_dirty(&mut self, j: usize) {
         if !self.is_dirty[j] {
             self.is_dirty[j] = true;
@@ -886,7 +914,7 @@ impl Sim {
                     if let Some(b) = &mut self.back {
                         b.remove(id);
                     }
-                    self.up_of[id as usize] = None;
+                    self.set_up(id, None);
                     self.blocked_flag[id as usize] = false;
                     gone.push(id);
                 }
@@ -919,10 +947,7 @@ impl Sim {
                 None => cap,
             };
             self.inc.set(id, &self.jobs[j].flows[f].path, w, now);
-            if upi.is_some() && self.up_of[id as usize].is_none() {
-                self.with_up.push(id);
-            }
-            self.up_of[id as usize] = upi;
+            self.set_up(id, upi);
             self.base_cap[id as usize] = cap;
             self.blocked_flag[id as usize] = blocked;
         }
@@ -932,9 +957,7 @@ impl Sim {
         moved.extend_from_slice(&changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains): the
         // blocked flows just decided, and those whose upstream's rate moved.
-        let up_of = &self.up_of;
-        self.with_up.retain(|id| up_of[*id as usize].is_some());
-        if !self.with_up.is_empty() {
+        if self.n_up > 0 {
             let mut touched_jobs: Vec<usize> = decided.iter().map(|d| d.0).collect();
             for _ in 0..2 {
                 for &id in &changed {
@@ -1170,6 +1193,7 @@ impl Sim {
             // A flow capped at the rate of the flow it waits on takes that rate anew whenever
             // its job is allocated (the refinement rounds follow chains only two links deep):
             // such jobs are re-allocated at every decision, as when every job was.
+            self.compact_up();
             for k in 0..self.with_up.len() {
                 let j = self.id_job[self.with_up[k] as usize] as usize;
                 if self.jobs[j].phase == Phase::Communicating {
