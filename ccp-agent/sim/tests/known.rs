@@ -173,8 +173,8 @@ fn check_conservation(sim: &Sim) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-    /// Random small clusters and jobs: under every policy all jobs finish, bytes in = bytes
-    /// delivered, and no link ever carries more than its capacity.
+    /// Random small clusters and jobs: under every policy and either placement all jobs
+    /// finish, bytes in = bytes delivered, and no link ever carries more than its capacity.
     #[test]
     fn conservation_on_random_small_clusters(
         servers in 4u32..12,
@@ -190,9 +190,9 @@ proptest! {
         specs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
         prop_assume!(!specs.is_empty());
         let cfg = PolicyConfig { slot_us: 20_000, ..PolicyConfig::default() };
-        for name in POLICIES {
+        for (name, placement) in POLICIES.iter().flat_map(|n| [(n, Placement::Spread), (n, Placement::Packed)]) {
             let mut p = make_policy(name, &cfg, &tree.capacity).unwrap();
-            let mut sim = Sim::new(tree.clone(), spread(), specs.clone()).unwrap();
+            let mut sim = Sim::new(tree.clone(), SimConfig { placement, ..SimConfig::default() }, specs.clone()).unwrap();
             sim.start(p.as_mut());
             let mut steps = 0u64;
             while !sim.all_done() && steps < 2_000_000 {
