@@ -357,6 +357,7 @@ pub struct Sim {
     job_ver: Vec<u32>,
     job_events: BinaryHeap<JobEvent>,
     scratch: Vec<f64>,
+    mins: Vec<(f64, Option<usize>)>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -444,6 +445,7 @@ impl Sim {
             job_ver: vec![0; njobs],
             job_events: BinaryHeap::new(),
             scratch: Vec::new(),
+            mins: Vec::new(),
         })
     }
 
@@ -565,7 +567,7 @@ impl Sim {
                     }
                 }
             }
-            opts.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+            opts.sort_by_key(|a| (a.0, a.1, a.2));
             for o in opts {
                 if out.len() >= n {
                     break;
@@ -716,6 +718,34 @@ impl Sim {
 
     /// The most flow `f` of job `j` may have sent now, and the flow it waits on (if bounded).
     pub fn bound(&self, j: usize, f: usize, deps: DepMode) -> (f64, Option<usize>) {
+        self.bound_in(j, f, deps, &[])
+    }
+
+    /// For each parameter server of job `j` (none for a ring job), the least bytes sent by the
+    /// aggregation flows into it and the first flow at that least, into `out`: what each of its
+    /// broadcast flows is bound by, computed once for all of them.
+    fn ps_mins(&self, j: usize, out: &mut Vec<(f64, Option<usize>)>) {
+        out.clear();
+        let job = &self.jobs[j];
+        if job.spec.paradigm != Paradigm::Ps {
+            return;
+        }
+        let w = job.spec.workers as usize;
+        for ps in 0..job.spec.parameter_servers() as usize {
+            let (mut min, mut arg) = (f64::INFINITY, None);
+            for k in ps * w..(ps + 1) * w {
+                let s = job.flows[k].sent;
+                if s < min {
+                    min = s;
+                    arg = Some(k);
+                }
+            }
+            out.push((min, arg));
+        }
+    }
+
+    /// [`Sim::bound`] with the job's [`Sim::ps_mins`] given (`mins` empty: computed here).
+    fn bound_in(&self, j: usize, f: usize, deps: DepMode, mins: &[(f64, Option<usize>)]) -> (f64, Option<usize>) {
         let job = &self.jobs[j];
         let fl = &job.flows[f];
         match fl.role {
@@ -733,16 +763,21 @@ impl Sim {
                 }
             }
             Role::Pull { ps } => {
-                let w = job.spec.workers as usize;
-                let pushes = ps * w..(ps + 1) * w;
-                let (mut min, mut arg) = (f64::INFINITY, None);
-                for k in pushes {
-                    let s = job.flows[k].sent;
-                    if s < min {
-                        min = s;
-                        arg = Some(k);
+                let (min, arg) = match mins.get(ps) {
+                    Some(m) => *m,
+                    None => {
+                        let w = job.spec.workers as usize;
+                        let (mut min, mut arg) = (f64::INFINITY, None);
+                        for k in ps * w..(ps + 1) * w {
+                            let s = job.flows[k].sent;
+                            if s < min {
+                                min = s;
+                                arg = Some(k);
+                            }
+                        }
+                        (min, arg)
                     }
-                }
+                };
                 let b = match deps {
                     DepMode::Pipelined => min,
                     DepMode::StartAfter => {
@@ -842,13 +877,15 @@ impl Sim {
         let deps = self.deps;
         let mut lim = std::mem::take(&mut self.scratch);
         lim.clear();
+        let mut mins = std::mem::take(&mut self.mins);
+        self.ps_mins(j, &mut mins);
         let job = &self.jobs[j];
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done || fl.rate <= 0.0 {
                 lim.push(fl.sent);
                 continue;
             }
-            let (b, up) = self.bound(j, f, deps);
+            let (b, up) = self.bound_in(j, f, deps, &mins);
             let limit = match (up, deps) {
                 (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
                 _ => b,
@@ -869,6 +906,7 @@ impl Sim {
             }
         }
         self.scratch = lim;
+        self.mins = mins;
     }
 
     /// Brings every communicating job with network flows up to date (before a whole-cluster
@@ -920,11 +958,17 @@ impl Sim {
                 }
             }
         }
+        let mut mins = std::mem::take(&mut self.mins);
+        let mut mins_of = usize::MAX;
         for &(j, f, w, cap0) in decided {
             let id = self.flow_id(j, f);
             self.id_job[id as usize] = j as u32;
             let mut cap = cap0;
-            let (b, u) = self.bound(j, f, deps);
+            if mins_of != j {
+                self.ps_mins(j, &mut mins);
+                mins_of = j;
+            }
+            let (b, u) = self.bound_in(j, f, deps, &mins);
             let mut upi = None;
             let mut blocked = false;
             if let Some(u) = u {
@@ -951,6 +995,7 @@ impl Sim {
             self.base_cap[id as usize] = cap;
             self.blocked_flag[id as usize] = blocked;
         }
+        self.mins = mins;
         let mut changed: Vec<u32> = Vec::new();
         let mut moved: Vec<u32> = Vec::new();
         self.inc.solve(&mut changed);
@@ -1050,20 +1095,23 @@ impl Sim {
         if job.phase != Phase::Communicating {
             return dt;
         }
+        let mut mins = Vec::new();
+        self.ps_mins(j, &mut mins);
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done {
                 continue;
             }
+            let (b, up) = self.bound_in(j, f, self.deps, &mins);
             // Already complete, or its dependency state moved since it was decided (when the
             // job was brought up to date by an allocation): handle it at once.
             let id = (job.flow_base + f as u32) as usize;
-            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != self.blocked(j, f) {
+            let blocked_now = up.is_some() && fl.sent >= b - EPS_BYTES;
+            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != blocked_now {
                 return 0.0;
             }
             if fl.rate > 0.0 {
                 dt = dt.min((fl.size - fl.sent).max(0.0) / fl.rate);
             }
-            let (b, up) = self.bound(j, f, self.deps);
             if let Some(u) = up {
                 let ur = job.flows[u].rate;
                 let blocked = fl.sent >= b - EPS_BYTES;
@@ -1271,6 +1319,8 @@ impl Sim {
             self.job_events.pop();
             self.materialise(j);
             let mut changed = false;
+            let mut mins = std::mem::take(&mut self.mins);
+            self.ps_mins(j, &mut mins);
             for f in 0..self.jobs[j].flows.len() {
                 let fl = &self.jobs[j].flows[f];
                 if fl.done {
@@ -1283,10 +1333,13 @@ impl Sim {
                 }
                 // A flow becoming bound by (or freed from) its dependency is a change too.
                 let id = self.flow_id(j, f);
-                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != self.blocked(j, f) {
+                let (b, up) = self.bound_in(j, f, self.deps, &mins);
+                let blocked_now = up.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES;
+                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != blocked_now {
                     changed = true;
                 }
             }
+            self.mins = mins;
             if changed {
                 self.flows_changed |= self.jobs[j].network;
                 self.mark_dirty(j);
