@@ -730,18 +730,23 @@ impl Sim {
         if job.spec.paradigm != Paradigm::Ps {
             return;
         }
+        out.extend((0..job.spec.parameter_servers() as usize).map(|ps| self.ps_min(j, ps)));
+    }
+
+    /// The least bytes sent by the aggregation flows of job `j` into parameter server `ps`, and
+    /// the first flow at that least.
+    fn ps_min(&self, j: usize, ps: usize) -> (f64, Option<usize>) {
+        let job = &self.jobs[j];
         let w = job.spec.workers as usize;
-        for ps in 0..job.spec.parameter_servers() as usize {
-            let (mut min, mut arg) = (f64::INFINITY, None);
-            for k in ps * w..(ps + 1) * w {
-                let s = job.flows[k].sent;
-                if s < min {
-                    min = s;
-                    arg = Some(k);
-                }
+        let (mut min, mut arg) = (f64::INFINITY, None);
+        for k in ps * w..(ps + 1) * w {
+            let s = job.flows[k].sent;
+            if s < min {
+                min = s;
+                arg = Some(k);
             }
-            out.push((min, arg));
         }
+        (min, arg)
     }
 
     /// [`Sim::bound`] with the job's [`Sim::ps_mins`] given (`mins` empty: computed here).
@@ -763,21 +768,7 @@ impl Sim {
                 }
             }
             Role::Pull { ps } => {
-                let (min, arg) = match mins.get(ps) {
-                    Some(m) => *m,
-                    None => {
-                        let w = job.spec.workers as usize;
-                        let (mut min, mut arg) = (f64::INFINITY, None);
-                        for k in ps * w..(ps + 1) * w {
-                            let s = job.flows[k].sent;
-                            if s < min {
-                                min = s;
-                                arg = Some(k);
-                            }
-                        }
-                        (min, arg)
-                    }
-                };
+                let (min, arg) = mins.get(ps).copied().unwrap_or_else(|| self.ps_min(j, ps));
                 let b = match deps {
                     DepMode::Pipelined => min,
                     DepMode::StartAfter => {
