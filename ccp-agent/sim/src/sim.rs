@@ -1172,8 +1172,10 @@ impl Sim {
     ///
     /// A policy that decides per job ([`Policy::flow_control`]) is asked only about the jobs an
     /// event touched, and only their flows (and those the allocation's change reaches) are
-    /// brought up to date; any other policy sees the whole cluster, brought up to date, at each
-    /// of its decisions.
+    /// brought up to date; any other policy sees the whole cluster's network flows, brought up
+    /// to date, at each of its decisions, and then only the jobs an event touched, those whose
+    /// weight or cap it moved and those with a flow capped at its upstream's rate are
+    /// re-allocated (the others' inputs are unchanged; `SimConfig::full_alloc` re-solves all).
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
