@@ -2,7 +2,7 @@
 //! Small deterministic cases for comparing the policies by hand: one, two or three ring jobs
 //! (2 workers each) on the same two servers, so their flows share the two server links.
 //! `cargo run --release -p mlcc-sim --example cases`: prints each job's JCT per policy.
-use mlcc_sim::sim::{Sim, SimConfig};
+use mlcc_sim::sim::{Placement, Sim, SimConfig};
 use mlcc_sim::topo::{Tree, TreeConfig};
 use mlcc_sim::workload::{JobSpec, Paradigm};
 use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
@@ -43,7 +43,7 @@ fn main() {
         println!("{name}");
         for p in POLICIES {
             let mut pol = make_policy(p, &cfg, &tree.capacity).unwrap();
-            let mut sim = Sim::new(tree.clone(), SimConfig::default(), jobs.clone()).unwrap();
+            let mut sim = Sim::new(tree.clone(), SimConfig { placement: Placement::Spread, ..SimConfig::default() }, jobs.clone()).unwrap();
             sim.run(pol.as_mut(), &mut |_| {});
             let jct: Vec<String> = sim.jobs.iter().map(|j| format!("{:.3}", j.finish_s - j.spec.arrival_s)).collect();
             let avg = sim.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).sum::<f64>() / sim.jobs.len() as f64;

@@ -10,8 +10,9 @@
 //! BFS come from `mlcc-sched`, MLTCP's F from `mltcp-math`, the model profiles from
 //! `dnn-profiles` (the same models.toml as the traffic emulator).
 //!
-//! Modules: [`topo`] (the tree), [`workload`] (arrivals, job mix, trace files), [`sim`] (the
-//! engine: placement, flows, dependencies, time), [`alloc`] (weighted max-min with caps),
+//! Modules: [`topo`] (the tree, and each server's internal links between its GPUs),
+//! [`workload`] (arrivals, job mix, trace files), [`sim`] (the engine: GPU-level placement,
+//! packed by default, flows, dependencies, time), [`alloc`] (weighted max-min with caps),
 //! [`policy`] (one module per policy), [`report`] (statistics, table, JSON, PNG).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

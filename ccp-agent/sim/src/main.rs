@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use dnn_profiles::ModelFile;
 use mlcc_sim::report::{plot_jct_cdf, summarise, table};
-use mlcc_sim::sim::{Sim, SimConfig};
+use mlcc_sim::sim::{Placement, Sim, SimConfig};
 use mlcc_sim::topo::{Tree, TreeConfig};
 use mlcc_sim::workload::{generate, read_trace, WorkloadConfig};
 use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
@@ -49,6 +49,16 @@ struct Cli {
     /// Edge uplink speed, Gbit/s.
     #[arg(long, default_value_t = 40.0)]
     edge_gbps: f64,
+    /// Speed of a server's internal fabric between two of its GPUs, Gbit/s per direction
+    /// (default: about a PCIe 3.0 x16 link, 126 Gbit/s raw, ~100 usable).
+    #[arg(long, default_value_t = mlcc_sim::topo::DEFAULT_INTRA_GBPS)]
+    intra_gbps: f64,
+    /// Placement of a job's workers and parameter servers on GPUs: `packed` (one server if one
+    /// has room, else the fewest servers of one rack, one edge, the cluster; flows between GPUs
+    /// of a server stay off the network) or `spread` (one GPU on each of distinct servers,
+    /// first-fit: every flow crosses the network; the placement of the earlier results).
+    #[arg(long, default_value = "packed")]
+    placement: Placement,
     /// Jobs to generate.
     #[arg(long, default_value_t = 1000)]
     jobs: u32,
@@ -126,6 +136,7 @@ fn main() -> Result<()> {
         server_gbps: cli.server_gbps,
         tor_gbps: cli.tor_gbps,
         edge_gbps: cli.edge_gbps,
+        intra_gbps: cli.intra_gbps,
     })?;
     let wl = WorkloadConfig {
         jobs: cli.jobs,
@@ -146,7 +157,7 @@ fn main() -> Result<()> {
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
     };
-    let scfg = SimConfig { min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
+    let scfg = SimConfig { placement: cli.placement, min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
     for p in &cli.policies {
         if !POLICIES.contains(&p.as_str()) {
             anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));

@@ -8,8 +8,9 @@
 //! - slowdown of a job: its mean iteration time ((finish − launch) / iterations, Cassini's waits
 //!   included) over its iteration time alone on the same placement (compute + communication with
 //!   fair sharing and no other job);
-//! - link utilisation: bytes carried / (capacity × makespan), averaged over the links that carried
-//!   any traffic, overall and per tier;
+//! - link utilisation: bytes carried / (capacity × makespan), averaged over the network links that
+//!   carried any traffic (servers' internal links are not the network and are left out), overall
+//!   and per tier;
 //! - decision time: wall time of one call of the policy's decision (all active flows of the
 //!   cluster), µs; mlcc also reports each flow's decision (its JSON `policy` section).
 
@@ -134,6 +135,7 @@ pub fn summarise(sim: &Sim, policy: &str, wall_s: f64, policy_report: Value) -> 
             Tier::Server => 1,
             Tier::Tor => 2,
             Tier::Edge => 3,
+            Tier::Intra => continue, // not the network
         };
         for i in [0, k] {
             per[i].0 += u;

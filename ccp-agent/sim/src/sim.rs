@@ -23,11 +23,32 @@
 //! `min_step_s` (events closer than that are handled together; the byte counts stay exact:
 //! a flow never sends more than its size or its dependency allows).
 //!
-//! Placement (documented choice): every worker and parameter server takes one GPU of a distinct
-//! server; servers are taken first-fit in index order (so a job packs into the fewest racks and
-//! edge switches while the cluster is empty, and fragments as jobs come and go); a job that does
-//! not fit waits in a FIFO queue, launched as soon as enough GPUs free up (the mlcc paper,
-//! Sec. VI-A: "Jobs are queued if GPUs are not available").
+//! Placement (documented choices, [`Placement`]): every worker and parameter server takes one GPU
+//! (the paper, Sec. VII: "each GPU can be allocated to a worker or PS"). The default,
+//! [`Placement::Packed`], puts a job on as few servers as it can, the way Sec. III describes
+//! fragmentation ("Workers (PSs) of a job could be assigned to one or multiple servers, due to
+//! resource fragmentation"):
+//! 1. on one server if any has enough free GPUs: best fit (the fewest free GPUs that suffice,
+//!    then the lowest index);
+//! 2. else inside one rack, then one edge switch, then the whole cluster (the smallest domain
+//!    where it fits): in each candidate domain, its servers by free GPUs (most first, then lowest
+//!    index) are taken greedily until the job fits; the domain needing the fewest servers wins
+//!    (then the fewest GPUs left over on them, then the lowest index);
+//! 3. GPUs are handed out in that server order: workers first (so ring neighbours share a
+//!    server), then parameter servers.
+//!
+//! A flow between two GPUs of one server crosses only that server's internal links
+//! ([`crate::topo`]): it is allocated and bound by its dependencies like any flow, but no policy
+//! controls it (weight 1, no cap: NCCL and ps-lite move it over PCIe or shared memory, not over
+//! a TCP connection that a congestion controller or the mlcc agent could pace), and a job whose
+//! flows all stay inside servers never enters a whole-cluster policy's decision.
+//!
+//! [`Placement::Spread`] (the earlier default, kept so its results stay reproducible) puts every
+//! worker and parameter server on a distinct server, servers taken first-fit in index order, so
+//! every flow crosses the network.
+//!
+//! Either way, a job that does not fit waits in a FIFO queue, launched as soon as enough GPUs
+//! free up (the mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -112,8 +133,11 @@ pub struct Align {
 pub struct Job {
     /// As submitted.
     pub spec: JobSpec,
-    /// Servers: workers first, then parameter servers.
+    /// Server of each GPU it holds: workers first, then parameter servers (a server appears
+    /// once per GPU of the job on it).
     pub servers: Vec<u32>,
+    /// True when some of its flows cross the network (not only servers' internal links).
+    pub network: bool,
     /// Its flows.
     pub flows: Vec<Flow>,
     /// Ring chunk G/W (ring jobs), bytes.
@@ -142,9 +166,34 @@ pub struct Job {
     pub flow_base: u32,
 }
 
+/// How a job's workers and parameter servers are put on GPUs (see the module header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// GPU-level packing: one server if possible, else the fewest servers of one rack, one edge,
+    /// the cluster.
+    #[default]
+    Packed,
+    /// One GPU on each of distinct servers, first-fit in server order (the earlier placement).
+    Spread,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        match s {
+            "packed" => Ok(Placement::Packed),
+            "spread" => Ok(Placement::Spread),
+            other => Err(SimError::Config(format!("placement = '{other}': expected 'packed' or 'spread'"))),
+        }
+    }
+}
+
 /// Engine parameters.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
+    /// How jobs are put on GPUs.
+    pub placement: Placement,
     /// Smallest time step, seconds (events closer than this are handled together).
     pub min_step_s: f64,
     /// Stop simulating at this time, seconds (jobs unfinished then are reported as such).
@@ -158,7 +207,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
+        SimConfig { placement: Placement::Packed, min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
     }
 }
 
@@ -262,7 +311,8 @@ pub struct Sim {
     pub t: f64,
     /// All jobs, in arrival order.
     pub jobs: Vec<Job>,
-    /// Active flows (job, flow), rebuilt when the set changes.
+    /// Active flows (job, flow) that cross the network, rebuilt when the set changes: what a
+    /// whole-cluster policy decides (flows inside a server are not controlled by any policy).
     pub active: Vec<(usize, usize)>,
     /// Jobs present on each server (launched, not finished).
     pub server_jobs: Vec<Vec<usize>>,
@@ -293,8 +343,12 @@ pub struct Sim {
     up_of: Vec<Option<u32>>,
     base_cap: Vec<f64>,
     blocked_flag: Vec<bool>,
-    /// Ids with an upstream cap.
+    /// Per allocation id: a whole-cluster policy's last (weight, cap) for the flow.
+    pol: Vec<(f64, f64)>,
+    /// Ids that got an upstream cap (a superset of those that have one, compacted now and
+    /// then), and how many have one.
     with_up: Vec<u32>,
+    n_up: usize,
     /// Jobs an event touched (their flows are re-decided and re-allocated).
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -303,6 +357,7 @@ pub struct Sim {
     job_ver: Vec<u32>,
     job_events: BinaryHeap<JobEvent>,
     scratch: Vec<f64>,
+    mins: Vec<(f64, Option<usize>)>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -310,14 +365,18 @@ pub struct Sim {
 const EPS_BYTES: f64 = 1.0;
 
 impl Sim {
-    /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than there
-    /// are servers (one per server) or GPUs.
+    /// A run of `jobs` (sorted by arrival) on `tree`. Refuses a job needing more GPUs than the
+    /// cluster has (or, with [`Placement::Spread`], more than there are servers).
     pub fn new(tree: Tree, config: SimConfig, jobs: Vec<JobSpec>) -> Result<Sim, SimError> {
         let servers = tree.config.servers;
+        let (room, what) = match config.placement {
+            Placement::Spread => (u64::from(servers), "servers (one GPU each with --placement spread)"),
+            Placement::Packed => (u64::from(servers) * u64::from(tree.config.gpus_per_server), "GPUs"),
+        };
         for (i, j) in jobs.iter().enumerate() {
-            if j.gpus() > servers {
+            if u64::from(j.gpus()) > room {
                 return Err(SimError::Unplaceable(format!(
-                    "job {i} ({} x{} {:?}) needs {} servers, the cluster has {servers}",
+                    "job {i} ({} x{} {:?}) needs {} GPUs, the cluster has {room} {what}",
                     j.model, j.workers, j.paradigm, j.gpus()
                 )));
             }
@@ -336,6 +395,7 @@ impl Sim {
                 chunk: spec.gradient_bytes / f64::from(spec.workers),
                 spec,
                 servers: Vec::new(),
+                network: false,
                 flows: Vec::new(),
                 phase: Phase::Waiting,
                 iterations_done: 0,
@@ -376,13 +436,16 @@ impl Sim {
             up_of: Vec::new(),
             base_cap: Vec::new(),
             blocked_flag: Vec::new(),
+            pol: Vec::new(),
             with_up: Vec::new(),
+            n_up: 0,
             dirty: Vec::new(),
             is_dirty: vec![false; njobs],
             upd: vec![0.0; njobs],
             job_ver: vec![0; njobs],
             job_events: BinaryHeap::new(),
             scratch: Vec::new(),
+            mins: Vec::new(),
         })
     }
 
@@ -426,13 +489,25 @@ impl Sim {
         flows
     }
 
-    /// Candidate placements for job `j` (up to `n`, distinct): candidate c takes, first-fit in
-    /// server order, the free servers after skipping the first `c · need` of them (c = 0 is plain
-    /// first-fit), wrapping around; so all candidates stay in the packed region the placement
-    /// policy would use, as Themis's candidates share its fairness (thesis Sec. 4.4.2). Empty when
-    /// the job does not fit.
+    /// Candidate placements for job `j` (up to `n`, distinct; the server of each of its GPUs,
+    /// workers first); the first is the one the placement rule picks. Empty when the job does
+    /// not fit.
+    ///
+    /// [`Placement::Packed`]: the options of the first step of the rule (module header) that
+    /// has any, best first, then those of the next steps; [`Placement::Spread`]: candidate c
+    /// takes, first-fit in server order, the servers with a free GPU after skipping the first
+    /// `c · need` of them (c = 0 is plain first-fit), wrapping around; so all candidates stay in
+    /// the packed region the placement policy would use, as Themis's candidates share its
+    /// fairness (thesis Sec. 4.4.2).
     pub fn candidates(&self, j: usize, n: usize) -> Vec<Vec<u32>> {
         let need = self.jobs[j].spec.gpus() as usize;
+        match self.config.placement {
+            Placement::Spread => self.candidates_spread(need, n),
+            Placement::Packed => self.candidates_packed(need, n),
+        }
+    }
+
+    fn candidates_spread(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
         let free: Vec<u32> = (0..self.free_gpus.len()).filter(|s| self.free_gpus[*s] > 0).map(|s| s as u32).collect();
         if free.len() < need || need == 0 {
             return Vec::new();
@@ -447,6 +522,71 @@ impl Sim {
             }
         }
         out
+    }
+
+    fn candidates_packed(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
+        let n = n.max(1);
+        let free = &self.free_gpus;
+        let total: usize = free.iter().map(|g| *g as usize).sum();
+        if need == 0 || total < need {
+            return Vec::new();
+        }
+        let mut out: Vec<Vec<u32>> = Vec::new();
+        // Step 1: one server, best fit.
+        let mut single: Vec<(u32, u32)> = (0..free.len() as u32).filter(|s| free[*s as usize] as usize >= need).map(|s| (free[s as usize], s)).collect();
+        single.sort_unstable();
+        for (_, s) in single.into_iter().take(n) {
+            out.push(vec![s; need]);
+        }
+        // Steps 2-4: the fewest servers of one rack, one edge switch, the cluster.
+        let cfg = &self.tree.config;
+        let per_rack = cfg.servers_per_rack as usize;
+        let per_edge = per_rack * cfg.racks_per_edge as usize;
+        for size in [per_rack, per_edge, free.len()] {
+            if out.len() >= n {
+                break;
+            }
+            let mut opts: Vec<(usize, usize, usize, Vec<u32>)> = Vec::new();
+            for lo in (0..free.len()).step_by(size.max(1)) {
+                let hi = (lo + size).min(free.len());
+                let mut srv: Vec<u32> = (lo as u32..hi as u32).filter(|s| free[*s as usize] > 0).collect();
+                srv.sort_by(|a, b| free[*b as usize].cmp(&free[*a as usize]).then(a.cmp(b)));
+                let mut pick = Vec::with_capacity(need);
+                let mut used = 0;
+                for &s in &srv {
+                    if pick.len() >= need {
+                        break;
+                    }
+                    let take = (free[s as usize] as usize).min(need - pick.len());
+                    pick.extend(std::iter::repeat_n(s, take));
+                    used += 1;
+                    if pick.len() == need {
+                        let left = free[s as usize] as usize - take;
+                        opts.push((used, left, lo, std::mem::take(&mut pick)));
+                        break;
+                    }
+                }
+            }
+            opts.sort_by_key(|a| (a.0, a.1, a.2));
+            for o in opts {
+                if out.len() >= n {
+                    break;
+                }
+                if !out.contains(&o.3) {
+                    out.push(o.3);
+                }
+            }
+        }
+        out
+    }
+
+    /// Jobs whose flows cross server `s`'s network link (up or down), in job order.
+    pub fn server_nic_jobs(&self, s: u32) -> Vec<usize> {
+        let (up, down) = (&self.link_jobs[2 * s as usize], &self.link_jobs[2 * s as usize + 1]);
+        let mut v: Vec<usize> = up.iter().chain(down.iter()).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Per-link bytes per iteration of flows.
@@ -497,7 +637,9 @@ impl Sim {
         let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows);
         for &s in &servers {
             self.free_gpus[s as usize] -= 1;
-            self.server_jobs[s as usize].push(j);
+            if self.server_jobs[s as usize].last() != Some(&j) {
+                self.server_jobs[s as usize].push(j);
+            }
         }
         let lb = Sim::bytes_per_link(&flows);
         for (l, _) in &lb {
@@ -507,6 +649,7 @@ impl Sim {
         job.flow_base = self.next_flow_id;
         self.next_flow_id += flows.len() as u32;
         job.servers = servers;
+        job.network = flows.iter().any(|f| f.src != f.dst);
         job.flows = flows;
         job.link_bytes = lb;
         job.alone_comm_s = comm;
@@ -562,7 +705,7 @@ impl Sim {
             job.comm_starts.push(self.t);
         }
         self.upd[j] = self.t;
-        self.flows_changed = true;
+        self.flows_changed |= job.network;
         self.mark_dirty(j);
     }
 
@@ -575,6 +718,39 @@ impl Sim {
 
     /// The most flow `f` of job `j` may have sent now, and the flow it waits on (if bounded).
     pub fn bound(&self, j: usize, f: usize, deps: DepMode) -> (f64, Option<usize>) {
+        self.bound_in(j, f, deps, &[])
+    }
+
+    /// For each parameter server of job `j` (none for a ring job), the least bytes sent by the
+    /// aggregation flows into it and the first flow at that least, into `out`: what each of its
+    /// broadcast flows is bound by, computed once for all of them.
+    fn ps_mins(&self, j: usize, out: &mut Vec<(f64, Option<usize>)>) {
+        out.clear();
+        let job = &self.jobs[j];
+        if job.spec.paradigm != Paradigm::Ps {
+            return;
+        }
+        out.extend((0..job.spec.parameter_servers() as usize).map(|ps| self.ps_min(j, ps)));
+    }
+
+    /// The least bytes sent by the aggregation flows of job `j` into parameter server `ps`, and
+    /// the first flow at that least.
+    fn ps_min(&self, j: usize, ps: usize) -> (f64, Option<usize>) {
+        let job = &self.jobs[j];
+        let w = job.spec.workers as usize;
+        let (mut min, mut arg) = (f64::INFINITY, None);
+        for k in ps * w..(ps + 1) * w {
+            let s = job.flows[k].sent;
+            if s < min {
+                min = s;
+                arg = Some(k);
+            }
+        }
+        (min, arg)
+    }
+
+    /// [`Sim::bound`] with the job's [`Sim::ps_mins`] given (`mins` empty: computed here).
+    fn bound_in(&self, j: usize, f: usize, deps: DepMode, mins: &[(f64, Option<usize>)]) -> (f64, Option<usize>) {
         let job = &self.jobs[j];
         let fl = &job.flows[f];
         match fl.role {
@@ -592,16 +768,7 @@ impl Sim {
                 }
             }
             Role::Pull { ps } => {
-                let w = job.spec.workers as usize;
-                let pushes = ps * w..(ps + 1) * w;
-                let (mut min, mut arg) = (f64::INFINITY, None);
-                for k in pushes {
-                    let s = job.flows[k].sent;
-                    if s < min {
-                        min = s;
-                        arg = Some(k);
-                    }
-                }
+                let (min, arg) = mins.get(ps).copied().unwrap_or_else(|| self.ps_min(j, ps));
                 let b = match deps {
                     DepMode::Pipelined => min,
                     DepMode::StartAfter => {
@@ -630,9 +797,9 @@ impl Sim {
     fn rebuild_active(&mut self) {
         self.active.clear();
         for (j, job) in self.jobs.iter().enumerate() {
-            if job.phase == Phase::Communicating {
+            if job.network && job.phase == Phase::Communicating {
                 for (f, fl) in job.flows.iter().enumerate() {
-                    if !fl.done {
+                    if !fl.done && fl.src != fl.dst {
                         self.active.push((j, f));
                     }
                 }
@@ -653,6 +820,31 @@ impl Sim {
     /// Flows in the current allocation (the active flows as of the last allocation).
     pub fn allocated_flows(&self) -> usize {
         self.inc.len()
+    }
+
+    /// Sets the flow that id `id` is capped by (pipelined, caught up), keeping the count.
+    fn set_up(&mut self, id: u32, up: Option<u32>) {
+        let old = &mut self.up_of[id as usize];
+        match (old.is_some(), up.is_some()) {
+            (false, true) => {
+                self.n_up += 1;
+                self.with_up.push(id);
+            }
+            (true, false) => self.n_up -= 1,
+            _ => {}
+        }
+        *old = up;
+        if self.with_up.len() > 2 * self.n_up + 4096 {
+            self.compact_up();
+        }
+    }
+
+    /// Leaves in `with_up` exactly the ids with an upstream cap, each once.
+    fn compact_up(&mut self) {
+        let up_of = &self.up_of;
+        self.with_up.retain(|id| up_of[*id as usize].is_some());
+        self.with_up.sort_unstable();
+        self.with_up.dedup();
     }
 
     fn mark_dirty(&mut self, j: usize) {
@@ -676,13 +868,15 @@ impl Sim {
         let deps = self.deps;
         let mut lim = std::mem::take(&mut self.scratch);
         lim.clear();
+        let mut mins = std::mem::take(&mut self.mins);
+        self.ps_mins(j, &mut mins);
         let job = &self.jobs[j];
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done || fl.rate <= 0.0 {
                 lim.push(fl.sent);
                 continue;
             }
-            let (b, up) = self.bound(j, f, deps);
+            let (b, up) = self.bound_in(j, f, deps, &mins);
             let limit = match (up, deps) {
                 (Some(u), DepMode::Pipelined) => (b + job.flows[u].rate * dt).min(fl.size),
                 _ => b,
@@ -703,12 +897,14 @@ impl Sim {
             }
         }
         self.scratch = lim;
+        self.mins = mins;
     }
 
-    /// Brings every communicating job up to date (before a policy reads the byte counts).
+    /// Brings every communicating job with network flows up to date (before a whole-cluster
+    /// policy reads the byte counts).
     fn materialise_all(&mut self) {
         for j in 0..self.jobs.len() {
-            if self.jobs[j].phase == Phase::Communicating {
+            if self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
                 self.materialise(j);
             }
         }
@@ -747,17 +943,23 @@ impl Sim {
                     if let Some(b) = &mut self.back {
                         b.remove(id);
                     }
-                    self.up_of[id as usize] = None;
+                    self.set_up(id, None);
                     self.blocked_flag[id as usize] = false;
                     gone.push(id);
                 }
             }
         }
+        let mut mins = std::mem::take(&mut self.mins);
+        let mut mins_of = usize::MAX;
         for &(j, f, w, cap0) in decided {
             let id = self.flow_id(j, f);
             self.id_job[id as usize] = j as u32;
             let mut cap = cap0;
-            let (b, u) = self.bound(j, f, deps);
+            if mins_of != j {
+                self.ps_mins(j, &mut mins);
+                mins_of = j;
+            }
+            let (b, u) = self.bound_in(j, f, deps, &mins);
             let mut upi = None;
             let mut blocked = false;
             if let Some(u) = u {
@@ -780,22 +982,18 @@ impl Sim {
                 None => cap,
             };
             self.inc.set(id, &self.jobs[j].flows[f].path, w, now);
-            if upi.is_some() && self.up_of[id as usize].is_none() {
-                self.with_up.push(id);
-            }
-            self.up_of[id as usize] = upi;
+            self.set_up(id, upi);
             self.base_cap[id as usize] = cap;
             self.blocked_flag[id as usize] = blocked;
         }
+        self.mins = mins;
         let mut changed: Vec<u32> = Vec::new();
         let mut moved: Vec<u32> = Vec::new();
         self.inc.solve(&mut changed);
         moved.extend_from_slice(&changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains): the
         // blocked flows just decided, and those whose upstream's rate moved.
-        let up_of = &self.up_of;
-        self.with_up.retain(|id| up_of[*id as usize].is_some());
-        if !self.with_up.is_empty() {
+        if self.n_up > 0 {
             let mut touched_jobs: Vec<usize> = decided.iter().map(|d| d.0).collect();
             for _ in 0..2 {
                 for &id in &changed {
@@ -888,20 +1086,23 @@ impl Sim {
         if job.phase != Phase::Communicating {
             return dt;
         }
+        let mut mins = Vec::new();
+        self.ps_mins(j, &mut mins);
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done {
                 continue;
             }
+            let (b, up) = self.bound_in(j, f, self.deps, &mins);
             // Already complete, or its dependency state moved since it was decided (when the
             // job was brought up to date by an allocation): handle it at once.
             let id = (job.flow_base + f as u32) as usize;
-            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != self.blocked(j, f) {
+            let blocked_now = up.is_some() && fl.sent >= b - EPS_BYTES;
+            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != blocked_now {
                 return 0.0;
             }
             if fl.rate > 0.0 {
                 dt = dt.min((fl.size - fl.sent).max(0.0) / fl.rate);
             }
-            let (b, up) = self.bound(j, f, self.deps);
             if let Some(u) = up {
                 let ur = job.flows[u].rate;
                 let blocked = fl.sent >= b - EPS_BYTES;
@@ -946,7 +1147,7 @@ impl Sim {
     fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
         let mut dt = self.job_next_event(j);
-        if policy.is_local() && self.jobs[j].phase == Phase::Communicating {
+        if policy.is_local() && self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
             dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
         }
         if dt.is_finite() {
@@ -971,8 +1172,10 @@ impl Sim {
     ///
     /// A policy that decides per job ([`Policy::flow_control`]) is asked only about the jobs an
     /// event touched, and only their flows (and those the allocation's change reaches) are
-    /// brought up to date; any other policy sees the whole cluster, brought up to date, at each
-    /// of its decisions.
+    /// brought up to date; any other policy sees the whole cluster's network flows, brought up
+    /// to date, at each of its decisions, and then only the jobs an event touched, those whose
+    /// weight or cap it moved and those with a flow capped at its upstream's rate are
+    /// re-allocated (the others' inputs are unchanged; `SimConfig::full_alloc` re-solves all).
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
@@ -992,8 +1195,13 @@ impl Sim {
                         continue;
                     }
                     for f in 0..self.jobs[j].flows.len() {
-                        if !self.jobs[j].flows[f].done {
-                            let (w, c) = policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY));
+                        let fl = &self.jobs[j].flows[f];
+                        if !fl.done {
+                            let (w, c) = if fl.src == fl.dst {
+                                (1.0, f64::INFINITY) // inside a server: no policy controls it
+                            } else {
+                                policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY))
+                            };
                             decided.push((j, f, w, c));
                         }
                     }
@@ -1010,26 +1218,47 @@ impl Sim {
             self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
             self.ctl = ctl;
             self.flows_changed = false;
-            for j in 0..self.jobs.len() {
+            // Only the jobs an event touched and those with a flow whose weight or cap moved
+            // are re-allocated: the others' inputs to the allocation are what they were, and
+            // the weighted max-min allocation with caps is unique.
+            self.pol.resize(self.next_flow_id as usize, (f64::NAN, f64::NAN));
+            for i in 0..self.active.len() {
+                let (j, f) = self.active[i];
+                let d = (self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY));
+                let id = self.flow_id(j, f);
+                if self.config.full_alloc || !self.inc.contains(id) || self.pol[id as usize] != d {
+                    self.mark_dirty(j);
+                }
+                self.pol[id as usize] = d;
+            }
+            // A flow capped at the rate of the flow it waits on takes that rate anew whenever
+            // its job is allocated (the refinement rounds follow chains only two links deep):
+            // such jobs are re-allocated at every decision, as when every job was.
+            self.compact_up();
+            for k in 0..self.with_up.len() {
+                let j = self.id_job[self.with_up[k] as usize] as usize;
                 if self.jobs[j].phase == Phase::Communicating {
                     self.mark_dirty(j);
                 }
             }
-            let decided: Vec<(usize, usize, f64, f64)> = self
-                .active
-                .iter()
-                .enumerate()
-                .map(|(i, &(j, f))| {
-                    (j, f, self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY))
-                })
-                .collect();
+            let mut decided: Vec<(usize, usize, f64, f64)> = Vec::new();
+            for &(j, f) in &self.active {
+                if self.is_dirty[j] {
+                    let d = self.pol[self.flow_id(j, f) as usize];
+                    decided.push((j, f, d.0, d.1));
+                }
+            }
+            self.decide_intra(&mut decided);
             let backfill = self.ctl.backfill;
             self.allocate(&*policy, &decided, backfill);
         } else if !self.dirty.is_empty() {
-            // Jobs whose flows changed between two decisions of a global policy keep their
-            // decision; only a finished iteration's flows leave the allocation.
+            // Jobs whose network flows changed between two decisions of a global policy keep
+            // their decision; only a finished iteration's flows leave the allocation. Flows
+            // inside servers need no decision and join at once.
+            let mut decided = Vec::new();
+            self.decide_intra(&mut decided);
             let backfill = self.ctl.backfill;
-            self.allocate(&*policy, &[], backfill);
+            self.allocate(&*policy, &decided, backfill);
         }
         // Next event.
         let mut next = self.t + (self.next_job_event() - self.t).max(0.0);
@@ -1051,6 +1280,23 @@ impl Sim {
         true
     }
 
+    /// Adds the active flows inside a server of the dirty jobs to `decided` at weight 1, no
+    /// cap (no policy controls them), bringing those jobs up to date first.
+    fn decide_intra(&mut self, decided: &mut Vec<(usize, usize, f64, f64)>) {
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            if self.jobs[j].phase != Phase::Communicating {
+                continue;
+            }
+            self.materialise(j);
+            for (f, fl) in self.jobs[j].flows.iter().enumerate() {
+                if !fl.done && fl.src == fl.dst {
+                    decided.push((j, f, 1.0, f64::INFINITY));
+                }
+            }
+        }
+    }
+
     fn handle_events(&mut self, policy: &mut dyn Policy) {
         let t = self.t;
         // Jobs with a flow event due: up to date, then completions and dependency changes.
@@ -1066,6 +1312,8 @@ impl Sim {
             self.job_events.pop();
             self.materialise(j);
             let mut changed = false;
+            let mut mins = std::mem::take(&mut self.mins);
+            self.ps_mins(j, &mut mins);
             for f in 0..self.jobs[j].flows.len() {
                 let fl = &self.jobs[j].flows[f];
                 if fl.done {
@@ -1078,12 +1326,15 @@ impl Sim {
                 }
                 // A flow becoming bound by (or freed from) its dependency is a change too.
                 let id = self.flow_id(j, f);
-                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != self.blocked(j, f) {
+                let (b, up) = self.bound_in(j, f, self.deps, &mins);
+                let blocked_now = up.is_some() && self.jobs[j].flows[f].sent >= b - EPS_BYTES;
+                if self.blocked_flag.get(id as usize).copied().unwrap_or(false) != blocked_now {
                     changed = true;
                 }
             }
+            self.mins = mins;
             if changed {
-                self.flows_changed = true;
+                self.flows_changed |= self.jobs[j].network;
                 self.mark_dirty(j);
                 ended.push(j);
             } else {
@@ -1126,7 +1377,7 @@ impl Sim {
                 Phase::Computing(_) => {
                     self.start_iteration_comm(tm.1);
                     if self.jobs[tm.1].flows.iter().all(|f| f.done) {
-                        // Nothing to send (cannot happen with one GPU per server): next iteration.
+                        // Nothing to send (flows of at most one byte): next iteration.
                         self.jobs[tm.1].iterations_done += 1;
                         if self.jobs[tm.1].iterations_done >= self.jobs[tm.1].spec.iterations {
                             self.finish(tm.1, policy);

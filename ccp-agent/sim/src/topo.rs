@@ -5,6 +5,15 @@
 //! 20 Gbit/s), all edge switches under one aggregation switch (edge uplinks 40 Gbit/s). Every
 //! wire is two directed links (up, down), each with its own capacity; a flow's path is unique
 //! (a tree has one route), so no ECMP is needed.
+//!
+//! Traffic between two GPUs of one server does not enter the network: it crosses the server's
+//! internal fabric, modelled as two more directed links per server (GPU → PCIe switch and PCIe
+//! switch → GPU, like a wire's up and down) of capacity `intra_gbps` each, shared by every flow
+//! inside that server. Default 100 Gbit/s: a PCIe 3.0 x16 link carries 15.75 GB/s (126 Gbit/s)
+//! per direction after 128b/130b encoding (PCI-SIG, PCIe Base Specification 3.0: 8 GT/s per
+//! lane), and GPU-to-GPU copies through a PCIe switch reach about 80 % of that in practice; our
+//! round figure. Internal links come after the network's links, so the network's link indices do
+//! not depend on them.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +36,17 @@ pub struct TreeConfig {
     pub tor_gbps: f64,
     /// Edge ↔ aggregation link speed, Gbit/s (default 40).
     pub edge_gbps: f64,
+    /// Speed of a server's internal fabric between two of its GPUs, Gbit/s per direction
+    /// (default 100, about a PCIe 3.0 x16 link; see the module header).
+    #[serde(default = "default_intra_gbps")]
+    pub intra_gbps: f64,
+}
+
+/// Default internal fabric speed, Gbit/s (see the module header).
+pub const DEFAULT_INTRA_GBPS: f64 = 100.0;
+
+fn default_intra_gbps() -> f64 {
+    DEFAULT_INTRA_GBPS
 }
 
 impl Default for TreeConfig {
@@ -39,6 +59,7 @@ impl Default for TreeConfig {
             server_gbps: 10.0,
             tor_gbps: 20.0,
             edge_gbps: 40.0,
+            intra_gbps: DEFAULT_INTRA_GBPS,
         }
     }
 }
@@ -53,6 +74,8 @@ pub enum Tier {
     Tor,
     /// Edge ↔ aggregation.
     Edge,
+    /// Inside a server (GPU ↔ GPU over its PCIe fabric); not part of the network.
+    Intra,
 }
 
 /// The built tree: link capacities and routes.
@@ -80,7 +103,7 @@ impl Tree {
                 return Err(SimError::Config(format!("{name} = 0: must be at least 1")));
             }
         }
-        for (name, v) in [("server_gbps", config.server_gbps), ("tor_gbps", config.tor_gbps), ("edge_gbps", config.edge_gbps)] {
+        for (name, v) in [("server_gbps", config.server_gbps), ("tor_gbps", config.tor_gbps), ("edge_gbps", config.edge_gbps), ("intra_gbps", config.intra_gbps)] {
             if !(v.is_finite() && v > 0.0 && v <= 1.0e6) {
                 return Err(SimError::Config(format!("{name} = {v}: must be in (0, 1e6] Gbit/s")));
             }
@@ -90,13 +113,14 @@ impl Tree {
         }
         let racks = config.servers.div_ceil(config.servers_per_rack);
         let edges = racks.div_ceil(config.racks_per_edge);
-        let n = 2 * (config.servers + racks + edges) as usize;
+        let n = 2 * (2 * config.servers + racks + edges) as usize;
         let mut capacity = Vec::with_capacity(n);
         let mut tier = Vec::with_capacity(n);
         for (count, gbps, t) in [
             (config.servers, config.server_gbps, Tier::Server),
             (racks, config.tor_gbps, Tier::Tor),
             (edges, config.edge_gbps, Tier::Edge),
+            (config.servers, config.intra_gbps, Tier::Intra),
         ] {
             for _ in 0..2 * count {
                 capacity.push(gbps * 1e9 / 8.0);
@@ -133,11 +157,20 @@ impl Tree {
         2 * (self.config.servers + self.racks + e) + u32::from(down)
     }
 
-    /// The directed links from server `a` to server `b`, in order; empty when `a == b` (traffic
-    /// inside a server does not enter the network).
+    fn intra_link(&self, s: u32, down: bool) -> u32 {
+        2 * (self.config.servers + self.racks + self.racks.div_ceil(self.config.racks_per_edge) + s) + u32::from(down)
+    }
+
+    /// True when link `l` is inside a server (not part of the network).
+    pub fn is_intra(&self, l: u32) -> bool {
+        self.tier.get(l as usize) == Some(&Tier::Intra)
+    }
+
+    /// The directed links from server `a` to server `b`, in order; when `a == b` (two GPUs of
+    /// one server), the server's two internal links: such traffic does not enter the network.
     pub fn path(&self, a: u32, b: u32) -> Vec<u32> {
         if a == b {
-            return Vec::new();
+            return vec![self.intra_link(a, false), self.intra_link(a, true)];
         }
         let mut p = vec![self.server_link(a, false)];
         let (ra, rb) = (self.rack_of(a), self.rack_of(b));
@@ -162,8 +195,11 @@ mod tests {
     #[test]
     fn paths_climb_only_as_high_as_needed() {
         let t = Tree::new(TreeConfig::default()).unwrap();
-        assert_eq!(t.links(), 2 * (1000 + 100 + 10));
-        assert_eq!(t.path(3, 3), Vec::<u32>::new());
+        assert_eq!(t.links(), 2 * (1000 + 100 + 10) + 2 * 1000);
+        assert_eq!(t.path(3, 3), vec![2 * 1110 + 6, 2 * 1110 + 7]);
+        assert!(t.path(3, 3).iter().all(|l| t.is_intra(*l)));
+        assert_eq!(t.capacity[2 * 1110 + 6], 100e9 / 8.0);
+        assert!(t.path(0, 100).iter().all(|l| !t.is_intra(*l)));
         assert_eq!(t.path(0, 1), vec![0, 3]);
         assert_eq!(t.path(0, 10).len(), 4);
         assert_eq!(t.path(0, 100).len(), 6);

@@ -10,7 +10,7 @@ use mlcc_sim::policy::cassini::{circle, Cassini};
 use mlcc_sim::policy::fair::Fair;
 use mlcc_sim::policy::mltcp::{FUpdate, Mltcp};
 use mlcc_sim::policy::Policy;
-use mlcc_sim::sim::{Phase, Sim, SimConfig};
+use mlcc_sim::sim::{Phase, Placement, Sim, SimConfig};
 use mlcc_sim::topo::{Tree, TreeConfig};
 use mlcc_sim::workload::{JobSpec, Paradigm};
 use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
@@ -19,6 +19,12 @@ use proptest::prelude::*;
 
 /// 10 Gbit/s server links: 1.25e9 bytes/s.
 const B: f64 = 1.25e9;
+
+/// The engine's defaults with one GPU on each of distinct servers: these cases are about flows
+/// sharing network links.
+fn spread() -> SimConfig {
+    SimConfig { placement: Placement::Spread, ..SimConfig::default() }
+}
 
 fn small_tree(servers: u32) -> Tree {
     Tree::new(TreeConfig { servers, servers_per_rack: servers, racks_per_edge: 1, ..TreeConfig::default() }).unwrap()
@@ -47,7 +53,7 @@ fn run(sim: &mut Sim, p: &mut dyn Policy) {
 fn two_jobs_fair_sharing_closed_form() {
     // Both jobs on servers 0 and 1, starting together: every iteration C + 2M.
     let (c, m, n) = (0.1, 0.1, 20);
-    let mut sim = Sim::new(small_tree(2), SimConfig::default(), vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)]).unwrap();
+    let mut sim = Sim::new(small_tree(2), spread(), vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)]).unwrap();
     run(&mut sim, &mut Fair);
     for j in &sim.jobs {
         assert!((j.alone_comm_s - m).abs() < 1e-9, "alone comm {}", j.alone_comm_s);
@@ -60,7 +66,7 @@ fn two_jobs_fair_sharing_closed_form() {
 fn two_jobs_cassini_interleave_perfectly() {
     // Half-duty jobs (C = M): Cassini's shift makes every iteration after the first C + M.
     let (c, m, n) = (0.1, 0.1, 30);
-    let cfg = SimConfig { record: true, ..SimConfig::default() };
+    let cfg = SimConfig { record: true, ..spread() };
     let mut sim = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)]).unwrap();
     let mut cassini = Cassini::new(Box::new(Fair), 1, 100);
     run(&mut sim, &mut cassini);
@@ -88,7 +94,7 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Job B starts Δ0 after job A; F is evaluated when contention starts (the recurrence's own
     // assumption). C = 0.3 s > M = 0.1 s, so the gap grows to M and stays (interleaved).
     let (c, m, n, d0) = (0.3, 0.1, 12, 0.004);
-    let cfg = SimConfig { record: true, ..SimConfig::default() };
+    let cfg = SimConfig { record: true, ..spread() };
     let mut sim = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)]).unwrap();
     let mut mltcp = Mltcp { update: FUpdate::Events, ..Mltcp::default() };
     run(&mut sim, &mut mltcp);
@@ -106,7 +112,7 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Converged: interleaved, each iteration C + M.
     assert!((b[n as usize - 1] - a[n as usize - 1] - m).abs() < 1e-3);
     // Under fair sharing the same start gap never opens: the jobs stay collided.
-    let cfg = SimConfig { record: true, ..SimConfig::default() };
+    let cfg = SimConfig { record: true, ..spread() };
     let mut fair = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)]).unwrap();
     run(&mut fair, &mut Fair);
     let (a, b) = (&fair.jobs[0].comm_starts, &fair.jobs[1].comm_starts);
@@ -145,7 +151,7 @@ fn affinity_bfs_unique_shifts_and_loop_refusal() {
 
     // In the simulator: job 0 on servers 0, 1; job 1's first candidate (servers 0, 1 again)
     // shares two wires with it, a loop, so Cassini takes the other candidate (servers 2, 3).
-    let mut sim = Sim::new(small_tree(4), SimConfig::default(), vec![ring2(0.0, 0.1, 0.1, 3), ring2(0.0, 0.1, 0.1, 3)]).unwrap();
+    let mut sim = Sim::new(small_tree(4), spread(), vec![ring2(0.0, 0.1, 0.1, 3), ring2(0.0, 0.1, 0.1, 3)]).unwrap();
     let mut cassini = Cassini::new(Box::new(Fair), 2, 60);
     sim.start(&mut cassini);
     assert_eq!(sim.jobs[0].servers, vec![0, 1]);
@@ -167,8 +173,8 @@ fn check_conservation(sim: &Sim) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-    /// Random small clusters and jobs: under every policy all jobs finish, bytes in = bytes
-    /// delivered, and no link ever carries more than its capacity.
+    /// Random small clusters and jobs: under every policy and either placement all jobs
+    /// finish, bytes in = bytes delivered, and no link ever carries more than its capacity.
     #[test]
     fn conservation_on_random_small_clusters(
         servers in 4u32..12,
@@ -184,9 +190,9 @@ proptest! {
         specs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
         prop_assume!(!specs.is_empty());
         let cfg = PolicyConfig { slot_us: 20_000, ..PolicyConfig::default() };
-        for name in POLICIES {
+        for (name, placement) in POLICIES.iter().flat_map(|n| [(n, Placement::Spread), (n, Placement::Packed)]) {
             let mut p = make_policy(name, &cfg, &tree.capacity).unwrap();
-            let mut sim = Sim::new(tree.clone(), SimConfig::default(), specs.clone()).unwrap();
+            let mut sim = Sim::new(tree.clone(), SimConfig { placement, ..SimConfig::default() }, specs.clone()).unwrap();
             sim.start(p.as_mut());
             let mut steps = 0u64;
             while !sim.all_done() && steps < 2_000_000 {
@@ -217,7 +223,7 @@ fn mlcc_alone_is_not_stretched_by_its_slots() {
         let n = 20;
         let tree = small_tree(2);
         let mut p = make_policy("mlcc", &PolicyConfig::default(), &tree.capacity).unwrap();
-        let mut sim = Sim::new(tree, SimConfig::default(), vec![ring2(0.0, c, m, n)]).unwrap();
+        let mut sim = Sim::new(tree, spread(), vec![ring2(0.0, c, m, n)]).unwrap();
         run(&mut sim, p.as_mut());
         let want = f64::from(n) * (c + m);
         let got = sim.jobs[0].finish_s;
@@ -234,13 +240,13 @@ fn mlcc_and_mltcp_interleave_two_offset_jobs() {
     let tree = small_tree(2);
     let jobs = vec![ring2(0.0, c, m, n), ring2(0.01, c, m, n)];
     let perfect = f64::from(n) * (c + m);
-    let mut fair = Sim::new(tree.clone(), SimConfig::default(), jobs.clone()).unwrap();
+    let mut fair = Sim::new(tree.clone(), spread(), jobs.clone()).unwrap();
     run(&mut fair, &mut Fair);
     let fair_avg = fair.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).sum::<f64>() / 2.0;
     assert!(fair_avg > 1.3 * perfect, "fair {fair_avg}");
     for name in ["mltcp", "mlcc"] {
         let mut p = make_policy(name, &PolicyConfig::default(), &tree.capacity).unwrap();
-        let mut sim = Sim::new(tree.clone(), SimConfig::default(), jobs.clone()).unwrap();
+        let mut sim = Sim::new(tree.clone(), spread(), jobs.clone()).unwrap();
         run(&mut sim, p.as_mut());
         let avg = sim.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).sum::<f64>() / 2.0;
         assert!(avg < 1.03 * perfect && avg <= fair_avg, "{name}: average JCT {avg}, perfect {perfect}, fair {fair_avg}");

@@ -9,8 +9,9 @@
 //!
 //! As implemented (documented parameters):
 //! - host side only: the ranking is per server; the core of the network is not considered;
-//! - on every server, the jobs present are ranked by their *profiled* iteration time alone
-//!   (shortest first: it has the most to lose per unit of delay), ties by arrival;
+//! - on every server, the jobs that use its network link (NIC) are ranked by their *profiled*
+//!   iteration time alone (a job whose traffic stays inside the server does not compete there),
+//!   shortest first (it has the most to lose per unit of delay), ties by arrival;
 //! - a job's level is its worst (largest) rank over the servers it uses; its flows get weight
 //!   `ratio^(−level)` with `ratio` = [`DEFAULT_RATIO`] (4) in weighted max-min sharing, i.e. a
 //!   near-strict priority that still never starves a flow;
@@ -45,11 +46,13 @@ impl Ccml {
     fn relevel(&mut self, sim: &Sim) {
         self.level.clear();
         self.level.resize(sim.jobs.len(), 0);
-        for jobs in &sim.server_jobs {
-            if jobs.len() < 2 {
+        for s in 0..sim.server_jobs.len() {
+            // The jobs that use this server's network link (its NIC); traffic between two GPUs
+            // of the server does not compete there.
+            let mut v: Vec<usize> = sim.server_nic_jobs(s as u32);
+            if v.len() < 2 {
                 continue;
             }
-            let mut v: Vec<usize> = jobs.clone();
             v.sort_by(|a, b| sim.jobs[*a].alone_iter_s.total_cmp(&sim.jobs[*b].alone_iter_s).then(a.cmp(b)));
             for (rank, j) in v.into_iter().enumerate() {
                 self.level[j] = self.level[j].max(rank as u32);

@@ -101,7 +101,8 @@ impl Policy for Mltcp {
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else { return f64::INFINITY };
         let mut next = f64::INFINITY;
-        for fl in sim.jobs[j].flows.iter().filter(|f| !f.done && f.rate > 0.0) {
+        // Flows inside a server are not TCP: the engine does not ask for their F.
+        for fl in sim.jobs[j].flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
             next = next.min(sim.t + ratio_step * fl.size / fl.rate);
         }
         next
