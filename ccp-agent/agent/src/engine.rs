@@ -28,9 +28,10 @@
 //!    plans of the slot before), and stores each member's new schedule. Groups: a job's
 //!    ring flows (all that this agent plans: in the VM testbed, where one agent serves every
 //!    emulated host, the whole ring); per parameter server, the aggregation flows into it, then
-//!    its broadcast flows; any other flow alone. Order: smallest effective bottleneck first
-//!    (Varys's SEBF at the links' configured capacities; a PS's aggregation group before its
-//!    broadcast group; ties by job), so one job's coflow completes before another's takes the
+//!    its broadcast flows; any other flow alone. Order (`mlcc_sched::planning_key`): the unit
+//!    further into its iteration first, then smallest effective bottleneck first (Varys's SEBF
+//!    at the links' configured capacities; a PS's aggregation group before its broadcast
+//!    group; ties by job), so one job's coflow completes before another's takes the
 //!    links they share, rather than each job getting one fast and one starved flow. Planned
 //!    one flow at a time (before), Alg. 1 gave each shared link wholly to one flow of each ring
 //!    job in the VM testbed, and both jobs ran 3-6x slower than under cubic. Members on other
@@ -815,7 +816,8 @@ impl<I: Ipc> AgentCore<I> {
     /// The flows this agent plans this slot, as coflow groups in planning order (see the
     /// module docs): a job's ring flows; per PS, its aggregation flows, then its broadcast
     /// flows; any other flow alone. Groups of one coflow unit (a ring, or a PS's aggregation and
-    /// broadcast) are ordered by Varys's smallest effective bottleneck first
+    /// broadcast) are ordered by `mlcc_sched::planning_key`: the unit further into its
+    /// iteration first, then Varys's smallest effective bottleneck first
     /// (`mlcc_sched::effective_bottleneck_us` at the links' configured capacities), ties by
     /// job and unit; members by rank.
     fn groups(&self) -> Vec<Vec<Member>> {
@@ -829,26 +831,32 @@ impl<I: Ipc> AgentCore<I> {
             };
             groups.entry(group_key(&m.reg, *local)).or_default().push(m);
         }
-        // SEBF key per unit (job, class, unit), over all its members.
-        let mut unit_key: HashMap<(String, u8, u64), u64> = HashMap::new();
+        // Per unit (job, class, unit), over all its members: bytes sent and per iteration,
+        // and the SEBF bottleneck; the order is `mlcc_sched::planning_key` of them.
+        let mut unit_key: HashMap<(String, u8, u64), (u64, u64, u64)> = HashMap::new();
         for (k, members) in &groups {
             let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
             let links = &self.cfg.topology.links;
             let gamma =
                 mlcc_sched::effective_bottleneck_us(&reqs, |l| links.get(&l.0).copied())
                     .unwrap_or(u64::MAX);
-            let e = unit_key.entry((k.0.clone(), k.1, k.2)).or_insert(0);
-            *e = (*e).max(gamma);
+            let e = unit_key.entry((k.0.clone(), k.1, k.2)).or_insert((0, 0, 0));
+            for m in members {
+                e.0 = e.0.saturating_add(m.progress.sent_bytes);
+                e.1 = e.1.saturating_add(m.reg.iteration_bytes.unwrap_or(0));
+            }
+            e.2 = e.2.max(gamma);
         }
-        let mut out: Vec<(u64, GroupKey, Vec<Member>)> = groups
+        type Order = (std::cmp::Reverse<u16>, u64);
+        let mut out: Vec<(Order, GroupKey, Vec<Member>)> = groups
             .into_iter()
             .map(|(k, mut members)| {
                 members.sort_by_key(|m| (m.reg.rank, m.local));
-                let gamma = unit_key
+                let (sent, total, gamma) = unit_key
                     .get(&(k.0.clone(), k.1, k.2))
                     .copied()
-                    .unwrap_or(u64::MAX);
-                (gamma, k, members)
+                    .unwrap_or((0, 0, u64::MAX));
+                (mlcc_sched::planning_key(sent, total, gamma), k, members)
             })
             .collect();
         out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
