@@ -14,9 +14,10 @@
 //!   member whose predecessor is not planned now depends on its F plus one chunk); per PS, its
 //!   aggregation group (F_b^max of its broadcast flows), then its broadcast group, cut by
 //!   [`apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
-//!   pipelines behind the aggregation. Coflow units (a ring; a PS's two groups) go smallest
-//!   effective bottleneck first (Varys's SEBF, [`group_bottleneck_us`] at link capacity; ties
-//!   by job and PS). Planned one flow at a time before, Alg. 1 gave a PS's downlink to one push
+//!   pipelines behind the aggregation. Coflow units (a ring; a PS's two groups) go in the
+//!   order of [`planning_key`], as in the agent: further into the iteration first, then
+//!   smallest effective bottleneck first (Varys's SEBF, [`group_bottleneck_us`] at link
+//!   capacity; ties by job and PS). Planned one flow at a time before, Alg. 1 gave a PS's downlink to one push
 //!   for several slots: 1 PS job with 2 workers took 20.96 s against fair's 15.0
 //!   (`examples/cases.rs`; now 15.0).
 //! - A flow that starts inside a slot (its compute phase ended) is planned at once against the
@@ -40,9 +41,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, Dependency, FlowId, FlowProgress,
-    FlowRequest, GroupDecision, LinkId, LinkLoadTable, SlotClock,
+    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency, FlowId,
+    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, SlotClock,
 };
+
+/// A coflow unit's place in a slot's planning order (`mlcc_sched::planning_key`).
+type UnitOrder = (std::cmp::Reverse<u16>, u64);
 use serde_json::{json, Value};
 
 use super::{Control, Policy};
@@ -142,7 +146,7 @@ impl Mlcc {
 
     /// The coflows of job `j` among its active flows that `todo` selects: the ring (all its
     /// flows, one group) or, per PS, its aggregation and broadcast flows; with their SEBF key.
-    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(u64, usize, usize)> {
+    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(UnitOrder, usize, usize)> {
         let job = &sim.jobs[j];
         let active = |f: usize| !job.flows[f].done && todo(f);
         let n = match job.spec.paradigm {
@@ -160,8 +164,13 @@ impl Mlcc {
                 if flows.is_empty() {
                     return None;
                 }
-                let key = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
-                Some((key, j, u))
+                let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
+                let (mut sent, mut size) = (0u64, 0u64);
+                for f in self.unit_flows(sim, j, u) {
+                    sent = sent.saturating_add(job.flows[f].sent as u64);
+                    size = size.saturating_add(job.flows[f].size as u64);
+                }
+                Some((planning_key(sent, size, gamma), j, u))
             })
             .collect()
     }
@@ -248,11 +257,12 @@ impl Mlcc {
         }
     }
 
-    /// Plans the coflows of `jobs` (their active flows that `todo` selects) smallest effective
-    /// bottleneck first (Varys's SEBF; ties by job and PS), so one job's coflow completes
-    /// before another's takes the links it shares.
+    /// Plans the coflows of `jobs` (their active flows that `todo` selects) in the order of
+    /// `mlcc_sched::planning_key`, as the agent does: the unit further into its iteration
+    /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
+    /// one job's coflow completes before another's takes the links it shares, and none starves.
     fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(u64, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
+        let mut units: Vec<(UnitOrder, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
         units.sort_unstable();
         for (_, j, u) in units {
             self.plan_unit(sim, j, u, &|f| todo(j, f));
