@@ -27,9 +27,13 @@
 #   (for i in 1 2 3 4 5 6; do head -c 2000000 /dev/zero; sleep 0.2; done) | nc 10.77.0.2 PORT
 # While that runs, `mltcp-stat --json --watch 100` samples the sender's namespace every 100 ms
 # (one process, so no fork per sample stalls the sender for more than the 20 ms idle gap); the
-# samples cover the last burst, before it ends, and the last sample of the connection is judged.
-# Pass: that sample has algorithm mltcp, iterations >= 2 and bytes_per_iteration within 20% of
-# 2,000,000. Then it restores cubic and deletes the namespaces.
+# samples cover the last burst, before it ends, and the last sample of the connection that
+# carries the MLTCP block is judged: a sample taken while the sender's socket is torn down, after
+# the module's release has run, legitimately has none (seen once in CI: the very last sample,
+# 100 ms after the sender exited, had "mltcp":null and the one before it the full block).
+# Pass: the connection was listed, every sample shows algorithm mltcp, and the judged sample has
+# iterations >= 2 and bytes_per_iteration within 20% of 2,000,000. Then it restores cubic and
+# deletes the namespaces.
 #
 # Why iterations >= 2: the module counts an iteration when a send follows an idle gap longer than
 # idle_gap_us (20 ms) and 2 smoothed RTTs; the first burst is not aligned (no gap before it), so
@@ -168,29 +172,27 @@ test_mltcp_stat_iterations() {
   grep "\"remote\":\"$_MSTAT_DST:$_port\"" "$_all" > "$_samples"
   _n=$(wc -l < "$_samples" | tr -d ' ')
   _last=$(tail -n 1 "$_samples")
+  _judged=$(grep '"mltcp":{' "$_samples" | tail -n 1)
+  _noblock=$(grep -c '"mltcp":null' "$_samples")
   _maxit=$(grep -o '"iterations":[0-9]*' "$_samples" | cut -d: -f2 | sort -n | tail -n 1)
 
   # --- verdict on the last sample taken while the bursts ran ---
-  _mstat_note "$_n samples (in $_samples), max iterations $_maxit; last: $_last"
+  _mstat_note "$_n samples (in $_samples, $_noblock without the MLTCP block), max iterations $_maxit; last: $_last"
   if [ "$_sender_done" = 0 ]; then
     _mstat_fail "the sender ended before its 6 bursts: $(cat /tmp/mstat-send.log)"; return 1
   fi
   [ -n "$_last" ] || { _mstat_fail "mltcp-stat never listed the connection to $_MSTAT_DST:$_port"; return 1; }
-  case "$_last" in
-    *"\"cc\":\"$_alg\""*) ;;
-    *) _mstat_fail "connection does not use $_alg: $_last"; return 1 ;;
-  esac
-  case "$_last" in
-    *'"mltcp":{'*) ;;
-    *) _mstat_fail "no MLTCP block (attribute 0x2000) in the answer: $_last"; return 1 ;;
-  esac
-  _it=$(_mstat_field "$_last" iterations)
-  _bpi=$(_mstat_field "$_last" bytes_per_iteration)
+  _other=$(grep -v "\"cc\":\"$_alg\"" "$_samples" | head -n 1)
+  [ -z "$_other" ] || { _mstat_fail "connection does not use $_alg: $_other"; return 1; }
+  [ -n "$_judged" ] \
+    || { _mstat_fail "no MLTCP block (attribute 0x2000) in any of the $_n answers; last: $_last"; return 1; }
+  _it=$(_mstat_field "$_judged" iterations)
+  _bpi=$(_mstat_field "$_judged" bytes_per_iteration)
   [ -n "$_it" ] && [ "$_it" -ge 2 ] \
-    || { _mstat_fail "iterations = ${_it:-?} (< 2) in the last sample: $_last"; return 1; }
+    || { _mstat_fail "iterations = ${_it:-?} (< 2) in the last sample with the block: $_judged"; return 1; }
   _lo=$((_MSTAT_BURST * 8 / 10)) _hi=$((_MSTAT_BURST * 12 / 10))
   [ -n "$_bpi" ] && [ "$_bpi" -ge "$_lo" ] && [ "$_bpi" -le "$_hi" ] \
-    || { _mstat_fail "bytes_per_iteration = ${_bpi:-?}, not within 20% of $_MSTAT_BURST: $_last"; return 1; }
+    || { _mstat_fail "bytes_per_iteration = ${_bpi:-?}, not within 20% of $_MSTAT_BURST: $_judged"; return 1; }
   _mstat_note "ok: iterations $_it, bytes_per_iteration $_bpi"
   _mstat_cleanup
   return 0
