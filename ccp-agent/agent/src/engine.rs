@@ -847,8 +847,7 @@ impl<I: Ipc> AgentCore<I> {
             }
             e.2 = e.2.max(gamma);
         }
-        type Order = (std::cmp::Reverse<u16>, u64);
-        let mut out: Vec<(Order, GroupKey, Vec<Member>)> = groups
+        let mut out: Vec<(mlcc_sched::PlanningKey, GroupKey, Vec<Member>)> = groups
             .into_iter()
             .map(|(k, mut members)| {
                 members.sort_by_key(|m| (m.reg.rank, m.local));

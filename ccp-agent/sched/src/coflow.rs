@@ -423,6 +423,11 @@ pub fn reduce_group(
     Ok(assemble(clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost))
 }
 
+/// A coflow unit's place in a slot's planning order, as [`planning_key`] gives it: the fraction
+/// of its iteration done (1/1024 steps, reversed so that more done sorts first), then its
+/// effective bottleneck in microseconds.
+pub type PlanningKey = (core::cmp::Reverse<u16>, u64);
+
 /// The planning-order key of a coflow unit (a ring, or a PS's aggregation and broadcast):
 /// units further into their iteration first, then smallest effective bottleneck first; sort
 /// keys ascending. `sent_bytes` and `iteration_bytes` are summed over the unit's flows (the
@@ -438,7 +443,7 @@ pub fn reduce_group(
 /// MIT thesis, ch. 1 and 5) and, like FIFO (Baraat, SIGCOMM'14), it is free of starvation: a
 /// unit that has started keeps its place ahead of every unit that has not. SEBF still decides
 /// between units at the same point of their iterations, e.g. between jobs that start together.
-pub fn planning_key(sent_bytes: u64, iteration_bytes: u64, bottleneck_us: u64) -> (core::cmp::Reverse<u16>, u64) {
+pub fn planning_key(sent_bytes: u64, iteration_bytes: u64, bottleneck_us: u64) -> PlanningKey {
     let done_fx = if iteration_bytes == 0 {
         0
     } else {

@@ -68,7 +68,9 @@ pub mod planner;
 pub mod slot;
 pub mod table;
 
-pub use coflow::{decide_group, effective_bottleneck_us, group_schedule, planning_key, reduce_group, GroupDecision};
+pub use coflow::{
+    decide_group, effective_bottleneck_us, group_schedule, planning_key, reduce_group, GroupDecision, PlanningKey,
+};
 pub use dependency::{decide, excess_bytes, reduce, Decision, Dependency, FlowProgress, Outcome};
 pub use error::SchedError;
 pub use greedy::{initial_schedule, Plan};

@@ -42,11 +42,8 @@ use std::time::Instant;
 
 use mlcc_sched::{
     apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency, FlowId,
-    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, SlotClock,
+    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, SlotClock,
 };
-
-/// A coflow unit's place in a slot's planning order (`mlcc_sched::planning_key`).
-type UnitOrder = (std::cmp::Reverse<u16>, u64);
 use serde_json::{json, Value};
 
 use super::{Control, Policy};
@@ -145,8 +142,9 @@ impl Mlcc {
     }
 
     /// The coflows of job `j` among its active flows that `todo` selects: the ring (all its
-    /// flows, one group) or, per PS, its aggregation and broadcast flows; with their SEBF key.
-    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(UnitOrder, usize, usize)> {
+    /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
+    /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
+    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(PlanningKey, usize, usize)> {
         let job = &sim.jobs[j];
         let active = |f: usize| !job.flows[f].done && todo(f);
         let n = match job.spec.paradigm {
@@ -155,9 +153,10 @@ impl Mlcc {
         };
         (0..n)
             .filter_map(|u| {
-                let flows: Vec<FlowRequest> = self
-                    .unit_flows(sim, j, u)
-                    .into_iter()
+                let all = self.unit_flows(sim, j, u);
+                let flows: Vec<FlowRequest> = all
+                    .iter()
+                    .copied()
                     .filter(|f| active(*f))
                     .map(|f| Self::request(sim, j, f, Dependency::Independent))
                     .collect();
@@ -165,11 +164,9 @@ impl Mlcc {
                     return None;
                 }
                 let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
-                let (mut sent, mut size) = (0u64, 0u64);
-                for f in self.unit_flows(sim, j, u) {
-                    sent = sent.saturating_add(job.flows[f].sent as u64);
-                    size = size.saturating_add(job.flows[f].size as u64);
-                }
+                let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
+                    (s.saturating_add(job.flows[f].sent as u64), z.saturating_add(job.flows[f].size as u64))
+                });
                 Some((planning_key(sent, size, gamma), j, u))
             })
             .collect()
@@ -262,7 +259,7 @@ impl Mlcc {
     /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
     /// one job's coflow completes before another's takes the links it shares, and none starves.
     fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(UnitOrder, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
+        let mut units: Vec<(PlanningKey, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
         units.sort_unstable();
         for (_, j, u) in units {
             self.plan_unit(sim, j, u, &|f| todo(j, f));
