@@ -5,7 +5,10 @@
 #
 # Every ACK accumulates the slot's measurements; once per slot (Control.slot_us microseconds,
 # set by the agent to its --slot-ms when it installs the program) it reports them and starts a
-# new slot. Report fields (acked, lost and micros are reset after each report):
+# new slot. The ACK that leaves nothing in flight reports at once as well (and starts a new
+# slot): the program runs only on ACKs, so without it the last bytes of a burst would wait in
+# the datapath until the next burst's first ACK -- for a training job, into the next iteration,
+# where the agent would count them as that iteration's progress. Report fields (acked, lost and micros are reset after each report):
 #   acked     bytes acknowledged during the slot                  (Ack.bytes_acked summed)
 #   lost      packets lost during the slot                        (Ack.lost_pkts_sample summed)
 #   rtt       latest RTT sample, microseconds                     (Flow.rtt_sample_us)
@@ -35,6 +38,11 @@
     (fallthrough)
 )
 (when (> Micros Control.slot_us)
+    (:= Report.micros Micros)
+    (report)
+    (:= Micros 0)
+)
+(when (&& (== Flow.packets_in_flight 0) (> Report.acked 0))
     (:= Report.micros Micros)
     (report)
     (:= Micros 0)

@@ -11,6 +11,7 @@
 #   --inline NAME TEXT   a scenario given as its text (run-scenario.sh passes host files this way)
 #   --iterations N       iterations per job, replacing the scenarios' (quick checks)
 #   --ccs LIST           comma-separated congestion controls replacing the scenarios'
+#   --agent-log FILTER   the ccp-agent's log filter (MLTCP_AGENT_LOG, RUST_LOG syntax)
 # Writes /results/<scenario>/ (see `trainemu run --help`) and prints each scenario's table
 # (`trainemu report --no-plots`; the PNGs are drawn on the host). Exit status: trainemu run's.
 
@@ -30,6 +31,8 @@ while [ $# -gt 0 ]; do
       opts="$opts --iterations $2"; shift 2 ;;
     --ccs) [ $# -ge 2 ] || { echo "in-vm.sh: --ccs needs a list"; exit 2; }
       opts="$opts --ccs $2"; shift 2 ;;
+    --agent-log) [ $# -ge 2 ] || { echo "in-vm.sh: --agent-log needs a filter"; exit 2; }
+      export MLTCP_AGENT_LOG="$2"; shift 2 ;;
     -*) echo "in-vm.sh: unknown option $1"; exit 2 ;;
     *) files="$files $1"; shift ;;
   esac

@@ -6,13 +6,17 @@
 # `trainemu report` on the host (table + PNG plots).
 #
 # Usage: ci/scenarios/run-scenario.sh [--results DIR] [--iterations N] [--ccs LIST]
-#                                     [--timeout S] [--no-module] SCENARIO.toml...
+#                                     [--timeout S] [--no-module] [--agent-log FILTER]
+#                                     SCENARIO.toml...
 #   --results DIR   results directory (default results/trainemu-<UTC time>); each scenario
 #                   writes DIR/<name>/ (meta.json, runs/*, summary.txt, summary.json, *.png)
 #   --iterations N  iterations per job, replacing the scenarios' (quick checks)
 #   --ccs LIST      comma-separated congestion controls replacing the scenarios'
 #   --timeout S     VM timeout (default 2400)
 #   --no-module     boot without tcp_mltcp.ko (mltcp runs are then skipped)
+#   --agent-log F   the ccp-agent's log filter in the +agent runs (RUST_LOG syntax; default info;
+#                   e.g. "info,ccp_agent::plan=debug,ccp_agent::progress=debug" logs every
+#                   planning decision and iteration change to runs/<run>/agent/agent.log)
 # Model profiles come from ci/scenarios/models.toml, which is built into trainemu.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
     --ccs) guest_opts+=(--ccs "$2"); shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --no-module) vm_opts+=(--no-module); shift ;;
+    --agent-log) guest_opts+=(--agent-log "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) files+=("$1"); shift ;;

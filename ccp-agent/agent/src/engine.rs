@@ -67,10 +67,17 @@
 //!    PCN burst gate ([`crate::burst`]).
 //!
 //! Progress of a flow: F_i (sent bytes) is the bytes the flow's reports acknowledged since its
-//! job's current iteration began (reset when the region's iteration number changes); the bytes
-//! left are the flow's share of the job's bytes per iteration minus F_i, so bytes still queued
-//! in the socket after the library handed them over are still planned, and a job between
-//! iterations (all acknowledged) reserves nothing.
+//! job's current iteration began; the bytes left are the flow's share of the job's bytes per
+//! iteration minus F_i, so bytes still queued in the socket after the library handed them over
+//! are still planned, and a job between iterations (all acknowledged) reserves nothing. Each
+//! report is stamped with its arrival time (CLOCK_MONOTONIC, the progress region's clock); when
+//! the region's iteration number has moved, only the reports that arrived after the region's
+//! `iter_start_ns` count for the new iteration. The datapath program reports once per slot and
+//! also at the ACK that empties the pipe, so an iteration's tail is reported before the next
+//! iteration begins: before that report existed, the tail waited in the datapath for the next
+//! iteration's first ACK and counted as the next iteration's (seen in the VM: a ring flow
+//! with 2.36 MB "acknowledged" of a 2.01 MB iteration, then held at the rate floor with data
+//! left while its peer waited).
 
 use crate::config::AgentConfig;
 use crate::flows::FlowKey;
@@ -240,6 +247,19 @@ impl Member {
 /// broadcast flows); class 2: any other flow alone (unit: its local id).
 type GroupKey = (String, u8, u64, u8);
 
+/// Splits reports' acknowledged bytes, given as (arrival in CLOCK_MONOTONIC ns, bytes), at
+/// `start_ns`: (bytes of reports that arrived before it, bytes of those that arrived at or
+/// after it).
+fn split_acked(log: &[(u64, u64)], start_ns: u64) -> (u64, u64) {
+    log.iter().fold((0u64, 0u64), |(before, after), &(t, b)| {
+        if t < start_ns {
+            (before.saturating_add(b), after)
+        } else {
+            (before, after.saturating_add(b))
+        }
+    })
+}
+
 fn group_key(r: &Registration, local: u64) -> GroupKey {
     match (r.paradigm, r.role, r.kind) {
         (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => (r.job.clone(), 0, 0, 0),
@@ -261,6 +281,9 @@ struct FlowEntry<I: Ipc> {
     id: u64,
     // Reports since the last slot tick.
     acked: u64,
+    // The acknowledged bytes of each report since the last slot tick, with the report's arrival
+    // (CLOCK_MONOTONIC ns): split at the region's iteration start when the iteration moves.
+    acked_log: Vec<(u64, u64)>,
     lost: u64,
     rtt_us: u64,
     // Progress bookkeeping.
@@ -375,6 +398,7 @@ impl<I: Ipc> AgentCore<I> {
             key,
             id: key.id(),
             acked: 0,
+            acked_log: Vec::new(),
             lost: 0,
             rtt_us: 0,
             reg: None,
@@ -439,6 +463,9 @@ impl<I: Ipc> AgentCore<I> {
         let get = |name: &str| m.get_field(name, sc).ok();
         if let Some(a) = get("Report.acked") {
             f.acked = f.acked.saturating_add(a);
+            if a > 0 {
+                f.acked_log.push((mltcp_progress::monotonic_ns(), a));
+            }
         }
         if let Some(l) = get("Report.lost") {
             f.lost = f.lost.saturating_add(l);
@@ -547,7 +574,6 @@ impl<I: Ipc> AgentCore<I> {
             f.lost_last = std::mem::take(&mut f.lost);
             f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us))
                 .unwrap_or(u64::MAX);
-            f.acked_iter = f.acked_iter.saturating_add(acked);
             f.app_limited = true;
             if let Some(p) = &f.plan {
                 if p.slot + 1 == slot {
@@ -603,11 +629,29 @@ impl<I: Ipc> AgentCore<I> {
             let Some(mut f) = self.flows.remove(&l) else {
                 continue;
             };
+            // This slot's acknowledged bytes: the current iteration's, or, when the iteration
+            // moved, split at its start between the old one (only logged) and the new one.
+            let log = std::mem::take(&mut f.acked_log);
             match &reg {
                 Some(r) => {
-                    if f.iteration != Some(r.iteration) {
+                    if f.iteration == Some(r.iteration) {
+                        let (_, acked) = split_acked(&log, 0);
+                        f.acked_iter = f.acked_iter.saturating_add(acked);
+                    } else {
+                        let (before, after) = split_acked(&log, r.iter_start_ns);
+                        tracing::debug!(
+                            target: "ccp_agent::progress",
+                            flow = %f.key,
+                            job = %r.job,
+                            rank = r.rank,
+                            from = ?f.iteration,
+                            to = r.iteration,
+                            acked_bytes = f.acked_iter.saturating_add(before),
+                            iteration_bytes = ?r.iteration_bytes,
+                            "iteration change"
+                        );
                         f.iteration = Some(r.iteration);
-                        f.acked_iter = 0;
+                        f.acked_iter = after;
                     }
                     if f.scope.is_none() && self.cfg.schedule {
                         self.install(&mut f);
@@ -1007,7 +1051,19 @@ impl<I: Ipc> AgentCore<I> {
                 local: m.local_links.clone(),
                 remote: m.remote.clone(),
             };
-            tracing::trace!(flow = %m.key, rate_bps = planned.decision.rate_bps, "planned");
+            tracing::debug!(
+                target: "ccp_agent::plan",
+                slot,
+                flow = %m.key,
+                job = %m.reg.job,
+                rank = m.reg.rank,
+                iteration = m.reg.iteration,
+                sent_bytes = m.progress.sent_bytes,
+                remaining_bytes = m.progress.remaining_bytes,
+                rate_bps = planned.decision.rate_bps,
+                available_now_bps = planned.available_now_bps,
+                "planned"
+            );
             self.publish_local(m.id, &planned);
             self.queue_update(m.id, &planned);
             if let Some(f) = self.flows.get_mut(&m.local) {
@@ -1483,7 +1539,7 @@ impl<I: Ipc> AgentCore<I> {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_key, least_admitted};
+    use super::{group_key, least_admitted, split_acked};
     use crate::monitor::Registration;
     use mlcc_sched::Schedule;
     use mltcp_progress::{FlowKind, Paradigm, Role};
@@ -1497,11 +1553,21 @@ mod tests {
             kind,
             peer_rank,
             iteration: 0,
+            iter_start_ns: 0,
             sent_bytes: 0,
             iteration_bytes: Some(1),
             sending: true,
             ring_chunk_bytes: None,
         }
+    }
+
+    #[test]
+    fn acked_bytes_split_at_the_iteration_start() {
+        let log = [(10, 100), (20, 7), (30, 1000)];
+        assert_eq!(split_acked(&log, 0), (0, 1107));
+        assert_eq!(split_acked(&log, 20), (100, 1007), "a report at the start counts for it");
+        assert_eq!(split_acked(&log, 31), (1107, 0));
+        assert_eq!(split_acked(&[], 5), (0, 0));
     }
 
     #[test]

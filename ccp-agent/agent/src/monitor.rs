@@ -37,6 +37,9 @@ pub struct Registration {
     pub peer_rank: u32,
     /// Current iteration number.
     pub iteration: u64,
+    /// When the current iteration began: CLOCK_MONOTONIC ns of the library's `begin_iteration`
+    /// (0 = never), to tell which acknowledged bytes are the iteration's.
+    pub iter_start_ns: u64,
     /// Bytes of the current iteration this flow has been handed (share of the process's).
     pub sent_bytes: u64,
     /// Bytes per iteration of this flow (share of the process's); `None` when not told.
@@ -148,6 +151,7 @@ impl Monitor {
                         kind,
                         peer_rank: f.peer_rank,
                         iteration: s.body.hot.iteration,
+                        iter_start_ns: s.body.hot.iter_start_ns,
                         sent_bytes: s.body.hot.iter_bytes / n_send,
                         iteration_bytes,
                         sending: is_sending(role, kind),

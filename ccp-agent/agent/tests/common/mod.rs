@@ -187,6 +187,10 @@ impl MockDatapath {
                     let prims = Primitives {
                         bytes_acked: bytes,
                         packets_acked: bytes / 1448,
+                        // Always sending: the pipe never empties (a flow whose pipe empties
+                        // reports at that ACK, see datapath-programs/mlcc-slot.ccp).
+                        packets_in_flight: 1 + bytes / 1448,
+                        bytes_in_flight: 1448 + bytes,
                         rtt_sample_us: 1000,
                         rate_incoming: rate,
                         rate_outgoing: rate,
