@@ -260,6 +260,30 @@ fn split_acked(log: &[(u64, u64)], start_ns: u64) -> (u64, u64) {
     })
 }
 
+/// The congestion window that goes with a pacing rate of `rate_bps` (bit/s): the bytes of
+/// `max(slot / 4, 2 x RTT)` at that rate, at least 4 segments of 1448 bytes, at most
+/// `max_bytes` (the configured `cwnd_bytes`).
+///
+/// Why a rate needs a window: Linux sizes a TSO segment by the pacing rate *and* the RTT
+/// (`tcp_tso_autosize()` in net/ipv4/tcp_output.c adds `sk_gso_max_size >> (min_rtt_us >> 9)`),
+/// so below 512 µs of RTT a segment is up to 64 KB whatever the rate, and its departure time
+/// (`tcp_update_skb_after_send()`, the EDT model) moves the next one by up to half of
+/// len/rate: at a 1 Mbit/s floor, 260 ms. A raised rate takes effect only at the next ACK and
+/// does not pull that departure time back, so a flow held at the floor and then planned at the
+/// full link sat idle for a quarter of a second per segment (seen in the VM: a PS job's pushes
+/// at 1.2 Mbit/s for 0.5 s while planned at 100 Mbit/s). A segment is at most half the window
+/// (`tcp_cwnd_test()`), so with this window the gap a segment leaves at the old rate is at
+/// most an eighth of a slot or an RTT (at rates where 4 segments are more than that: the time
+/// of 2 segments, 23 ms at 1 Mbit/s), and the window never limits the rate by itself: it
+/// holds at least two RTTs of it.
+fn paced_cwnd_bytes(rate_bps: u64, rtt_us: u64, slot_us: u64, max_bytes: u32) -> u32 {
+    const MIN_BYTES: u64 = 4 * 1448;
+    let span_us = (slot_us / 4).max(rtt_us.saturating_mul(2));
+    let bytes = u128::from(rate_bps) * u128::from(span_us) / 8_000_000;
+    u32::try_from(bytes.clamp(u128::from(MIN_BYTES), u128::from(max_bytes.max(1))))
+        .unwrap_or(max_bytes)
+}
+
 fn group_key(r: &Registration, local: u64) -> GroupKey {
     match (r.paradigm, r.role, r.kind) {
         (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => (r.job.clone(), 0, 0, 0),
@@ -292,6 +316,8 @@ struct FlowEntry<I: Ipc> {
     acked_iter: u64,
     plan: Option<Planned>,
     applied_bps: Option<u32>,
+    // The Cwnd last set (bytes): see `paced_cwnd_bytes`.
+    applied_cwnd: Option<u32>,
     achieved_bps: u64,
     app_limited: bool,
     lost_last: u64,
@@ -406,6 +432,7 @@ impl<I: Ipc> AgentCore<I> {
             acked_iter: 0,
             plan: None,
             applied_bps: None,
+            applied_cwnd: None,
             achieved_bps: 0,
             app_limited: true,
             lost_last: 0,
@@ -448,6 +475,7 @@ impl<I: Ipc> AgentCore<I> {
             Ok(sc) => {
                 f.scope = Some(sc);
                 f.applied_bps = Some(rate);
+                f.applied_cwnd = Some(self.cfg.cwnd_bytes);
                 tracing::info!(flow = %f.key, "program installed");
             }
             Err(e) => tracing::warn!(flow = %f.key, error = %e.0, "set_program failed"),
@@ -1449,18 +1477,23 @@ impl<I: Ipc> AgentCore<I> {
             return;
         };
         let Some(sc) = &f.scope else { return };
-        let bytes = u32::try_from(self.target_bps(f) / 8)
-            .unwrap_or(u32::MAX)
-            .max(1);
-        if f.applied_bps == Some(bytes) {
+        let target_bps = self.target_bps(f);
+        let bytes = u32::try_from(target_bps / 8).unwrap_or(u32::MAX).max(1);
+        let cwnd = if target_bps >= f.unthrottled_bps {
+            self.cfg.cwnd_bytes
+        } else {
+            paced_cwnd_bytes(target_bps, f.rtt_us, self.clock.slot_us(), self.cfg.cwnd_bytes)
+        };
+        if f.applied_bps == Some(bytes) && f.applied_cwnd == Some(cwnd) {
             return;
         }
-        if let Err(e) = f.dp.update_field(sc, &[("Rate", bytes)]) {
-            tracing::warn!(flow = %f.key, error = %e.0, "setting Rate failed");
+        if let Err(e) = f.dp.update_field(sc, &[("Rate", bytes), ("Cwnd", cwnd)]) {
+            tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Cwnd failed");
             return;
         }
         if let Some(f) = self.flows.get_mut(&local) {
             f.applied_bps = Some(bytes);
+            f.applied_cwnd = Some(cwnd);
         }
     }
 
@@ -1539,7 +1572,7 @@ impl<I: Ipc> AgentCore<I> {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_key, least_admitted, split_acked};
+    use super::{group_key, least_admitted, paced_cwnd_bytes, split_acked};
     use crate::monitor::Registration;
     use mlcc_sched::Schedule;
     use mltcp_progress::{FlowKind, Paradigm, Role};
@@ -1558,6 +1591,26 @@ mod tests {
             iteration_bytes: Some(1),
             sending: true,
             ring_chunk_bytes: None,
+        }
+    }
+
+    #[test]
+    fn paced_window_bounds_a_segment_and_never_limits_the_rate() {
+        let slot_us = 60_000;
+        // 1 Mbit/s floor, 1 ms RTT: a quarter slot of it is 1875 bytes, below 4 segments.
+        assert_eq!(paced_cwnd_bytes(1_000_000, 1_000, slot_us, 16 << 20), 4 * 1448);
+        // 100 Mbit/s: a quarter slot (15 ms) of it, 187500 bytes.
+        assert_eq!(paced_cwnd_bytes(100_000_000, 1_000, slot_us, 16 << 20), 187_500);
+        // A long RTT: two RTTs of the rate.
+        assert_eq!(paced_cwnd_bytes(100_000_000, 20_000, slot_us, 16 << 20), 500_000);
+        // Never above the configured window; no overflow at absurd rates.
+        assert_eq!(paced_cwnd_bytes(u64::MAX, u64::MAX, slot_us, 1 << 20), 1 << 20);
+        for rate in [1_000_000u64, 10_000_000, 100_000_000, 10_000_000_000] {
+            let w = u64::from(paced_cwnd_bytes(rate, 500, slot_us, u32::MAX));
+            // A segment (at most half the window) takes at most slot/8 at the rate...
+            assert!(w / 2 * 8_000_000 / rate <= slot_us / 8 || w == 4 * 1448, "{rate}: {w}");
+            // ...and the window carries the rate over 2 RTTs.
+            assert!(w * 8_000_000 / rate >= 2 * 500, "{rate}: {w}");
         }
     }
 

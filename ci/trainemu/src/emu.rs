@@ -773,12 +773,13 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
                                 p = sh.pushed_cv.wait_timeout(p, Duration::from_millis(100)).unwrap().0;
                             }
                         }
+                        // The broadcast is iteration k's: the region says so before its first
+                        // byte (the agent plans a flow by its region's iteration; begun after the
+                        // broadcast, the region kept iteration k-1, all sent, and the agent held
+                        // the broadcast at its rate floor).
+                        rep.lock().unwrap_or_else(|p| p.into_inner()).begin_iteration(k as u64);
                         send_bytes(&mut s, g, ctx, &mut Reporter::none())?;
-                        {
-                            let mut r = rep.lock().unwrap_or_else(|p| p.into_inner());
-                            r.begin_iteration(k as u64);
-                            r.add_bytes(g);
-                        }
+                        rep.lock().unwrap_or_else(|p| p.into_inner()).add_bytes(g);
                         v.push((first, ctx.us()));
                     }
                     Ok(v)
