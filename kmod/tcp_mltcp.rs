@@ -199,6 +199,21 @@ fn apply<T: ?Sized>(sk: &mut Sock<'_, T>, before: &Window, after: &Window) {
     }
 }
 
+/// Runs the CCP program (flow `sid`, 0 = none) for an ACK of a window reduction, from
+/// `pkts_acked`. In CWR and Recovery TCP runs PRR instead of `cong_avoid`
+/// (`tcp_cong_control()` in net/ipv4/tcp_input.c), so the program, which otherwise runs from
+/// `cong_avoid`, would not see these ACKs: a flow that lost packets at the end of a burst
+/// reported its last acknowledged bytes only at the next burst, and the agent counted them in
+/// the wrong iteration. The state is the one before this ACK; an ACK that ends the reduction
+/// runs the program twice, which is harmless (its counters are deltas since the last run, and
+/// the reporting conditions need a non-zero delta or a new slot).
+fn ccp_in_reduction<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) {
+    if sid != 0 && matches!(sk.ca_state(), cong::state::CWR | cong::state::RECOVERY) {
+        // The window stays PRR's for this ACK: tcp_cwnd_reduction() sets it after us.
+        let _ = ccp::on_ack(sk, sid, acked);
+    }
+}
+
 /// Microseconds the socket was idle before the send that raised `CA_EVENT_TX_START`
 /// (`lsndtime` still holds the previous send's time then).
 fn idle_us<T: ?Sized>(sk: &Sock<'_, T>) -> u32 {
@@ -297,6 +312,11 @@ impl Algorithm for Mltcp {
         apply(sk, &before, &w);
     }
 
+    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
+        let sid = sk.data().ccp_sid;
+        ccp_in_reduction(sk, sid, sample.pkts_acked);
+    }
+
     fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
         if ev == Event::TxStart {
             let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
@@ -375,6 +395,8 @@ impl Algorithm for MltcpCubic {
     }
 
     fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
+        let sid = sk.data().ccp_sid;
+        ccp_in_reduction(sk, sid, sample.pkts_acked);
         let clk = clock(sk);
         let (pacing, gso) = (sk.pacing_rate(), sk.gso_max_size());
         let before = window(sk);
@@ -441,6 +463,11 @@ impl Algorithm for MltcpDctcp {
         let mut w = before;
         sk.data().m.cong_avoid(&params(), &mut w, acked, limited, bytes);
         apply(sk, &before, &w);
+    }
+
+    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
+        let sid = sk.data().ccp_sid;
+        ccp_in_reduction(sk, sid, sample.pkts_acked);
     }
 
     fn in_ack_event(sk: &mut Sock<'_, Self>, _flags: u32) {
