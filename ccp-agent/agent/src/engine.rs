@@ -208,6 +208,10 @@ struct Planned {
     /// The flow's MADD share of its path's available bandwidth in the current slot, bit/s: the
     /// pacing rate of a slot that completes it (`GroupDecision::share_now_bps`).
     available_now_bps: u64,
+    /// For a flow planned no bytes in the current slot (between iterations, waiting on a
+    /// dependency, or deferred by Alg. 1): its share of what every plan of the slot leaves
+    /// free on its path, bit/s ([`AgentCore::share_spare`]); 0 for a flow with bytes planned.
+    spare_bps: u64,
     progress: FlowProgress,
     local: Vec<LinkId>,
     remote: Vec<u32>,
@@ -246,6 +250,30 @@ impl Member {
 /// class 1: a parameter server (unit: the PS's rank; phase 0 its aggregation flows, 1 its
 /// broadcast flows); class 2: any other flow alone (unit: its local id).
 type GroupKey = (String, u8, u64, u8);
+
+/// Each idle flow's share of the spare capacity, bit/s: `paths` lists (flow id, links of its
+/// path); `free(link, id)` is what the slot's plans leave free on the link (bit/s, the flow's
+/// own plan excluded). A link's free capacity is split equally among the idle flows that cross
+/// it, and a flow gets the least of its links' shares (0 for a flow without links). Same order
+/// as `paths`.
+fn spare_shares(paths: &[(u64, Vec<u32>)], free: impl Fn(u32, u64) -> u64) -> Vec<u64> {
+    let mut per_link: HashMap<u32, u64> = HashMap::new();
+    for (_, links) in paths {
+        for l in links {
+            *per_link.entry(*l).or_insert(0) += 1;
+        }
+    }
+    paths
+        .iter()
+        .map(|(id, links)| {
+            links
+                .iter()
+                .map(|l| free(*l, *id) / per_link.get(l).copied().unwrap_or(1).max(1))
+                .min()
+                .unwrap_or(0)
+        })
+        .collect()
+}
 
 /// Splits reports' acknowledged bytes, given as (arrival in CLOCK_MONOTONIC ns, bytes), at
 /// `start_ns`: (bytes of reports that arrived before it, bytes of those that arrived at or
@@ -550,6 +578,7 @@ impl<I: Ipc> AgentCore<I> {
         for group in groups {
             self.plan_group(&group, slot);
         }
+        self.share_spare(slot);
         self.admit_updates(slot, rpc_started);
         self.send_notices(slot);
         let inbox = self.shared.take_inbox();
@@ -1075,6 +1104,7 @@ impl<I: Ipc> AgentCore<I> {
                 decision: d,
                 view: g.views.get(i).cloned().unwrap_or_default(),
                 available_now_bps: g.share_now_bps.get(i).copied().unwrap_or(0),
+                spare_bps: 0,
                 progress: m.progress,
                 local: m.local_links.clone(),
                 remote: m.remote.clone(),
@@ -1096,6 +1126,39 @@ impl<I: Ipc> AgentCore<I> {
             self.queue_update(m.id, &planned);
             if let Some(f) = self.flows.get_mut(&m.local) {
                 f.plan = Some(planned);
+            }
+        }
+    }
+
+    /// Work conservation within the slot: every flow planned no bytes in the current slot gets,
+    /// instead of the rate floor, an equal share (among such flows on the link) of what this
+    /// slot's plans leave free on each link of its path, the least over its path. A burst that
+    /// begins mid-slot (a new iteration, a ring chunk that just arrived) then starts at once on
+    /// capacity nobody planned, instead of at the floor until the next slot's plan, and takes
+    /// nothing any plan holds. The plans and the load tables are unchanged: the share is not a
+    /// reservation, and the next slot plans the flow by Alg. 1 and Alg. 2 as before.
+    fn share_spare(&mut self, slot: u64) {
+        let idle: Vec<(u64, u64, Vec<u32>)> = self
+            .flows
+            .iter()
+            .filter_map(|(local, f)| {
+                let p = f.plan.as_ref().filter(|p| p.slot == slot)?;
+                if p.decision.plan.bytes.first().copied().unwrap_or(0) > 0 {
+                    return None;
+                }
+                let links = p.local.iter().map(|l| l.0).chain(p.remote.iter().copied());
+                Some((*local, f.id, links.collect()))
+            })
+            .collect();
+        let paths: Vec<(u64, Vec<u32>)> = idle.iter().map(|(_, id, l)| (*id, l.clone())).collect();
+        let spares = spare_shares(&paths, |l, id| {
+            self.link_view(l, &[FlowId(id)])
+                .and_then(|v| v.available_bps.first().copied())
+                .unwrap_or(0)
+        });
+        for ((local, _, _), spare) in idle.into_iter().zip(spares) {
+            if let Some(p) = self.flows.get_mut(&local).and_then(|f| f.plan.as_mut()) {
+                p.spare_bps = spare;
             }
         }
     }
@@ -1466,6 +1529,7 @@ impl<I: Ipc> AgentCore<I> {
             (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
                 p.decision
                     .pacing_rate_bps(p.progress.remaining_bytes, p.available_now_bps)
+                    .max(p.spare_bps)
                     .max(self.cfg.min_rate_bps)
             }
             _ => f.unthrottled_bps,
@@ -1572,7 +1636,7 @@ impl<I: Ipc> AgentCore<I> {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_key, least_admitted, paced_cwnd_bytes, split_acked};
+    use super::{group_key, least_admitted, paced_cwnd_bytes, spare_shares, split_acked};
     use crate::monitor::Registration;
     use mlcc_sched::Schedule;
     use mltcp_progress::{FlowKind, Paradigm, Role};
@@ -1612,6 +1676,19 @@ mod tests {
             // ...and the window carries the rate over 2 RTTs.
             assert!(w * 8_000_000 / rate >= 2 * 500, "{rate}: {w}");
         }
+    }
+
+    #[test]
+    fn spare_capacity_is_split_among_the_idle_flows_of_a_link() {
+        // Link 1 has 40 free, link 2 has 10 free; flows 7 and 8 cross link 1, flow 8 also link 2,
+        // flow 9 only link 2; flow 10 has no link.
+        let free = |l: u32, _id: u64| if l == 1 { 40 } else { 10 };
+        let paths = vec![(7, vec![1]), (8, vec![1, 2]), (9, vec![2]), (10, vec![])];
+        assert_eq!(spare_shares(&paths, free), vec![20, 5, 5, 0]);
+        // The shares never oversubscribe a link.
+        let s = spare_shares(&paths, free);
+        assert!(s[0] + s[1] <= 40 && s[1] + s[2] <= 10);
+        assert!(spare_shares(&[], free).is_empty());
     }
 
     #[test]
