@@ -16,6 +16,8 @@
 #   rout      sending rate, bytes/s                               (Flow.rate_outgoing)
 #   rate      the pacing rate in force, bytes/s                   (Rate)
 #   micros    length of the reported slot, microseconds           (Micros)
+#   now       the datapath's clock at the reporting ACK, us          (Ack.now; the agent calibrates
+#             it against its own clock to date the report's bytes)
 # The agent applies its per-slot rate by setting the implicit register `Rate` (bytes/s) with
 # UPDATE_FIELDS; Cwnd is opened once at install so that the rate, not the window, limits.
 (def
@@ -26,6 +28,7 @@
     (Report.rout 0)
     (Report.rate 0)
     (volatile Report.micros 0)
+    (Report.now 0)
     (Control.slot_us 60000)
 )
 (when true
@@ -35,6 +38,7 @@
     (:= Report.rin Flow.rate_incoming)
     (:= Report.rout Flow.rate_outgoing)
     (:= Report.rate Rate)
+    (:= Report.now Ack.now)
     (fallthrough)
 )
 (when (> Micros Control.slot_us)

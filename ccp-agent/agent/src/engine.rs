@@ -70,9 +70,10 @@
 //! job's current iteration began; the bytes left are the flow's share of the job's bytes per
 //! iteration minus F_i, so bytes still queued in the socket after the library handed them over
 //! are still planned, and a job between iterations (all acknowledged) reserves nothing. Each
-//! report is stamped with its arrival time (CLOCK_MONOTONIC, the progress region's clock); when
-//! the region's iteration number has moved, only the reports that arrived after the region's
-//! `iter_start_ns` count for the new iteration. The datapath program reports once per slot and
+//! report is dated on CLOCK_MONOTONIC, the progress region's clock (the datapath time of its
+//! ACK, `Report.now`, calibrated against arrivals: `DatapathClock`); when the region's
+//! iteration number has moved, only the reports dated after the region's `iter_start_ns` count
+//! for the new iteration. The datapath program reports once per slot and
 //! also at the ACK that empties the pipe, so an iteration's tail is reported before the next
 //! iteration begins: before that report existed, the tail waited in the datapath for the next
 //! iteration's first ACK and counted as the next iteration's (seen in the VM: a ring flow
@@ -251,6 +252,30 @@ impl Member {
 /// broadcast flows); class 2: any other flow alone (unit: its local id).
 type GroupKey = (String, u8, u64, u8);
 
+/// Dates a flow's reports on CLOCK_MONOTONIC from the datapath clock they carry (`Report.now`,
+/// `Ack.now` at the reporting ACK, µs since the datapath's own origin). The offset between the
+/// two clocks is estimated as the least (arrival − datapath time) seen so far: a report always
+/// arrives after its ACK, so that least value is the offset plus the smallest delivery delay,
+/// and it only gets better. Dating by arrival alone put a report that a loaded agent read late
+/// after the next iteration's start, and its bytes in the wrong iteration.
+#[derive(Clone, Copy, Debug, Default)]
+struct DatapathClock {
+    /// Least (arrival µs − datapath µs) so far; `None` before the first report.
+    offset_us: Option<u64>,
+}
+
+impl DatapathClock {
+    /// The CLOCK_MONOTONIC time (ns) of a report carrying datapath time `dp_now_us` that
+    /// arrived at `arrival_ns`; never later than its arrival.
+    fn date_ns(&mut self, dp_now_us: u64, arrival_ns: u64) -> u64 {
+        let arrival_us = arrival_ns / 1000;
+        let seen = arrival_us.wrapping_sub(dp_now_us);
+        let offset = self.offset_us.map_or(seen, |o| o.min(seen));
+        self.offset_us = Some(offset);
+        dp_now_us.wrapping_add(offset).saturating_mul(1000).min(arrival_ns)
+    }
+}
+
 /// Each idle flow's share of the spare capacity, bit/s: `paths` lists (flow id, links of its
 /// path); `free(link, id)` is what the slot's plans leave free on the link (bit/s, the flow's
 /// own plan excluded). A link's free capacity is split equally among the idle flows that cross
@@ -333,9 +358,12 @@ struct FlowEntry<I: Ipc> {
     id: u64,
     // Reports since the last slot tick.
     acked: u64,
-    // The acknowledged bytes of each report since the last slot tick, with the report's arrival
-    // (CLOCK_MONOTONIC ns): split at the region's iteration start when the iteration moves.
+    // The acknowledged bytes of each report since the last slot tick, with the time of the
+    // report's ACK (CLOCK_MONOTONIC ns, see `DatapathClock`): split at the region's iteration
+    // start when the iteration moves.
     acked_log: Vec<(u64, u64)>,
+    // The datapath clock of this flow's reports, calibrated against CLOCK_MONOTONIC.
+    dp_clock: DatapathClock,
     lost: u64,
     rtt_us: u64,
     // Progress bookkeeping.
@@ -453,6 +481,7 @@ impl<I: Ipc> AgentCore<I> {
             id: key.id(),
             acked: 0,
             acked_log: Vec::new(),
+            dp_clock: DatapathClock::default(),
             lost: 0,
             rtt_us: 0,
             reg: None,
@@ -519,8 +548,13 @@ impl<I: Ipc> AgentCore<I> {
         let get = |name: &str| m.get_field(name, sc).ok();
         if let Some(a) = get("Report.acked") {
             f.acked = f.acked.saturating_add(a);
+            let arrival_ns = mltcp_progress::monotonic_ns();
+            let stamp_ns = match get("Report.now") {
+                Some(dp_now_us) => f.dp_clock.date_ns(dp_now_us, arrival_ns),
+                None => arrival_ns,
+            };
             if a > 0 {
-                f.acked_log.push((mltcp_progress::monotonic_ns(), a));
+                f.acked_log.push((stamp_ns, a));
             }
         }
         if let Some(l) = get("Report.lost") {
@@ -1636,7 +1670,9 @@ impl<I: Ipc> AgentCore<I> {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_key, least_admitted, paced_cwnd_bytes, spare_shares, split_acked};
+    use super::{
+        group_key, least_admitted, paced_cwnd_bytes, spare_shares, split_acked, DatapathClock,
+    };
     use crate::monitor::Registration;
     use mlcc_sched::Schedule;
     use mltcp_progress::{FlowKind, Paradigm, Role};
@@ -1689,6 +1725,21 @@ mod tests {
         let s = spare_shares(&paths, free);
         assert!(s[0] + s[1] <= 40 && s[1] + s[2] <= 10);
         assert!(spare_shares(&[], free).is_empty());
+    }
+
+    #[test]
+    fn reports_are_dated_by_the_datapath_clock() {
+        // The datapath clock runs 5 s behind CLOCK_MONOTONIC; deliveries take 1-300 ms.
+        let mut c = DatapathClock::default();
+        let ms = 1_000_000u64;
+        // First report: ACK at dp 1000 ms, arrived 300 ms late: dated at its arrival.
+        assert_eq!(c.date_ns(1_000_000, 6_300 * ms), 6_300 * ms);
+        // A report delivered within 1 ms calibrates the offset...
+        assert_eq!(c.date_ns(2_000_000, 7_001 * ms), 7_001 * ms);
+        // ...so a later report read 400 ms late is dated near its ACK, not at its arrival.
+        assert_eq!(c.date_ns(3_000_000, 8_400 * ms), 8_001 * ms);
+        // Never after the arrival, even if the offset estimate were stale.
+        assert!(c.date_ns(4_000_000, 8_500 * ms) <= 8_500 * ms);
     }
 
     #[test]

@@ -248,8 +248,12 @@ fn nic_only_agent_grants_at_once() {
         w.before_burst(Duration::from_secs(3)),
         BurstOutcome::Granted
     );
+    // Granted, not timed out: no switch was asked (its address is served by nobody, which
+    // would cost the RPC deadline). The bound is loose because the agent polls the region
+    // every 500 us on a host that may be busy running the other tests; the 3 s timeout is
+    // what "not at once" would cost.
     assert!(
-        t0.elapsed() < Duration::from_millis(500),
+        t0.elapsed() < Duration::from_millis(2000),
         "{:?}",
         t0.elapsed()
     );
