@@ -358,6 +358,9 @@ pub struct Sim {
     job_events: BinaryHeap<JobEvent>,
     scratch: Vec<f64>,
     mins: Vec<(f64, Option<usize>)>,
+    /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
+    touched: Vec<usize>,
+    selected: Vec<usize>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -446,6 +449,8 @@ impl Sim {
             job_events: BinaryHeap::new(),
             scratch: Vec::new(),
             mins: Vec::new(),
+            touched: Vec::new(),
+            selected: Vec::new(),
         })
     }
 
@@ -1208,6 +1213,39 @@ impl Sim {
                 }
                 self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
                 self.allocate(&*policy, &decided, false);
+            }
+        } else if policy.is_sparse() {
+            let at = self.t >= self.next_decision - 1e-12;
+            if at || self.flows_changed || !self.dirty.is_empty() {
+                self.flows_changed = false;
+                let t0 = Instant::now();
+                let touched = std::mem::take(&mut self.touched);
+                let mut sel = std::mem::take(&mut self.selected);
+                sel.clear();
+                policy.select_jobs(self, &self.dirty, at, &mut sel);
+                for &j in &sel {
+                    self.mark_dirty(j);
+                }
+                let mut t_policy = t0.elapsed().as_secs_f64();
+                // Only the touched and selected jobs are brought up to date and decided; the
+                // others keep their decision and their allocation.
+                for k in 0..self.dirty.len() {
+                    let j = self.dirty[k];
+                    self.materialise(j);
+                }
+                let mut jobs = touched;
+                jobs.clear();
+                jobs.extend_from_slice(&self.dirty);
+                let mut decided: Vec<(usize, usize, f64, f64)> = Vec::new();
+                let t1 = Instant::now();
+                self.next_decision = policy.decide_jobs(self, &jobs, at, &mut decided);
+                t_policy += t1.elapsed().as_secs_f64();
+                self.decisions.add(t_policy * 1e6);
+                self.touched = jobs;
+                self.selected = sel;
+                self.decide_intra(&mut decided);
+                let backfill = policy.backfill();
+                self.allocate(&*policy, &decided, backfill);
             }
         } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
             self.materialise_all();
