@@ -72,6 +72,12 @@ use crate::workload::Paradigm;
 /// slot (rates are rounded up to whole bit/s).
 pub const REUSE_SLACK_BYTES: f64 = 1500.0;
 
+/// True for a flow between two GPUs of one server (not paced by any plan, see `crate::sim`).
+fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
+    let fl = &sim.jobs[j].flows[f];
+    fl.src == fl.dst
+}
+
 /// No rate decided (the flow is not planned).
 const NO_RATE: u64 = u64::MAX;
 
@@ -157,6 +163,8 @@ pub struct Mlcc {
     unit_complete: bool,
     /// Fraction of the current slot left (for the members being planned).
     unit_first: f64,
+    /// A slot boundary's decision is under way.
+    at_boundary: bool,
     /// Unit plans made, and unit-slots that kept their plan (plan reuse).
     pub unit_plans: u64,
     /// See `unit_plans`.
@@ -206,6 +214,7 @@ impl Mlcc {
             unit_members: Vec::new(),
             unit_complete: true,
             unit_first: 1.0,
+            at_boundary: false,
             unit_plans: 0,
             unit_kept: 0,
             replan_reasons: [0; 6],
@@ -246,8 +255,12 @@ impl Mlcc {
             *r = NO_RATE;
         }
         if let Ok(old) = self.table.remove_flow(FlowId(flow_id(j, f))) {
-            let slot = self.table.current_slot();
-            if !self.exact && old.rates_bps.iter().enumerate().any(|(i, r)| *r > 0 && old.start_slot + i as u64 > slot) {
+            // Bandwidth freed in the current slot matters to the units still to decide in it
+            // only at a slot boundary (flows leaving then are dropped before any unit keeps its
+            // plan); inside a slot only later slots count.
+            let from = self.table.current_slot() + u64::from(!self.at_boundary);
+            let internal = flow_is_internal(sim, j, f);
+            if !self.exact && !internal && old.rates_bps.iter().enumerate().any(|(i, r)| *r > 0 && old.start_slot + i as u64 >= from) {
                 let path: Vec<LinkId> = sim.jobs[j].flows[f].path.iter().map(|l| LinkId(*l)).collect();
                 self.links_changed(&path);
             }
@@ -358,6 +371,9 @@ impl Mlcc {
         }
         if !self.exact {
             for (m, old) in members.iter().zip(before) {
+                if flow_is_internal(sim, j, flow_of(m.flow.0)) {
+                    continue;
+                }
                 let slot = self.table.current_slot();
                 let now = self.table.flow_schedule(m.flow);
                 // Bandwidth freed in the current slot is of no use to plans made at the next
@@ -513,14 +529,14 @@ impl Mlcc {
                 return true;
             }
             let o = (slot - up.slot0) as usize;
-            for m in &up.members {
+            // Its network members (flows inside a server are not paced by the plan).
+            for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
                 if fl.done || o >= m.rates.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
                     return true;
                 }
                 let prev = m.rates[o - 1] as f64 / 8.0;
-                let paced = fl.src != fl.dst;
-                if paced && ((fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1]) {
+                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1] {
                     return true;
                 }
                 if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
@@ -562,11 +578,14 @@ impl Mlcc {
         }
         let o = (slot - up.slot0) as usize;
         let job = &sim.jobs[j];
-        let mut active = self.unit_flows(sim, j, u).into_iter().filter(|&f| !job.flows[f].done);
-        if !up.members.iter().all(|m| active.next() == Some(m.f)) || active.next().is_some() {
+        // Members: its network flows (a flow inside a server that ends early changes nothing
+        // the plan paces).
+        let net = |f: usize| job.flows[f].src != job.flows[f].dst;
+        let mut active = self.unit_flows(sim, j, u).into_iter().filter(|&f| !job.flows[f].done && net(f));
+        if !up.members.iter().filter(|m| net(m.f)).all(|m| active.next() == Some(m.f)) || active.next().is_some() {
             return Some(Replan::Members);
         }
-        for m in &up.members {
+        for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
             if o >= m.bytes.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
                 return Some(Replan::Completing);
@@ -581,7 +600,10 @@ impl Mlcc {
                 + m.bytes[0] as f64 * m.first
                 + m.bytes[1..o].iter().map(|b| *b as f64).sum::<f64>()
                 + late * m.rates[o - 1] as f64 / 8.0;
-            if fl.src != fl.dst && (fl.sent - expected).abs() > REUSE_SLACK_BYTES {
+            // Slack: an MTU, and what a rate change at a late slot start can move (the
+            // engine's least time step at the larger of the two rates).
+            let r = m.rates[o - 1].max(if o >= 2 { m.rates[o - 2] } else { 0 }) as f64 / 8.0;
+            if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
                 return Some(Replan::Progress);
             }
             if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
@@ -722,6 +744,7 @@ impl Policy for Mlcc {
             }
             self.slot = Some(slot);
         }
+        self.at_boundary = new_slot;
         if self.plans.len() < sim.jobs.len() {
             self.plans.resize_with(sim.jobs.len(), JobPlan::default);
             self.in_live.resize(sim.jobs.len(), false);
@@ -830,6 +853,7 @@ impl Policy for Mlcc {
         if self.planned.len() > 2 * sim.jobs.len() + 4096 {
             self.compact_planned();
         }
+        self.at_boundary = false;
         if self.live.is_empty() {
             f64::INFINITY
         } else {
