@@ -793,6 +793,29 @@ impl Sim {
         }
     }
 
+    /// The links crossed by job `j`'s active flows, each with the number of those flows.
+    pub fn job_link_uses(&self, j: usize) -> Vec<(u32, u32)> {
+        let mut uses: Vec<(u32, u32)> = Vec::new();
+        for fl in self.jobs[j].flows.iter().filter(|f| !f.done) {
+            for &l in &fl.path {
+                match uses.iter_mut().find(|(x, _)| *x == l) {
+                    Some(e) => e.1 += 1,
+                    None => uses.push((l, 1)),
+                }
+            }
+        }
+        uses
+    }
+
+    /// True when a flow of job `j` on `path` is alone on each of its links: no other launched
+    /// job crosses them ([`Sim::link_jobs`]) and no other active flow of its job does (`uses`:
+    /// [`Sim::job_link_uses`]). Its weight in max-min then moves no rate.
+    pub fn alone_on(&self, j: usize, path: &[u32], uses: &[(u32, u32)]) -> bool {
+        path.iter().all(|&l| {
+            self.link_jobs[l as usize].iter().all(|&k| k == j) && uses.iter().find(|(x, _)| *x == l).is_none_or(|(_, n)| *n <= 1)
+        })
+    }
+
     /// True when flow `f` of job `j` has sent everything its dependency allows for now.
     pub fn blocked(&self, j: usize, f: usize) -> bool {
         let (b, up) = self.bound(j, f, self.deps);

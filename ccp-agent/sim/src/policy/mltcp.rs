@@ -98,13 +98,28 @@ impl Policy for Mltcp {
         Some((f_of(&self.params, fl.sent, fl.size), f64::INFINITY))
     }
 
+    /// A job whose network flows are each alone on every link of their paths (no other job
+    /// crosses them, no other flow of the job shares them, [`Sim::alone_on`]) is not
+    /// re-evaluated: its weights move no rate in weighted max-min (every link they cross carries
+    /// one flow), so skipping it changes no allocation. Its F is taken anew whenever it is
+    /// decided, and every communicating job is decided when a job starts or ends (the only times
+    /// a link gains or loses a job), so a job with a flow that shares a link is re-evaluated
+    /// exactly as before.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else { return f64::INFINITY };
         let mut next = f64::INFINITY;
         // Flows inside a server are not TCP: the engine does not ask for their F.
-        for fl in sim.jobs[j].flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
+        let job = &sim.jobs[j];
+        let uses = sim.job_link_uses(j);
+        let mut shared = false;
+        for fl in job.flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
+            shared |= !sim.alone_on(j, &fl.path, &uses);
             next = next.min(sim.t + ratio_step * fl.size / fl.rate);
         }
-        next
+        if shared {
+            next
+        } else {
+            f64::INFINITY
+        }
     }
 }
