@@ -505,11 +505,24 @@ impl Mlcc {
         }
     }
 
-    /// Slots for which a plan that does not complete within the horizon is kept: half the
-    /// horizon, so the unit's schedule in the table always covers at least that many slots ahead
-    /// (its bytes past the horizon are not booked until it is re-planned).
-    fn max_age_incomplete(&self) -> u64 {
-        (self.clock.horizon() as u64 / 2).max(1)
+    /// Slots for which a plan of job `j` that does not complete within the horizon is kept:
+    /// half the horizon when another job crosses one of its network links, so its schedule in
+    /// the table always covers at least that many slots ahead (its bytes past the horizon are
+    /// not booked until it is re-planned, and another unit could take those slots first); the
+    /// whole horizon when no other job crosses them (nobody else books those links; it is then
+    /// re-planned when its plan runs out).
+    fn max_age_incomplete(&self, sim: &Sim, j: usize) -> u64 {
+        let k = self.clock.horizon() as u64;
+        let shared = sim.jobs[j]
+            .flows
+            .iter()
+            .filter(|fl| fl.src != fl.dst)
+            .any(|fl| fl.path.iter().any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j)));
+        if shared {
+            (k / 2).max(1)
+        } else {
+            k.max(1)
+        }
     }
 
     /// Whether job `j` needs a look at the start of `slot` (its byte counts may be stale, its
@@ -522,7 +535,7 @@ impl Mlcc {
             return true;
         }
         let job = &sim.jobs[j];
-        let max_age = self.max_age_incomplete();
+        let max_age = self.max_age_incomplete(sim, j);
         for up in &p.units {
             let Some(up) = up else { return true };
             if slot <= up.slot0 || (!up.complete && slot - up.slot0 >= max_age) {
@@ -573,7 +586,7 @@ impl Mlcc {
         if slot <= up.slot0 {
             return Some(Replan::NoPlan);
         }
-        if !up.complete && slot - up.slot0 >= self.max_age_incomplete() {
+        if !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j) {
             return Some(Replan::Incomplete);
         }
         let o = (slot - up.slot0) as usize;
