@@ -53,9 +53,10 @@ pub struct PolicyConfig {
     pub cassini_candidates: usize,
     /// Cassini: angles sampled on a unified circle.
     pub cassini_angles: usize,
-    /// Reference mode: mlcc re-plans every coflow unit at every slot and MCS re-decides every
-    /// coflow at every event (no plan reuse, no component-restricted decisions; slow at scale,
-    /// see `policy::mlcc` and `policy::mcs`).
+    /// Reference mode: mlcc re-plans every coflow unit at every slot, MCS re-decides every
+    /// coflow at every event and MLTCP re-evaluates every job's F (no plan reuse, no
+    /// component-restricted decisions, no skipped jobs; slow at scale, see `policy::mlcc`,
+    /// `policy::mcs` and `policy::mltcp`).
     pub exact: bool,
 }
 
@@ -79,7 +80,7 @@ fn mltcp(cfg: &PolicyConfig) -> Mltcp {
     } else {
         FUpdate::Events
     };
-    Mltcp { update, ..Mltcp::default() }
+    Mltcp { update, skip_alone: !cfg.exact, ..Mltcp::default() }
 }
 
 /// The policy called `name` (one of [`POLICIES`]) for a network of link capacities

@@ -110,9 +110,10 @@ struct Cli {
     /// Re-solve the whole max-min allocation at every event (slow reference for the incremental one).
     #[arg(long)]
     full_alloc: bool,
-    /// Reference mode for mlcc and MCS: re-plan every mlcc unit at every slot and re-decide
-    /// every MCS coflow at every event, instead of reusing unchanged plans and re-deciding only
-    /// the components an event reaches (slow at scale; the approximations are measured against it).
+    /// Reference mode for mlcc, MCS and MLTCP: re-plan every mlcc unit at every slot, re-decide
+    /// every MCS coflow at every event and re-evaluate F of every MLTCP job, instead of reusing
+    /// unchanged plans, re-deciding only the components an event reaches and skipping jobs alone
+    /// on their links (slow at scale; the approximations are measured against it).
     #[arg(long)]
     exact: bool,
     /// No progress bar.

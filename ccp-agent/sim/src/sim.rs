@@ -1204,6 +1204,10 @@ impl Sim {
     /// to date, at each of its decisions, and then only the jobs an event touched, those whose
     /// weight or cap it moved and those with a flow capped at its upstream's rate are
     /// re-allocated (the others' inputs are unchanged; `SimConfig::full_alloc` re-solves all).
+    /// A sparse whole-cluster policy ([`Policy::is_sparse`]: MCS and mlcc unless exact) is
+    /// asked which jobs to re-decide besides those an event touched ([`Policy::select_jobs`]);
+    /// only those are brought up to date, decided ([`Policy::decide_jobs`]) and re-allocated, as
+    /// for a per-job policy.
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
