@@ -377,11 +377,13 @@ impl Mlcc {
                 let slot = self.table.current_slot();
                 let now = self.table.flow_schedule(m.flow);
                 // Bandwidth freed in the current slot is of no use to plans made at the next
-                // slot boundary: only later slots count.
+                // slot boundary: only later slots count, and only by at least one MTU in a slot
+                // (a rate rounded by a few bit/s frees nothing a flow could send).
+                let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
                 let freed = old.as_ref().is_some_and(|o| {
                     o.rates_bps.iter().enumerate().any(|(i, r)| {
                         let s = o.start_slot + i as u64;
-                        s > slot && now.map_or(0, |n| n.rate_bps_at(s)) < *r
+                        s > slot && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
                     })
                 });
                 if freed {
