@@ -33,22 +33,30 @@
 //! - No non-ML traffic is simulated, so no rate samples are recorded: each link's estimate is its
 //!   capacity ([`LinkLoadTable::estimate_bps`]).
 //!
-//! - Plan reuse (documented approximation; [`Mlcc::exact`] turns it off): the library plans
-//!   every unit at every slot boundary. By default a unit is re-planned only when something
-//!   it was planned against changed: a flow of it started or ended, its job had an event (a
-//!   flow completing or changing dependency state), a schedule on one of its links changed
-//!   (another unit re-planned differently, or a flow left the table with load still planned),
-//!   its progress differs from its plan by more than [`REUSE_SLACK_BYTES`], its plan does not
-//!   complete within the horizon, or a member's plan completes in the new slot (paced then at
-//!   its MADD share). Otherwise it keeps the plan it published (still in the table, which only
-//!   advanced) and each member takes its plan's rate for the new slot: in the simulator the
-//!   bandwidth is known, so a plan that was feasible stays feasible and the flows carry what it
-//!   says. A unit whose links another unit changed *later in the same slot's order* is
-//!   re-planned at the next slot, not in the same one. What re-planning would change is then
-//!   only the greedy's choices over the slot that joins the horizon, and Alg. 2's corrections
-//!   for dependency deltas that moved while every flow kept to its plan. The error against
-//!   `exact` is measured in RESULTS.md. Exact mode runs the whole-cluster decision of the engine
-//!   at every change (every unit re-planned at every slot).
+//! - Plan reuse (documented approximation; [`Mlcc::exact`] turns it off): exact mode plans
+//!   every unit at every slot boundary (the engine's whole-cluster decision at every change).
+//!   By default the policy decides sparsely ([`Policy::is_sparse`]) and a unit is re-planned at
+//!   a slot boundary only when something it was planned against changed (`Replan` names the
+//!   cases; `replan_reasons` in the report counts them): it has no whole plan (new, or planned
+//!   in part inside a slot), one of its network flows started or ended, a network member's
+//!   bytes sent differ from its plan by more than [`REUSE_SLACK_BYTES`] plus what one engine
+//!   step at a late slot start can move, bandwidth was freed on one of its network links in a
+//!   later slot by at least an MTU (another unit re-planned to less, or a flow left the table
+//!   with load still planned; at a slot boundary the new slot counts too), a member's plan
+//!   completes in the new slot (paced then at its MADD share) or has run out, or its plan does
+//!   not complete within the horizon and is half a horizon old while another job crosses its
+//!   links (its bytes past the horizon are not booked until it is re-planned). Otherwise it
+//!   keeps the plan it published (still in the table, which only advanced) and each member
+//!   takes its plan's rate for the new slot: in the simulator the bandwidth is known, so a plan
+//!   that was feasible stays feasible and the flows carry what it says. A unit planned whole
+//!   inside a slot (its iteration starts) keeps that plan, counted from the rest of the slot.
+//!   Flows inside a server are planned with their group but, not being paced by the plan, are
+//!   left out of these checks. A unit whose links another unit changed *later in the same
+//!   slot's order* is re-planned at the next slot, not in the same one. What the exact mode
+//!   would do differently is then the greedy's choices over the slots that join the horizon,
+//!   Alg. 2's corrections for dependency deltas that moved while every flow kept to its plan,
+//!   and reactions to load added (not freed) on its links. The error against `exact` is
+//!   measured in RESULTS.md (and bounded on small clusters in `tests/approx.rs`).
 //!
 //! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
 //! counted per member (its time over its member count): that
