@@ -447,20 +447,26 @@ impl LinkLoadTable {
     /// less that load), in the order of `links`. Refuses an unknown link.
     pub fn link_views(&self, links: &[LinkId], exclude: &[FlowId]) -> Result<Vec<LinkView>, SchedError> {
         let k = self.clock.horizon();
+        // The excluded flows' stored entries, each looked up once.
+        let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
             let state = self.links.get(l).ok_or(SchedError::UnknownLink(*l))?;
             let est = self.estimate_of(state);
             let mut v = LinkView { link: *l, load_bps: vec![0; k], available_bps: vec![0; k] };
-            for (i, (load, avail)) in v.load_bps.iter_mut().zip(v.available_bps.iter_mut()).enumerate() {
+            // The excluded flows' load on this link per slot (their schedules start at or after
+            // the current slot, see `set_schedule` and `advance_to`).
+            let mut mine = vec![0u64; k];
+            for e in own.iter().filter(|e| e.path.contains(l)) {
+                for (i, m) in mine.iter_mut().enumerate() {
+                    let slot = self.current_slot.saturating_add(i as u64);
+                    *m = m.saturating_add(e.schedule.rate_bps_at(slot));
+                }
+            }
+            for (i, ((load, avail), m)) in v.load_bps.iter_mut().zip(v.available_bps.iter_mut()).zip(&mine).enumerate() {
                 let slot = self.current_slot.saturating_add(i as u64);
                 let total = state.load_bps.get(ring_index(slot, k)).copied().unwrap_or(0);
-                let mine = exclude
-                    .iter()
-                    .filter_map(|f| self.flows.get(f))
-                    .filter(|e| e.path.contains(l))
-                    .fold(0u64, |a, e| a.saturating_add(e.schedule.rate_bps_at(slot)));
-                *load = total.saturating_sub(mine);
+                *load = total.saturating_sub(*m);
                 *avail = est.saturating_sub(*load);
             }
             out.push(v);

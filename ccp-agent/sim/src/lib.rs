@@ -53,6 +53,11 @@ pub struct PolicyConfig {
     pub cassini_candidates: usize,
     /// Cassini: angles sampled on a unified circle.
     pub cassini_angles: usize,
+    /// Reference mode: mlcc re-plans every coflow unit at every slot, MCS re-decides every
+    /// coflow at every event and MLTCP re-evaluates every job's F (no plan reuse, no
+    /// component-restricted decisions, no skipped jobs; slow at scale, see `policy::mlcc`,
+    /// `policy::mcs` and `policy::mltcp`).
+    pub exact: bool,
 }
 
 impl Default for PolicyConfig {
@@ -64,6 +69,7 @@ impl Default for PolicyConfig {
             ccml_ratio: policy::ccml::DEFAULT_RATIO,
             cassini_candidates: 3,
             cassini_angles: 60,
+            exact: false,
         }
     }
 }
@@ -74,7 +80,7 @@ fn mltcp(cfg: &PolicyConfig) -> Mltcp {
     } else {
         FUpdate::Events
     };
-    Mltcp { update, ..Mltcp::default() }
+    Mltcp { update, skip_alone: !cfg.exact, ..Mltcp::default() }
 }
 
 /// The policy called `name` (one of [`POLICIES`]) for a network of link capacities
@@ -89,11 +95,11 @@ pub fn make_policy(name: &str, cfg: &PolicyConfig, link_capacity: &[f64]) -> Res
     Ok(match name {
         "fair" => Box::new(Fair),
         "mltcp" => Box::new(mltcp(cfg)),
-        "mcs" => Box::new(Mcs),
+        "mcs" => Box::new(Mcs::new(cfg.exact)),
         "ccml" => Box::new(Ccml::new(cfg.ccml_ratio)),
         "cassini" => Box::new(Cassini::new(Box::new(Fair), cfg.cassini_candidates, cfg.cassini_angles)),
         "cassini+mltcp" => Box::new(Cassini::new(Box::new(mltcp(cfg)), cfg.cassini_candidates, cfg.cassini_angles)),
-        "mlcc" => Box::new(Mlcc::new(link_capacity, cfg.slot_us, cfg.horizon)?),
+        "mlcc" => Box::new(Mlcc::new(link_capacity, cfg.slot_us, cfg.horizon, cfg.exact)?),
         other => {
             return Err(SimError::Config(format!("unknown policy '{other}' (known: {})", POLICIES.join(", "))));
         }

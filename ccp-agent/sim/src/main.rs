@@ -110,6 +110,12 @@ struct Cli {
     /// Re-solve the whole max-min allocation at every event (slow reference for the incremental one).
     #[arg(long)]
     full_alloc: bool,
+    /// Reference mode for mlcc, MCS and MLTCP: re-plan every mlcc unit at every slot, re-decide
+    /// every MCS coflow at every event and re-evaluate F of every MLTCP job, instead of reusing
+    /// unchanged plans, re-deciding only the components an event reaches and skipping jobs alone
+    /// on their links (slow at scale; the approximations are measured against it).
+    #[arg(long)]
+    exact: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -156,6 +162,7 @@ fn main() -> Result<()> {
         ccml_ratio: cli.ccml_ratio,
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
+        exact: cli.exact,
     };
     let scfg = SimConfig { placement: cli.placement, min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
     for p in &cli.policies {

@@ -358,6 +358,9 @@ pub struct Sim {
     job_events: BinaryHeap<JobEvent>,
     scratch: Vec<f64>,
     mins: Vec<(f64, Option<usize>)>,
+    /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
+    touched: Vec<usize>,
+    selected: Vec<usize>,
 }
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
@@ -446,6 +449,8 @@ impl Sim {
             job_events: BinaryHeap::new(),
             scratch: Vec::new(),
             mins: Vec::new(),
+            touched: Vec::new(),
+            selected: Vec::new(),
         })
     }
 
@@ -786,6 +791,29 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The links crossed by job `j`'s active flows, each with the number of those flows.
+    pub fn job_link_uses(&self, j: usize) -> Vec<(u32, u32)> {
+        let mut uses: Vec<(u32, u32)> = Vec::new();
+        for fl in self.jobs[j].flows.iter().filter(|f| !f.done) {
+            for &l in &fl.path {
+                match uses.iter_mut().find(|(x, _)| *x == l) {
+                    Some(e) => e.1 += 1,
+                    None => uses.push((l, 1)),
+                }
+            }
+        }
+        uses
+    }
+
+    /// True when a flow of job `j` on `path` is alone on each of its links: no other launched
+    /// job crosses them ([`Sim::link_jobs`]) and no other active flow of its job does (`uses`:
+    /// [`Sim::job_link_uses`]). Its weight in max-min then moves no rate.
+    pub fn alone_on(&self, j: usize, path: &[u32], uses: &[(u32, u32)]) -> bool {
+        path.iter().all(|&l| {
+            self.link_jobs[l as usize].iter().all(|&k| k == j) && uses.iter().find(|(x, _)| *x == l).is_none_or(|(_, n)| *n <= 1)
+        })
     }
 
     /// True when flow `f` of job `j` has sent everything its dependency allows for now.
@@ -1176,6 +1204,10 @@ impl Sim {
     /// to date, at each of its decisions, and then only the jobs an event touched, those whose
     /// weight or cap it moved and those with a flow capped at its upstream's rate are
     /// re-allocated (the others' inputs are unchanged; `SimConfig::full_alloc` re-solves all).
+    /// A sparse whole-cluster policy ([`Policy::is_sparse`]: MCS and mlcc unless exact) is
+    /// asked which jobs to re-decide besides those an event touched ([`Policy::select_jobs`]);
+    /// only those are brought up to date, decided ([`Policy::decide_jobs`]) and re-allocated, as
+    /// for a per-job policy.
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
         self.deps = policy.deps();
@@ -1208,6 +1240,39 @@ impl Sim {
                 }
                 self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
                 self.allocate(&*policy, &decided, false);
+            }
+        } else if policy.is_sparse() {
+            let at = self.t >= self.next_decision - 1e-12;
+            if at || self.flows_changed || !self.dirty.is_empty() {
+                self.flows_changed = false;
+                let t0 = Instant::now();
+                let touched = std::mem::take(&mut self.touched);
+                let mut sel = std::mem::take(&mut self.selected);
+                sel.clear();
+                policy.select_jobs(self, &self.dirty, at, &mut sel);
+                for &j in &sel {
+                    self.mark_dirty(j);
+                }
+                let mut t_policy = t0.elapsed().as_secs_f64();
+                // Only the touched and selected jobs are brought up to date and decided; the
+                // others keep their decision and their allocation.
+                for k in 0..self.dirty.len() {
+                    let j = self.dirty[k];
+                    self.materialise(j);
+                }
+                let mut jobs = touched;
+                jobs.clear();
+                jobs.extend_from_slice(&self.dirty);
+                let mut decided: Vec<(usize, usize, f64, f64)> = Vec::new();
+                let t1 = Instant::now();
+                self.next_decision = policy.decide_jobs(self, &jobs, at, &mut decided);
+                t_policy += t1.elapsed().as_secs_f64();
+                self.decisions.add(t_policy * 1e6);
+                self.touched = jobs;
+                self.selected = sel;
+                self.decide_intra(&mut decided);
+                let backfill = policy.backfill();
+                self.allocate(&*policy, &decided, backfill);
             }
         } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
             self.materialise_all();

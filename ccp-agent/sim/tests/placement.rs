@@ -134,7 +134,10 @@ fn partial_reallocation_equals_the_full_solve() {
     for name in ["mcs", "mlcc", "cassini"] {
         let mut jct = Vec::new();
         for full_alloc in [false, true] {
-            let mut p = make_policy(name, &PolicyConfig { slot_us: 20_000, ..PolicyConfig::default() }, &t.capacity).unwrap();
+            // Exact policies: the whole-cluster decision at every change, whose partial
+            // re-allocation this compares with the full one.
+            let cfg = PolicyConfig { slot_us: 20_000, exact: true, ..PolicyConfig::default() };
+            let mut p = make_policy(name, &cfg, &t.capacity).unwrap();
             let mut sim = Sim::new(t.clone(), SimConfig { full_alloc, ..SimConfig::default() }, specs.clone()).unwrap();
             sim.run(p.as_mut(), &mut |_| {});
             assert!(sim.all_done(), "{name}");

@@ -20,31 +20,56 @@
 //! - the real network then carries those rates as caps (core links shared max-min among them,
 //!   as MCS does not see the paths), and what is left idle is shared max-min (work conservation);
 //! - it re-decides at every event (a flow or coflow starting or ending).
+//!
+//! Which coflows are re-decided at an event (documented approximation, [`Mcs::exact`]): the
+//! decision separates into the port-connected components of the coflows (two coflows are
+//! connected when they share a server port; a coflow's rates depend only on the coflows of its
+//! component, ordered among themselves). By default only the components an event reaches are
+//! re-decided: those holding a port of a job the event touched (a flow or coflow starting or
+//! ending, a flow blocked or freed by its start-after dependency). The others keep the rates of
+//! their last decision. Those rates would not move if their flows ran exactly at them (a
+//! coflow's rates are remaining / bottleneck time, and both shrink at the same pace), but the
+//! work-conserving backfill lets flows run faster than their rate, so a component not re-decided
+//! keeps rates computed from older remaining bytes. `exact` re-decides every coflow at every
+//! event (the reference; its cost grows with all active flows at every event).
 
 use super::{Control, DepMode, Policy};
-use crate::sim::Sim;
+use crate::sim::{Phase, Sim};
 
 /// MCS-like centralised coflow scheduling.
 #[derive(Clone, Debug, Default)]
-pub struct Mcs;
+pub struct Mcs {
+    /// Re-decide every coflow at every event (the reference) instead of only the port-connected
+    /// components an event reaches (module documentation).
+    pub exact: bool,
+    /// Residual capacity per link while deciding (bytes/s), valid where `res_mark` holds the
+    /// current decision's stamp.
+    residual: Vec<f64>,
+    res_mark: Vec<u32>,
+    stamp: u32,
+    /// Per job and per port: visited in the current component search (by stamp).
+    job_mark: Vec<u32>,
+    port_mark: Vec<u32>,
+    /// Scratch: the flows decided, their caps, and the jobs of the search's queue.
+    flows: Vec<(usize, usize)>,
+    caps: Vec<f64>,
+    queue: Vec<usize>,
+}
 
-impl Policy for Mcs {
-    fn name(&self) -> String {
-        "mcs".into()
+impl Mcs {
+    /// MCS re-deciding only the components an event reaches (`exact` false) or every coflow.
+    pub fn new(exact: bool) -> Mcs {
+        Mcs { exact, ..Mcs::default() }
     }
 
-    fn deps(&self) -> DepMode {
-        DepMode::StartAfter
-    }
-
-    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
-        let n = sim.active.len();
-        ctl.fair(n);
-        ctl.backfill = true;
+    /// MCS's caps (bytes/s) for `flows` (active network flows, in job order, every flow of a
+    /// coflow included), into `cap` (0 for a flow that may not send now).
+    fn caps(&mut self, sim: &Sim, flows: &[(usize, usize)], cap: &mut Vec<f64>) {
+        cap.clear();
+        cap.resize(flows.len(), 0.0);
         // Coflows: the sendable active flows of each job.
         let mut coflows: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (i, &(j, f)) in sim.active.iter().enumerate() {
-            ctl.cap[i] = 0.0;
+        for (i, &(j, f)) in flows.iter().enumerate() {
             if sim.blocked(j, f) || sim.jobs[j].flows[f].path.is_empty() {
                 continue;
             }
@@ -53,14 +78,14 @@ impl Policy for Mcs {
                 _ => coflows.push((j, vec![i])),
             }
         }
-        let cap = &sim.tree.capacity;
+        let link_cap = &sim.tree.capacity;
         let ports = |i: usize| {
-            let (j, f) = sim.active[i];
+            let (j, f) = flows[i];
             let p = &sim.jobs[j].flows[f].path;
             (p[0] as usize, p[p.len() - 1] as usize)
         };
         let remaining = |i: usize| {
-            let (j, f) = sim.active[i];
+            let (j, f) = flows[i];
             let fl = &sim.jobs[j].flows[f];
             (fl.size - fl.sent).max(0.0)
         };
@@ -78,14 +103,21 @@ impl Policy for Mcs {
             }
             load.iter().map(|(p, l)| if c(*p) > 0.0 { l / c(*p) } else { f64::INFINITY }).fold(0.0, f64::max)
         };
-        let full = |p: usize| cap[p];
+        let full = |p: usize| link_cap[p];
         let mut order: Vec<(f64, usize)> = coflows.iter().enumerate().map(|(k, (_, v))| (gamma(v, &full), k)).collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut residual: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
+        // Residual capacity of the ports, set lazily (capacity until a coflow takes some).
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.residual.len() < link_cap.len() {
+            self.residual.resize(link_cap.len(), 0.0);
+            self.res_mark.resize(link_cap.len(), 0);
+        }
+        let stamp = self.stamp;
         for (_, k) in order {
             let flows = &coflows[k].1;
             let g = {
-                let c = |p: usize| residual.get(&p).copied().unwrap_or(cap[p]);
+                let (res, mark) = (&self.residual, &self.res_mark);
+                let c = |p: usize| if mark[p] == stamp { res[p] } else { link_cap[p] };
                 gamma(flows, &c)
             };
             if !(g.is_finite() && g > 0.0) {
@@ -93,14 +125,99 @@ impl Policy for Mcs {
             }
             for &i in flows {
                 let r = remaining(i) / g;
-                ctl.cap[i] = r;
+                cap[i] = r;
                 let (a, b) = ports(i);
                 for p in [a, b] {
-                    let e = residual.entry(p).or_insert(cap[p]);
-                    *e = (*e - r).max(0.0);
+                    if self.res_mark[p] != stamp {
+                        self.res_mark[p] = stamp;
+                        self.residual[p] = link_cap[p];
+                    }
+                    self.residual[p] = (self.residual[p] - r).max(0.0);
                 }
             }
         }
+    }
+}
+
+impl Policy for Mcs {
+    fn name(&self) -> String {
+        "mcs".into()
+    }
+
+    fn deps(&self) -> DepMode {
+        DepMode::StartAfter
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        let n = sim.active.len();
+        ctl.fair(n);
+        ctl.backfill = true;
+        self.caps(sim, &sim.active, &mut ctl.cap);
+        f64::INFINITY
+    }
+
+    fn is_sparse(&self) -> bool {
+        !self.exact
+    }
+
+    fn backfill(&self) -> bool {
+        true
+    }
+
+    /// The jobs of the port-connected components of the touched jobs' ports: a search over the
+    /// communicating network jobs through the server ports their flows use.
+    fn select_jobs(&mut self, sim: &Sim, touched: &[usize], _at_decision: bool, out: &mut Vec<usize>) {
+        self.stamp = self.stamp.wrapping_add(1);
+        let stamp = self.stamp;
+        self.job_mark.resize(sim.jobs.len(), 0);
+        self.port_mark.resize(sim.tree.links(), 0);
+        self.queue.clear();
+        for &j in touched {
+            if self.job_mark[j] != stamp {
+                self.job_mark[j] = stamp;
+                self.queue.push(j);
+            }
+        }
+        while let Some(j) = self.queue.pop() {
+            for fl in &sim.jobs[j].flows {
+                let (Some(&a), Some(&b)) = (fl.path.first(), fl.path.last()) else { continue };
+                if fl.src == fl.dst {
+                    continue;
+                }
+                for p in [a as usize, b as usize] {
+                    if self.port_mark[p] == stamp {
+                        continue;
+                    }
+                    self.port_mark[p] = stamp;
+                    for &k in &sim.link_jobs[p] {
+                        let job = &sim.jobs[k];
+                        if self.job_mark[k] != stamp && job.network && job.phase == Phase::Communicating {
+                            self.job_mark[k] = stamp;
+                            self.queue.push(k);
+                            out.push(k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn decide_jobs(&mut self, sim: &Sim, jobs: &[usize], _at_decision: bool, out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+        let mut order: Vec<usize> = jobs.to_vec();
+        order.sort_unstable();
+        let mut flows = std::mem::take(&mut self.flows);
+        flows.clear();
+        for &j in &order {
+            let job = &sim.jobs[j];
+            if job.network && job.phase == Phase::Communicating {
+                flows.extend(job.flows.iter().enumerate().filter(|(_, fl)| !fl.done && fl.src != fl.dst).map(|(f, _)| (j, f)));
+            }
+        }
+        let mut caps = std::mem::take(&mut self.caps);
+        self.caps(sim, &flows, &mut caps);
+        out.extend(flows.iter().zip(&caps).map(|(&(j, f), &c)| (j, f, 1.0, c)));
+        self.flows = flows;
+        self.caps = caps;
         f64::INFINITY
     }
 }

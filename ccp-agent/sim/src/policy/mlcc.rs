@@ -33,31 +33,152 @@
 //! - No non-ML traffic is simulated, so no rate samples are recorded: each link's estimate is its
 //!   capacity ([`LinkLoadTable::estimate_bps`]).
 //!
+//! - Plan reuse (documented approximation; [`Mlcc::exact`] turns it off): exact mode plans
+//!   every unit at every slot boundary (the engine's whole-cluster decision at every change).
+//!   By default the policy decides sparsely ([`Policy::is_sparse`]) and a unit is re-planned at
+//!   a slot boundary only when something it was planned against changed (`Replan` names the
+//!   cases; `replan_reasons` in the report counts them): it has no whole plan (new, or planned
+//!   in part inside a slot), one of its network flows started or ended, a network member's
+//!   bytes sent differ from its plan by more than [`REUSE_SLACK_BYTES`] plus what one engine
+//!   step at a late slot start can move, bandwidth was freed on one of its network links in a
+//!   later slot by at least an MTU (another unit re-planned to less, or a flow left the table
+//!   with load still planned; at a slot boundary the new slot counts too), a member's plan
+//!   completes in the new slot (paced then at its MADD share) or has run out, or its plan does
+//!   not complete within the horizon and is half a horizon old while another job crosses its
+//!   links (its bytes past the horizon are not booked until it is re-planned). Otherwise it
+//!   keeps the plan it published (still in the table, which only advanced) and each member
+//!   takes its plan's rate for the new slot: in the simulator the bandwidth is known, so a plan
+//!   that was feasible stays feasible and the flows carry what it says. A unit planned whole
+//!   inside a slot (its iteration starts) keeps that plan, counted from the rest of the slot.
+//!   Flows inside a server are planned with their group but, not being paced by the plan, are
+//!   left out of these checks. A unit whose links another unit changed *later in the same
+//!   slot's order* is re-planned at the next slot, not in the same one. What the exact mode
+//!   would do differently is then the greedy's choices over the slots that join the horizon,
+//!   Alg. 2's corrections for dependency deltas that moved while every flow kept to its plan,
+//!   and reactions to load added (not freed) on its links. The error against `exact` is
+//!   measured in RESULTS.md (and bounded on small clusters in `tests/approx.rs`).
+//!
 //! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
 //! counted per member (its time over its member count): that
 //! is the paper's "scheduling computation latency" (Sec. VII-B, Fig. 15).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use mlcc_sched::{
     apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency, FlowId,
-    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, SlotClock,
+    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, Schedule, SlotClock,
 };
 use serde_json::{json, Value};
 
 use super::{Control, Policy};
 use crate::error::SimError;
-use crate::sim::{Role, Sim, TimeHist};
+use crate::sim::{Phase, Role, Sim, TimeHist};
 use crate::workload::Paradigm;
+
+/// Plan reuse: the most a flow's bytes sent may differ from what its kept plan says by a slot
+/// boundary, bytes (one MTU). Flows that keep to their rates differ by less than a byte per
+/// slot (rates are rounded up to whole bit/s).
+pub const REUSE_SLACK_BYTES: f64 = 1500.0;
+
+/// True for a flow between two GPUs of one server (not paced by any plan, see `crate::sim`).
+fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
+    let fl = &sim.jobs[j].flows[f];
+    fl.src == fl.dst
+}
+
+/// No rate decided (the flow is not planned).
+const NO_RATE: u64 = u64::MAX;
+
+/// One member of a kept unit plan.
+#[derive(Clone, Debug)]
+struct Member {
+    /// Flow index in its job.
+    f: usize,
+    /// Bytes it had sent when planned.
+    sent0: f64,
+    /// Fraction of the plan's first slot left when it was planned (1 at a slot boundary; a
+    /// flow that starts inside a slot sends its first slot's rate only for the rest of it).
+    first: f64,
+    /// Bytes and rates (bit/s; slot 0: the pacing rate given) per slot from the plan's slot.
+    bytes: Vec<u64>,
+    rates: Vec<u64>,
+}
+
+/// Why a unit is re-planned at a slot boundary (plan reuse statistics).
+#[derive(Clone, Copy, Debug)]
+enum Replan {
+    /// It has no whole plan (new, or planned in part inside the slot).
+    NoPlan,
+    /// Its plan does not complete within the horizon and is half a horizon old.
+    Incomplete,
+    /// A flow of it started or ended.
+    Members,
+    /// A member's plan completes in this slot (or ended with bytes left).
+    Completing,
+    /// A member's bytes sent differ from its plan by more than [`REUSE_SLACK_BYTES`].
+    Progress,
+    /// Bandwidth was freed on one of its links in a later slot.
+    Freed,
+}
+
+/// Names of [`Replan`]'s cases, in order (report).
+const REPLAN_NAMES: [&str; 6] = ["no_plan", "incomplete", "members", "completing", "progress", "freed"];
+
+/// A coflow unit's plan, kept across slots while nothing it depends on changes.
+#[derive(Clone, Debug)]
+struct UnitPlan {
+    /// Slot it was planned in.
+    slot0: u64,
+    /// Link-change counter after its own schedules were published.
+    seq: u64,
+    /// Every member's plan completes within the horizon.
+    complete: bool,
+    members: Vec<Member>,
+}
+
+/// Plan-reuse state of a job.
+#[derive(Clone, Debug, Default)]
+struct JobPlan {
+    units: Vec<Option<UnitPlan>>,
+    /// Look at its units at the next slot boundary (an event touched it).
+    look: bool,
+}
 
 /// The mlcc scheduler over switch load tables.
 pub struct Mlcc {
     clock: SlotClock,
     table: LinkLoadTable,
     slot: Option<u64>,
-    /// Current slot rate of each planned flow, bit/s, by flow id.
-    rates: HashMap<u64, u64>,
+    /// Current slot rate of each planned flow, bit/s, by the engine's allocation id
+    /// (`Job::flow_base` + flow index; `NO_RATE`: not planned).
+    rates: Vec<u64>,
+    /// Allocation ids (and table ids) of the flows with a rate (compacted now and then).
+    planned: Vec<(usize, u64)>,
+    /// Liveness marks by allocation id (whole-cluster decisions).
+    live_mark: Vec<u32>,
+    stamp: u32,
+    /// Re-plan every unit at every slot (the reference) instead of reusing plans.
+    pub exact: bool,
+    /// Plan reuse: per job, its units' kept plans; the jobs holding one; per link, the value
+    /// of `seq` when a schedule on it last changed.
+    plans: Vec<JobPlan>,
+    live: Vec<usize>,
+    in_live: Vec<bool>,
+    link_seq: Vec<u64>,
+    seq: u64,
+    /// Members of the unit being planned (scratch).
+    unit_members: Vec<Member>,
+    unit_complete: bool,
+    /// Fraction of the current slot left (for the members being planned).
+    unit_first: f64,
+    /// A slot boundary's decision is under way.
+    at_boundary: bool,
+    /// Unit plans made, and unit-slots that kept their plan (plan reuse).
+    pub unit_plans: u64,
+    /// See `unit_plans`.
+    pub unit_kept: u64,
+    /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
+    replan_reasons: [u64; 6],
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
     /// Refusals of the library (should stay 0).
@@ -68,9 +189,15 @@ fn flow_id(j: usize, f: usize) -> u64 {
     ((j as u64) << 24) | f as u64
 }
 
+/// The flow index of a table id.
+fn flow_of(id: u64) -> usize {
+    (id & 0xFF_FFFF) as usize
+}
+
 impl Mlcc {
-    /// A scheduler with slots of `slot_us` µs and horizon `k` over the links of `sim`'s tree.
-    pub fn new(sim_links: &[f64], slot_us: u64, k: usize) -> Result<Mlcc, SimError> {
+    /// A scheduler with slots of `slot_us` µs and horizon `k` over the links of `sim`'s tree;
+    /// `exact`: re-plan every unit at every slot (no plan reuse).
+    pub fn new(sim_links: &[f64], slot_us: u64, k: usize, exact: bool) -> Result<Mlcc, SimError> {
         let clock = SlotClock::new(slot_us, k).map_err(|e| SimError::Config(e.to_string()))?;
         let mut table = LinkLoadTable::new(clock, 0);
         for (l, c) in sim_links.iter().enumerate() {
@@ -78,7 +205,94 @@ impl Mlcc {
                 .add_link(LinkId(l as u32), (c * 8.0) as u64)
                 .map_err(|e| SimError::Config(format!("link {l}: {e}")))?;
         }
-        Ok(Mlcc { clock, table, slot: None, rates: HashMap::new(), flow_decisions: TimeHist::default(), refusals: 0 })
+        Ok(Mlcc {
+            clock,
+            table,
+            slot: None,
+            rates: Vec::new(),
+            planned: Vec::new(),
+            live_mark: Vec::new(),
+            stamp: 0,
+            exact,
+            plans: Vec::new(),
+            live: Vec::new(),
+            in_live: Vec::new(),
+            link_seq: vec![0; sim_links.len()],
+            seq: 0,
+            unit_members: Vec::new(),
+            unit_complete: true,
+            unit_first: 1.0,
+            at_boundary: false,
+            unit_plans: 0,
+            unit_kept: 0,
+            replan_reasons: [0; 6],
+            flow_decisions: TimeHist::default(),
+            refusals: 0,
+        })
+    }
+
+    fn rate(&self, sim: &Sim, j: usize, f: usize) -> u64 {
+        self.rates.get(sim.jobs[j].flow_base as usize + f).copied().unwrap_or(NO_RATE)
+    }
+
+    fn set_rate(&mut self, sim: &Sim, j: usize, f: usize, r: u64) {
+        let aid = sim.jobs[j].flow_base as usize + f;
+        if self.rates.len() <= aid {
+            self.rates.resize(aid + 1, NO_RATE);
+        }
+        if self.rates[aid] == NO_RATE {
+            self.planned.push((aid, flow_id(j, f)));
+        }
+        self.rates[aid] = r;
+    }
+
+    /// Records that the load of `path`'s links changed (plan reuse).
+    fn links_changed(&mut self, path: &[LinkId]) {
+        self.seq += 1;
+        for l in path {
+            if let Some(s) = self.link_seq.get_mut(l.0 as usize) {
+                *s = self.seq;
+            }
+        }
+    }
+
+    /// Takes flow `f` of job `j` off the table and forgets its rate.
+    fn drop_flow(&mut self, sim: &Sim, j: usize, f: usize) {
+        let aid = sim.jobs[j].flow_base as usize + f;
+        if let Some(r) = self.rates.get_mut(aid) {
+            *r = NO_RATE;
+        }
+        if let Ok(old) = self.table.remove_flow(FlowId(flow_id(j, f))) {
+            // Bandwidth freed in the current slot matters to the units still to decide in it
+            // only at a slot boundary (flows leaving then are dropped before any unit keeps its
+            // plan); inside a slot only later slots count.
+            let from = self.table.current_slot() + u64::from(!self.at_boundary);
+            let internal = flow_is_internal(sim, j, f);
+            if !self.exact && !internal && old.rates_bps.iter().enumerate().any(|(i, r)| *r > 0 && old.start_slot + i as u64 >= from) {
+                let path: Vec<LinkId> = sim.jobs[j].flows[f].path.iter().map(|l| LinkId(*l)).collect();
+                self.links_changed(&path);
+            }
+        }
+    }
+
+    /// The active network flows of `jobs` (in job order) without a rate, sorted.
+    fn unplanned(&self, sim: &Sim, jobs: &[usize]) -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = Vec::new();
+        for &j in jobs {
+            for (f, fl) in sim.jobs[j].flows.iter().enumerate() {
+                if !fl.done && fl.src != fl.dst && self.rate(sim, j, f) == NO_RATE {
+                    v.push((j, f));
+                }
+            }
+        }
+        v.sort_unstable();
+        v
+    }
+
+    /// Keeps in `planned` only the flows with a rate.
+    fn compact_planned(&mut self) {
+        let rates = &self.rates;
+        self.planned.retain(|(aid, _)| rates[*aid] != NO_RATE);
     }
 
     fn request(sim: &Sim, j: usize, f: usize, dependency: Dependency) -> FlowRequest {
@@ -100,17 +314,30 @@ impl Mlcc {
     /// it finishes inside the slot instead of being stretched to its end, and the members
     /// completing together never pace above a shared link. It never sends more than planned
     /// (what is left is exactly the slot's bytes), and the table still holds the slot's bytes.
-    fn record(&mut self, members: &[FlowRequest], g: &GroupDecision) {
+    fn record(&mut self, sim: &Sim, j: usize, members: &[FlowRequest], g: &GroupDecision) {
         for ((req, d), share) in members.iter().zip(&g.decisions).zip(&g.share_now_bps) {
-            self.rates.insert(req.flow.0, d.pacing_rate_bps(req.progress.remaining_bytes, *share));
+            let f = flow_of(req.flow.0);
+            let r = d.pacing_rate_bps(req.progress.remaining_bytes, *share);
+            self.set_rate(sim, j, f, r);
+            if !self.exact {
+                let mut rates = d.plan.rates_bps.clone();
+                if let Some(r0) = rates.first_mut() {
+                    *r0 = r;
+                }
+                self.unit_complete &= d.plan.is_complete();
+                let first = self.unit_first;
+                self.unit_members.push(Member { f, sent0: sim.jobs[j].flows[f].sent, first, bytes: d.plan.bytes.clone(), rates });
+            }
         }
     }
 
-    /// Plans `members` jointly ([`plan_group`]), then cuts each by `excess(i, decision)` (the
-    /// receiver's side of Alg. 2) by [`apply_group_reduction`]; records the rates and the
-    /// per-flow decision time (the group's time over its members).
+    /// Plans `members` (flows of job `j`) jointly ([`plan_group`]), then cuts each by
+    /// `excess(i, decision)` (the receiver's side of Alg. 2) by [`apply_group_reduction`];
+    /// records the rates and the per-flow decision time (the group's time over its members).
     fn plan_members(
         &mut self,
+        sim: &Sim,
+        j: usize,
         members: &[FlowRequest],
         excess: &dyn Fn(usize, &GroupDecision) -> u64,
     ) -> Option<GroupDecision> {
@@ -118,6 +345,12 @@ impl Mlcc {
             return None;
         }
         let t0 = Instant::now();
+        // Plan reuse: the members' schedules before, to tell whether their links' load changed.
+        let before: Vec<Option<Schedule>> = if self.exact {
+            Vec::new()
+        } else {
+            members.iter().map(|m| self.table.flow_schedule(m.flow).cloned()).collect()
+        };
         let g = match plan_group(&mut self.table, members) {
             Ok(g) => g,
             Err(_) => {
@@ -126,17 +359,45 @@ impl Mlcc {
             }
         };
         let cuts: Vec<u64> = (0..members.len()).map(|i| excess(i, &g)).collect();
-        let g = match apply_group_reduction(&mut self.table, members, &g, &cuts) {
-            Ok(r) => r,
-            Err(_) => {
-                self.refusals += 1;
-                g
+        // A reduction without cuts gives the decision back unchanged, and the table already
+        // holds its schedules: skipped (same result, no second look at the links).
+        let g = if cuts.iter().all(|c| *c == 0) {
+            g
+        } else {
+            match apply_group_reduction(&mut self.table, members, &g, &cuts) {
+                Ok(r) => r,
+                Err(_) => {
+                    self.refusals += 1;
+                    g
+                }
             }
         };
-        self.record(members, &g);
+        self.record(sim, j, members, &g);
         let per_flow_us = t0.elapsed().as_secs_f64() * 1e6 / members.len() as f64;
         for _ in members {
             self.flow_decisions.add(per_flow_us);
+        }
+        if !self.exact {
+            for (m, old) in members.iter().zip(before) {
+                if flow_is_internal(sim, j, flow_of(m.flow.0)) {
+                    continue;
+                }
+                let slot = self.table.current_slot();
+                let now = self.table.flow_schedule(m.flow);
+                // Bandwidth freed in the current slot is of no use to plans made at the next
+                // slot boundary: only later slots count, and only by at least one MTU in a slot
+                // (a rate rounded by a few bit/s frees nothing a flow could send).
+                let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
+                let freed = old.as_ref().is_some_and(|o| {
+                    o.rates_bps.iter().enumerate().any(|(i, r)| {
+                        let s = o.start_slot + i as u64;
+                        s > slot && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
+                    })
+                });
+                if freed {
+                    self.links_changed(&m.path);
+                }
+            }
         }
         Some(g)
     }
@@ -145,31 +406,7 @@ impl Mlcc {
     /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
     /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
     fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(PlanningKey, usize, usize)> {
-        let job = &sim.jobs[j];
-        let active = |f: usize| !job.flows[f].done && todo(f);
-        let n = match job.spec.paradigm {
-            Paradigm::Ring => 1,
-            Paradigm::Ps => job.spec.parameter_servers() as usize,
-        };
-        (0..n)
-            .filter_map(|u| {
-                let all = self.unit_flows(sim, j, u);
-                let flows: Vec<FlowRequest> = all
-                    .iter()
-                    .copied()
-                    .filter(|f| active(*f))
-                    .map(|f| Self::request(sim, j, f, Dependency::Independent))
-                    .collect();
-                if flows.is_empty() {
-                    return None;
-                }
-                let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
-                let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
-                    (s.saturating_add(job.flows[f].sent as u64), z.saturating_add(job.flows[f].size as u64))
-                });
-                Some((planning_key(sent, size, gamma), j, u))
-            })
-            .collect()
+        (0..Self::unit_count(sim, j)).filter_map(|u| Some((self.unit_key(sim, j, u, todo)?, j, u))).collect()
     }
 
     /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
@@ -224,7 +461,7 @@ impl Mlcc {
                     };
                     excess_bytes(g.decisions[i].accumulated_bytes, pred_f.saturating_add(chunk))
                 };
-                self.plan_members(&members, &bound);
+                self.plan_members(sim, j, &members, &bound);
             }
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
@@ -235,7 +472,7 @@ impl Mlcc {
                 let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
                 let members: Vec<FlowRequest> =
                     agg.iter().map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f))).collect();
-                let g = self.plan_members(&members, &|_, _| 0);
+                let g = self.plan_members(sim, j, &members, &|_, _| 0);
                 let agg_f: Vec<u64> = pushes
                     .iter()
                     .map(|f| match (&g, agg.iter().position(|x| x == f)) {
@@ -249,7 +486,7 @@ impl Mlcc {
                 let a_min = agg_f.iter().min().copied().unwrap_or(0);
                 let members: Vec<FlowRequest> =
                     pulls.iter().copied().filter(|f| active(*f)).map(|f| Self::request(sim, j, f, dep)).collect();
-                self.plan_members(&members, &|i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min));
+                self.plan_members(sim, j, &members, &|i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min));
             }
         }
     }
@@ -267,6 +504,175 @@ impl Mlcc {
     }
 }
 
+/// Plan reuse.
+impl Mlcc {
+    /// Coflow units of job `j` (1 for a ring, one per PS).
+    fn unit_count(sim: &Sim, j: usize) -> usize {
+        let job = &sim.jobs[j];
+        match job.spec.paradigm {
+            Paradigm::Ring => 1,
+            Paradigm::Ps => job.spec.parameter_servers() as usize,
+        }
+    }
+
+    /// Slots for which a plan of job `j` that does not complete within the horizon is kept:
+    /// half the horizon when another job crosses one of its network links, so its schedule in
+    /// the table always covers at least that many slots ahead (its bytes past the horizon are
+    /// not booked until it is re-planned, and another unit could take those slots first); the
+    /// whole horizon when no other job crosses them (nobody else books those links; it is then
+    /// re-planned when its plan runs out).
+    fn max_age_incomplete(&self, sim: &Sim, j: usize) -> u64 {
+        let k = self.clock.horizon() as u64;
+        let shared = sim.jobs[j]
+            .flows
+            .iter()
+            .filter(|fl| fl.src != fl.dst)
+            .any(|fl| fl.path.iter().any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j)));
+        if shared {
+            (k / 2).max(1)
+        } else {
+            k.max(1)
+        }
+    }
+
+    /// Whether job `j` needs a look at the start of `slot` (its byte counts may be stale, its
+    /// rates and phase are current): a unit to re-plan (no plan, flagged, incomplete, a link of
+    /// it changed, a member done or not at the rate its plan gave it, or completing in `slot`)
+    /// or a member whose planned rate changes in `slot`.
+    fn needs_look(&self, sim: &Sim, j: usize, slot: u64) -> bool {
+        let Some(p) = self.plans.get(j) else { return true };
+        if p.look || p.units.len() != Self::unit_count(sim, j) {
+            return true;
+        }
+        let job = &sim.jobs[j];
+        let max_age = self.max_age_incomplete(sim, j);
+        for up in &p.units {
+            let Some(up) = up else { return true };
+            if slot <= up.slot0 || (!up.complete && slot - up.slot0 >= max_age) {
+                return true;
+            }
+            let o = (slot - up.slot0) as usize;
+            // Its network members (flows inside a server are not paced by the plan).
+            for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
+                let fl = &job.flows[m.f];
+                if fl.done || o >= m.rates.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
+                    return true;
+                }
+                let prev = m.rates[o - 1] as f64 / 8.0;
+                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1] {
+                    return true;
+                }
+                if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether unit `u` of job `j` (brought up to date) keeps its plan in `slot`; if so, its
+    /// members take the plan's rates for the slot.
+    fn keep(&mut self, sim: &Sim, j: usize, u: usize, slot: u64) -> bool {
+        match self.why_replan(sim, j, u, slot) {
+            Some(r) => {
+                self.replan_reasons[r as usize] += 1;
+                false
+            }
+            None => {
+                let Some(Some(up)) = self.plans[j].units.get(u) else { return false };
+                let o = (slot - up.slot0) as usize;
+                let rates: Vec<(usize, u64)> = up.members.iter().map(|m| (m.f, m.rates[o])).collect();
+                for (f, r) in rates {
+                    self.set_rate(sim, j, f, r);
+                }
+                true
+            }
+        }
+    }
+
+    /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't.
+    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Option<Replan> {
+        let Some(Some(up)) = self.plans[j].units.get(u) else { return Some(Replan::NoPlan) };
+        if slot <= up.slot0 {
+            return Some(Replan::NoPlan);
+        }
+        if !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j) {
+            return Some(Replan::Incomplete);
+        }
+        let o = (slot - up.slot0) as usize;
+        let job = &sim.jobs[j];
+        // Members: its network flows (a flow inside a server that ends early changes nothing
+        // the plan paces).
+        let net = |f: usize| job.flows[f].src != job.flows[f].dst;
+        let mut active = self.unit_flows(sim, j, u).into_iter().filter(|&f| !job.flows[f].done && net(f));
+        if !up.members.iter().filter(|m| net(m.f)).all(|m| active.next() == Some(m.f)) || active.next().is_some() {
+            return Some(Replan::Members);
+        }
+        for m in up.members.iter().filter(|m| net(m.f)) {
+            let fl = &job.flows[m.f];
+            if o >= m.bytes.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
+                return Some(Replan::Completing);
+            }
+            // A flow inside a server is planned with its group but not paced by the plan (no
+            // policy controls it, see `crate::sim`): its progress is not the plan's.
+            // Expected by now: the slots before this one, and, when this decision comes after
+            // the slot's start (events closer than the engine's least step are handled
+            // together), the previous slot's rate since then.
+            let late = self.clock.slot_start_us(slot).map_or(0.0, |us| (sim.t - us as f64 / 1e6).max(0.0));
+            let expected = m.sent0
+                + m.bytes[0] as f64 * m.first
+                + m.bytes[1..o].iter().map(|b| *b as f64).sum::<f64>()
+                + late * m.rates[o - 1] as f64 / 8.0;
+            // Slack: an MTU, and what a rate change at a late slot start can move (the
+            // engine's least time step at the larger of the two rates).
+            let r = m.rates[o - 1].max(if o >= 2 { m.rates[o - 2] } else { 0 }) as f64 / 8.0;
+            if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
+                return Some(Replan::Progress);
+            }
+            if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
+                return Some(Replan::Freed);
+            }
+        }
+        None
+    }
+
+    /// The planning key of unit `u` of job `j` over its active flows that `todo` selects.
+    fn unit_key(&self, sim: &Sim, j: usize, u: usize, todo: &dyn Fn(usize) -> bool) -> Option<PlanningKey> {
+        let job = &sim.jobs[j];
+        let all = self.unit_flows(sim, j, u);
+        let flows: Vec<FlowRequest> = all
+            .iter()
+            .copied()
+            .filter(|&f| !job.flows[f].done && todo(f))
+            .map(|f| Self::request(sim, j, f, Dependency::Independent))
+            .collect();
+        if flows.is_empty() {
+            return None;
+        }
+        let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
+        let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
+            (s.saturating_add(job.flows[f].sent as u64), z.saturating_add(job.flows[f].size as u64))
+        });
+        Some(planning_key(sent, size, gamma))
+    }
+
+    /// Plans unit `u` of job `j` (its active flows that `todo` selects) in `slot`, of which
+    /// the fraction `first` is left, and keeps the plan.
+    fn plan_and_keep(&mut self, sim: &Sim, j: usize, u: usize, slot: u64, todo: &dyn Fn(usize) -> bool, first: f64) {
+        self.unit_members.clear();
+        self.unit_complete = true;
+        self.unit_first = first;
+        self.plan_unit(sim, j, u, todo);
+        self.unit_first = 1.0;
+        self.unit_plans += 1;
+        let members = std::mem::take(&mut self.unit_members);
+        let plan = UnitPlan { slot0: slot, seq: self.seq, complete: self.unit_complete, members };
+        if let Some(x) = self.plans[j].units.get_mut(u) {
+            *x = Some(plan);
+        }
+    }
+}
+
 impl Policy for Mlcc {
     fn name(&self) -> String {
         "mlcc".into()
@@ -276,12 +682,23 @@ impl Policy for Mlcc {
         let now_us = (sim.t * 1e6).round() as u64;
         let slot = self.clock.slot_at(now_us);
         // Flows no longer active leave the table.
-        let live: std::collections::HashSet<u64> = sim.active.iter().map(|&(j, f)| flow_id(j, f)).collect();
-        let gone: Vec<u64> = self.rates.keys().filter(|k| !live.contains(k)).copied().collect();
-        for k in gone {
-            self.rates.remove(&k);
-            let _ = self.table.remove_flow(FlowId(k));
+        self.stamp = self.stamp.wrapping_add(1);
+        let stamp = self.stamp;
+        for &(j, f) in &sim.active {
+            let aid = sim.jobs[j].flow_base as usize + f;
+            if self.live_mark.len() <= aid {
+                self.live_mark.resize(aid + 1, 0);
+            }
+            self.live_mark[aid] = stamp;
         }
+        for k in 0..self.planned.len() {
+            let (aid, id) = self.planned[k];
+            if self.rates[aid] != NO_RATE && self.live_mark.get(aid) != Some(&stamp) {
+                self.rates[aid] = NO_RATE;
+                let _ = self.table.remove_flow(FlowId(id));
+            }
+        }
+        self.compact_planned();
         let mut jobs: Vec<usize> = sim.active.iter().map(|&(j, _)| j).collect();
         jobs.dedup();
         if self.slot != Some(slot) {
@@ -291,21 +708,179 @@ impl Policy for Mlcc {
             self.slot = Some(slot);
             self.plan_jobs(sim, &jobs, &|_, _| true);
         } else {
-            let new: std::collections::HashSet<u64> =
-                sim.active.iter().map(|&(j, f)| flow_id(j, f)).filter(|id| !self.rates.contains_key(id)).collect();
+            // Flows started inside the slot are planned at once; the others keep their rates.
+            let new = self.unplanned(sim, &jobs);
             if !new.is_empty() {
-                self.plan_jobs(sim, &jobs, &|j, f| new.contains(&flow_id(j, f)));
+                jobs.retain(|&j| new.iter().any(|&(k, _)| k == j));
+                jobs.dedup();
+                self.plan_jobs(sim, &jobs, &|j, f| new.binary_search(&(j, f)).is_ok());
             }
         }
         ctl.fair(sim.active.len());
         for (i, &(j, f)) in sim.active.iter().enumerate() {
-            ctl.cap[i] = self.rates.get(&flow_id(j, f)).map_or(0.0, |r| *r as f64 / 8.0);
+            let r = self.rate(sim, j, f);
+            ctl.cap[i] = if r == NO_RATE { 0.0 } else { r as f64 / 8.0 };
         }
         let next = self.clock.slot_start_us(slot + 1).map_or(f64::INFINITY, |us| us as f64 / 1e6);
         if sim.active.is_empty() {
             f64::INFINITY
         } else {
             next
+        }
+    }
+
+    fn is_sparse(&self) -> bool {
+        !self.exact
+    }
+
+    /// At a slot boundary, the jobs holding a unit plan that cannot simply go on (see the module
+    /// documentation) or whose plan's rate changes in the new slot; none inside a slot.
+    fn select_jobs(&mut self, sim: &Sim, _touched: &[usize], _at_decision: bool, out: &mut Vec<usize>) {
+        let slot = self.clock.slot_at((sim.t * 1e6).round() as u64);
+        if self.slot == Some(slot) {
+            return;
+        }
+        let mut k = 0;
+        while k < self.live.len() {
+            let j = self.live[k];
+            let job = &sim.jobs[j];
+            if job.phase != Phase::Communicating {
+                // Its flows leave the table when the engine reports it (it was touched).
+                out.push(j);
+                k += 1;
+                continue;
+            }
+            if self.needs_look(sim, j, slot) {
+                out.push(j);
+            }
+            k += 1;
+        }
+    }
+
+    fn decide_jobs(&mut self, sim: &Sim, jobs: &[usize], _at_decision: bool, out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+        let now_us = (sim.t * 1e6).round() as u64;
+        let slot = self.clock.slot_at(now_us);
+        let new_slot = self.slot != Some(slot);
+        if new_slot {
+            if self.table.advance_to(slot).is_err() {
+                self.refusals += 1;
+            }
+            self.slot = Some(slot);
+        }
+        self.at_boundary = new_slot;
+        if self.plans.len() < sim.jobs.len() {
+            self.plans.resize_with(sim.jobs.len(), JobPlan::default);
+            self.in_live.resize(sim.jobs.len(), false);
+        }
+        // Flows no longer active leave the table; jobs no longer communicating drop their plans.
+        for &j in jobs {
+            let job = &sim.jobs[j];
+            let comm = job.phase == Phase::Communicating;
+            for f in 0..job.flows.len() {
+                if self.rate(sim, j, f) != NO_RATE && (!comm || job.flows[f].done) {
+                    self.drop_flow(sim, j, f);
+                }
+            }
+            if !comm {
+                self.plans[j] = JobPlan::default();
+            }
+        }
+        let comm: Vec<usize> =
+            jobs.iter().copied().filter(|&j| sim.jobs[j].network && sim.jobs[j].phase == Phase::Communicating).collect();
+        if new_slot {
+            // Units that keep their plan take its rate for the new slot; the others are
+            // re-planned in planning order.
+            let mut todo: Vec<(PlanningKey, usize, usize)> = Vec::new();
+            for &j in &comm {
+                let n = Self::unit_count(sim, j);
+                if self.plans[j].units.len() != n {
+                    self.plans[j].units = vec![None; n];
+                }
+                self.plans[j].look = false;
+                for u in 0..n {
+                    if self.keep(sim, j, u, slot) {
+                        self.unit_kept += 1;
+                        continue;
+                    }
+                    match self.unit_key(sim, j, u, &|_| true) {
+                        Some(key) => {
+                            self.plans[j].units[u] = None;
+                            todo.push((key, j, u));
+                        }
+                        // Nothing left to send in this unit: an empty plan, kept.
+                        None => self.plans[j].units[u] = Some(UnitPlan { slot0: slot, seq: self.seq, complete: true, members: Vec::new() }),
+                    }
+                }
+            }
+            todo.sort_unstable();
+            for (_, j, u) in todo {
+                self.plan_and_keep(sim, j, u, slot, &|_| true, 1.0);
+            }
+        } else {
+            // Inside a slot: flows that started are planned at once; a unit planned whole (its
+            // iteration starts) keeps that plan, counted from the rest of the slot; every touched
+            // job is looked at again at the next slot.
+            let frac = self.clock.slot_start_us(slot + 1).map_or(1.0, |end| {
+                ((end as f64 / 1e6 - sim.t) / (self.clock.slot_us() as f64 / 1e6)).clamp(0.0, 1.0)
+            });
+            for &j in &comm {
+                self.plans[j].look = true;
+                let n = Self::unit_count(sim, j);
+                if self.plans[j].units.len() != n {
+                    self.plans[j].units = vec![None; n];
+                }
+            }
+            let new = self.unplanned(sim, &comm);
+            if !new.is_empty() {
+                let mut fresh: Vec<usize> = new.iter().map(|&(j, _)| j).collect();
+                fresh.dedup();
+                let mut units: Vec<(PlanningKey, usize, usize)> =
+                    fresh.iter().flat_map(|&j| self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok())).collect();
+                units.sort_unstable();
+                for (_, j, u) in units {
+                    let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
+                    let job = &sim.jobs[j];
+                    let whole = self.unit_flows(sim, j, u).into_iter().all(|f| job.flows[f].done || todo(f));
+                    self.plan_and_keep(sim, j, u, slot, &todo, frac);
+                    if !whole {
+                        self.plans[j].units[u] = None;
+                    }
+                }
+                self.unit_members.clear();
+            }
+        }
+        for &j in &comm {
+            if !self.in_live[j] {
+                self.in_live[j] = true;
+                self.live.push(j);
+            }
+            let job = &sim.jobs[j];
+            for (f, fl) in job.flows.iter().enumerate() {
+                if !fl.done && fl.src != fl.dst {
+                    let r = self.rate(sim, j, f);
+                    out.push((j, f, 1.0, if r == NO_RATE { 0.0 } else { r as f64 / 8.0 }));
+                }
+            }
+        }
+        // Jobs no longer communicating leave the live list.
+        let mut k = 0;
+        while k < self.live.len() {
+            let j = self.live[k];
+            if sim.jobs[j].phase != Phase::Communicating {
+                self.in_live[j] = false;
+                self.live.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        if self.planned.len() > 2 * sim.jobs.len() + 4096 {
+            self.compact_planned();
+        }
+        self.at_boundary = false;
+        if self.live.is_empty() {
+            f64::INFINITY
+        } else {
+            self.clock.slot_start_us(slot + 1).map_or(f64::INFINITY, |us| us as f64 / 1e6)
         }
     }
 
@@ -319,6 +894,10 @@ impl Policy for Mlcc {
             "flow_decision_us_p99": self.flow_decisions.quantile_us(0.99),
             "flow_decision_cdf": self.flow_decisions.cdf(),
             "library_refusals": self.refusals,
+            "exact": self.exact,
+            "unit_plans": self.unit_plans,
+            "unit_plans_kept": self.unit_kept,
+            "replan_reasons": REPLAN_NAMES.iter().zip(self.replan_reasons).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<String, Value>>(),
         })
     }
 }

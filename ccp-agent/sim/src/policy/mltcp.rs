@@ -38,11 +38,15 @@ pub struct Mltcp {
     pub params: Params,
     /// When F is re-evaluated.
     pub update: FUpdate,
+    /// With `Continuous` updates, skip re-evaluating a job whose network flows are each alone
+    /// on their links ([`Policy::job_next_decision`]); false: the reference that re-evaluates
+    /// every job.
+    pub skip_alone: bool,
 }
 
 impl Default for Mltcp {
     fn default() -> Self {
-        Mltcp { params: Params::DEFAULT, update: FUpdate::Continuous { ratio_step: 1.0 / 32.0 } }
+        Mltcp { params: Params::DEFAULT, update: FUpdate::Continuous { ratio_step: 1.0 / 32.0 }, skip_alone: true }
     }
 }
 
@@ -98,13 +102,31 @@ impl Policy for Mltcp {
         Some((f_of(&self.params, fl.sent, fl.size), f64::INFINITY))
     }
 
+    /// With `skip_alone` (documented approximation, off with `PolicyConfig::exact`), a job whose
+    /// network flows are each alone on their links (no other job crosses them, no other flow of
+    /// the job shares them, [`Sim::alone_on`]) is not re-evaluated: its weights move no rate in
+    /// weighted max-min (every link they cross carries one flow). Its F is taken anew whenever
+    /// it is decided, and every communicating job is decided when a job starts or ends (the only
+    /// times a link gains or loses a job), so a job with a flow that shares a link is
+    /// re-evaluated as before. Not exact all the same: each re-evaluation also re-allocates the
+    /// job, which refreshes the caps of its flows that wait on another flow (the engine's two
+    /// refinement rounds, `crate::sim`); skipped jobs refresh them only at their own events.
+    /// The effect is measured in RESULTS.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else { return f64::INFINITY };
         let mut next = f64::INFINITY;
         // Flows inside a server are not TCP: the engine does not ask for their F.
-        for fl in sim.jobs[j].flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
+        let job = &sim.jobs[j];
+        let uses = sim.job_link_uses(j);
+        let mut shared = false;
+        for fl in job.flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
+            shared |= !sim.alone_on(j, &fl.path, &uses);
             next = next.min(sim.t + ratio_step * fl.size / fl.rate);
         }
-        next
+        if shared || !self.skip_alone {
+            next
+        } else {
+            f64::INFINITY
+        }
     }
 }

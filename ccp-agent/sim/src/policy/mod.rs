@@ -106,6 +106,34 @@ pub trait Policy {
         f64::INFINITY
     }
 
+    /// True when the policy decides for the whole cluster but re-decides only some jobs at a
+    /// time ([`Policy::select_jobs`], [`Policy::decide_jobs`]): the engine then brings only those
+    /// jobs up to date and re-allocates only them (and what their change reaches), instead of
+    /// calling [`Policy::decide`] on every active network flow at every change.
+    fn is_sparse(&self) -> bool {
+        false
+    }
+
+    /// A sparse policy's choice of the jobs to re-decide now besides `touched` (the jobs an
+    /// event touched since the last decision: flows started, ended or changed dependency state,
+    /// or the job started or ended), appended to `out`. `at_decision`: the policy's own decision
+    /// time (the one [`Policy::decide_jobs`] returned last) has come. Byte counts of the jobs not
+    /// in `touched` may be stale here (rates and phases are current).
+    fn select_jobs(&mut self, _sim: &Sim, _touched: &[usize], _at_decision: bool, _out: &mut Vec<usize>) {}
+
+    /// A sparse policy's decision for `jobs` (the touched and selected jobs, each once, brought
+    /// up to date; some may no longer communicate): pushes (job, flow, weight, cap in bytes/s)
+    /// for every active network flow of those that communicate; returns the time (s) of its next
+    /// decision even if nothing changes (`f64::INFINITY`: none).
+    fn decide_jobs(&mut self, _sim: &Sim, _jobs: &[usize], _at_decision: bool, _out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+        f64::INFINITY
+    }
+
+    /// A sparse policy's [`Control::backfill`].
+    fn backfill(&self) -> bool {
+        false
+    }
+
     /// Also decide at every event, not only when flows change.
     fn decide_every_event(&self) -> bool {
         false
