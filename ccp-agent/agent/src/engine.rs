@@ -300,9 +300,9 @@ fn spare_shares(paths: &[(u64, Vec<u32>)], free: impl Fn(u32, u64) -> u64) -> Ve
         .collect()
 }
 
-/// Splits reports' acknowledged bytes, given as (arrival in CLOCK_MONOTONIC ns, bytes), at
-/// `start_ns`: (bytes of reports that arrived before it, bytes of those that arrived at or
-/// after it).
+/// Splits reports' acknowledged bytes, given as (date in CLOCK_MONOTONIC ns, bytes), at
+/// `start_ns`: (bytes of reports dated before it, bytes of those dated at or after it); with
+/// `start_ns` 0, (0, all of them).
 fn split_acked(log: &[(u64, u64)], start_ns: u64) -> (u64, u64) {
     log.iter().fold((0u64, 0u64), |(before, after), &(t, b)| {
         if t < start_ns {
@@ -356,11 +356,9 @@ struct FlowEntry<I: Ipc> {
     scope: Option<Scope>,
     key: FlowKey,
     id: u64,
-    // Reports since the last slot tick.
-    acked: u64,
-    // The acknowledged bytes of each report since the last slot tick, with the time of the
-    // report's ACK (CLOCK_MONOTONIC ns, see `DatapathClock`): split at the region's iteration
-    // start when the iteration moves.
+    // Reports since the last slot tick. The acknowledged bytes of each report, with the time of
+    // the report's ACK (CLOCK_MONOTONIC ns, see `DatapathClock`): the slot's achieved rate, and
+    // split at the region's iteration start when the iteration moves.
     acked_log: Vec<(u64, u64)>,
     // The datapath clock of this flow's reports, calibrated against CLOCK_MONOTONIC.
     dp_clock: DatapathClock,
@@ -479,7 +477,6 @@ impl<I: Ipc> AgentCore<I> {
             scope: None,
             key,
             id: key.id(),
-            acked: 0,
             acked_log: Vec::new(),
             dp_clock: DatapathClock::default(),
             lost: 0,
@@ -547,7 +544,6 @@ impl<I: Ipc> AgentCore<I> {
         let Some(sc) = &f.scope else { return };
         let get = |name: &str| m.get_field(name, sc).ok();
         if let Some(a) = get("Report.acked") {
-            f.acked = f.acked.saturating_add(a);
             let arrival_ns = mltcp_progress::monotonic_ns();
             let stamp_ns = match get("Report.now") {
                 Some(dp_now_us) => f.dp_clock.date_ns(dp_now_us, arrival_ns),
@@ -661,7 +657,7 @@ impl<I: Ipc> AgentCore<I> {
         let slot_us = self.clock.slot_us().max(1);
         let mut samples: HashMap<u32, (u64, bool)> = HashMap::new();
         for f in self.flows.values_mut() {
-            let acked = std::mem::take(&mut f.acked);
+            let (_, acked) = split_acked(&f.acked_log, 0);
             f.lost_last = std::mem::take(&mut f.lost);
             f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us))
                 .unwrap_or(u64::MAX);
@@ -1172,7 +1168,7 @@ impl<I: Ipc> AgentCore<I> {
     /// nothing any plan holds. The plans and the load tables are unchanged: the share is not a
     /// reservation, and the next slot plans the flow by Alg. 1 and Alg. 2 as before.
     fn share_spare(&mut self, slot: u64) {
-        let idle: Vec<(u64, u64, Vec<u32>)> = self
+        let (locals, paths): (Vec<u64>, Vec<(u64, Vec<u32>)>) = self
             .flows
             .iter()
             .filter_map(|(local, f)| {
@@ -1181,16 +1177,15 @@ impl<I: Ipc> AgentCore<I> {
                     return None;
                 }
                 let links = p.local.iter().map(|l| l.0).chain(p.remote.iter().copied());
-                Some((*local, f.id, links.collect()))
+                Some((*local, (f.id, links.collect())))
             })
-            .collect();
-        let paths: Vec<(u64, Vec<u32>)> = idle.iter().map(|(_, id, l)| (*id, l.clone())).collect();
+            .unzip();
         let spares = spare_shares(&paths, |l, id| {
             self.link_view(l, &[FlowId(id)])
                 .and_then(|v| v.available_bps.first().copied())
                 .unwrap_or(0)
         });
-        for ((local, _, _), spare) in idle.into_iter().zip(spares) {
+        for (local, spare) in locals.into_iter().zip(spares) {
             if let Some(p) = self.flows.get_mut(&local).and_then(|f| f.plan.as_mut()) {
                 p.spare_bps = spare;
             }
