@@ -442,17 +442,25 @@ impl BurstGate {
         let Some(r) = self.scanner.region(path) else {
             return;
         };
+        // Counted before the grant is published, so whoever sees the grant (the writer, then
+        // a status query) also sees it counted; taken back if the grant cannot be written.
+        self.shared.bursts_granted.fetch_add(1, Ordering::SeqCst);
+        if on_ack {
+            self.shared
+                .bursts_granted_on_ack
+                .fetch_add(1, Ordering::SeqCst);
+        }
         match r.grant_bursts(upto) {
             Ok(()) => {
-                self.shared.bursts_granted.fetch_add(1, Ordering::Relaxed);
-                if on_ack {
-                    self.shared
-                        .bursts_granted_on_ack
-                        .fetch_add(1, Ordering::Relaxed);
-                }
                 tracing::debug!(region = %path.display(), upto, on_ack, "burst granted");
             }
             Err(e) => {
+                self.shared.bursts_granted.fetch_sub(1, Ordering::SeqCst);
+                if on_ack {
+                    self.shared
+                        .bursts_granted_on_ack
+                        .fetch_sub(1, Ordering::SeqCst);
+                }
                 tracing::warn!(region = %path.display(), error = %e, "cannot grant the burst (the writer's wait times out)")
             }
         }
