@@ -272,7 +272,10 @@ impl DatapathClock {
         let seen = arrival_us.wrapping_sub(dp_now_us);
         let offset = self.offset_us.map_or(seen, |o| o.min(seen));
         self.offset_us = Some(offset);
-        dp_now_us.wrapping_add(offset).saturating_mul(1000).min(arrival_ns)
+        dp_now_us
+            .wrapping_add(offset)
+            .saturating_mul(1000)
+            .min(arrival_ns)
     }
 }
 
@@ -968,9 +971,8 @@ impl<I: Ipc> AgentCore<I> {
         for (k, members) in &groups {
             let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
             let links = &self.cfg.topology.links;
-            let gamma =
-                mlcc_sched::effective_bottleneck_us(&reqs, |l| links.get(&l.0).copied())
-                    .unwrap_or(u64::MAX);
+            let gamma = mlcc_sched::effective_bottleneck_us(&reqs, |l| links.get(&l.0).copied())
+                .unwrap_or(u64::MAX);
             let e = unit_key.entry((k.0.clone(), k.1, k.2)).or_insert((0, 0, 0));
             for m in members {
                 e.0 = e.0.saturating_add(m.progress.sent_bytes);
@@ -1106,7 +1108,12 @@ impl<I: Ipc> AgentCore<I> {
         let exclude: Vec<FlowId> = members.iter().map(|m| FlowId(m.id)).collect();
         let mut links: Vec<u32> = Vec::new();
         for m in members {
-            for l in m.local_links.iter().map(|l| l.0).chain(m.remote.iter().copied()) {
+            for l in m
+                .local_links
+                .iter()
+                .map(|l| l.0)
+                .chain(m.remote.iter().copied())
+            {
                 if !links.contains(&l) {
                     links.push(l);
                 }
@@ -1120,7 +1127,12 @@ impl<I: Ipc> AgentCore<I> {
             return;
         };
         let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
-        let g = match mlcc_sched::decide_group(&self.clock, self.table.current_slot(), &reqs, &views) {
+        let g = match mlcc_sched::decide_group(
+            &self.clock,
+            self.table.current_slot(),
+            &reqs,
+            &views,
+        ) {
             Ok(g) => g,
             Err(e) => {
                 tracing::warn!(job = %members[0].reg.job, flows = members.len(), error = %e, "Alg. 2 refused");
@@ -1555,12 +1567,11 @@ impl<I: Ipc> AgentCore<I> {
     /// The rate flow `local` should run at in the current slot, bit/s.
     fn target_bps(&self, f: &FlowEntry<I>) -> u64 {
         match (&f.reg, &f.plan) {
-            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
-                p.decision
-                    .pacing_rate_bps(p.progress.remaining_bytes, p.available_now_bps)
-                    .max(p.spare_bps)
-                    .max(self.cfg.min_rate_bps)
-            }
+            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => p
+                .decision
+                .pacing_rate_bps(p.progress.remaining_bytes, p.available_now_bps)
+                .max(p.spare_bps)
+                .max(self.cfg.min_rate_bps),
             _ => f.unthrottled_bps,
         }
     }
@@ -1575,7 +1586,12 @@ impl<I: Ipc> AgentCore<I> {
         let cwnd = if target_bps >= f.unthrottled_bps {
             self.cfg.cwnd_bytes
         } else {
-            paced_cwnd_bytes(target_bps, f.rtt_us, self.clock.slot_us(), self.cfg.cwnd_bytes)
+            paced_cwnd_bytes(
+                target_bps,
+                f.rtt_us,
+                self.clock.slot_us(),
+                self.cfg.cwnd_bytes,
+            )
         };
         if f.applied_bps == Some(bytes) && f.applied_cwnd == Some(cwnd) {
             return;
@@ -1672,7 +1688,13 @@ mod tests {
     use mlcc_sched::Schedule;
     use mltcp_progress::{FlowKind, Paradigm, Role};
 
-    fn reg(paradigm: Paradigm, role: Role, kind: FlowKind, rank: u32, peer_rank: u32) -> Registration {
+    fn reg(
+        paradigm: Paradigm,
+        role: Role,
+        kind: FlowKind,
+        rank: u32,
+        peer_rank: u32,
+    ) -> Registration {
         Registration {
             job: String::from("j"),
             rank,
@@ -1693,17 +1715,32 @@ mod tests {
     fn paced_window_bounds_a_segment_and_never_limits_the_rate() {
         let slot_us = 60_000;
         // 1 Mbit/s floor, 1 ms RTT: a quarter slot of it is 1875 bytes, below 4 segments.
-        assert_eq!(paced_cwnd_bytes(1_000_000, 1_000, slot_us, 16 << 20), 4 * 1448);
+        assert_eq!(
+            paced_cwnd_bytes(1_000_000, 1_000, slot_us, 16 << 20),
+            4 * 1448
+        );
         // 100 Mbit/s: a quarter slot (15 ms) of it, 187500 bytes.
-        assert_eq!(paced_cwnd_bytes(100_000_000, 1_000, slot_us, 16 << 20), 187_500);
+        assert_eq!(
+            paced_cwnd_bytes(100_000_000, 1_000, slot_us, 16 << 20),
+            187_500
+        );
         // A long RTT: two RTTs of the rate.
-        assert_eq!(paced_cwnd_bytes(100_000_000, 20_000, slot_us, 16 << 20), 500_000);
+        assert_eq!(
+            paced_cwnd_bytes(100_000_000, 20_000, slot_us, 16 << 20),
+            500_000
+        );
         // Never above the configured window; no overflow at absurd rates.
-        assert_eq!(paced_cwnd_bytes(u64::MAX, u64::MAX, slot_us, 1 << 20), 1 << 20);
+        assert_eq!(
+            paced_cwnd_bytes(u64::MAX, u64::MAX, slot_us, 1 << 20),
+            1 << 20
+        );
         for rate in [1_000_000u64, 10_000_000, 100_000_000, 10_000_000_000] {
             let w = u64::from(paced_cwnd_bytes(rate, 500, slot_us, u32::MAX));
             // A segment (at most half the window) takes at most slot/8 at the rate...
-            assert!(w / 2 * 8_000_000 / rate <= slot_us / 8 || w == 4 * 1448, "{rate}: {w}");
+            assert!(
+                w / 2 * 8_000_000 / rate <= slot_us / 8 || w == 4 * 1448,
+                "{rate}: {w}"
+            );
             // ...and the window carries the rate over 2 RTTs.
             assert!(w * 8_000_000 / rate >= 2 * 500, "{rate}: {w}");
         }
@@ -1741,7 +1778,11 @@ mod tests {
     fn acked_bytes_split_at_the_iteration_start() {
         let log = [(10, 100), (20, 7), (30, 1000)];
         assert_eq!(split_acked(&log, 0), (0, 1107));
-        assert_eq!(split_acked(&log, 20), (100, 1007), "a report at the start counts for it");
+        assert_eq!(
+            split_acked(&log, 20),
+            (100, 1007),
+            "a report at the start counts for it"
+        );
         assert_eq!(split_acked(&log, 31), (1107, 0));
         assert_eq!(split_acked(&[], 5), (0, 0));
     }
@@ -1749,26 +1790,65 @@ mod tests {
     #[test]
     fn coflow_groups() {
         // A ring's flows are one group whatever their ranks.
-        let a = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 0, 1), 1);
-        let b = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 1, 0), 2);
+        let a = group_key(
+            &reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 0, 1),
+            1,
+        );
+        let b = group_key(
+            &reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 1, 0),
+            2,
+        );
         assert_eq!(a, b);
         // Pushes into PS 5 are one group, planned before PS 5's broadcast group (same unit).
         let push = |w| {
-            group_key(&reg(Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush, w, 5), u64::from(w))
+            group_key(
+                &reg(
+                    Paradigm::ParameterServer,
+                    Role::Worker,
+                    FlowKind::PsPush,
+                    w,
+                    5,
+                ),
+                u64::from(w),
+            )
         };
         assert_eq!(push(0), push(1));
         let pull = group_key(
-            &reg(Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull, 5, 0),
+            &reg(
+                Paradigm::ParameterServer,
+                Role::ParameterServer,
+                FlowKind::PsPull,
+                5,
+                0,
+            ),
             9,
         );
-        assert_eq!((&pull.0, pull.1, pull.2), (&push(0).0, push(0).1, push(0).2));
+        assert_eq!(
+            (&pull.0, pull.1, pull.2),
+            (&push(0).0, push(0).1, push(0).2)
+        );
         assert!(push(0) < pull);
         // Pushes into another PS are another group.
-        let other = group_key(&reg(Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush, 0, 6), 3);
+        let other = group_key(
+            &reg(
+                Paradigm::ParameterServer,
+                Role::Worker,
+                FlowKind::PsPush,
+                0,
+                6,
+            ),
+            3,
+        );
         assert_ne!(other, push(0));
         // Anything else is alone.
-        let x = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1), 7);
-        let y = group_key(&reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1), 8);
+        let x = group_key(
+            &reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1),
+            7,
+        );
+        let y = group_key(
+            &reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1),
+            8,
+        );
         assert_ne!(x, y);
     }
 

@@ -83,7 +83,10 @@ impl ModelFile {
     /// `bytes_per_iteration = 0`, a negative or non-finite `compute_ms`, and `scale` outside
     /// (0, 1], naming the model, field and value.
     pub fn parse(text: &str, file: &str) -> Result<ModelFile, ProfileError> {
-        let err = |message: String| ProfileError { file: file.to_string(), message };
+        let err = |message: String| ProfileError {
+            file: file.to_string(),
+            message,
+        };
         let m: ModelFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         if m.models.is_empty() {
             return Err(err("no [models.NAME] table".into()));
@@ -91,13 +94,25 @@ impl ModelFile {
         for (k, p) in &m.models {
             let f = |field: &str| format!("models.{k}.{field}");
             if p.bytes_per_iteration == 0 {
-                return Err(err(format!("{} = {}: must be > 0", f("bytes_per_iteration"), p.bytes_per_iteration)));
+                return Err(err(format!(
+                    "{} = {}: must be > 0",
+                    f("bytes_per_iteration"),
+                    p.bytes_per_iteration
+                )));
             }
             if !(p.compute_ms.is_finite() && p.compute_ms >= 0.0) {
-                return Err(err(format!("{} = {}: must be a number >= 0", f("compute_ms"), p.compute_ms)));
+                return Err(err(format!(
+                    "{} = {}: must be a number >= 0",
+                    f("compute_ms"),
+                    p.compute_ms
+                )));
             }
             if !(p.scale.is_finite() && p.scale > 0.0 && p.scale <= 1.0) {
-                return Err(err(format!("{} = {}: must be in (0, 1]", f("scale"), p.scale)));
+                return Err(err(format!(
+                    "{} = {}: must be in (0, 1]",
+                    f("scale"),
+                    p.scale
+                )));
             }
         }
         Ok(m)
@@ -107,7 +122,8 @@ impl ModelFile {
     /// tests, so this cannot fail in a tested build.
     #[allow(clippy::expect_used)]
     pub fn builtin() -> ModelFile {
-        ModelFile::parse(BUILTIN_MODELS, "models.toml (built in)").expect("built-in models.toml is valid")
+        ModelFile::parse(BUILTIN_MODELS, "models.toml (built in)")
+            .expect("built-in models.toml is valid")
     }
 }
 
@@ -118,7 +134,15 @@ mod tests {
     #[test]
     fn builtin_is_valid_and_complete() {
         let m = ModelFile::builtin();
-        for k in ["vgg16", "vgg19", "resnet50", "wideresnet101", "bert", "gpt2", "dlrm"] {
+        for k in [
+            "vgg16",
+            "vgg19",
+            "resnet50",
+            "wideresnet101",
+            "bert",
+            "gpt2",
+            "dlrm",
+        ] {
             assert!(m.models.contains_key(k), "models.toml lacks {k}");
         }
         assert_eq!(m.models["vgg16"].bytes_per_iteration, 553_440_000);
@@ -128,14 +152,32 @@ mod tests {
     fn bad_values_are_named() {
         let t = BUILTIN_MODELS.replace("compute_ms = 141", "compute_ms = -1");
         let e = ModelFile::parse(&t, "m.toml").unwrap_err();
-        assert_eq!(e.to_string(), "m.toml: models.vgg16.compute_ms = -1: must be a number >= 0");
+        assert_eq!(
+            e.to_string(),
+            "m.toml: models.vgg16.compute_ms = -1: must be a number >= 0"
+        );
         let t = BUILTIN_MODELS.replace("scale = 0.00242", "scale = 2");
-        assert!(ModelFile::parse(&t, "m.toml").unwrap_err().to_string().contains("models.vgg16.scale = 2"));
-        let t = BUILTIN_MODELS.replace("bytes_per_iteration = 553_440_000", "bytes_per_iteration = 0");
-        assert!(ModelFile::parse(&t, "m.toml").unwrap_err().to_string().contains("bytes_per_iteration = 0"));
+        assert!(ModelFile::parse(&t, "m.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("models.vgg16.scale = 2"));
+        let t = BUILTIN_MODELS.replace(
+            "bytes_per_iteration = 553_440_000",
+            "bytes_per_iteration = 0",
+        );
+        assert!(ModelFile::parse(&t, "m.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("bytes_per_iteration = 0"));
         let e = ModelFile::parse("[models.x]\ndisplay = 1", "m.toml").unwrap_err();
         assert!(e.to_string().starts_with("m.toml: "), "{e}");
-        assert!(ModelFile::parse("[models]\n", "m.toml").unwrap_err().to_string().contains("no [models.NAME]"));
-        assert!(ModelFile::parse("", "m.toml").unwrap_err().to_string().contains("models"));
+        assert!(ModelFile::parse("[models]\n", "m.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("no [models.NAME]"));
+        assert!(ModelFile::parse("", "m.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("models"));
     }
 }

@@ -106,11 +106,11 @@ mod sys;
 pub mod writer;
 
 pub use layout::{FlowKind, FlowRecord, Hot, JobInfo, Paradigm, Role, NO_RANK, VERSION};
+pub use reader::{AgentArea, Region, RegionError, ScanReport, Scanner, Snapshot};
 /// CLOCK_MONOTONIC now, in ns: the clock of the region's timestamps (`iter_start_ns`,
 /// `update_ns`), shared by every process of the host, so a reader can order its own events
 /// (e.g. the agent's receipt of a datapath report) against a writer's `begin_iteration`.
 pub use sys::monotonic_ns;
-pub use reader::{AgentArea, Region, RegionError, ScanReport, Scanner, Snapshot};
 pub use writer::{
     region_dir, AgentView, BurstOutcome, Writer, WriterOptions, AGENT_STALE_MS, DEFAULT_DIR,
     DIR_ENV,

@@ -41,7 +41,10 @@ impl Rng {
 /// Link numbering: host h: NIC up 4h, NIC down 4h+1; rack r: ToR up 4r+2, ToR down 4r+3.
 fn setup(flows: usize) -> (LinkLoadTable, Vec<FlowRequest>) {
     let hosts = (flows / 10).max(4) as u64;
-    let mut t = LinkLoadTable::new(SlotClock::new(DEFAULT_SLOT_US, DEFAULT_HORIZON).unwrap(), 1_000);
+    let mut t = LinkLoadTable::new(
+        SlotClock::new(DEFAULT_SLOT_US, DEFAULT_HORIZON).unwrap(),
+        1_000,
+    );
     for h in 0..hosts {
         t.add_link(LinkId((4 * h) as u32), NIC_BPS).unwrap();
         t.add_link(LinkId((4 * h + 1) as u32), NIC_BPS).unwrap();
@@ -63,14 +66,19 @@ fn setup(flows: usize) -> (LinkLoadTable, Vec<FlowRequest>) {
             path.push(LinkId((4 * dst + 1) as u32));
             let remaining_bytes = 1_000_000 + rng.below(200_000_000);
             let dependency = if f % 3 == 2 {
-                Dependency::Ring { predecessor_bytes: remaining_bytes / 4 }
+                Dependency::Ring {
+                    predecessor_bytes: remaining_bytes / 4,
+                }
             } else {
                 Dependency::Independent
             };
             FlowRequest {
                 flow: FlowId(f),
                 path,
-                progress: FlowProgress { sent_bytes: 0, remaining_bytes },
+                progress: FlowProgress {
+                    sent_bytes: 0,
+                    remaining_bytes,
+                },
                 dependency,
             }
         })
@@ -93,7 +101,10 @@ fn run_slot(t: &mut LinkLoadTable, reqs: &mut [FlowRequest], bytes: &[u64]) {
         r.progress.sent_bytes += sent;
         r.progress.remaining_bytes -= sent;
         if r.progress.remaining_bytes == 0 {
-            r.progress = FlowProgress { sent_bytes: 0, remaining_bytes: *b };
+            r.progress = FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: *b,
+            };
         }
     }
 }
@@ -105,8 +116,14 @@ fn percentiles(ns: &mut [u64]) -> (f64, f64, f64) {
 }
 
 fn report_percentiles() {
-    println!("mlcc-sched decision time, K = {DEFAULT_HORIZON}, slot = {} ms (microseconds)", DEFAULT_SLOT_US / 1000);
-    println!("{:>6}  {:<34} {:>8} {:>8} {:>8} {:>8}", "flows", "what", "p50", "p90", "p99", "samples");
+    println!(
+        "mlcc-sched decision time, K = {DEFAULT_HORIZON}, slot = {} ms (microseconds)",
+        DEFAULT_SLOT_US / 1000
+    );
+    println!(
+        "{:>6}  {:<34} {:>8} {:>8} {:>8} {:>8}",
+        "flows", "what", "p50", "p90", "p99", "samples"
+    );
     for n in [10usize, 100, 1000] {
         let (mut t, mut reqs) = setup(n);
         let clock = *t.clock();
@@ -121,7 +138,10 @@ fn report_percentiles() {
             ns.push(s.elapsed().as_nanos() as u64);
         }
         let (a, b, c) = percentiles(&mut ns);
-        println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}", "decide (Alg. 1 + Alg. 2)");
+        println!(
+            "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}",
+            "decide (Alg. 1 + Alg. 2)"
+        );
         // The same with the table: read the path view, decide, replace the schedule.
         let mut ns = Vec::with_capacity(samples);
         for i in 0..samples {
@@ -131,7 +151,10 @@ fn report_percentiles() {
             ns.push(s.elapsed().as_nanos() as u64);
         }
         let (a, b, c) = percentiles(&mut ns);
-        println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}", "plan_flow (view + decide + publish)");
+        println!(
+            "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}",
+            "plan_flow (view + decide + publish)"
+        );
         // Coflow groups of 4 consecutive flows (a 4-worker ring), planned jointly with the table
         // (link views, decide_group, publish); the group's time over its members is the per-flow
         // decision time.
@@ -146,7 +169,10 @@ fn report_percentiles() {
         }
         let (a, b, c) = percentiles(&mut ns);
         let m = ns.len();
-        println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {m:>8}", "plan_group of 4 (per flow)");
+        println!(
+            "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {m:>8}",
+            "plan_group of 4 (per flow)"
+        );
         // Whole slots.
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         let slots = (20_000 / n).clamp(50, 2000);
@@ -157,7 +183,10 @@ fn report_percentiles() {
             ns.push(s.elapsed().as_nanos() as u64);
         }
         let (a, b, c) = percentiles(&mut ns);
-        println!("{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {slots:>8}", "whole slot (advance + plan all)");
+        println!(
+            "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {slots:>8}",
+            "whole slot (advance + plan all)"
+        );
     }
 }
 
@@ -166,7 +195,10 @@ fn criterion_benches(c: &mut Criterion) {
     for n in [10usize, 100, 1000] {
         let (mut t, reqs) = setup(n);
         let clock = *t.clock();
-        let views: Vec<PathView> = reqs.iter().map(|r| t.path_view(&r.path, Some(r.flow)).unwrap()).collect();
+        let views: Vec<PathView> = reqs
+            .iter()
+            .map(|r| t.path_view(&r.path, Some(r.flow)).unwrap())
+            .collect();
         let mut i = 0;
         g.bench_with_input(BenchmarkId::new("decide", n), &n, |b, _| {
             b.iter(|| {
@@ -181,7 +213,8 @@ fn criterion_benches(c: &mut Criterion) {
                 plan_flow(&mut t, &reqs[i]).unwrap()
             })
         });
-        let groups: Vec<Vec<FlowRequest>> = reqs.chunks(GROUP).map(<[FlowRequest]>::to_vec).collect();
+        let groups: Vec<Vec<FlowRequest>> =
+            reqs.chunks(GROUP).map(<[FlowRequest]>::to_vec).collect();
         let mut gi = 0;
         g.bench_with_input(BenchmarkId::new("plan_group4", n), &n, |b, _| {
             b.iter(|| {

@@ -77,9 +77,15 @@ fn mod_sub(a: u64, b: u64, m: u64) -> u64 {
 fn check_jobs(jobs: &[CircleJob]) -> Result<(), SchedError> {
     for (index, j) in jobs.iter().enumerate() {
         if j.iteration_ms == 0 {
-            return Err(SchedError::InvalidJob { index, reason: "iteration_ms is 0" });
+            return Err(SchedError::InvalidJob {
+                index,
+                reason: "iteration_ms is 0",
+            });
         }
-        if j.phases.iter().any(|p| p.start_ms >= j.iteration_ms || p.duration_ms > j.iteration_ms) {
+        if j.phases
+            .iter()
+            .any(|p| p.start_ms >= j.iteration_ms || p.duration_ms > j.iteration_ms)
+        {
             return Err(SchedError::InvalidJob {
                 index,
                 reason: "a phase starts after the iteration or is longer than it",
@@ -102,14 +108,19 @@ fn gcd(a: u64, b: u64) -> u64 {
 pub fn unified_perimeter_ms(jobs: &[CircleJob]) -> Result<u64, SchedError> {
     check_jobs(jobs)?;
     if jobs.is_empty() {
-        return Err(SchedError::InvalidJob { index: 0, reason: "no job" });
+        return Err(SchedError::InvalidJob {
+            index: 0,
+            reason: "no job",
+        });
     }
     let mut p = 1u64;
     for j in jobs {
         p = (p / gcd(p, j.iteration_ms))
             .checked_mul(j.iteration_ms)
             .filter(|p| *p <= MAX_PERIMETER_MS)
-            .ok_or(SchedError::Overflow { what: "unified circle perimeter (LCM of iteration times)" })?;
+            .ok_or(SchedError::Overflow {
+                what: "unified circle perimeter (LCM of iteration times)",
+            })?;
     }
     Ok(p)
 }
@@ -124,18 +135,34 @@ pub fn compatibility_score(
 ) -> Result<f64, SchedError> {
     let perimeter = unified_perimeter_ms(jobs)?;
     if shifts_ms.len() != jobs.len() {
-        return Err(SchedError::LengthMismatch { what: "shifts_ms", expected: jobs.len(), got: shifts_ms.len() });
+        return Err(SchedError::LengthMismatch {
+            what: "shifts_ms",
+            expected: jobs.len(),
+            got: shifts_ms.len(),
+        });
     }
     if capacity_bps == 0 {
-        return Err(SchedError::InvalidParameter { name: "capacity_bps", value: capacity_bps });
+        return Err(SchedError::InvalidParameter {
+            name: "capacity_bps",
+            value: capacity_bps,
+        });
     }
     if angles == 0 {
-        return Err(SchedError::InvalidParameter { name: "angles", value: 0 });
+        return Err(SchedError::InvalidParameter {
+            name: "angles",
+            value: 0,
+        });
     }
     Ok(score(jobs, shifts_ms, capacity_bps, angles, perimeter))
 }
 
-fn score(jobs: &[CircleJob], shifts_ms: &[u64], capacity_bps: u64, angles: usize, perimeter: u64) -> f64 {
+fn score(
+    jobs: &[CircleJob],
+    shifts_ms: &[u64],
+    capacity_bps: u64,
+    angles: usize,
+    perimeter: u64,
+) -> f64 {
     let mut excess = 0f64;
     for a in 0..angles as u128 {
         let t = u64::try_from(a * u128::from(perimeter) / angles as u128).unwrap_or(0);
@@ -177,19 +204,42 @@ pub fn best_shifts(
     let zero = vec![0; jobs.len()];
     let base = compatibility_score(jobs, &zero, capacity_bps, angles)?;
     if step_ms == 0 {
-        return Err(SchedError::InvalidParameter { name: "step_ms", value: 0 });
+        return Err(SchedError::InvalidParameter {
+            name: "step_ms",
+            value: 0,
+        });
     }
     let perimeter = unified_perimeter_ms(jobs)?;
-    let choices: Vec<u64> =
-        jobs.iter().enumerate().map(|(i, j)| if i == 0 { 1 } else { j.iteration_ms.div_ceil(step_ms) }).collect();
-    let combos = choices.iter().fold(1u128, |a, c| a.saturating_mul(u128::from(*c)));
-    let mut best = Rotation { shifts_ms: zero, score: base, exhaustive: combos <= EXHAUSTIVE_LIMIT };
+    let choices: Vec<u64> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            if i == 0 {
+                1
+            } else {
+                j.iteration_ms.div_ceil(step_ms)
+            }
+        })
+        .collect();
+    let combos = choices
+        .iter()
+        .fold(1u128, |a, c| a.saturating_mul(u128::from(*c)));
+    let mut best = Rotation {
+        shifts_ms: zero,
+        score: base,
+        exhaustive: combos <= EXHAUSTIVE_LIMIT,
+    };
     if best.exhaustive {
         let mut idx = vec![0u64; jobs.len()];
         loop {
             // Odometer over jobs 1.. .
             let mut i = 1;
-            while i < jobs.len() && idx.get(i).zip(choices.get(i)).is_some_and(|(x, c)| x + 1 >= *c) {
+            while i < jobs.len()
+                && idx
+                    .get(i)
+                    .zip(choices.get(i))
+                    .is_some_and(|(x, c)| x + 1 >= *c)
+            {
                 idx[i] = 0;
                 i += 1;
             }
@@ -200,7 +250,11 @@ pub fn best_shifts(
             let shifts: Vec<u64> = idx.iter().map(|x| x * step_ms).collect();
             let s = score(jobs, &shifts, capacity_bps, angles, perimeter);
             if s > best.score {
-                best = Rotation { shifts_ms: shifts, score: s, exhaustive: true };
+                best = Rotation {
+                    shifts_ms: shifts,
+                    score: s,
+                    exhaustive: true,
+                };
             }
         }
         return Ok(best);
@@ -216,7 +270,11 @@ pub fn best_shifts(
                 }
                 let s = score(jobs, &shifts, capacity_bps, angles, perimeter);
                 if s > best.score {
-                    best = Rotation { shifts_ms: shifts.clone(), score: s, exhaustive: false };
+                    best = Rotation {
+                        shifts_ms: shifts.clone(),
+                        score: s,
+                        exhaustive: false,
+                    };
                     improved = true;
                 }
             }
@@ -260,17 +318,27 @@ pub fn affinity_time_shifts(
     iteration_ms: &BTreeMap<JobId, u64>,
 ) -> Result<AffinityShifts, SchedError> {
     let iter_of = |j: JobId| -> Result<u64, SchedError> {
-        iteration_ms.get(&j).copied().filter(|t| *t > 0).ok_or(SchedError::InvalidJob {
-            index: j.0 as usize,
-            reason: "no iteration time for this job",
-        })
+        iteration_ms
+            .get(&j)
+            .copied()
+            .filter(|t| *t > 0)
+            .ok_or(SchedError::InvalidJob {
+                index: j.0 as usize,
+                reason: "no iteration time for this job",
+            })
     };
     let mut by_job: BTreeMap<JobId, Vec<(LinkId, u64)>> = BTreeMap::new();
     let mut by_link: BTreeMap<LinkId, Vec<(JobId, u64)>> = BTreeMap::new();
     for e in edges {
         let it = iter_of(e.job)?;
-        by_job.entry(e.job).or_default().push((e.link, e.shift_ms % it));
-        by_link.entry(e.link).or_default().push((e.job, e.shift_ms % it));
+        by_job
+            .entry(e.job)
+            .or_default()
+            .push((e.link, e.shift_ms % it));
+        by_link
+            .entry(e.link)
+            .or_default()
+            .push((e.job, e.shift_ms % it));
     }
     let mut out = AffinityShifts::default();
     let mut conflicts = BTreeSet::new();
@@ -360,7 +428,14 @@ mod tests {
     use super::*;
 
     fn job(iteration_ms: u64, start_ms: u64, duration_ms: u64, rate_bps: u64) -> CircleJob {
-        CircleJob { iteration_ms, phases: vec![Phase { start_ms, duration_ms, rate_bps }] }
+        CircleJob {
+            iteration_ms,
+            phases: vec![Phase {
+                start_ms,
+                duration_ms,
+                rate_bps,
+            }],
+        }
     }
 
     #[test]
@@ -396,15 +471,28 @@ mod tests {
         assert!(unified_perimeter_ms(&[]).is_err());
         assert_eq!(
             unified_perimeter_ms(&[job(0, 0, 0, 1)]),
-            Err(SchedError::InvalidJob { index: 0, reason: "iteration_ms is 0" })
+            Err(SchedError::InvalidJob {
+                index: 0,
+                reason: "iteration_ms is 0"
+            })
         );
-        assert!(unified_perimeter_ms(&[job(86_400_000, 0, 1, 1), job(86_399_999, 0, 1, 1)]).is_err());
+        assert!(
+            unified_perimeter_ms(&[job(86_400_000, 0, 1, 1), job(86_399_999, 0, 1, 1)]).is_err()
+        );
         assert!(compatibility_score(&jobs, &[0], 1, 10).is_err());
         let e = compatibility_score(&jobs, &[0, 0], 0, 10).unwrap_err();
         assert_eq!(e.to_string(), "capacity_bps = 0 is out of range");
-        assert!(best_shifts(&jobs, 1, 10, 0).unwrap_err().to_string().contains("step_ms = 0"));
+        assert!(best_shifts(&jobs, 1, 10, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("step_ms = 0"));
         // Coordinate ascent for many combinations still finds a compatible layout.
-        let many = vec![job(100, 0, 25, 10), job(100, 0, 25, 10), job(100, 0, 25, 10), job(100, 0, 25, 10)];
+        let many = vec![
+            job(100, 0, 25, 10),
+            job(100, 0, 25, 10),
+            job(100, 0, 25, 10),
+            job(100, 0, 25, 10),
+        ];
         let r = best_shifts(&many, 10, 100, 1).unwrap();
         assert!(!r.exhaustive);
         assert!((r.score - 1.0).abs() < 1e-9, "{r:?}");
@@ -415,10 +503,26 @@ mod tests {
         // j1 shares l1 with j2 and j2 shares l2 with j3 (thesis Fig. 4.7).
         let (j1, j2, j3) = (JobId(1), JobId(2), JobId(3));
         let edges = [
-            AffinityEdge { job: j1, link: LinkId(1), shift_ms: 0 },
-            AffinityEdge { job: j2, link: LinkId(1), shift_ms: 30 },
-            AffinityEdge { job: j2, link: LinkId(2), shift_ms: 10 },
-            AffinityEdge { job: j3, link: LinkId(2), shift_ms: 50 },
+            AffinityEdge {
+                job: j1,
+                link: LinkId(1),
+                shift_ms: 0,
+            },
+            AffinityEdge {
+                job: j2,
+                link: LinkId(1),
+                shift_ms: 30,
+            },
+            AffinityEdge {
+                job: j2,
+                link: LinkId(2),
+                shift_ms: 10,
+            },
+            AffinityEdge {
+                job: j3,
+                link: LinkId(2),
+                shift_ms: 50,
+            },
         ];
         let iters = BTreeMap::from([(j1, 100), (j2, 100), (j3, 80)]);
         let s = affinity_time_shifts(&edges, &iters).unwrap();
@@ -427,8 +531,16 @@ mod tests {
         assert!(s.conflicts.is_empty());
         // A loop whose shifts disagree is reported.
         let mut looped = edges.to_vec();
-        looped.push(AffinityEdge { job: j1, link: LinkId(3), shift_ms: 0 });
-        looped.push(AffinityEdge { job: j3, link: LinkId(3), shift_ms: 5 });
+        looped.push(AffinityEdge {
+            job: j1,
+            link: LinkId(3),
+            shift_ms: 0,
+        });
+        looped.push(AffinityEdge {
+            job: j3,
+            link: LinkId(3),
+            shift_ms: 5,
+        });
         let s = affinity_time_shifts(&looped, &iters).unwrap();
         assert!(s.conflicts.contains(&(j3, LinkId(2))), "{s:?}");
         assert!(!affinity_has_loop(&edges));

@@ -105,10 +105,18 @@ fn prepare(
     let k = clock.horizon();
     for v in links {
         if v.load_bps.len() != k {
-            return Err(SchedError::LengthMismatch { what: "load_bps", expected: k, got: v.load_bps.len() });
+            return Err(SchedError::LengthMismatch {
+                what: "load_bps",
+                expected: k,
+                got: v.load_bps.len(),
+            });
         }
         if v.available_bps.len() != k {
-            return Err(SchedError::LengthMismatch { what: "available_bps", expected: k, got: v.available_bps.len() });
+            return Err(SchedError::LengthMismatch {
+                what: "available_bps",
+                expected: k,
+                got: v.available_bps.len(),
+            });
         }
     }
     members
@@ -119,7 +127,10 @@ fn prepare(
             }
             let mut idx = Vec::with_capacity(m.path.len());
             for l in &m.path {
-                let i = links.iter().position(|v| v.link == *l).ok_or(SchedError::UnknownLink(*l))?;
+                let i = links
+                    .iter()
+                    .position(|v| v.link == *l)
+                    .ok_or(SchedError::UnknownLink(*l))?;
                 if idx.contains(&i) {
                     return Err(SchedError::DuplicateLinkInPath(*l));
                 }
@@ -133,7 +144,9 @@ fn prepare(
 /// Bytes link `available_bps` carries in a slot for `n` members (see the module docs).
 fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
     let slack = n.saturating_sub(1);
-    clock.bytes_in_slot(available_bps.saturating_sub(slack)).saturating_sub(slack)
+    clock
+        .bytes_in_slot(available_bps.saturating_sub(slack))
+        .saturating_sub(slack)
 }
 
 /// `a · b / c` in `u128`, saturated to `u64` (`c > 0`).
@@ -170,13 +183,17 @@ fn fill_group(
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
     let k = clock.horizon();
     let g128: u128 = rem.iter().map(|r| u128::from(*r)).sum();
-    let g = u64::try_from(g128).map_err(|_| SchedError::Overflow { what: "remaining bytes of the group" })?;
+    let g = u64::try_from(g128).map_err(|_| SchedError::Overflow {
+        what: "remaining bytes of the group",
+    })?;
     let mut out = vec![vec![0u64; k]; rem.len()];
     if g == 0 {
         return Ok((out, 0));
     }
     let (d, n) = demand(links.len(), idx, rem);
-    let used: Vec<usize> = (0..links.len()).filter(|l| d.get(*l).is_some_and(|x| *x > 0)).collect();
+    let used: Vec<usize> = (0..links.len())
+        .filter(|l| d.get(*l).is_some_and(|x| *x > 0))
+        .collect();
     let mut slot_prices = vec![0u128; k];
     let mut caps = vec![0u64; k];
     for t in 0..k {
@@ -184,7 +201,9 @@ fn fill_group(
         let mut avail_eq = u64::MAX;
         let mut cap = u64::MAX;
         for &l in &used {
-            let (Some(v), Some(dl), Some(nl)) = (links.get(l), d.get(l), n.get(l)) else { continue };
+            let (Some(v), Some(dl), Some(nl)) = (links.get(l), d.get(l), n.get(l)) else {
+                continue;
+            };
             let a = v.available_bps.get(t).copied().unwrap_or(0);
             load = load.saturating_add(v.load_bps.get(t).copied().unwrap_or(0));
             avail_eq = avail_eq.min(mul_div(a, g128, *dl));
@@ -212,9 +231,18 @@ fn fill_group(
 
 /// Member `path`'s view over the group's link views.
 fn member_view(start_slot: u64, k: usize, links: &[LinkView], path: &[usize]) -> PathView {
-    let mut v = PathView { start_slot, load_bps: vec![0; k], available_bps: vec![u64::MAX; k] };
+    let mut v = PathView {
+        start_slot,
+        load_bps: vec![0; k],
+        available_bps: vec![u64::MAX; k],
+    };
     for l in path.iter().filter_map(|l| links.get(*l)) {
-        for (i, (vl, va)) in v.load_bps.iter_mut().zip(v.available_bps.iter_mut()).enumerate() {
+        for (i, (vl, va)) in v
+            .load_bps
+            .iter_mut()
+            .zip(v.available_bps.iter_mut())
+            .enumerate()
+        {
             *vl = vl.saturating_add(l.load_bps.get(i).copied().unwrap_or(0));
             *va = (*va).min(l.available_bps.get(i).copied().unwrap_or(0));
         }
@@ -238,7 +266,12 @@ fn assemble(
     let k = clock.horizon();
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
     let (d, _) = demand(links.len(), idx, &rem);
-    let mut out = GroupDecision { decisions: Vec::new(), views: Vec::new(), share_now_bps: Vec::new(), cost_fx };
+    let mut out = GroupDecision {
+        decisions: Vec::new(),
+        views: Vec::new(),
+        share_now_bps: Vec::new(),
+        cost_fx,
+    };
     for (i, (m, b)) in members.iter().zip(bytes).enumerate() {
         let path = idx.get(i).map_or(&[][..], |p| p.as_slice());
         let view = member_view(start_slot, k, links, path);
@@ -254,13 +287,18 @@ fn assemble(
             .iter()
             .filter_map(|l| {
                 let a = links.get(*l)?.available_bps.first().copied().unwrap_or(0);
-                Some(mul_div(a, u128::from(m.progress.remaining_bytes), *d.get(*l)?))
+                Some(mul_div(
+                    a,
+                    u128::from(m.progress.remaining_bytes),
+                    *d.get(*l)?,
+                ))
             })
             .min()
             .unwrap_or(0);
         let delta = deltas.get(i).copied().unwrap_or(0);
         let outcome = outcomes.get(i).copied().unwrap_or(Outcome::Initial);
-        out.decisions.push(finish(plan, &m.progress, delta, outcome));
+        out.decisions
+            .push(finish(plan, &m.progress, delta, outcome));
         out.views.push(view);
         out.share_now_bps.push(share);
     }
@@ -275,8 +313,11 @@ fn with_first_slots(
     members: &[FlowRequest],
     first: &[u64],
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
-    let rest: Vec<u64> =
-        members.iter().zip(first).map(|(m, f)| m.progress.remaining_bytes.saturating_sub(*f)).collect();
+    let rest: Vec<u64> = members
+        .iter()
+        .zip(first)
+        .map(|(m, f)| m.progress.remaining_bytes.saturating_sub(*f))
+        .collect();
     let (mut bytes, cost) = fill_group(clock, links, idx, &rest, 1)?;
     for (b, f) in bytes.iter_mut().zip(first) {
         if let Some(b0) = b.first_mut() {
@@ -289,7 +330,11 @@ fn with_first_slots(
 /// The checked group (its links per member) and its Alg. 1 plan from the current slot.
 type Initial = (Vec<Vec<usize>>, Vec<Vec<u64>>, u128);
 
-fn initial(clock: &SlotClock, members: &[FlowRequest], links: &[LinkView]) -> Result<Initial, SchedError> {
+fn initial(
+    clock: &SlotClock,
+    members: &[FlowRequest],
+    links: &[LinkView],
+) -> Result<Initial, SchedError> {
     let idx = prepare(clock, members, links)?;
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
     let (bytes, cost) = fill_group(clock, links, &idx, &rem, 0)?;
@@ -310,7 +355,9 @@ pub fn group_schedule(
     let (idx, bytes, cost) = initial(clock, members, links)?;
     let none = vec![0; members.len()];
     let outcomes = vec![Outcome::Initial; members.len()];
-    Ok(assemble(clock, start_slot, members, links, &idx, bytes, &none, &outcomes, cost))
+    Ok(assemble(
+        clock, start_slot, members, links, &idx, bytes, &none, &outcomes, cost,
+    ))
 }
 
 /// Alg. 2 for a group: [`group_schedule`], then each member with a dependency delta raised in
@@ -325,15 +372,23 @@ pub fn decide_group(
 ) -> Result<GroupDecision, SchedError> {
     let (idx, bytes, cost) = initial(clock, members, links)?;
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
-    let r: Vec<u64> = bytes.iter().map(|b| b.first().copied().unwrap_or(0)).collect();
+    let r: Vec<u64> = bytes
+        .iter()
+        .map(|b| b.first().copied().unwrap_or(0))
+        .collect();
     let deltas: Vec<u64> = members
         .iter()
         .zip(&r)
-        .map(|(m, ri)| m.dependency.delta_bytes(m.progress.sent_bytes.saturating_add(*ri)))
+        .map(|(m, ri)| {
+            m.dependency
+                .delta_bytes(m.progress.sent_bytes.saturating_add(*ri))
+        })
         .collect();
     let mut outcomes = vec![Outcome::Initial; members.len()];
     if deltas.iter().all(|d| *d == 0) {
-        return Ok(assemble(clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost));
+        return Ok(assemble(
+            clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost,
+        ));
     }
     // Headroom of each link in the current slot: what it carries for the group, less the
     // members' current-slot bytes on it.
@@ -352,14 +407,20 @@ pub fn decide_group(
     }
     let mut first = r.clone();
     for i in 0..members.len() {
-        let (Some(m), Some(path), Some(&delta), Some(&ri)) = (members.get(i), idx.get(i), deltas.get(i), r.get(i))
+        let (Some(m), Some(path), Some(&delta), Some(&ri)) =
+            (members.get(i), idx.get(i), deltas.get(i), r.get(i))
         else {
             continue;
         };
         if delta == 0 {
             continue;
         }
-        let h = path.iter().filter_map(|l| headroom.get(*l)).copied().min().unwrap_or(0);
+        let h = path
+            .iter()
+            .filter_map(|l| headroom.get(*l))
+            .copied()
+            .min()
+            .unwrap_or(0);
         let b_i = ri.saturating_add(h);
         let wanted = ri.saturating_add(delta);
         let rem_i = m.progress.remaining_bytes;
@@ -379,7 +440,9 @@ pub fn decide_group(
         }
     }
     let (bytes, cost) = with_first_slots(clock, links, &idx, members, &first)?;
-    Ok(assemble(clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost))
+    Ok(assemble(
+        clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost,
+    ))
 }
 
 /// The receiver's cut (Alg. 2 lines 13-16) on a group: member i's current-slot bytes in
@@ -398,10 +461,18 @@ pub fn reduce_group(
     let idx = prepare(clock, members, links)?;
     let m = members.len();
     if current.decisions.len() != m {
-        return Err(SchedError::MemberCountMismatch { what: "decisions", expected: m, got: current.decisions.len() });
+        return Err(SchedError::MemberCountMismatch {
+            what: "decisions",
+            expected: m,
+            got: current.decisions.len(),
+        });
     }
     if excess_bytes.len() != m {
-        return Err(SchedError::MemberCountMismatch { what: "excess_bytes", expected: m, got: excess_bytes.len() });
+        return Err(SchedError::MemberCountMismatch {
+            what: "excess_bytes",
+            expected: m,
+            got: excess_bytes.len(),
+        });
     }
     if excess_bytes.iter().all(|e| *e == 0) {
         return Ok(current.clone());
@@ -410,7 +481,14 @@ pub fn reduce_group(
         .decisions
         .iter()
         .zip(excess_bytes)
-        .map(|(d, e)| d.plan.bytes.first().copied().unwrap_or(0).saturating_sub(*e))
+        .map(|(d, e)| {
+            d.plan
+                .bytes
+                .first()
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(*e)
+        })
         .collect();
     let deltas: Vec<u64> = current.decisions.iter().map(|d| d.delta_bytes).collect();
     let outcomes: Vec<Outcome> = current
@@ -420,7 +498,9 @@ pub fn reduce_group(
         .map(|(d, e)| if *e > 0 { Outcome::Reduced } else { d.outcome })
         .collect();
     let (bytes, cost) = with_first_slots(clock, links, &idx, members, &first)?;
-    Ok(assemble(clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost))
+    Ok(assemble(
+        clock, start_slot, members, links, &idx, bytes, &deltas, &outcomes, cost,
+    ))
 }
 
 /// A coflow unit's place in a slot's planning order, as [`planning_key`] gives it: the fraction
@@ -496,7 +576,10 @@ mod tests {
         ];
         units.sort_by_key(|u| u.1);
         let order: Vec<&str> = units.iter().map(|u| u.0).collect();
-        assert_eq!(order, ["nearly done", "half-done PS", "fresh small", "fresh ring"]);
+        assert_eq!(
+            order,
+            ["nearly done", "half-done PS", "fresh small", "fresh ring"]
+        );
         // Nothing to send: no progress, never a division by zero; bytes beyond the iteration
         // count as done.
         assert_eq!(planning_key(5, 0, 3), (core::cmp::Reverse(0), 3));
@@ -516,20 +599,31 @@ mod tests {
         FlowRequest {
             flow: FlowId(f),
             path: path.iter().map(|l| LinkId(*l)).collect(),
-            progress: FlowProgress { sent_bytes: 0, remaining_bytes: rem },
+            progress: FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: rem,
+            },
             dependency: Dependency::Independent,
         }
     }
 
     fn link(l: u32, load: &[u64], avail: &[u64]) -> LinkView {
-        LinkView { link: LinkId(l), load_bps: load.to_vec(), available_bps: avail.to_vec() }
+        LinkView {
+            link: LinkId(l),
+            load_bps: load.to_vec(),
+            available_bps: avail.to_vec(),
+        }
     }
 
     #[test]
     fn two_pushes_into_one_ps_link_share_it_and_finish_together() {
         // Two workers push 30 bytes each into the PS's downlink (link 9, 20 bytes a slot); each
         // also crosses its own uplink.
-        let links = [link(1, &[0; 4], &[100; 4]), link(2, &[0; 4], &[100; 4]), link(9, &[0; 4], &[20; 4])];
+        let links = [
+            link(1, &[0; 4], &[100; 4]),
+            link(2, &[0; 4], &[100; 4]),
+            link(9, &[0; 4], &[20; 4]),
+        ];
         let g = [member(1, &[1, 9], 30), member(2, &[2, 9], 30)];
         let d = decide_group(&clock(4), 7, &g, &links).unwrap();
         // Budget of the PS link for 2 members: bytes_in_slot(20 − 1) − 1 = 18.
@@ -537,7 +631,10 @@ mod tests {
         assert_eq!(d.decisions[1].plan.bytes, d.decisions[0].plan.bytes);
         assert_eq!(d.decisions[0].plan.last_busy_offset(), Some(3));
         assert_eq!(d.share_now_bps, vec![10, 10]);
-        assert!(d.decisions.iter().all(|x| x.plan.is_complete() && x.plan.start_slot == 7));
+        assert!(d
+            .decisions
+            .iter()
+            .all(|x| x.plan.is_complete() && x.plan.start_slot == 7));
     }
 
     #[test]
@@ -549,15 +646,24 @@ mod tests {
         assert_eq!(d.decisions[1].plan.bytes, vec![10, 5, 0]);
         let none = group_schedule(&clock(3), 0, &[member(1, &[1], 0)], &links).unwrap();
         assert!(none.decisions[0].plan.is_complete());
-        assert!(group_schedule(&clock(3), 0, &[], &links).unwrap().decisions.is_empty());
+        assert!(group_schedule(&clock(3), 0, &[], &links)
+            .unwrap()
+            .decisions
+            .is_empty());
     }
 
     #[test]
     fn bad_input_is_refused_with_its_value() {
         let links = [link(1, &[0; 3], &[10; 3])];
         let c = clock(3);
-        assert_eq!(group_schedule(&c, 0, &[member(1, &[2], 1)], &links), Err(SchedError::UnknownLink(LinkId(2))));
-        assert_eq!(group_schedule(&c, 0, &[member(1, &[], 1)], &links), Err(SchedError::EmptyPath));
+        assert_eq!(
+            group_schedule(&c, 0, &[member(1, &[2], 1)], &links),
+            Err(SchedError::UnknownLink(LinkId(2)))
+        );
+        assert_eq!(
+            group_schedule(&c, 0, &[member(1, &[], 1)], &links),
+            Err(SchedError::EmptyPath)
+        );
         assert_eq!(
             group_schedule(&c, 0, &[member(1, &[1, 1], 1)], &links),
             Err(SchedError::DuplicateLinkInPath(LinkId(1)))
@@ -565,19 +671,35 @@ mod tests {
         let short = [link(1, &[0; 2], &[10; 3])];
         assert_eq!(
             group_schedule(&c, 0, &[member(1, &[1], 1)], &short),
-            Err(SchedError::LengthMismatch { what: "load_bps", expected: 3, got: 2 })
+            Err(SchedError::LengthMismatch {
+                what: "load_bps",
+                expected: 3,
+                got: 2
+            })
         );
         let big = [member(1, &[1], u64::MAX), member(2, &[1], 1)];
         assert_eq!(
             group_schedule(&c, 0, &big, &links),
-            Err(SchedError::Overflow { what: "remaining bytes of the group" })
+            Err(SchedError::Overflow {
+                what: "remaining bytes of the group"
+            })
         );
         let g = [member(1, &[1], 5)];
         let d = group_schedule(&c, 0, &g, &links).unwrap();
         let e = reduce_group(&c, 0, &g, &links, &d, &[]).unwrap_err();
-        assert_eq!(e, SchedError::MemberCountMismatch { what: "excess_bytes", expected: 1, got: 0 });
+        assert_eq!(
+            e,
+            SchedError::MemberCountMismatch {
+                what: "excess_bytes",
+                expected: 1,
+                got: 0
+            }
+        );
         assert!(e.to_string().contains("excess_bytes has 0 entries"));
-        assert_eq!(effective_bottleneck_us(&g, |_| None), Err(SchedError::UnknownLink(LinkId(1))));
+        assert_eq!(
+            effective_bottleneck_us(&g, |_| None),
+            Err(SchedError::UnknownLink(LinkId(1)))
+        );
     }
 
     #[test]
@@ -587,7 +709,9 @@ mod tests {
         let mut g = [member(1, &[1], 100), member(2, &[1], 100)];
         let d = decide_group(&clock(3), 0, &g, &links).unwrap();
         assert_eq!(d.decisions[0].plan.bytes, vec![2, 49, 49]);
-        g[1].dependency = Dependency::Ring { predecessor_bytes: 70 };
+        g[1].dependency = Dependency::Ring {
+            predecessor_bytes: 70,
+        };
         let d = decide_group(&clock(3), 0, &g, &links).unwrap();
         // Member 2 raised by 68 to 70, within the slot's headroom of 94.
         assert_eq!(d.decisions[1].delta_bytes, 68);
@@ -595,28 +719,45 @@ mod tests {
         assert_eq!(d.decisions[1].plan.bytes, vec![70, 22, 8]);
         assert_eq!(d.decisions[0].plan.bytes, vec![2, 75, 23]);
         // A raise past the headroom is capped at it.
-        g[1].dependency = Dependency::Ring { predecessor_bytes: 1000 };
+        g[1].dependency = Dependency::Ring {
+            predecessor_bytes: 1000,
+        };
         let c = decide_group(&clock(3), 0, &g, &links).unwrap();
-        assert_eq!((c.decisions[1].outcome, c.decisions[1].plan.bytes[0]), (Outcome::Capped, 96));
+        assert_eq!(
+            (c.decisions[1].outcome, c.decisions[1].plan.bytes[0]),
+            (Outcome::Capped, 96)
+        );
         for x in &d.decisions {
             assert!(x.plan.is_complete());
         }
-        assert_eq!(d.decisions[0].plan.last_busy_offset(), d.decisions[1].plan.last_busy_offset());
+        assert_eq!(
+            d.decisions[0].plan.last_busy_offset(),
+            d.decisions[1].plan.last_busy_offset()
+        );
         // The receiver's cut of member 2 by 30 bytes.
         let r = reduce_group(&clock(3), 0, &g, &links, &d, &[0, 30]).unwrap();
         assert_eq!(r.decisions[1].plan.bytes[0], 40);
         assert_eq!(r.decisions[1].outcome, Outcome::Reduced);
         assert_eq!(r.decisions[1].accumulated_bytes, 40);
         assert_eq!(r.decisions[0].outcome, Outcome::Initial);
-        assert_eq!(reduce_group(&clock(3), 0, &g, &links, &d, &[0, 0]).unwrap(), d);
+        assert_eq!(
+            reduce_group(&clock(3), 0, &g, &links, &d, &[0, 0]).unwrap(),
+            d
+        );
     }
 
     #[test]
     fn bottleneck_order() {
         let g = [member(1, &[1, 9], 30), member(2, &[2, 9], 30)];
         // 60 bytes on link 9 at 480 bit/s: 1 s.
-        assert_eq!(effective_bottleneck_us(&g, |l| Some(if l.0 == 9 { 480 } else { 8000 })).unwrap(), 1_000_000);
+        assert_eq!(
+            effective_bottleneck_us(&g, |l| Some(if l.0 == 9 { 480 } else { 8000 })).unwrap(),
+            1_000_000
+        );
         assert_eq!(effective_bottleneck_us(&g, |_| Some(0)).unwrap(), u64::MAX);
-        assert_eq!(effective_bottleneck_us(&[member(1, &[1], 0)], |_| Some(0)).unwrap(), 0);
+        assert_eq!(
+            effective_bottleneck_us(&[member(1, &[1], 0)], |_| Some(0)).unwrap(),
+            0
+        );
     }
 }

@@ -73,7 +73,9 @@ impl Dependency {
         broadcast_accumulated_bytes
             .iter()
             .max()
-            .map_or(Self::Independent, |m| Self::PsAggregation { broadcast_max_bytes: *m })
+            .map_or(Self::Independent, |m| Self::PsAggregation {
+                broadcast_max_bytes: *m,
+            })
     }
 
     /// Broadcast-flow dependency from the accumulated bytes of the PS's aggregation flows
@@ -82,7 +84,9 @@ impl Dependency {
         aggregation_accumulated_bytes
             .iter()
             .min()
-            .map_or(Self::Independent, |m| Self::PsBroadcast { aggregation_min_bytes: *m })
+            .map_or(Self::Independent, |m| Self::PsBroadcast {
+                aggregation_min_bytes: *m,
+            })
     }
 
     /// The most bytes a flow that has sent `sent_bytes` of its iteration can send before the
@@ -100,8 +104,12 @@ impl Dependency {
     pub fn sendable_bytes(&self, sent_bytes: u64) -> Option<u64> {
         match *self {
             Self::Independent | Self::PsAggregation { .. } => None,
-            Self::PsBroadcast { aggregation_min_bytes: f } => Some(f.saturating_sub(sent_bytes)),
-            Self::Ring { predecessor_bytes: f } => Some(f.saturating_sub(sent_bytes)),
+            Self::PsBroadcast {
+                aggregation_min_bytes: f,
+            } => Some(f.saturating_sub(sent_bytes)),
+            Self::Ring {
+                predecessor_bytes: f,
+            } => Some(f.saturating_sub(sent_bytes)),
         }
     }
 
@@ -109,9 +117,15 @@ impl Dependency {
     pub fn delta_bytes(&self, accumulated_bytes: u64) -> u64 {
         match *self {
             Self::Independent => 0,
-            Self::PsAggregation { broadcast_max_bytes: f } => f.saturating_sub(accumulated_bytes),
-            Self::PsBroadcast { aggregation_min_bytes: f } => f.saturating_sub(accumulated_bytes),
-            Self::Ring { predecessor_bytes: f } => f.saturating_sub(accumulated_bytes),
+            Self::PsAggregation {
+                broadcast_max_bytes: f,
+            } => f.saturating_sub(accumulated_bytes),
+            Self::PsBroadcast {
+                aggregation_min_bytes: f,
+            } => f.saturating_sub(accumulated_bytes),
+            Self::Ring {
+                predecessor_bytes: f,
+            } => f.saturating_sub(accumulated_bytes),
         }
     }
 }
@@ -172,7 +186,12 @@ impl Decision {
     }
 }
 
-pub(crate) fn finish(plan: Plan, progress: &FlowProgress, delta_bytes: u64, outcome: Outcome) -> Decision {
+pub(crate) fn finish(
+    plan: Plan,
+    progress: &FlowProgress,
+    delta_bytes: u64,
+    outcome: Outcome,
+) -> Decision {
     let now = plan.bytes.first().copied().unwrap_or(0);
     Decision {
         rate_bps: plan.rates_bps.first().copied().unwrap_or(0),
@@ -217,10 +236,20 @@ impl Decision {
     /// and F_i (`accumulated_bytes`) counts only the admitted bytes of that slot. A slot the
     /// admitted schedule does not cover is admitted at 0. `progress` is the one the decision was
     /// made with. `cost_fx` is kept (the cost of the plan as made). Never raises a slot.
-    pub fn clipped_to(&self, clock: &SlotClock, progress: &FlowProgress, admitted: &Schedule) -> Decision {
+    pub fn clipped_to(
+        &self,
+        clock: &SlotClock,
+        progress: &FlowProgress,
+        admitted: &Schedule,
+    ) -> Decision {
         let mut plan = self.plan.clone();
         let mut cut = 0u64;
-        for (i, (b, r)) in plan.bytes.iter_mut().zip(plan.rates_bps.iter_mut()).enumerate() {
+        for (i, (b, r)) in plan
+            .bytes
+            .iter_mut()
+            .zip(plan.rates_bps.iter_mut())
+            .enumerate()
+        {
             let slot = plan.start_slot.saturating_add(i as u64);
             let allowed_bps = admitted.rate_bps_at(slot);
             if *r > allowed_bps {
@@ -258,8 +287,18 @@ pub fn reduce(
         return Ok(decision.clone());
     }
     let now = decision.plan.bytes.first().copied().unwrap_or(0);
-    let plan = with_first_slot(clock, progress.remaining_bytes, view, now.saturating_sub(excess_bytes));
-    Ok(finish(plan, progress, decision.delta_bytes, Outcome::Reduced))
+    let plan = with_first_slot(
+        clock,
+        progress.remaining_bytes,
+        view,
+        now.saturating_sub(excess_bytes),
+    );
+    Ok(finish(
+        plan,
+        progress,
+        decision.delta_bytes,
+        Outcome::Reduced,
+    ))
 }
 
 #[cfg(test)]
@@ -271,58 +310,162 @@ mod tests {
     }
 
     fn view(avail: u64) -> PathView {
-        PathView { start_slot: 0, load_bps: vec![0, 0, 0, 0], available_bps: vec![avail; 4] }
+        PathView {
+            start_slot: 0,
+            load_bps: vec![0, 0, 0, 0],
+            available_bps: vec![avail; 4],
+        }
     }
 
     #[test]
     fn completing_slot_is_paced_at_the_available_bandwidth() {
-        let plan = Plan { start_slot: 0, bytes: vec![1000, 500], rates_bps: vec![1000, 500], unscheduled_bytes: 0, cost_fx: 0 };
-        let d = finish(plan, &FlowProgress { sent_bytes: 0, remaining_bytes: 1500 }, 0, Outcome::Initial);
+        let plan = Plan {
+            start_slot: 0,
+            bytes: vec![1000, 500],
+            rates_bps: vec![1000, 500],
+            unscheduled_bytes: 0,
+            cost_fx: 0,
+        };
+        let d = finish(
+            plan,
+            &FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: 1500,
+            },
+            0,
+            Outcome::Initial,
+        );
         // Bytes left after this slot: the plan's rate.
         assert_eq!(d.pacing_rate_bps(1500, 9000), 1000);
         // The slot completes the flow: the path's available bandwidth, never below the plan's.
         assert_eq!(d.pacing_rate_bps(1000, 9000), 9000);
         assert_eq!(d.pacing_rate_bps(800, 600), 1000);
         // Nothing planned now: the plan's (zero) rate.
-        let idle = Plan { start_slot: 0, bytes: vec![0, 500], rates_bps: vec![0, 500], unscheduled_bytes: 0, cost_fx: 0 };
-        let d = finish(idle, &FlowProgress { sent_bytes: 0, remaining_bytes: 500 }, 0, Outcome::Initial);
+        let idle = Plan {
+            start_slot: 0,
+            bytes: vec![0, 500],
+            rates_bps: vec![0, 500],
+            unscheduled_bytes: 0,
+            cost_fx: 0,
+        };
+        let d = finish(
+            idle,
+            &FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: 500,
+            },
+            0,
+            Outcome::Initial,
+        );
         assert_eq!(d.pacing_rate_bps(500, 9000), 0);
     }
 
     #[test]
     fn dependency_deltas() {
-        assert_eq!(Dependency::ps_aggregation(&[3, 9, 4]), Dependency::PsAggregation { broadcast_max_bytes: 9 });
-        assert_eq!(Dependency::ps_broadcast(&[3, 9, 4]), Dependency::PsBroadcast { aggregation_min_bytes: 3 });
+        assert_eq!(
+            Dependency::ps_aggregation(&[3, 9, 4]),
+            Dependency::PsAggregation {
+                broadcast_max_bytes: 9
+            }
+        );
+        assert_eq!(
+            Dependency::ps_broadcast(&[3, 9, 4]),
+            Dependency::PsBroadcast {
+                aggregation_min_bytes: 3
+            }
+        );
         assert_eq!(Dependency::ps_broadcast(&[]), Dependency::Independent);
-        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.delta_bytes(4), 6);
-        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.delta_bytes(40), 0);
+        assert_eq!(
+            Dependency::Ring {
+                predecessor_bytes: 10
+            }
+            .delta_bytes(4),
+            6
+        );
+        assert_eq!(
+            Dependency::Ring {
+                predecessor_bytes: 10
+            }
+            .delta_bytes(40),
+            0
+        );
         assert_eq!(Dependency::Independent.delta_bytes(0), 0);
-        let j = serde_json::to_string(&Dependency::Ring { predecessor_bytes: 5 }).unwrap();
+        let j = serde_json::to_string(&Dependency::Ring {
+            predecessor_bytes: 5,
+        })
+        .unwrap();
         assert_eq!(j, r#"{"kind":"ring","predecessor_bytes":5}"#);
     }
 
     #[test]
     fn sendable_bytes_bound_ring_and_broadcast_only() {
-        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.sendable_bytes(4), Some(6));
-        assert_eq!(Dependency::Ring { predecessor_bytes: 10 }.sendable_bytes(12), Some(0));
-        assert_eq!(Dependency::PsBroadcast { aggregation_min_bytes: 7 }.sendable_bytes(2), Some(5));
-        assert_eq!(Dependency::PsAggregation { broadcast_max_bytes: 7 }.sendable_bytes(2), None);
+        assert_eq!(
+            Dependency::Ring {
+                predecessor_bytes: 10
+            }
+            .sendable_bytes(4),
+            Some(6)
+        );
+        assert_eq!(
+            Dependency::Ring {
+                predecessor_bytes: 10
+            }
+            .sendable_bytes(12),
+            Some(0)
+        );
+        assert_eq!(
+            Dependency::PsBroadcast {
+                aggregation_min_bytes: 7
+            }
+            .sendable_bytes(2),
+            Some(5)
+        );
+        assert_eq!(
+            Dependency::PsAggregation {
+                broadcast_max_bytes: 7
+            }
+            .sendable_bytes(2),
+            None
+        );
         assert_eq!(Dependency::Independent.sendable_bytes(0), None);
     }
 
     #[test]
     fn no_dependency_applies_the_initial_rate() {
         // A loaded first slot is filled after the idle second one.
-        let v = PathView { start_slot: 0, load_bps: vec![9, 0, 0, 0], available_bps: vec![10; 4] };
-        let p = FlowProgress { sent_bytes: 0, remaining_bytes: 15 };
+        let v = PathView {
+            start_slot: 0,
+            load_bps: vec![9, 0, 0, 0],
+            available_bps: vec![10; 4],
+        };
+        let p = FlowProgress {
+            sent_bytes: 0,
+            remaining_bytes: 15,
+        };
         let d = decide(&clock(), &p, &Dependency::Independent, &v).unwrap();
         assert_eq!(d.outcome, Outcome::Initial);
         assert_eq!(d.plan.bytes, vec![5, 10, 0, 0]);
         assert_eq!(d.rate_bps, 5);
-        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 5 }, &v).unwrap();
+        let d = decide(
+            &clock(),
+            &p,
+            &Dependency::Ring {
+                predecessor_bytes: 5,
+            },
+            &v,
+        )
+        .unwrap();
         assert_eq!((d.outcome, d.delta_bytes), (Outcome::Initial, 0));
         // A predecessor ahead raises the current slot and takes the rest off later slots.
-        let d = decide(&clock(), &p, &Dependency::Ring { predecessor_bytes: 9 }, &v).unwrap();
+        let d = decide(
+            &clock(),
+            &p,
+            &Dependency::Ring {
+                predecessor_bytes: 9,
+            },
+            &v,
+        )
+        .unwrap();
         assert_eq!(d.outcome, Outcome::Raised);
         assert_eq!(d.plan.bytes, vec![9, 6, 0, 0]);
         assert_eq!((d.accumulated_bytes, d.delta_bytes, d.rate_bps), (9, 4, 9));
@@ -330,28 +473,63 @@ mod tests {
 
     #[test]
     fn raise_is_capped_by_available_bandwidth_and_bytes_left() {
-        let p = FlowProgress { sent_bytes: 100, remaining_bytes: 50 };
-        let d = decide(&clock(), &p, &Dependency::PsAggregation { broadcast_max_bytes: 200 }, &view(10)).unwrap();
+        let p = FlowProgress {
+            sent_bytes: 100,
+            remaining_bytes: 50,
+        };
+        let d = decide(
+            &clock(),
+            &p,
+            &Dependency::PsAggregation {
+                broadcast_max_bytes: 200,
+            },
+            &view(10),
+        )
+        .unwrap();
         // r = 10 already fills the slot: capped at B_i.
         assert_eq!(d.outcome, Outcome::Capped);
         assert_eq!(d.plan.bytes, vec![10, 10, 10, 10]);
         assert_eq!(d.plan.unscheduled_bytes, 10);
-        let p = FlowProgress { sent_bytes: 0, remaining_bytes: 5 };
-        let d = decide(&clock(), &p, &Dependency::PsBroadcast { aggregation_min_bytes: 9 }, &view(100)).unwrap();
+        let p = FlowProgress {
+            sent_bytes: 0,
+            remaining_bytes: 5,
+        };
+        let d = decide(
+            &clock(),
+            &p,
+            &Dependency::PsBroadcast {
+                aggregation_min_bytes: 9,
+            },
+            &view(100),
+        )
+        .unwrap();
         assert_eq!(d.plan.bytes, vec![5, 0, 0, 0]);
         assert_eq!(d.accumulated_bytes, 5);
     }
 
     #[test]
     fn clipping_to_an_admitted_schedule() {
-        let p = FlowProgress { sent_bytes: 10, remaining_bytes: 30 };
+        let p = FlowProgress {
+            sent_bytes: 10,
+            remaining_bytes: 30,
+        };
         let d = decide(&clock(), &p, &Dependency::Independent, &view(10)).unwrap();
         assert_eq!(d.plan.bytes, vec![10, 10, 10, 0]);
         // The tests' clock has 8 s slots: a rate of r bit/s carries r bytes in a slot.
-        let c = d.clipped_to(&clock(), &p, &Schedule { start_slot: 0, rates_bps: vec![4, 10] });
+        let c = d.clipped_to(
+            &clock(),
+            &p,
+            &Schedule {
+                start_slot: 0,
+                rates_bps: vec![4, 10],
+            },
+        );
         assert_eq!(c.plan.bytes, vec![4, 10, 0, 0]);
         assert_eq!(c.plan.rates_bps[..3], [4, 10, 0]);
-        assert_eq!((c.rate_bps, c.accumulated_bytes, c.plan.unscheduled_bytes), (4, 14, 16));
+        assert_eq!(
+            (c.rate_bps, c.accumulated_bytes, c.plan.unscheduled_bytes),
+            (4, 14, 16)
+        );
         // An admission that takes nothing off changes nothing.
         let same = d.clipped_to(&clock(), &p, &d.plan.schedule());
         assert_eq!(same, d);
@@ -359,10 +537,20 @@ mod tests {
 
     #[test]
     fn reduction_defers_the_excess() {
-        let p = FlowProgress { sent_bytes: 10, remaining_bytes: 30 };
+        let p = FlowProgress {
+            sent_bytes: 10,
+            remaining_bytes: 30,
+        };
         let d = decide(&clock(), &p, &Dependency::Independent, &view(10)).unwrap();
         assert_eq!(d.accumulated_bytes, 20);
-        let r = reduce(&clock(), &d, &p, excess_bytes(d.accumulated_bytes, 13), &view(10)).unwrap();
+        let r = reduce(
+            &clock(),
+            &d,
+            &p,
+            excess_bytes(d.accumulated_bytes, 13),
+            &view(10),
+        )
+        .unwrap();
         assert_eq!(r.outcome, Outcome::Reduced);
         assert_eq!(r.accumulated_bytes, 13);
         assert_eq!(r.plan.bytes, vec![3, 10, 10, 7]);

@@ -57,11 +57,16 @@ pub fn byte_price_fx(clock: &SlotClock, load_bps: u64, available_bps: u64) -> u1
 /// The cost of placing `bytes[i]` in slot offset `i` at the per-byte `prices_fx[i]`: the slots
 /// up to the last busy one, plus the bytes times their prices, in [`COST_ONE_SLOT_FX`] units.
 pub fn plan_cost_fx(bytes: &[u64], prices_fx: &[u128]) -> u128 {
-    let slots = bytes.iter().rposition(|b| *b > 0).map_or(0, |i| i as u128 + 1);
+    let slots = bytes
+        .iter()
+        .rposition(|b| *b > 0)
+        .map_or(0, |i| i as u128 + 1);
     bytes
         .iter()
         .zip(prices_fx)
-        .fold(slots * COST_ONE_SLOT_FX, |c, (b, p)| c.saturating_add(u128::from(*b).saturating_mul(*p)))
+        .fold(slots * COST_ONE_SLOT_FX, |c, (b, p)| {
+            c.saturating_add(u128::from(*b).saturating_mul(*p))
+        })
 }
 
 /// A flow's plan over the horizon. Index `i` is slot `start_slot + i`.
@@ -98,7 +103,10 @@ impl Plan {
 
     /// The rates as a [`Schedule`], to publish to the load tables.
     pub fn schedule(&self) -> Schedule {
-        Schedule { start_slot: self.start_slot, rates_bps: self.rates_bps.clone() }
+        Schedule {
+            start_slot: self.start_slot,
+            rates_bps: self.rates_bps.clone(),
+        }
     }
 }
 
@@ -106,7 +114,11 @@ impl Plan {
 pub(crate) fn check_view(clock: &SlotClock, view: &PathView) -> Result<(), SchedError> {
     let k = clock.horizon();
     if view.load_bps.len() != k {
-        return Err(SchedError::LengthMismatch { what: "load_bps", expected: k, got: view.load_bps.len() });
+        return Err(SchedError::LengthMismatch {
+            what: "load_bps",
+            expected: k,
+            got: view.load_bps.len(),
+        });
     }
     if view.available_bps.len() != k {
         return Err(SchedError::LengthMismatch {
@@ -150,18 +162,36 @@ pub(crate) fn with_first_slot(
 }
 
 pub(crate) fn prices(clock: &SlotClock, view: &PathView) -> Vec<u128> {
-    view.load_bps.iter().zip(&view.available_bps).map(|(l, a)| byte_price_fx(clock, *l, *a)).collect()
+    view.load_bps
+        .iter()
+        .zip(&view.available_bps)
+        .map(|(l, a)| byte_price_fx(clock, *l, *a))
+        .collect()
 }
 
 /// Alg. 1 restricted to the slots at offsets `from..K`; the slots before `from` get nothing.
 fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize) -> Plan {
     let k = view.load_bps.len().min(view.available_bps.len());
     let slot_prices = prices(clock, view);
-    let caps: Vec<u64> = view.available_bps.iter().take(k).map(|a| clock.bytes_in_slot(*a)).collect();
+    let caps: Vec<u64> = view
+        .available_bps
+        .iter()
+        .take(k)
+        .map(|a| clock.bytes_in_slot(*a))
+        .collect();
     let (bytes, unscheduled) = fill_slots(&slot_prices[..k], &caps, remaining_bytes, from);
     Plan {
         start_slot: view.start_slot,
-        rates_bps: bytes.iter().map(|b| if *b == 0 { 0 } else { clock.rate_bps_for_bytes(*b) }).collect(),
+        rates_bps: bytes
+            .iter()
+            .map(|b| {
+                if *b == 0 {
+                    0
+                } else {
+                    clock.rate_bps_for_bytes(*b)
+                }
+            })
+            .collect(),
         cost_fx: plan_cost_fx(&bytes, &slot_prices),
         bytes,
         unscheduled_bytes: unscheduled,
@@ -176,7 +206,12 @@ fn greedy(clock: &SlotClock, remaining_bytes: u64, view: &PathView, from: usize)
 /// nothing completes within the horizon, every slot from `from` is filled. Returns the units
 /// per slot (slots before `from` get 0) and the units left over. Shared by the one-flow
 /// [`initial_schedule`] and the coflow planner ([`crate::coflow`]), so both are one Alg. 1.
-pub(crate) fn fill_slots(prices_fx: &[u128], caps: &[u64], remaining: u64, from: usize) -> (Vec<u64>, u64) {
+pub(crate) fn fill_slots(
+    prices_fx: &[u128],
+    caps: &[u64],
+    remaining: u64,
+    from: usize,
+) -> (Vec<u64>, u64) {
     let k = prices_fx.len().min(caps.len());
     let mut bytes = vec![0u64; k];
     if remaining == 0 || from >= k {
@@ -184,7 +219,13 @@ pub(crate) fn fill_slots(prices_fx: &[u128], caps: &[u64], remaining: u64, from:
     }
     // (price per unit, offset, capacity in units) of the candidate slots, cheapest first.
     let mut order: Vec<(u128, usize, u64)> = (from..k)
-        .map(|i| (prices_fx.get(i).copied().unwrap_or(u128::MAX), i, caps.get(i).copied().unwrap_or(0)))
+        .map(|i| {
+            (
+                prices_fx.get(i).copied().unwrap_or(u128::MAX),
+                i,
+                caps.get(i).copied().unwrap_or(0),
+            )
+        })
         .collect();
     order.sort_unstable();
 
@@ -242,7 +283,11 @@ mod tests {
     }
 
     fn view(load: &[u64], avail: &[u64]) -> PathView {
-        PathView { start_slot: 50, load_bps: load.to_vec(), available_bps: avail.to_vec() }
+        PathView {
+            start_slot: 50,
+            load_bps: load.to_vec(),
+            available_bps: avail.to_vec(),
+        }
     }
 
     #[test]
@@ -261,7 +306,10 @@ mod tests {
         let p = initial_schedule(&clock(4), 15, &view(&[90, 0, 0, 0], &[10; 4])).unwrap();
         assert_eq!(p.bytes, vec![5, 10, 0, 0]);
         let c = clock(4);
-        assert_eq!(p.cost_fx, 2 * COST_ONE_SLOT_FX + 5 * byte_price_fx(&c, 90, 10));
+        assert_eq!(
+            p.cost_fx,
+            2 * COST_ONE_SLOT_FX + 5 * byte_price_fx(&c, 90, 10)
+        );
         // A fuller first slot costs more than a slot of delay only when it is nearly all the
         // flow would send: 1 byte at 99 % load does not justify waiting a slot.
         let p = initial_schedule(&clock(2), 1, &view(&[99, 0], &[1, 1])).unwrap();
@@ -274,7 +322,10 @@ mod tests {
         assert_eq!(byte_price_fx(&c, 0, 10), 0);
         assert_eq!(byte_price_fx(&c, 0, 0), 0);
         assert_eq!(byte_price_fx(&c, 50, 50), COST_ONE_SLOT_FX / 2 / 100);
-        assert_eq!(byte_price_fx(&c, u64::MAX, u64::MAX), COST_ONE_SLOT_FX / 2 / u128::from(u64::MAX));
+        assert_eq!(
+            byte_price_fx(&c, u64::MAX, u64::MAX),
+            COST_ONE_SLOT_FX / 2 / u128::from(u64::MAX)
+        );
         assert_eq!(plan_cost_fx(&[0, 0], &[1, 1]), 0);
         assert_eq!(plan_cost_fx(&[0, 3], &[1, 2]), 2 * COST_ONE_SLOT_FX + 6);
     }
@@ -293,7 +344,14 @@ mod tests {
         assert_eq!(p.bytes, vec![0, 0]);
         assert!(p.is_complete());
         let e = initial_schedule(&clock(3), 1, &view(&[0, 0], &[1, 1, 1])).unwrap_err();
-        assert_eq!(e, SchedError::LengthMismatch { what: "load_bps", expected: 3, got: 2 });
+        assert_eq!(
+            e,
+            SchedError::LengthMismatch {
+                what: "load_bps",
+                expected: 3,
+                got: 2
+            }
+        );
     }
 
     #[test]

@@ -56,7 +56,10 @@
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod cassini;
 pub mod coflow;
@@ -69,11 +72,17 @@ pub mod slot;
 pub mod table;
 
 pub use coflow::{
-    decide_group, effective_bottleneck_us, group_schedule, planning_key, reduce_group, GroupDecision, PlanningKey,
+    decide_group, effective_bottleneck_us, group_schedule, planning_key, reduce_group,
+    GroupDecision, PlanningKey,
 };
 pub use dependency::{decide, excess_bytes, reduce, Decision, Dependency, FlowProgress, Outcome};
 pub use error::SchedError;
 pub use greedy::{initial_schedule, Plan};
-pub use planner::{apply_group_reduction, apply_reduction, group_bottleneck_us, plan_flow, plan_group, plan_slot, FlowRequest};
+pub use planner::{
+    apply_group_reduction, apply_reduction, group_bottleneck_us, plan_flow, plan_group, plan_slot,
+    FlowRequest,
+};
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
-pub use table::{FlowId, LinkId, LinkLoadTable, LinkRow, LinkView, PathView, RateSample, Schedule, TableSnapshot};
+pub use table::{
+    FlowId, LinkId, LinkLoadTable, LinkRow, LinkView, PathView, RateSample, Schedule, TableSnapshot,
+};

@@ -48,7 +48,11 @@ pub struct PcnConfig {
 
 impl Default for PcnConfig {
     fn default() -> Self {
-        PcnConfig { initial_threshold_pkts: 40, combine: Combine::Min, max_age_slots: 4 }
+        PcnConfig {
+            initial_threshold_pkts: 40,
+            combine: Combine::Min,
+            max_age_slots: 4,
+        }
     }
 }
 
@@ -76,7 +80,10 @@ impl PcnThresholds {
         if config.initial_threshold_pkts == 0 {
             return Err(SchedError::InvalidThreshold { threshold_pkts: 0 });
         }
-        Ok(PcnThresholds { config, links: HashMap::new() })
+        Ok(PcnThresholds {
+            config,
+            links: HashMap::new(),
+        })
     }
 
     /// The configuration.
@@ -97,7 +104,13 @@ impl PcnThresholds {
         if threshold_pkts == 0 {
             return Err(SchedError::InvalidThreshold { threshold_pkts });
         }
-        self.links.entry(link).or_default().insert(burst, Start { threshold_pkts, slot });
+        self.links.entry(link).or_default().insert(
+            burst,
+            Start {
+                threshold_pkts,
+                slot,
+            },
+        );
         Ok(self.threshold_pkts(link))
     }
 
@@ -127,7 +140,10 @@ impl PcnThresholds {
         }
         self.links.retain(|_, m| !m.is_empty());
         changed.sort_unstable();
-        changed.into_iter().map(|l| (l, self.threshold_pkts(l))).collect()
+        changed
+            .into_iter()
+            .map(|l| (l, self.threshold_pkts(l)))
+            .collect()
     }
 
     /// Number of starts outstanding on `link`.
@@ -139,9 +155,15 @@ impl PcnThresholds {
     /// outstanding starts, else their combination, never above the initial threshold.
     pub fn threshold_pkts(&self, link: LinkId) -> u32 {
         let initial = self.config.initial_threshold_pkts;
-        let Some(m) = self.links.get(&link).filter(|m| !m.is_empty()) else { return initial };
+        let Some(m) = self.links.get(&link).filter(|m| !m.is_empty()) else {
+            return initial;
+        };
         let combined = match self.config.combine {
-            Combine::Min => m.values().map(|s| s.threshold_pkts).min().unwrap_or(initial),
+            Combine::Min => m
+                .values()
+                .map(|s| s.threshold_pkts)
+                .min()
+                .unwrap_or(initial),
             Combine::Harmonic => {
                 let inv: f64 = m.values().map(|s| 1.0 / f64::from(s.threshold_pkts)).sum();
                 // inv > 0: every threshold is at least 1. The cast saturates. A combination
@@ -175,22 +197,36 @@ mod tests {
         assert_eq!(p.outstanding(L), 0);
         // A start above the initial threshold does not raise it.
         assert_eq!(p.on_start(L, BurstId(3), 100, 5).unwrap(), 40);
-        assert_eq!(p.on_start(L, BurstId(3), 0, 5), Err(SchedError::InvalidThreshold { threshold_pkts: 0 }));
+        assert_eq!(
+            p.on_start(L, BurstId(3), 0, 5),
+            Err(SchedError::InvalidThreshold { threshold_pkts: 0 })
+        );
     }
 
     #[test]
     fn harmonic_combination() {
-        let cfg = PcnConfig { combine: Combine::Harmonic, ..PcnConfig::default() };
+        let cfg = PcnConfig {
+            combine: Combine::Harmonic,
+            ..PcnConfig::default()
+        };
         let mut p = PcnThresholds::new(cfg).unwrap();
         assert_eq!(p.on_start(L, BurstId(1), 20, 0).unwrap(), 20);
         assert_eq!(p.on_start(L, BurstId(2), 20, 0).unwrap(), 10);
         assert_eq!(p.on_start(L, BurstId(3), 30, 0).unwrap(), 7); // 1/(1/20+1/20+1/30) = 7.5
         p.on_arrival(L, BurstId(3));
         assert_eq!(p.on_start(L, BurstId(3), 60_000, 0).unwrap(), 9); // 1/(2/20+1/60000) = 9.998
-        let mut q = PcnThresholds::new(PcnConfig { initial_threshold_pkts: 60_000, ..cfg }).unwrap();
+        let mut q = PcnThresholds::new(PcnConfig {
+            initial_threshold_pkts: 60_000,
+            ..cfg
+        })
+        .unwrap();
         q.on_start(L, BurstId(1), 30_000, 0).unwrap();
         q.on_start(L, BurstId(2), 30_000, 0).unwrap();
-        assert_eq!(q.on_start(L, BurstId(3), 60_000, 0).unwrap(), 12_000, "whole, not 11 999");
+        assert_eq!(
+            q.on_start(L, BurstId(3), 60_000, 0).unwrap(),
+            12_000,
+            "whole, not 11 999"
+        );
         for i in 4..100 {
             p.on_start(L, BurstId(i), 1, 0).unwrap();
         }
@@ -199,12 +235,20 @@ mod tests {
 
     #[test]
     fn stale_starts_expire() {
-        let mut p = PcnThresholds::new(PcnConfig { max_age_slots: 2, ..PcnConfig::default() }).unwrap();
+        let mut p = PcnThresholds::new(PcnConfig {
+            max_age_slots: 2,
+            ..PcnConfig::default()
+        })
+        .unwrap();
         p.on_start(L, BurstId(1), 10, 10).unwrap();
         p.on_start(L, BurstId(2), 15, 11).unwrap();
         assert!(p.expire(12).is_empty());
         assert_eq!(p.expire(13), vec![(L, 15)]);
         assert_eq!(p.expire(14), vec![(L, 40)]);
-        assert!(PcnThresholds::new(PcnConfig { initial_threshold_pkts: 0, ..PcnConfig::default() }).is_err());
+        assert!(PcnThresholds::new(PcnConfig {
+            initial_threshold_pkts: 0,
+            ..PcnConfig::default()
+        })
+        .is_err());
     }
 }

@@ -73,7 +73,11 @@ fn group_links(members: &[FlowRequest]) -> Vec<LinkId> {
     links
 }
 
-fn publish_group(table: &mut LinkLoadTable, members: &[FlowRequest], g: &GroupDecision) -> Result<(), SchedError> {
+fn publish_group(
+    table: &mut LinkLoadTable,
+    members: &[FlowRequest],
+    g: &GroupDecision,
+) -> Result<(), SchedError> {
     for (m, d) in members.iter().zip(&g.decisions) {
         publish(table, m, d)?;
     }
@@ -84,7 +88,10 @@ fn publish_group(table: &mut LinkLoadTable, members: &[FlowRequest], g: &GroupDe
 /// the group's own stored schedules excluded; the members' entries are then replaced by their
 /// new schedules (or removed when nothing is planned). A group of one is [`plan_flow`].
 /// Refuses a bad path (empty, unknown or repeated link) and leaves the table unchanged then.
-pub fn plan_group(table: &mut LinkLoadTable, members: &[FlowRequest]) -> Result<GroupDecision, SchedError> {
+pub fn plan_group(
+    table: &mut LinkLoadTable,
+    members: &[FlowRequest],
+) -> Result<GroupDecision, SchedError> {
     let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
     let views = table.link_views(&group_links(members), &exclude)?;
     let g = decide_group(table.clock(), table.current_slot(), members, &views)?;
@@ -103,19 +110,32 @@ pub fn apply_group_reduction(
 ) -> Result<GroupDecision, SchedError> {
     let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
     let views = table.link_views(&group_links(members), &exclude)?;
-    let g = reduce_group(table.clock(), table.current_slot(), members, &views, current, excess_bytes)?;
+    let g = reduce_group(
+        table.clock(),
+        table.current_slot(),
+        members,
+        &views,
+        current,
+        excess_bytes,
+    )?;
     publish_group(table, members, &g)?;
     Ok(g)
 }
 
 /// The SEBF key of a group over `table`: [`effective_bottleneck_us`] at the links' capacities.
-pub fn group_bottleneck_us(table: &LinkLoadTable, members: &[FlowRequest]) -> Result<u64, SchedError> {
+pub fn group_bottleneck_us(
+    table: &LinkLoadTable,
+    members: &[FlowRequest],
+) -> Result<u64, SchedError> {
     effective_bottleneck_us(members, |l| table.capacity_bps(l).ok())
 }
 
 /// [`plan_flow`] for every request, in order. A refused request gets its error and the others
 /// are still planned.
-pub fn plan_slot(table: &mut LinkLoadTable, requests: &[FlowRequest]) -> Vec<Result<Decision, SchedError>> {
+pub fn plan_slot(
+    table: &mut LinkLoadTable,
+    requests: &[FlowRequest],
+) -> Vec<Result<Decision, SchedError>> {
     requests.iter().map(|r| plan_flow(table, r)).collect()
 }
 
@@ -131,10 +151,16 @@ mod tests {
         let req = |f| FlowRequest {
             flow: FlowId(f),
             path: vec![LinkId(0)],
-            progress: FlowProgress { sent_bytes: 0, remaining_bytes: 10 },
+            progress: FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: 10,
+            },
             dependency: Dependency::Independent,
         };
-        let bad = FlowRequest { path: vec![LinkId(5)], ..req(9) };
+        let bad = FlowRequest {
+            path: vec![LinkId(5)],
+            ..req(9)
+        };
         let out = plan_slot(&mut t, &[req(1), bad, req(2)]);
         assert_eq!(out[0].as_ref().unwrap().plan.bytes, vec![10, 0, 0]);
         assert_eq!(out[1], Err(SchedError::UnknownLink(LinkId(5))));
@@ -149,7 +175,13 @@ mod tests {
         assert_eq!(r.plan.bytes, vec![6, 0, 4]);
         assert_eq!(t.link_load_bps(LinkId(0)).unwrap(), vec![6, 10, 4]);
         // A finished flow leaves the table.
-        let done = FlowRequest { progress: FlowProgress { sent_bytes: 10, remaining_bytes: 0 }, ..req(1) };
+        let done = FlowRequest {
+            progress: FlowProgress {
+                sent_bytes: 10,
+                remaining_bytes: 0,
+            },
+            ..req(1)
+        };
         plan_flow(&mut t, &done).unwrap();
         assert_eq!(t.flow_count(), 1);
     }

@@ -50,13 +50,19 @@ impl TryFrom<RawSlotClock> for SlotClock {
 
 impl From<SlotClock> for RawSlotClock {
     fn from(c: SlotClock) -> Self {
-        RawSlotClock { slot_us: c.slot_us, horizon: c.horizon }
+        RawSlotClock {
+            slot_us: c.slot_us,
+            horizon: c.horizon,
+        }
     }
 }
 
 impl Default for SlotClock {
     fn default() -> Self {
-        SlotClock { slot_us: DEFAULT_SLOT_US, horizon: DEFAULT_HORIZON }
+        SlotClock {
+            slot_us: DEFAULT_SLOT_US,
+            horizon: DEFAULT_HORIZON,
+        }
     }
 }
 
@@ -68,7 +74,10 @@ impl SlotClock {
             return Err(SchedError::InvalidSlotLength { slot_us });
         }
         if horizon == 0 || horizon > MAX_HORIZON {
-            return Err(SchedError::InvalidHorizon { horizon, max: MAX_HORIZON });
+            return Err(SchedError::InvalidHorizon {
+                horizon,
+                max: MAX_HORIZON,
+            });
         }
         Ok(SlotClock { slot_us, horizon })
     }
@@ -90,7 +99,9 @@ impl SlotClock {
 
     /// Wall-clock start of slot `slot` in microseconds; `Overflow` past `u64::MAX`.
     pub fn slot_start_us(&self, slot: u64) -> Result<u64, SchedError> {
-        slot.checked_mul(self.slot_us).ok_or(SchedError::Overflow { what: "slot start time" })
+        slot.checked_mul(self.slot_us).ok_or(SchedError::Overflow {
+            what: "slot start time",
+        })
     }
 
     /// Microseconds from `t_us` to the start of the next slot (never 0: at a slot boundary it is
@@ -124,7 +135,10 @@ mod tests {
         assert_eq!(c.slot_at(0), 0);
         assert_eq!(c.slot_at(59_999), 0);
         assert_eq!(c.slot_at(60_000), 1);
-        assert_eq!(c.slot_at(1_700_000_000_123_456), 1_700_000_000_123_456 / 60_000);
+        assert_eq!(
+            c.slot_at(1_700_000_000_123_456),
+            1_700_000_000_123_456 / 60_000
+        );
         assert_eq!(c.slot_start_us(3).unwrap(), 180_000);
         assert_eq!(c.us_until_next_slot(180_000), 60_000);
         assert_eq!(c.us_until_next_slot(180_001), 59_999);
@@ -133,7 +147,10 @@ mod tests {
 
     #[test]
     fn bad_grids_are_refused_with_their_value() {
-        assert_eq!(SlotClock::new(0, 10), Err(SchedError::InvalidSlotLength { slot_us: 0 }));
+        assert_eq!(
+            SlotClock::new(0, 10),
+            Err(SchedError::InvalidSlotLength { slot_us: 0 })
+        );
         let e = SlotClock::new(1, 0).unwrap_err();
         assert!(e.to_string().contains("horizon = 0"), "{e}");
         assert!(SlotClock::new(1, MAX_HORIZON + 1).is_err());
@@ -141,7 +158,10 @@ mod tests {
         let bad: Result<SlotClock, _> = serde_json::from_str(r#"{"slot_us":0,"horizon":10}"#);
         assert!(bad.unwrap_err().to_string().contains("slot_us = 0"));
         let good: SlotClock = serde_json::from_str(r#"{"slot_us":1000,"horizon":4}"#).unwrap();
-        assert_eq!(serde_json::to_string(&good).unwrap(), r#"{"slot_us":1000,"horizon":4}"#);
+        assert_eq!(
+            serde_json::to_string(&good).unwrap(),
+            r#"{"slot_us":1000,"horizon":4}"#
+        );
     }
 
     #[test]
@@ -152,7 +172,10 @@ mod tests {
         assert_eq!(c.rate_bps_for_bytes(75_000_000), 10_000_000_000);
         assert_eq!(c.rate_bps_for_bytes(1), 134); // ceil(8e6 / 60000)
         assert_eq!(c.bytes_in_slot(134), 1);
-        assert_eq!(u128::from(c.bytes_in_slot(u64::MAX)), u128::from(u64::MAX) * 60_000 / 8_000_000);
+        assert_eq!(
+            u128::from(c.bytes_in_slot(u64::MAX)),
+            u128::from(u64::MAX) * 60_000 / 8_000_000
+        );
         let tiny = SlotClock::new(1, 1).unwrap();
         assert_eq!(tiny.rate_bps_for_bytes(u64::MAX), u64::MAX);
     }

@@ -173,7 +173,12 @@ fn check_path(links: &HashMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(),
 impl LinkLoadTable {
     /// An empty table on the grid `clock`, whose current slot is `current_slot`.
     pub fn new(clock: SlotClock, current_slot: u64) -> Self {
-        LinkLoadTable { clock, current_slot, links: HashMap::new(), flows: HashMap::new() }
+        LinkLoadTable {
+            clock,
+            current_slot,
+            links: HashMap::new(),
+            flows: HashMap::new(),
+        }
     }
 
     /// The slot grid.
@@ -224,7 +229,10 @@ impl LinkLoadTable {
 
     /// The capacity of `link` in bit/s.
     pub fn capacity_bps(&self, link: LinkId) -> Result<u64, SchedError> {
-        self.links.get(&link).map(|s| s.capacity_bps).ok_or(SchedError::UnknownLink(link))
+        self.links
+            .get(&link)
+            .map(|s| s.capacity_bps)
+            .ok_or(SchedError::UnknownLink(link))
     }
 
     /// Number of stored flow schedules.
@@ -248,7 +256,11 @@ impl LinkLoadTable {
                 for (i, r) in e.schedule.rates_bps.iter().enumerate() {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
                     if let Some(cell) = state.load_bps.get_mut(ring_index(slot, k)) {
-                        *cell = if add { cell.saturating_add(*r) } else { cell.saturating_sub(*r) };
+                        *cell = if add {
+                            cell.saturating_add(*r)
+                        } else {
+                            cell.saturating_sub(*r)
+                        };
                     }
                 }
             }
@@ -277,8 +289,13 @@ impl LinkLoadTable {
         while rates.last() == Some(&0) {
             rates.pop();
         }
-        let entry =
-            FlowEntry { path: path.to_vec(), schedule: Schedule { start_slot: first, rates_bps: rates } };
+        let entry = FlowEntry {
+            path: path.to_vec(),
+            schedule: Schedule {
+                start_slot: first,
+                rates_bps: rates,
+            },
+        };
         if let Some(old) = self.flows.remove(&flow) {
             Self::apply(&mut self.links, &old, k, false);
         }
@@ -311,7 +328,9 @@ impl LinkLoadTable {
     ) -> Result<Schedule, SchedError> {
         let view = self.path_view(path, Some(flow))?;
         let first = schedule.start_slot.max(self.current_slot);
-        let end = self.current_slot.saturating_add(self.clock.horizon() as u64);
+        let end = self
+            .current_slot
+            .saturating_add(self.clock.horizon() as u64);
         let mut rates = Vec::new();
         let mut slot = first;
         while slot < end {
@@ -323,14 +342,20 @@ impl LinkLoadTable {
         while rates.last() == Some(&0) {
             rates.pop();
         }
-        let admitted = Schedule { start_slot: first, rates_bps: rates };
+        let admitted = Schedule {
+            start_slot: first,
+            rates_bps: rates,
+        };
         self.set_schedule(flow, path, &admitted)?;
         Ok(admitted)
     }
 
     /// Takes `flow`'s schedule off the table and returns it.
     pub fn remove_flow(&mut self, flow: FlowId) -> Result<Schedule, SchedError> {
-        let old = self.flows.remove(&flow).ok_or(SchedError::UnknownFlow(flow))?;
+        let old = self
+            .flows
+            .remove(&flow)
+            .ok_or(SchedError::UnknownFlow(flow))?;
         Self::apply(&mut self.links, &old, self.clock.horizon(), false);
         Ok(old.schedule)
     }
@@ -339,7 +364,10 @@ impl LinkLoadTable {
     /// schedules are cut, and the flows with nothing left are forgotten). Refuses going back.
     pub fn advance_to(&mut self, slot: u64) -> Result<(), SchedError> {
         if slot < self.current_slot {
-            return Err(SchedError::SlotInPast { slot, current_slot: self.current_slot });
+            return Err(SchedError::SlotInPast {
+                slot,
+                current_slot: self.current_slot,
+            });
         }
         let k = self.clock.horizon();
         let expired = (slot - self.current_slot).min(k as u64);
@@ -383,10 +411,19 @@ impl LinkLoadTable {
         if sample.slot >= current_slot
             || sample.slot.saturating_add(RATE_WINDOW_SLOTS as u64) < current_slot
         {
-            return Err(SchedError::SampleOutOfWindow { slot: sample.slot, current_slot });
+            return Err(SchedError::SampleOutOfWindow {
+                slot: sample.slot,
+                current_slot,
+            });
         }
-        let state = self.links.get_mut(&link).ok_or(SchedError::UnknownLink(link))?;
-        if let Some(cell) = state.samples.get_mut(ring_index(sample.slot, RATE_WINDOW_SLOTS)) {
+        let state = self
+            .links
+            .get_mut(&link)
+            .ok_or(SchedError::UnknownLink(link))?;
+        if let Some(cell) = state
+            .samples
+            .get_mut(ring_index(sample.slot, RATE_WINDOW_SLOTS))
+        {
             *cell = Some(match *cell {
                 Some(old) if old.slot == sample.slot => RateSample {
                     slot: old.slot,
@@ -439,13 +476,21 @@ impl LinkLoadTable {
                 })
             })
             .collect();
-        TableSnapshot { current_slot: self.current_slot, flows: self.flows.len(), links }
+        TableSnapshot {
+            current_slot: self.current_slot,
+            flows: self.flows.len(),
+            links,
+        }
     }
 
     /// What a group of flows sees of each of `links` over the K slots from the current one:
     /// per link, the load of the flows not in `exclude` and the available bandwidth (estimate
     /// less that load), in the order of `links`. Refuses an unknown link.
-    pub fn link_views(&self, links: &[LinkId], exclude: &[FlowId]) -> Result<Vec<LinkView>, SchedError> {
+    pub fn link_views(
+        &self,
+        links: &[LinkId],
+        exclude: &[FlowId],
+    ) -> Result<Vec<LinkView>, SchedError> {
         let k = self.clock.horizon();
         // The excluded flows' stored entries, each looked up once.
         let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
@@ -453,7 +498,11 @@ impl LinkLoadTable {
         for l in links {
             let state = self.links.get(l).ok_or(SchedError::UnknownLink(*l))?;
             let est = self.estimate_of(state);
-            let mut v = LinkView { link: *l, load_bps: vec![0; k], available_bps: vec![0; k] };
+            let mut v = LinkView {
+                link: *l,
+                load_bps: vec![0; k],
+                available_bps: vec![0; k],
+            };
             // The excluded flows' load on this link per slot (their schedules start at or after
             // the current slot, see `set_schedule` and `advance_to`).
             let mut mine = vec![0u64; k];
@@ -463,9 +512,19 @@ impl LinkLoadTable {
                     *m = m.saturating_add(e.schedule.rate_bps_at(slot));
                 }
             }
-            for (i, ((load, avail), m)) in v.load_bps.iter_mut().zip(v.available_bps.iter_mut()).zip(&mine).enumerate() {
+            for (i, ((load, avail), m)) in v
+                .load_bps
+                .iter_mut()
+                .zip(v.available_bps.iter_mut())
+                .zip(&mine)
+                .enumerate()
+            {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state.load_bps.get(ring_index(slot, k)).copied().unwrap_or(0);
+                let total = state
+                    .load_bps
+                    .get(ring_index(slot, k))
+                    .copied()
+                    .unwrap_or(0);
                 *load = total.saturating_sub(*m);
                 *avail = est.saturating_sub(*load);
             }
@@ -477,7 +536,11 @@ impl LinkLoadTable {
     /// What a flow sees of `path` over the K slots from the current one: the other flows' path
     /// load and the available bandwidth. `exclude` names the flow being scheduled, whose own
     /// stored schedule (on the links of its stored path) is not counted as others' load.
-    pub fn path_view(&self, path: &[LinkId], exclude: Option<FlowId>) -> Result<PathView, SchedError> {
+    pub fn path_view(
+        &self,
+        path: &[LinkId],
+        exclude: Option<FlowId>,
+    ) -> Result<PathView, SchedError> {
         check_path(&self.links, path)?;
         let k = self.clock.horizon();
         let own = exclude.and_then(|f| self.flows.get(&f));
@@ -487,14 +550,23 @@ impl LinkLoadTable {
             available_bps: vec![u64::MAX; k],
         };
         for l in path {
-            let Some(state) = self.links.get(l) else { continue };
+            let Some(state) = self.links.get(l) else {
+                continue;
+            };
             let est = self.estimate_of(state);
             let own_here = own.filter(|e| e.path.contains(l)).map(|e| &e.schedule);
-            for (i, (load, avail)) in
-                view.load_bps.iter_mut().zip(view.available_bps.iter_mut()).enumerate()
+            for (i, (load, avail)) in view
+                .load_bps
+                .iter_mut()
+                .zip(view.available_bps.iter_mut())
+                .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state.load_bps.get(ring_index(slot, k)).copied().unwrap_or(0);
+                let total = state
+                    .load_bps
+                    .get(ring_index(slot, k))
+                    .copied()
+                    .unwrap_or(0);
                 let mine = own_here.map_or(0, |s| s.rate_bps_at(slot));
                 let others = total.saturating_sub(mine);
                 *load = load.saturating_add(others);
@@ -517,25 +589,49 @@ mod tests {
     }
 
     fn sched(start: u64, r: &[u64]) -> Schedule {
-        Schedule { start_slot: start, rates_bps: r.to_vec() }
+        Schedule {
+            start_slot: start,
+            rates_bps: r.to_vec(),
+        }
     }
 
     #[test]
     fn admission_clips_to_what_is_left_and_replaces_the_own_schedule() {
         let mut t = table();
         // Two schedulers planned the same free 10 000 bit/s of link 1 in slot 100.
-        let a = t.admit(FlowId(1), &[LinkId(1)], &sched(100, &[8_000, 8_000])).unwrap();
+        let a = t
+            .admit(FlowId(1), &[LinkId(1)], &sched(100, &[8_000, 8_000]))
+            .unwrap();
         assert_eq!(a, sched(100, &[8_000, 8_000]));
-        let b = t.admit(FlowId(2), &[LinkId(1)], &sched(100, &[8_000, 0, 9_000])).unwrap();
+        let b = t
+            .admit(FlowId(2), &[LinkId(1)], &sched(100, &[8_000, 0, 9_000]))
+            .unwrap();
         assert_eq!(b, sched(100, &[2_000, 0, 9_000]));
-        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![10_000, 8_000, 9_000, 0]);
+        assert_eq!(
+            t.link_load_bps(LinkId(1)).unwrap(),
+            vec![10_000, 8_000, 9_000, 0]
+        );
         // A path takes its tightest link; the flow's own stored schedule does not count.
-        let c = t.admit(FlowId(1), &[LinkId(1), LinkId(2)], &sched(100, &[6_000, 6_000, 6_000, 6_000])).unwrap();
+        let c = t
+            .admit(
+                FlowId(1),
+                &[LinkId(1), LinkId(2)],
+                &sched(100, &[6_000, 6_000, 6_000, 6_000]),
+            )
+            .unwrap();
         assert_eq!(c, sched(100, &[5_000, 5_000, 1_000, 5_000]));
-        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![7_000, 5_000, 10_000, 5_000]);
-        assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![5_000, 5_000, 1_000, 5_000]);
+        assert_eq!(
+            t.link_load_bps(LinkId(1)).unwrap(),
+            vec![7_000, 5_000, 10_000, 5_000]
+        );
+        assert_eq!(
+            t.link_load_bps(LinkId(2)).unwrap(),
+            vec![5_000, 5_000, 1_000, 5_000]
+        );
         // Nothing left: an empty admitted schedule.
-        let d = t.admit(FlowId(3), &[LinkId(2)], &sched(100, &[1, 1, 1, 1])).unwrap();
+        let d = t
+            .admit(FlowId(3), &[LinkId(2)], &sched(100, &[1, 1, 1, 1]))
+            .unwrap();
         assert_eq!(d, sched(100, &[0, 0, 1]));
         assert!(t.admit(FlowId(4), &[LinkId(9)], &sched(100, &[1])).is_err());
     }
@@ -544,10 +640,12 @@ mod tests {
     fn add_replace_remove_expire() {
         let mut t = table();
         let (a, b) = (FlowId(7), FlowId(8));
-        t.set_schedule(a, &[LinkId(1), LinkId(2)], &sched(100, &[1, 2, 3, 4, 5])).unwrap();
+        t.set_schedule(a, &[LinkId(1), LinkId(2)], &sched(100, &[1, 2, 3, 4, 5]))
+            .unwrap();
         assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![1, 2, 3, 4]);
         assert_eq!(t.flow_schedule(a).unwrap().rates_bps, vec![1, 2, 3, 4]);
-        t.set_schedule(b, &[LinkId(1)], &sched(99, &[100, 10, 10])).unwrap();
+        t.set_schedule(b, &[LinkId(1)], &sched(99, &[100, 10, 10]))
+            .unwrap();
         assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![11, 12, 3, 4]);
         assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![1, 2, 3, 4]);
         // Replace a's schedule, on a shorter path.
@@ -560,7 +658,8 @@ mod tests {
         assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0, 0, 0, 0]);
         assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![7, 0, 0, 0]);
         // New slots at the end start empty.
-        t.set_schedule(b, &[LinkId(1)], &sched(102, &[1, 1, 1, 1])).unwrap();
+        t.set_schedule(b, &[LinkId(1)], &sched(102, &[1, 1, 1, 1]))
+            .unwrap();
         assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![1, 1, 1, 1]);
         assert_eq!(t.remove_flow(b).unwrap(), sched(102, &[1, 1, 1, 1]));
         assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0; 4]);
@@ -569,26 +668,51 @@ mod tests {
         t.advance_to(1000).unwrap();
         assert_eq!(t.flow_count(), 0);
         assert_eq!(t.link_load_bps(LinkId(2)).unwrap(), vec![0; 4]);
-        assert_eq!(t.advance_to(999), Err(SchedError::SlotInPast { slot: 999, current_slot: 1000 }));
+        assert_eq!(
+            t.advance_to(999),
+            Err(SchedError::SlotInPast {
+                slot: 999,
+                current_slot: 1000
+            })
+        );
     }
 
     #[test]
     fn bad_paths_and_links_are_refused() {
         let mut t = table();
         let s = sched(100, &[1]);
-        assert_eq!(t.set_schedule(FlowId(1), &[], &s), Err(SchedError::EmptyPath));
-        assert_eq!(t.set_schedule(FlowId(1), &[LinkId(9)], &s), Err(SchedError::UnknownLink(LinkId(9))));
+        assert_eq!(
+            t.set_schedule(FlowId(1), &[], &s),
+            Err(SchedError::EmptyPath)
+        );
+        assert_eq!(
+            t.set_schedule(FlowId(1), &[LinkId(9)], &s),
+            Err(SchedError::UnknownLink(LinkId(9)))
+        );
         assert_eq!(
             t.set_schedule(FlowId(1), &[LinkId(1), LinkId(2), LinkId(1)], &s),
             Err(SchedError::DuplicateLinkInPath(LinkId(1)))
         );
         assert_eq!(t.flow_count(), 0);
-        assert!(t.add_link(LinkId(3), 0).unwrap_err().to_string().contains("capacity_bps = 0"));
+        assert!(t
+            .add_link(LinkId(3), 0)
+            .unwrap_err()
+            .to_string()
+            .contains("capacity_bps = 0"));
         t.set_schedule(FlowId(1), &[LinkId(2)], &s).unwrap();
-        assert_eq!(t.remove_link(LinkId(2)), Err(SchedError::LinkInUse { link: LinkId(2), flow: FlowId(1) }));
+        assert_eq!(
+            t.remove_link(LinkId(2)),
+            Err(SchedError::LinkInUse {
+                link: LinkId(2),
+                flow: FlowId(1)
+            })
+        );
         t.remove_link(LinkId(1)).unwrap();
         assert_eq!(t.link_ids(), vec![LinkId(2)]);
-        assert_eq!(t.remove_link(LinkId(1)), Err(SchedError::UnknownLink(LinkId(1))));
+        assert_eq!(
+            t.remove_link(LinkId(1)),
+            Err(SchedError::UnknownLink(LinkId(1)))
+        );
     }
 
     #[test]
@@ -597,33 +721,91 @@ mod tests {
         let l = LinkId(1);
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
         // App-limited samples alone leave the capacity.
-        t.record_rate(l, RateSample { slot: 99, rate_bps: 3_000, app_limited: true }).unwrap();
+        t.record_rate(
+            l,
+            RateSample {
+                slot: 99,
+                rate_bps: 3_000,
+                app_limited: true,
+            },
+        )
+        .unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
         // A network-limited one caps it at the largest sample of the window.
-        t.record_rate(l, RateSample { slot: 98, rate_bps: 2_000, app_limited: false }).unwrap();
+        t.record_rate(
+            l,
+            RateSample {
+                slot: 98,
+                rate_bps: 2_000,
+                app_limited: false,
+            },
+        )
+        .unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 3_000);
         // Same-slot samples add up.
-        t.record_rate(l, RateSample { slot: 98, rate_bps: 2_500, app_limited: true }).unwrap();
+        t.record_rate(
+            l,
+            RateSample {
+                slot: 98,
+                rate_bps: 2_500,
+                app_limited: true,
+            },
+        )
+        .unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 4_500);
         // Out of window.
-        assert!(t.record_rate(l, RateSample { slot: 100, rate_bps: 1, app_limited: false }).is_err());
-        assert!(t.record_rate(l, RateSample { slot: 95, rate_bps: 1, app_limited: false }).is_err());
+        assert!(t
+            .record_rate(
+                l,
+                RateSample {
+                    slot: 100,
+                    rate_bps: 1,
+                    app_limited: false
+                }
+            )
+            .is_err());
+        assert!(t
+            .record_rate(
+                l,
+                RateSample {
+                    slot: 95,
+                    rate_bps: 1,
+                    app_limited: false
+                }
+            )
+            .is_err());
         // Four slots later the samples have aged out.
         t.advance_to(102).unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 4_500);
         t.advance_to(103).unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
         // Never above capacity.
-        t.record_rate(l, RateSample { slot: 102, rate_bps: 50_000, app_limited: false }).unwrap();
+        t.record_rate(
+            l,
+            RateSample {
+                slot: 102,
+                rate_bps: 50_000,
+                app_limited: false,
+            },
+        )
+        .unwrap();
         assert_eq!(t.estimate_bps(l).unwrap(), 10_000);
     }
 
     #[test]
     fn path_view_excludes_the_flow_itself() {
         let mut t = table();
-        t.set_schedule(FlowId(1), &[LinkId(1), LinkId(2)], &sched(100, &[1000, 2000])).unwrap();
-        t.set_schedule(FlowId(2), &[LinkId(1)], &sched(101, &[500])).unwrap();
-        let v = t.path_view(&[LinkId(1), LinkId(2)], Some(FlowId(1))).unwrap();
+        t.set_schedule(
+            FlowId(1),
+            &[LinkId(1), LinkId(2)],
+            &sched(100, &[1000, 2000]),
+        )
+        .unwrap();
+        t.set_schedule(FlowId(2), &[LinkId(1)], &sched(101, &[500]))
+            .unwrap();
+        let v = t
+            .path_view(&[LinkId(1), LinkId(2)], Some(FlowId(1)))
+            .unwrap();
         assert_eq!(v.load_bps, vec![0, 500, 0, 0]);
         assert_eq!(v.available_bps, vec![5_000, 5_000, 5_000, 5_000]);
         let v = t.path_view(&[LinkId(1), LinkId(2)], None).unwrap();
@@ -633,10 +815,18 @@ mod tests {
         assert_eq!(v.available_bps, vec![9_000, 8_000, 10_000, 10_000]);
         assert_eq!(t.path_view(&[], None), Err(SchedError::EmptyPath));
         let snap = t.snapshot();
-        assert_eq!((snap.current_slot, snap.flows, snap.links.len()), (100, 2, 2));
+        assert_eq!(
+            (snap.current_slot, snap.flows, snap.links.len()),
+            (100, 2, 2)
+        );
         assert_eq!(
             snap.links[1],
-            LinkRow { link: LinkId(2), capacity_bps: 5_000, estimate_bps: 5_000, load_bps: vec![1000, 2000, 0, 0] }
+            LinkRow {
+                link: LinkId(2),
+                capacity_bps: 5_000,
+                estimate_bps: 5_000,
+                load_bps: vec![1000, 2000, 0, 0]
+            }
         );
         let json = serde_json::to_string(&snap).unwrap();
         assert_eq!(serde_json::from_str::<TableSnapshot>(&json).unwrap(), snap);

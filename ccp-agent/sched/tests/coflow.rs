@@ -17,16 +17,30 @@ use proptest::sample::subsequence;
 const UNIT_SLOT_US: u64 = 8_000_000;
 
 fn clock_strategy() -> impl Strategy<Value = SlotClock> {
-    (prop_oneof![Just(1_000u64), Just(60_000), Just(UNIT_SLOT_US), 1u64..200_000], 1usize..=8)
+    (
+        prop_oneof![
+            Just(1_000u64),
+            Just(60_000),
+            Just(UNIT_SLOT_US),
+            1u64..200_000
+        ],
+        1usize..=8,
+    )
         .prop_map(|(us, k)| SlotClock::new(us, k).unwrap())
 }
 
 fn dependency_strategy() -> impl Strategy<Value = Dependency> {
     prop_oneof![
         Just(Dependency::Independent),
-        (0u64..2_000_000).prop_map(|f| Dependency::Ring { predecessor_bytes: f }),
-        (0u64..2_000_000).prop_map(|f| Dependency::PsBroadcast { aggregation_min_bytes: f }),
-        (0u64..2_000_000).prop_map(|f| Dependency::PsAggregation { broadcast_max_bytes: f }),
+        (0u64..2_000_000).prop_map(|f| Dependency::Ring {
+            predecessor_bytes: f
+        }),
+        (0u64..2_000_000).prop_map(|f| Dependency::PsBroadcast {
+            aggregation_min_bytes: f
+        }),
+        (0u64..2_000_000).prop_map(|f| Dependency::PsAggregation {
+            broadcast_max_bytes: f
+        }),
     ]
 }
 
@@ -39,24 +53,33 @@ fn group_strategy(
         let k = clock.horizon();
         let links = (0..nl)
             .map(|l| {
-                (vec(0..=max_avail, k), vec(0..=max_avail, k)).prop_map(move |(load_bps, available_bps)| LinkView {
-                    link: LinkId(l as u32),
-                    load_bps,
-                    available_bps,
-                })
+                (vec(0..=max_avail, k), vec(0..=max_avail, k)).prop_map(
+                    move |(load_bps, available_bps)| LinkView {
+                        link: LinkId(l as u32),
+                        load_bps,
+                        available_bps,
+                    },
+                )
             })
             .collect::<Vec<_>>();
         let all: Vec<u32> = (0..nl as u32).collect();
         let members = (0..nm)
             .map(|f| {
-                (subsequence(all.clone(), 1..=nl), 0..=max_rem, 0u64..1_000_000, dependency_strategy()).prop_map(
-                    move |(path, rem, sent, dependency)| FlowRequest {
+                (
+                    subsequence(all.clone(), 1..=nl),
+                    0..=max_rem,
+                    0u64..1_000_000,
+                    dependency_strategy(),
+                )
+                    .prop_map(move |(path, rem, sent, dependency)| FlowRequest {
                         flow: FlowId(f as u64),
                         path: path.into_iter().map(LinkId).collect(),
-                        progress: FlowProgress { sent_bytes: sent, remaining_bytes: rem },
+                        progress: FlowProgress {
+                            sent_bytes: sent,
+                            remaining_bytes: rem,
+                        },
                         dependency,
-                    },
-                )
+                    })
             })
             .collect::<Vec<_>>();
         (Just(clock), links, members)
@@ -66,24 +89,38 @@ fn group_strategy(
 /// The documented per-link budget of the group in one slot.
 fn budget(clock: &SlotClock, avail: u64, n: u64) -> u64 {
     let s = n.saturating_sub(1);
-    clock.bytes_in_slot(avail.saturating_sub(s)).saturating_sub(s)
+    clock
+        .bytes_in_slot(avail.saturating_sub(s))
+        .saturating_sub(s)
 }
 
 /// The documented capacity (group bytes) and price per group byte of every slot.
-fn caps_and_prices(clock: &SlotClock, links: &[LinkView], members: &[FlowRequest]) -> (Vec<u64>, Vec<u128>) {
-    let g: u128 = members.iter().map(|m| u128::from(m.progress.remaining_bytes)).sum();
+fn caps_and_prices(
+    clock: &SlotClock,
+    links: &[LinkView],
+    members: &[FlowRequest],
+) -> (Vec<u64>, Vec<u128>) {
+    let g: u128 = members
+        .iter()
+        .map(|m| u128::from(m.progress.remaining_bytes))
+        .sum();
     let k = clock.horizon();
     let mut caps = vec![u64::MAX; k];
     let mut prices = vec![0u128; k];
     for t in 0..k {
         let (mut load, mut avail_eq) = (0u64, u64::MAX);
         for v in links {
-            let on: Vec<&FlowRequest> =
-                members.iter().filter(|m| m.progress.remaining_bytes > 0 && m.path.contains(&v.link)).collect();
+            let on: Vec<&FlowRequest> = members
+                .iter()
+                .filter(|m| m.progress.remaining_bytes > 0 && m.path.contains(&v.link))
+                .collect();
             if on.is_empty() {
                 continue;
             }
-            let d: u128 = on.iter().map(|m| u128::from(m.progress.remaining_bytes)).sum();
+            let d: u128 = on
+                .iter()
+                .map(|m| u128::from(m.progress.remaining_bytes))
+                .sum();
             let a = v.available_bps[t];
             load = load.saturating_add(v.load_bps[t]);
             avail_eq = avail_eq.min(u64::try_from(u128::from(a) * g / d).unwrap_or(u64::MAX));
@@ -98,23 +135,42 @@ fn caps_and_prices(clock: &SlotClock, links: &[LinkView], members: &[FlowRequest
 
 /// Per link and slot: the members' rates within the available bandwidth and their bytes within
 /// what it carries; every member's bytes conserved; returns true when complete.
-fn check_group(clock: &SlotClock, links: &[LinkView], members: &[FlowRequest], g: &GroupDecision) -> bool {
+fn check_group(
+    clock: &SlotClock,
+    links: &[LinkView],
+    members: &[FlowRequest],
+    g: &GroupDecision,
+) -> bool {
     let k = clock.horizon();
     assert_eq!(g.decisions.len(), members.len());
     for v in links {
         for t in 0..k {
-            let on = members.iter().zip(&g.decisions).filter(|(m, _)| m.path.contains(&v.link));
+            let on = members
+                .iter()
+                .zip(&g.decisions)
+                .filter(|(m, _)| m.path.contains(&v.link));
             let (rate, bytes) = on.fold((0u128, 0u128), |(r, b), (_, d)| {
-                (r + u128::from(d.plan.rates_bps[t]), b + u128::from(d.plan.bytes[t]))
+                (
+                    r + u128::from(d.plan.rates_bps[t]),
+                    b + u128::from(d.plan.bytes[t]),
+                )
             });
-            assert!(rate <= u128::from(v.available_bps[t]), "link {:?} slot {t}: {rate} > {:?}", v.link, v.available_bps);
+            assert!(
+                rate <= u128::from(v.available_bps[t]),
+                "link {:?} slot {t}: {rate} > {:?}",
+                v.link,
+                v.available_bps
+            );
             assert!(bytes <= u128::from(clock.bytes_in_slot(v.available_bps[t])));
         }
     }
     let mut complete = true;
     for (m, d) in members.iter().zip(&g.decisions) {
         assert_eq!(d.plan.bytes.len(), k);
-        assert_eq!(d.plan.scheduled_bytes() + d.plan.unscheduled_bytes, m.progress.remaining_bytes);
+        assert_eq!(
+            d.plan.scheduled_bytes() + d.plan.unscheduled_bytes,
+            m.progress.remaining_bytes
+        );
         assert_eq!(d.accumulated_bytes, m.progress.sent_bytes + d.plan.bytes[0]);
         for (b, r) in d.plan.bytes.iter().zip(&d.plan.rates_bps) {
             assert_eq!(*r, clock.rate_bps_for_bytes(*b));
@@ -126,7 +182,11 @@ fn check_group(clock: &SlotClock, links: &[LinkView], members: &[FlowRequest], g
 
 /// A member's own path as one flow sees it.
 fn path_view(start_slot: u64, k: usize, links: &[LinkView], path: &[LinkId]) -> PathView {
-    let mut v = PathView { start_slot, load_bps: vec![0; k], available_bps: vec![u64::MAX; k] };
+    let mut v = PathView {
+        start_slot,
+        load_bps: vec![0; k],
+        available_bps: vec![u64::MAX; k],
+    };
     for l in links.iter().filter(|l| path.contains(&l.link)) {
         for i in 0..k {
             v.load_bps[i] = v.load_bps[i].saturating_add(l.load_bps[i]);
@@ -228,7 +288,10 @@ fn ring_flow(f: u64, link: u32, rem: u64) -> FlowRequest {
     FlowRequest {
         flow: FlowId(f),
         path: vec![LinkId(link)],
-        progress: FlowProgress { sent_bytes: 0, remaining_bytes: rem },
+        progress: FlowProgress {
+            sent_bytes: 0,
+            remaining_bytes: rem,
+        },
         dependency: Dependency::Independent,
     }
 }
@@ -250,14 +313,20 @@ fn two_ring_groups_on_two_shared_links_take_turns_instead_of_starving() {
     // Per flow, in the order that starved the testbed: each job gets one link now, and its
     // partner waits for a later slot.
     let mut t = table();
-    let per_flow: Vec<Decision> = [&a[0], &b[1], &a[1], &b[0]].iter().map(|r| plan_flow(&mut t, r).unwrap()).collect();
+    let per_flow: Vec<Decision> = [&a[0], &b[1], &a[1], &b[0]]
+        .iter()
+        .map(|r| plan_flow(&mut t, r).unwrap())
+        .collect();
     assert_eq!(per_flow[0].plan.bytes[..2], [10, 0]);
     assert_eq!(per_flow[2].plan.bytes[..2], [0, 10]);
 
     // Jointly, in SEBF order (equal keys: by group key, A first): A takes both links and
     // completes in slot 0, B is planned after it into slot 1.
     let mut t = table();
-    let (ka, kb) = (group_bottleneck_us(&t, &a).unwrap(), group_bottleneck_us(&t, &b).unwrap());
+    let (ka, kb) = (
+        group_bottleneck_us(&t, &a).unwrap(),
+        group_bottleneck_us(&t, &b).unwrap(),
+    );
     assert_eq!(ka, kb);
     let ga = plan_group(&mut t, &a).unwrap();
     let gb = plan_group(&mut t, &b).unwrap();
@@ -271,7 +340,10 @@ fn two_ring_groups_on_two_shared_links_take_turns_instead_of_starving() {
     for g in [&ga, &gb] {
         for s in 0..4 {
             let busy: Vec<bool> = g.decisions.iter().map(|d| d.plan.bytes[s] > 0).collect();
-            assert!(busy.iter().all(|b| *b) || busy.iter().all(|b| !*b), "slot {s}: {busy:?}");
+            assert!(
+                busy.iter().all(|b| *b) || busy.iter().all(|b| !*b),
+                "slot {s}: {busy:?}"
+            );
         }
     }
     assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![10, 10, 0, 0]);
@@ -285,13 +357,20 @@ fn two_ring_groups_on_two_shared_links_take_turns_instead_of_starving() {
 fn two_pushes_into_one_ps_link_get_equal_shares() {
     let clock = SlotClock::new(60_000, 10).unwrap();
     let mut t = LinkLoadTable::new(clock, 5);
-    for (l, c) in [(1, 10_000_000_000u64), (2, 10_000_000_000), (9, 10_000_000_000)] {
+    for (l, c) in [
+        (1, 10_000_000_000u64),
+        (2, 10_000_000_000),
+        (9, 10_000_000_000),
+    ] {
         t.add_link(LinkId(l), c).unwrap();
     }
     let push = |f, up| FlowRequest {
         flow: FlowId(f),
         path: vec![LinkId(up), LinkId(9)],
-        progress: FlowProgress { sent_bytes: 0, remaining_bytes: 125_000_000 },
+        progress: FlowProgress {
+            sent_bytes: 0,
+            remaining_bytes: 125_000_000,
+        },
         dependency: Dependency::Independent,
     };
     let g = plan_group(&mut t, &[push(1, 1), push(2, 2)]).unwrap();
@@ -303,5 +382,9 @@ fn two_pushes_into_one_ps_link_get_equal_shares() {
     assert_eq!(x.last_busy_offset(), Some(3));
     let load = t.link_load_bps(LinkId(9)).unwrap();
     assert!(load.iter().all(|l| *l <= 10_000_000_000), "{load:?}");
-    assert!(g.decisions[0].rate_bps >= 4_999_000_000, "{}", g.decisions[0].rate_bps);
+    assert!(
+        g.decisions[0].rate_bps >= 4_999_000_000,
+        "{}",
+        g.decisions[0].rate_bps
+    );
 }

@@ -18,12 +18,25 @@ use proptest::sample::subsequence;
 const UNIT_SLOT_US: u64 = 8_000_000;
 
 fn view_strategy(k: usize, max_load: u64, max_avail: u64) -> impl Strategy<Value = PathView> {
-    (vec(0..=max_load, k), vec(0..=max_avail, k), 0u64..1_000_000)
-        .prop_map(|(load_bps, available_bps, start_slot)| PathView { start_slot, load_bps, available_bps })
+    (vec(0..=max_load, k), vec(0..=max_avail, k), 0u64..1_000_000).prop_map(
+        |(load_bps, available_bps, start_slot)| PathView {
+            start_slot,
+            load_bps,
+            available_bps,
+        },
+    )
 }
 
 fn clock_strategy() -> impl Strategy<Value = SlotClock> {
-    (prop_oneof![Just(1_000u64), Just(60_000), Just(UNIT_SLOT_US), 1u64..200_000], 1usize..=10)
+    (
+        prop_oneof![
+            Just(1_000u64),
+            Just(60_000),
+            Just(UNIT_SLOT_US),
+            1u64..200_000
+        ],
+        1usize..=10,
+    )
         .prop_map(|(us, k)| SlotClock::new(us, k).unwrap())
 }
 
@@ -35,7 +48,10 @@ fn check_plan(clock: &SlotClock, plan: &Plan, view: &PathView, remaining: u64) -
     assert_eq!(plan.rates_bps.len(), k);
     let mut cap_total = 0u64;
     for i in 0..k {
-        assert!(plan.rates_bps[i] <= view.available_bps[i], "slot {i}: {plan:?} vs {view:?}");
+        assert!(
+            plan.rates_bps[i] <= view.available_bps[i],
+            "slot {i}: {plan:?} vs {view:?}"
+        );
         assert!(plan.bytes[i] <= clock.bytes_in_slot(plan.rates_bps[i]));
         cap_total = cap_total.saturating_add(clock.bytes_in_slot(view.available_bps[i]));
     }
@@ -160,7 +176,15 @@ fn topology(caps: &[u64], samples: &[(usize, u64)]) -> LinkLoadTable {
     }
     for (l, r) in samples {
         if *l < caps.len() {
-            t.record_rate(LinkId(*l as u32), RateSample { slot: 0, rate_bps: *r, app_limited: false }).unwrap();
+            t.record_rate(
+                LinkId(*l as u32),
+                RateSample {
+                    slot: 0,
+                    rate_bps: *r,
+                    app_limited: false,
+                },
+            )
+            .unwrap();
         }
     }
     t
@@ -171,7 +195,10 @@ fn assert_within_estimates(t: &LinkLoadTable) {
     for l in t.link_ids() {
         let est = t.estimate_bps(l).unwrap();
         for (i, load) in t.link_load_bps(l).unwrap().iter().enumerate() {
-            assert!(*load <= est, "link {l:?} slot +{i}: load {load} > estimate {est}");
+            assert!(
+                *load <= est,
+                "link {l:?} slot +{i}: load {load} > estimate {est}"
+            );
         }
     }
 }
@@ -187,7 +214,10 @@ impl SimFlow {
             req: FlowRequest {
                 flow: FlowId(id),
                 path: path.into_iter().map(LinkId).collect(),
-                progress: FlowProgress { sent_bytes: 0, remaining_bytes: bytes },
+                progress: FlowProgress {
+                    sent_bytes: 0,
+                    remaining_bytes: bytes,
+                },
                 dependency: Dependency::Independent,
             },
         }
@@ -347,9 +377,16 @@ proptest! {
 fn views_and_decisions_serialize() {
     let d = decide(
         &SlotClock::new(UNIT_SLOT_US, 2).unwrap(),
-        &FlowProgress { sent_bytes: 0, remaining_bytes: 3 },
+        &FlowProgress {
+            sent_bytes: 0,
+            remaining_bytes: 3,
+        },
         &Dependency::Independent,
-        &PathView { start_slot: 4, load_bps: vec![0, 0], available_bps: vec![2, 2] },
+        &PathView {
+            start_slot: 4,
+            load_bps: vec![0, 0],
+            available_bps: vec![2, 2],
+        },
     )
     .unwrap();
     let j = serde_json::to_string(&d).unwrap();
@@ -358,7 +395,14 @@ fn views_and_decisions_serialize() {
 }
 
 fn extreme() -> impl Strategy<Value = u64> {
-    prop_oneof![Just(0u64), Just(1), Just(u64::MAX), Just(u64::MAX - 1), any::<u64>(), 0u64..20]
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(u64::MAX),
+        Just(u64::MAX - 1),
+        any::<u64>(),
+        0u64..20
+    ]
 }
 
 proptest! {

@@ -57,7 +57,14 @@ impl MaxMin {
     /// A flow with an empty path (inside one server) gets its cap (or 0 when uncapped, meaning the
     /// caller must treat it separately); weight or cap ≤ 0 gives 0. Links outside `link_cap`
     /// are ignored.
-    pub fn solve(&mut self, link_cap: &[f64], paths: &[&[u32]], w: &[f64], cap: &[f64], out: &mut Vec<f64>) {
+    pub fn solve(
+        &mut self,
+        link_cap: &[f64],
+        paths: &[&[u32]],
+        w: &[f64],
+        cap: &[f64],
+        out: &mut Vec<f64>,
+    ) {
         let n = paths.len();
         out.clear();
         out.resize(n, 0.0);
@@ -65,13 +72,23 @@ impl MaxMin {
         self.touched.clear();
         let mut remaining = 0usize;
         for f in 0..n {
-            let (wf, cf) = (w.get(f).copied().unwrap_or(0.0), cap.get(f).copied().unwrap_or(0.0));
+            let (wf, cf) = (
+                w.get(f).copied().unwrap_or(0.0),
+                cap.get(f).copied().unwrap_or(0.0),
+            );
             let path = paths.get(f).copied().unwrap_or(&[]);
-            let usable = path.iter().copied().filter(|l| (*l as usize) < link_cap.len());
+            let usable = path
+                .iter()
+                .copied()
+                .filter(|l| (*l as usize) < link_cap.len());
             let no_link = usable.clone().next().is_none();
             if wf <= 0.0 || cf <= 0.0 || no_link || wf.is_nan() || cf.is_nan() {
                 frozen[f] = true;
-                out[f] = if no_link && cf.is_finite() && cf > 0.0 { cf } else { 0.0 };
+                out[f] = if no_link && cf.is_finite() && cf > 0.0 {
+                    cf
+                } else {
+                    0.0
+                };
                 continue;
             }
             remaining += 1;
@@ -132,7 +149,16 @@ impl MaxMin {
                     next_cap += 1;
                     let f = f as usize;
                     if !frozen[f] {
-                        self.freeze(f, cap[f], w[f], paths[f], link_cap.len(), &mut frozen, out, &mut changed);
+                        self.freeze(
+                            f,
+                            cap[f],
+                            w[f],
+                            paths[f],
+                            link_cap.len(),
+                            &mut frozen,
+                            out,
+                            &mut changed,
+                        );
                         remaining -= 1;
                     }
                     self.requeue(&mut changed, &mut version, &mut heap);
@@ -145,7 +171,16 @@ impl MaxMin {
             for &f in &flows {
                 let f = f as usize;
                 if !frozen[f] {
-                    self.freeze(f, w[f] * lmin, w[f], paths[f], link_cap.len(), &mut frozen, out, &mut changed);
+                    self.freeze(
+                        f,
+                        w[f] * lmin,
+                        w[f],
+                        paths[f],
+                        link_cap.len(),
+                        &mut frozen,
+                        out,
+                        &mut changed,
+                    );
                     remaining -= 1;
                 }
             }
@@ -166,7 +201,11 @@ impl MaxMin {
             let k = self.local[li] as usize;
             version[k] += 1;
             if self.cnt[li] > 0 {
-                heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, version[k]));
+                heap.push(Level(
+                    self.res[li].max(0.0) / self.wsum[li],
+                    k as u32,
+                    version[k],
+                ));
             }
         }
     }
@@ -336,7 +375,11 @@ impl IncMaxMin {
             self.present[i] = true;
             self.n_present += 1;
             self.path[i].clear();
-            self.path[i].extend(path.iter().copied().filter(|l| (*l as usize) < self.link_cap.len()));
+            self.path[i].extend(
+                path.iter()
+                    .copied()
+                    .filter(|l| (*l as usize) < self.link_cap.len()),
+            );
             self.rate[i] = 0.0;
             for k in 0..self.path[i].len() {
                 let l = self.path[i][k];
@@ -488,7 +531,10 @@ impl IncMaxMin {
         }
         let mut rounds = 0;
         loop {
-            if self.always_full || self.s.len() as f64 > self.full_above * self.n_present as f64 || rounds >= self.max_rounds {
+            if self.always_full
+                || self.s.len() as f64 > self.full_above * self.n_present as f64
+                || rounds >= self.max_rounds
+            {
                 self.solve_all();
                 break;
             }
@@ -503,7 +549,10 @@ impl IncMaxMin {
             }
             s_links.sort_unstable();
             s_links.dedup();
-            let pre: Vec<bool> = s_links.iter().map(|&l| self.saturated(l as usize)).collect();
+            let pre: Vec<bool> = s_links
+                .iter()
+                .map(|&l| self.saturated(l as usize))
+                .collect();
             if !self.s.is_empty() {
                 self.solve_s();
             }
@@ -517,21 +566,22 @@ impl IncMaxMin {
                 let li = l as usize;
                 let over = self.load[li] > self.link_cap[li] * (1.0 + TOL) + 1e-6;
                 let check = over
-                    || (pre[k] && (!self.saturated(li) || {
-                        let (mut top_s, mut top_held) = (0.0f64, 0.0f64);
-                        for &g in &self.link_flows[li] {
-                            let gi = g as usize;
-                            if self.w[gi] > 0.0 {
-                                let lv = self.rate[gi] / self.w[gi];
-                                if self.in_s[gi] {
-                                    top_s = top_s.max(lv);
-                                } else {
-                                    top_held = top_held.max(lv);
+                    || (pre[k]
+                        && (!self.saturated(li) || {
+                            let (mut top_s, mut top_held) = (0.0f64, 0.0f64);
+                            for &g in &self.link_flows[li] {
+                                let gi = g as usize;
+                                if self.w[gi] > 0.0 {
+                                    let lv = self.rate[gi] / self.w[gi];
+                                    if self.in_s[gi] {
+                                        top_s = top_s.max(lv);
+                                    } else {
+                                        top_held = top_held.max(lv);
+                                    }
                                 }
                             }
-                        }
-                        top_s > top_held * (1.0 + TOL) + 1e-9
-                    }));
+                            top_s > top_held * (1.0 + TOL) + 1e-9
+                        }));
                 if check {
                     check_links.push(l);
                 }
@@ -564,7 +614,10 @@ impl IncMaxMin {
                 for &m in &self.path[gi] {
                     for &h in &self.link_flows[m as usize] {
                         let hi = h as usize;
-                        if !self.in_s[hi] && self.w[hi] > 0.0 && self.rate[hi] / self.w[hi] > lv * (1.0 + TOL) {
+                        if !self.in_s[hi]
+                            && self.w[hi] > 0.0
+                            && self.rate[hi] / self.w[hi] > lv * (1.0 + TOL)
+                        {
                             add.push(h);
                         }
                     }
@@ -607,11 +660,16 @@ impl IncMaxMin {
             let li = l as usize;
             self.scratch_cap[li] = (self.link_cap[li] - self.load[li]).max(0.0);
         }
-        let paths: Vec<&[u32]> = self.s.iter().map(|&f| self.path[f as usize].as_slice()).collect();
+        let paths: Vec<&[u32]> = self
+            .s
+            .iter()
+            .map(|&f| self.path[f as usize].as_slice())
+            .collect();
         let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
         let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
         let mut out = Vec::with_capacity(self.s.len());
-        self.solver.solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
+        self.solver
+            .solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
         for (k, &f) in self.s.iter().enumerate() {
             let fi = f as usize;
             self.rate[fi] = out[k];
@@ -632,11 +690,16 @@ impl IncMaxMin {
                 self.mark(i as u32);
             }
         }
-        let paths: Vec<&[u32]> = self.s.iter().map(|&f| self.path[f as usize].as_slice()).collect();
+        let paths: Vec<&[u32]> = self
+            .s
+            .iter()
+            .map(|&f| self.path[f as usize].as_slice())
+            .collect();
         let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
         let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
         let mut out = Vec::with_capacity(self.s.len());
-        self.solver.solve(&self.link_cap, &paths, &w, &cap, &mut out);
+        self.solver
+            .solve(&self.link_cap, &paths, &w, &cap, &mut out);
         for (k, &f) in self.s.iter().enumerate() {
             self.rate[f as usize] = out[k];
         }
@@ -670,7 +733,12 @@ mod tests {
         let r = solve(&[8.0], &[&[0], &[0]], &[1.0, 1.0], &[1.0, inf]);
         assert_eq!(r, vec![1.0, 7.0]);
         // Zero cap, empty path, unknown link.
-        let r = solve(&[8.0], &[&[0], &[], &[0], &[9]], &[1.0; 4], &[0.0, 5.0, inf, inf]);
+        let r = solve(
+            &[8.0],
+            &[&[0], &[], &[0], &[9]],
+            &[1.0; 4],
+            &[0.0, 5.0, inf, inf],
+        );
         assert_eq!(r, vec![0.0, 5.0, 8.0, 0.0]);
     }
 

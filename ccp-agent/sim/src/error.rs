@@ -19,7 +19,10 @@ pub enum SimError {
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SimError::Config(m) | SimError::Trace(m) | SimError::Unplaceable(m) | SimError::Sched(m) => f.write_str(m),
+            SimError::Config(m)
+            | SimError::Trace(m)
+            | SimError::Unplaceable(m)
+            | SimError::Sched(m) => f.write_str(m),
         }
     }
 }

@@ -36,7 +36,15 @@ use policy::Policy;
 pub use error::SimError;
 
 /// The policies a run may name, in the default order.
-pub const POLICIES: &[&str] = &["fair", "mltcp", "mcs", "ccml", "cassini", "cassini+mltcp", "mlcc"];
+pub const POLICIES: &[&str] = &[
+    "fair",
+    "mltcp",
+    "mcs",
+    "ccml",
+    "cassini",
+    "cassini+mltcp",
+    "mlcc",
+];
 
 /// Parameters of the policies (see each policy's module for their meaning and source).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -76,32 +84,64 @@ impl Default for PolicyConfig {
 
 fn mltcp(cfg: &PolicyConfig) -> Mltcp {
     let update = if cfg.mltcp_ratio_step > 0.0 {
-        FUpdate::Continuous { ratio_step: cfg.mltcp_ratio_step.min(1.0) }
+        FUpdate::Continuous {
+            ratio_step: cfg.mltcp_ratio_step.min(1.0),
+        }
     } else {
         FUpdate::Events
     };
-    Mltcp { update, skip_alone: !cfg.exact, ..Mltcp::default() }
+    Mltcp {
+        update,
+        skip_alone: !cfg.exact,
+        ..Mltcp::default()
+    }
 }
 
 /// The policy called `name` (one of [`POLICIES`]) for a network of link capacities
 /// `link_capacity` (bytes/s). Refuses an unknown name and bad parameters, naming the value.
-pub fn make_policy(name: &str, cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Box<dyn Policy>, SimError> {
+pub fn make_policy(
+    name: &str,
+    cfg: &PolicyConfig,
+    link_capacity: &[f64],
+) -> Result<Box<dyn Policy>, SimError> {
     if !(cfg.ccml_ratio.is_finite() && cfg.ccml_ratio >= 1.0) {
-        return Err(SimError::Config(format!("ccml_ratio = {}: must be >= 1", cfg.ccml_ratio)));
+        return Err(SimError::Config(format!(
+            "ccml_ratio = {}: must be >= 1",
+            cfg.ccml_ratio
+        )));
     }
     if !(cfg.mltcp_ratio_step.is_finite() && cfg.mltcp_ratio_step >= 0.0) {
-        return Err(SimError::Config(format!("mltcp_ratio_step = {}: must be >= 0", cfg.mltcp_ratio_step)));
+        return Err(SimError::Config(format!(
+            "mltcp_ratio_step = {}: must be >= 0",
+            cfg.mltcp_ratio_step
+        )));
     }
     Ok(match name {
         "fair" => Box::new(Fair),
         "mltcp" => Box::new(mltcp(cfg)),
         "mcs" => Box::new(Mcs::new(cfg.exact)),
         "ccml" => Box::new(Ccml::new(cfg.ccml_ratio)),
-        "cassini" => Box::new(Cassini::new(Box::new(Fair), cfg.cassini_candidates, cfg.cassini_angles)),
-        "cassini+mltcp" => Box::new(Cassini::new(Box::new(mltcp(cfg)), cfg.cassini_candidates, cfg.cassini_angles)),
-        "mlcc" => Box::new(Mlcc::new(link_capacity, cfg.slot_us, cfg.horizon, cfg.exact)?),
+        "cassini" => Box::new(Cassini::new(
+            Box::new(Fair),
+            cfg.cassini_candidates,
+            cfg.cassini_angles,
+        )),
+        "cassini+mltcp" => Box::new(Cassini::new(
+            Box::new(mltcp(cfg)),
+            cfg.cassini_candidates,
+            cfg.cassini_angles,
+        )),
+        "mlcc" => Box::new(Mlcc::new(
+            link_capacity,
+            cfg.slot_us,
+            cfg.horizon,
+            cfg.exact,
+        )?),
         other => {
-            return Err(SimError::Config(format!("unknown policy '{other}' (known: {})", POLICIES.join(", "))));
+            return Err(SimError::Config(format!(
+                "unknown policy '{other}' (known: {})",
+                POLICIES.join(", ")
+            )));
         }
     })
 }

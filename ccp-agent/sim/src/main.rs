@@ -26,7 +26,11 @@ use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
 #[command(version)]
 struct Cli {
     /// Policies to run, comma separated (fair, mltcp, mcs, ccml, cassini, cassini+mltcp, mlcc).
-    #[arg(long, default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc",
+        value_delimiter = ','
+    )]
     policies: Vec<String>,
     /// Servers.
     #[arg(long, default_value_t = 1000)]
@@ -123,14 +127,17 @@ struct Cli {
 
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let models = match &cli.models {
         None => ModelFile::builtin(),
         Some(p) => {
-            let t = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            let t = std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read", p.display()))?;
             ModelFile::parse(&t, &p.display().to_string())?
         }
     };
@@ -164,13 +171,23 @@ fn main() -> Result<()> {
         cassini_angles: cli.cassini_angles,
         exact: cli.exact,
     };
-    let scfg = SimConfig { placement: cli.placement, min_step_s: cli.min_step_ms / 1000.0, max_time_s: cli.max_time_s, record: false, full_alloc: cli.full_alloc };
+    let scfg = SimConfig {
+        placement: cli.placement,
+        min_step_s: cli.min_step_ms / 1000.0,
+        max_time_s: cli.max_time_s,
+        record: false,
+        full_alloc: cli.full_alloc,
+    };
     for p in &cli.policies {
         if !POLICIES.contains(&p.as_str()) {
-            anyhow::bail!("--policies: unknown policy '{p}' (known: {})", POLICIES.join(", "));
+            anyhow::bail!(
+                "--policies: unknown policy '{p}' (known: {})",
+                POLICIES.join(", ")
+            );
         }
     }
-    std::fs::create_dir_all(&cli.out).with_context(|| format!("{}: cannot create", cli.out.display()))?;
+    std::fs::create_dir_all(&cli.out)
+        .with_context(|| format!("{}: cannot create", cli.out.display()))?;
     tracing::info!(
         servers = cli.servers,
         jobs = jobs.len(),
@@ -181,10 +198,16 @@ fn main() -> Result<()> {
     for name in &cli.policies {
         let mut policy = make_policy(name, &pcfg, &tree.capacity)?;
         let mut sim = Sim::new(tree.clone(), scfg.clone(), jobs.clone())?;
-        let bar = if cli.quiet { ProgressBar::hidden() } else { ProgressBar::new(sim.jobs.len() as u64) };
+        let bar = if cli.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(sim.jobs.len() as u64)
+        };
         bar.set_style(
-            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} jobs {msg} ({elapsed})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{prefix:>14} [{bar:30}] {pos}/{len} jobs {msg} ({elapsed})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix(name.clone());
         let t0 = Instant::now();
@@ -213,7 +236,8 @@ fn main() -> Result<()> {
         "results": results,
     });
     let jp = cli.out.join("results.json");
-    std::fs::write(&jp, serde_json::to_string_pretty(&json)?).with_context(|| format!("{}: cannot write", jp.display()))?;
+    std::fs::write(&jp, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("{}: cannot write", jp.display()))?;
     let pp = cli.out.join("jct-cdf.png");
     match plot_jct_cdf(&results, &pp) {
         Ok(()) => println!("wrote {} and {}", jp.display(), pp.display()),

@@ -47,7 +47,13 @@ impl Stats {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
         let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
-        Stats { n: s.len(), avg: s.iter().sum::<f64>() / s.len() as f64, p50: rank(0.5), p99: rank(0.99), max: s[s.len() - 1] }
+        Stats {
+            n: s.len(),
+            avg: s.iter().sum::<f64>() / s.len() as f64,
+            p50: rank(0.5),
+            p99: rank(0.99),
+            max: s[s.len() - 1],
+        }
     }
 }
 
@@ -123,7 +129,12 @@ pub fn summarise(sim: &Sim, policy: &str, wall_s: f64, policy_report: Value) -> 
         .filter(|j| j.alone_iter_s > 0.0)
         .map(|j| (j.finish_s - j.start_s) / f64::from(j.spec.iterations) / j.alone_iter_s)
         .collect();
-    let queue: Vec<f64> = sim.jobs.iter().filter(|j| j.start_s.is_finite()).map(|j| j.start_s - j.spec.arrival_s).collect();
+    let queue: Vec<f64> = sim
+        .jobs
+        .iter()
+        .filter(|j| j.start_s.is_finite())
+        .map(|j| j.start_s - j.spec.arrival_s)
+        .collect();
     let span = sim.t.max(1e-9);
     let mut per: [(f64, usize); 4] = [(0.0, 0); 4];
     for (l, b) in sim.link_bytes.iter().enumerate() {
@@ -179,7 +190,19 @@ pub fn table(results: &[PolicyResult]) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "{:<16} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>8} {:>9}\n",
-        "policy", "JCT avg", "JCT p50", "JCT p99", "JCT max", "slow", "slow99", "util", "srv", "dec p50", "dec p99", "done", "wall s"
+        "policy",
+        "JCT avg",
+        "JCT p50",
+        "JCT p99",
+        "JCT max",
+        "slow",
+        "slow99",
+        "util",
+        "srv",
+        "dec p50",
+        "dec p99",
+        "done",
+        "wall s"
     ));
     for r in results {
         s.push_str(&format!(
@@ -208,7 +231,10 @@ const FONT: &str = "sans-serif";
 /// Registers a TrueType font for plot text: `$MLCC_SIM_FONT`, else DejaVu Sans or Liberation Sans
 /// at their Debian paths (package fonts-dejavu-core), as trainemu's plots do.
 fn register_font() -> Result<(), String> {
-    let mut paths: Vec<PathBuf> = std::env::var_os("MLCC_SIM_FONT").map(PathBuf::from).into_iter().collect();
+    let mut paths: Vec<PathBuf> = std::env::var_os("MLCC_SIM_FONT")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
     paths.push("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
     paths.push("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf".into());
     for p in &paths {
@@ -225,7 +251,10 @@ fn register_font() -> Result<(), String> {
 /// Draws the JCT CDF of every policy into `path` (PNG, 1000×650).
 pub fn plot_jct_cdf(results: &[PolicyResult], path: &Path) -> Result<(), String> {
     register_font()?;
-    let max = results.iter().flat_map(|r| r.jcts.iter().copied()).fold(1.0, f64::max);
+    let max = results
+        .iter()
+        .flat_map(|r| r.jcts.iter().copied())
+        .fold(1.0, f64::max);
     let root = BitMapBackend::new(path, (1000, 650)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -247,12 +276,18 @@ pub fn plot_jct_cdf(results: &[PolicyResult], path: &Path) -> Result<(), String>
         v.sort_by(f64::total_cmp);
         let n = v.len().max(1) as f64;
         let color = Palette99::pick(k).to_rgba();
-        let pts: Vec<(f64, f64)> = v.iter().enumerate().map(|(i, x)| (x.max(1.0), (i + 1) as f64 / n)).collect();
+        let pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (x.max(1.0), (i + 1) as f64 / n))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(r.policy.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()

@@ -184,7 +184,9 @@ impl std::str::FromStr for Placement {
         match s {
             "packed" => Ok(Placement::Packed),
             "spread" => Ok(Placement::Spread),
-            other => Err(SimError::Config(format!("placement = '{other}': expected 'packed' or 'spread'"))),
+            other => Err(SimError::Config(format!(
+                "placement = '{other}': expected 'packed' or 'spread'"
+            ))),
         }
     }
 }
@@ -207,7 +209,13 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { placement: Placement::Packed, min_step_s: 1e-4, max_time_s: 1.0e7, record: false, full_alloc: false }
+        SimConfig {
+            placement: Placement::Packed,
+            min_step_s: 1e-4,
+            max_time_s: 1.0e7,
+            record: false,
+            full_alloc: false,
+        }
     }
 }
 
@@ -373,22 +381,37 @@ impl Sim {
     pub fn new(tree: Tree, config: SimConfig, jobs: Vec<JobSpec>) -> Result<Sim, SimError> {
         let servers = tree.config.servers;
         let (room, what) = match config.placement {
-            Placement::Spread => (u64::from(servers), "servers (one GPU each with --placement spread)"),
-            Placement::Packed => (u64::from(servers) * u64::from(tree.config.gpus_per_server), "GPUs"),
+            Placement::Spread => (
+                u64::from(servers),
+                "servers (one GPU each with --placement spread)",
+            ),
+            Placement::Packed => (
+                u64::from(servers) * u64::from(tree.config.gpus_per_server),
+                "GPUs",
+            ),
         };
         for (i, j) in jobs.iter().enumerate() {
             if u64::from(j.gpus()) > room {
                 return Err(SimError::Unplaceable(format!(
                     "job {i} ({} x{} {:?}) needs {} GPUs, the cluster has {room} {what}",
-                    j.model, j.workers, j.paradigm, j.gpus()
+                    j.model,
+                    j.workers,
+                    j.paradigm,
+                    j.gpus()
                 )));
             }
             if j.workers < 2 {
-                return Err(SimError::Config(format!("job {i}: workers = {}: at least 2", j.workers)));
+                return Err(SimError::Config(format!(
+                    "job {i}: workers = {}: at least 2",
+                    j.workers
+                )));
             }
         }
         if !(config.min_step_s.is_finite() && config.min_step_s > 0.0) {
-            return Err(SimError::Config(format!("min_step_s = {}: must be > 0", config.min_step_s)));
+            return Err(SimError::Config(format!(
+                "min_step_s = {}: must be > 0",
+                config.min_step_s
+            )));
         }
         let links = tree.links();
         let njobs = jobs.len();
@@ -473,7 +496,14 @@ impl Sim {
             Paradigm::Ring => {
                 let size = 2.0 * (w as f64 - 1.0) / w as f64 * g;
                 for i in 0..w {
-                    flows.push(mk(servers[i], servers[(i + 1) % w], size, Role::Ring { pred: (i + w - 1) % w }));
+                    flows.push(mk(
+                        servers[i],
+                        servers[(i + 1) % w],
+                        size,
+                        Role::Ring {
+                            pred: (i + w - 1) % w,
+                        },
+                    ));
                 }
             }
             Paradigm::Ps => {
@@ -513,7 +543,10 @@ impl Sim {
     }
 
     fn candidates_spread(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
-        let free: Vec<u32> = (0..self.free_gpus.len()).filter(|s| self.free_gpus[*s] > 0).map(|s| s as u32).collect();
+        let free: Vec<u32> = (0..self.free_gpus.len())
+            .filter(|s| self.free_gpus[*s] > 0)
+            .map(|s| s as u32)
+            .collect();
         if free.len() < need || need == 0 {
             return Vec::new();
         }
@@ -538,7 +571,10 @@ impl Sim {
         }
         let mut out: Vec<Vec<u32>> = Vec::new();
         // Step 1: one server, best fit.
-        let mut single: Vec<(u32, u32)> = (0..free.len() as u32).filter(|s| free[*s as usize] as usize >= need).map(|s| (free[s as usize], s)).collect();
+        let mut single: Vec<(u32, u32)> = (0..free.len() as u32)
+            .filter(|s| free[*s as usize] as usize >= need)
+            .map(|s| (free[s as usize], s))
+            .collect();
         single.sort_unstable();
         for (_, s) in single.into_iter().take(n) {
             out.push(vec![s; need]);
@@ -554,7 +590,9 @@ impl Sim {
             let mut opts: Vec<(usize, usize, usize, Vec<u32>)> = Vec::new();
             for lo in (0..free.len()).step_by(size.max(1)) {
                 let hi = (lo + size).min(free.len());
-                let mut srv: Vec<u32> = (lo as u32..hi as u32).filter(|s| free[*s as usize] > 0).collect();
+                let mut srv: Vec<u32> = (lo as u32..hi as u32)
+                    .filter(|s| free[*s as usize] > 0)
+                    .collect();
                 srv.sort_by(|a, b| free[*b as usize].cmp(&free[*a as usize]).then(a.cmp(b)));
                 let mut pick = Vec::with_capacity(need);
                 let mut used = 0;
@@ -587,7 +625,10 @@ impl Sim {
 
     /// Jobs whose flows cross server `s`'s network link (up or down), in job order.
     pub fn server_nic_jobs(&self, s: u32) -> Vec<usize> {
-        let (up, down) = (&self.link_jobs[2 * s as usize], &self.link_jobs[2 * s as usize + 1]);
+        let (up, down) = (
+            &self.link_jobs[2 * s as usize],
+            &self.link_jobs[2 * s as usize + 1],
+        );
         let mut v: Vec<usize> = up.iter().chain(down.iter()).copied().collect();
         v.sort_unstable();
         v.dedup();
@@ -636,7 +677,13 @@ impl Sim {
         if cands.is_empty() {
             return false;
         }
-        let k = if cands.len() > 1 { policy.choose_placement(self, j, &cands).min(cands.len() - 1) } else { 0 };
+        let k = if cands.len() > 1 {
+            policy
+                .choose_placement(self, j, &cands)
+                .min(cands.len() - 1)
+        } else {
+            0
+        };
         let servers = cands[k].clone();
         let flows = Sim::build_flows(&self.tree, &self.jobs[j].spec, &servers);
         let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows);
@@ -755,7 +802,13 @@ impl Sim {
     }
 
     /// [`Sim::bound`] with the job's [`Sim::ps_mins`] given (`mins` empty: computed here).
-    fn bound_in(&self, j: usize, f: usize, deps: DepMode, mins: &[(f64, Option<usize>)]) -> (f64, Option<usize>) {
+    fn bound_in(
+        &self,
+        j: usize,
+        f: usize,
+        deps: DepMode,
+        mins: &[(f64, Option<usize>)],
+    ) -> (f64, Option<usize>) {
         let job = &self.jobs[j];
         let fl = &job.flows[f];
         match fl.role {
@@ -764,7 +817,9 @@ impl Sim {
                 let up = job.flows[pred].sent;
                 let b = match deps {
                     DepMode::Pipelined => up + job.chunk,
-                    DepMode::StartAfter => ((up + EPS_BYTES) / job.chunk).floor() * job.chunk + job.chunk,
+                    DepMode::StartAfter => {
+                        ((up + EPS_BYTES) / job.chunk).floor() * job.chunk + job.chunk
+                    }
                 };
                 if b >= fl.size - EPS_BYTES {
                     (fl.size, None)
@@ -812,7 +867,11 @@ impl Sim {
     /// [`Sim::job_link_uses`]). Its weight in max-min then moves no rate.
     pub fn alone_on(&self, j: usize, path: &[u32], uses: &[(u32, u32)]) -> bool {
         path.iter().all(|&l| {
-            self.link_jobs[l as usize].iter().all(|&k| k == j) && uses.iter().find(|(x, _)| *x == l).is_none_or(|(_, n)| *n <= 1)
+            self.link_jobs[l as usize].iter().all(|&k| k == j)
+                && uses
+                    .iter()
+                    .find(|(x, _)| *x == l)
+                    .is_none_or(|(_, n)| *n <= 1)
         })
     }
 
@@ -842,7 +901,12 @@ impl Sim {
 
     /// Statistics of the incremental allocation: (solves, rounds, flows re-solved, full solves).
     pub fn alloc_stats(&self) -> (u64, u64, u64, u64) {
-        (self.inc.solves, self.inc.rounds, self.inc.solved_flows, self.inc.full_solves)
+        (
+            self.inc.solves,
+            self.inc.rounds,
+            self.inc.solved_flows,
+            self.inc.full_solves,
+        )
     }
 
     /// Flows in the current allocation (the active flows as of the last allocation).
@@ -916,7 +980,10 @@ impl Sim {
             if fl.done || fl.rate <= 0.0 {
                 continue;
             }
-            let d = (fl.rate * dt).min(limit - fl.sent).min(fl.size - fl.sent).max(0.0);
+            let d = (fl.rate * dt)
+                .min(limit - fl.sent)
+                .min(fl.size - fl.sent)
+                .max(0.0);
             if d > 0.0 {
                 for &l in &fl.path {
                     self.link_bytes[l as usize] += d;
@@ -951,13 +1018,19 @@ impl Sim {
     /// the last event reach is re-solved; `SimConfig::full_alloc` re-solves everything instead.
     ///
     /// `decided`: the weight and cap of each active flow of the dirty jobs.
-    fn allocate(&mut self, policy: &dyn Policy, decided: &[(usize, usize, f64, f64)], backfill: bool) {
+    fn allocate(
+        &mut self,
+        policy: &dyn Policy,
+        decided: &[(usize, usize, f64, f64)],
+        backfill: bool,
+    ) {
         let deps = self.deps;
         let full = self.config.full_alloc;
         self.inc.always_full = full;
         self.id_job.resize(self.next_flow_id as usize, 0);
         self.up_of.resize(self.next_flow_id as usize, None);
-        self.base_cap.resize(self.next_flow_id as usize, f64::INFINITY);
+        self.base_cap
+            .resize(self.next_flow_id as usize, f64::INFINITY);
         self.blocked_flag.resize(self.next_flow_id as usize, false);
         // Flows of the dirty jobs that are no longer active leave the allocation.
         let mut gone: Vec<u32> = Vec::new();
@@ -1037,7 +1110,10 @@ impl Sim {
                         let id = self.flow_id(j, f);
                         if let Some(u) = self.up_of[id as usize] {
                             if self.inc.contains(id) {
-                                let (w, c) = (self.inc.weight(id), self.base_cap[id as usize].min(self.inc.rate(u)));
+                                let (w, c) = (
+                                    self.inc.weight(id),
+                                    self.base_cap[id as usize].min(self.inc.rate(u)),
+                                );
                                 self.inc.set(id, &[], w, c);
                             }
                         }
@@ -1051,7 +1127,9 @@ impl Sim {
         if backfill {
             // Work conservation: what the caps left idle is shared max-min among the flows that
             // may send. The backfill's link capacities are the main allocation's residuals.
-            let back = self.back.get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
+            let back = self
+                .back
+                .get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
             back.always_full = full;
             let mut links: Vec<u32> = Vec::new();
             for &id in moved.iter().chain(gone.iter()) {
@@ -1063,11 +1141,18 @@ impl Sim {
             links.sort_unstable();
             links.dedup();
             for &l in &links {
-                back.set_link_cap(l, (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0));
+                back.set_link_cap(
+                    l,
+                    (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0),
+                );
             }
             for &(j, f, _, _) in decided {
                 let id = self.jobs[j].flow_base + f as u32;
-                let c = if self.blocked_flag[id as usize] { 0.0 } else { f64::INFINITY };
+                let c = if self.blocked_flag[id as usize] {
+                    0.0
+                } else {
+                    f64::INFINITY
+                };
                 back.set(id, &self.jobs[j].flows[f].path, 1.0, c);
             }
             back.solve(&mut changed);
@@ -1125,7 +1210,9 @@ impl Sim {
             // job was brought up to date by an allocation): handle it at once.
             let id = (job.flow_base + f as u32) as usize;
             let blocked_now = up.is_some() && fl.sent >= b - EPS_BYTES;
-            if fl.sent >= fl.size - EPS_BYTES || self.blocked_flag.get(id).copied().unwrap_or(false) != blocked_now {
+            if fl.sent >= fl.size - EPS_BYTES
+                || self.blocked_flag.get(id).copied().unwrap_or(false) != blocked_now
+            {
                 return 0.0;
             }
             if fl.rate > 0.0 {
@@ -1156,7 +1243,9 @@ impl Sim {
                             if let Role::Ring { .. } = fl.role {
                                 if ur > 0.0 {
                                     let upf = &job.flows[u];
-                                    let next = ((upf.sent + EPS_BYTES) / job.chunk).floor() * job.chunk + job.chunk;
+                                    let next = ((upf.sent + EPS_BYTES) / job.chunk).floor()
+                                        * job.chunk
+                                        + job.chunk;
                                     dt = dt.min((next - upf.sent).max(0.0) / ur);
                                 }
                             }
@@ -1179,7 +1268,8 @@ impl Sim {
             dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
         }
         if dt.is_finite() {
-            self.job_events.push(JobEvent(self.t + dt, j, self.job_ver[j]));
+            self.job_events
+                .push(JobEvent(self.t + dt, j, self.job_ver[j]));
         }
     }
 
@@ -1232,7 +1322,9 @@ impl Sim {
                             let (w, c) = if fl.src == fl.dst {
                                 (1.0, f64::INFINITY) // inside a server: no policy controls it
                             } else {
-                                policy.flow_control(self, j, f).unwrap_or((1.0, f64::INFINITY))
+                                policy
+                                    .flow_control(self, j, f)
+                                    .unwrap_or((1.0, f64::INFINITY))
                             };
                             decided.push((j, f, w, c));
                         }
@@ -1274,7 +1366,10 @@ impl Sim {
                 let backfill = policy.backfill();
                 self.allocate(&*policy, &decided, backfill);
             }
-        } else if self.flows_changed || self.t >= self.next_decision - 1e-12 || policy.decide_every_event() {
+        } else if self.flows_changed
+            || self.t >= self.next_decision - 1e-12
+            || policy.decide_every_event()
+        {
             self.materialise_all();
             self.rebuild_active();
             let mut ctl = std::mem::take(&mut self.ctl);
@@ -1286,10 +1381,14 @@ impl Sim {
             // Only the jobs an event touched and those with a flow whose weight or cap moved
             // are re-allocated: the others' inputs to the allocation are what they were, and
             // the weighted max-min allocation with caps is unique.
-            self.pol.resize(self.next_flow_id as usize, (f64::NAN, f64::NAN));
+            self.pol
+                .resize(self.next_flow_id as usize, (f64::NAN, f64::NAN));
             for i in 0..self.active.len() {
                 let (j, f) = self.active[i];
-                let d = (self.ctl.weight.get(i).copied().unwrap_or(1.0), self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY));
+                let d = (
+                    self.ctl.weight.get(i).copied().unwrap_or(1.0),
+                    self.ctl.cap.get(i).copied().unwrap_or(f64::INFINITY),
+                );
                 let id = self.flow_id(j, f);
                 if self.config.full_alloc || !self.inc.contains(id) || self.pol[id as usize] != d {
                     self.mark_dirty(j);
@@ -1409,7 +1508,9 @@ impl Sim {
             }
         }
         for j in ended {
-            if self.jobs[j].phase != Phase::Communicating || self.jobs[j].flows.iter().any(|f| !f.done) {
+            if self.jobs[j].phase != Phase::Communicating
+                || self.jobs[j].flows.iter().any(|f| !f.done)
+            {
                 continue;
             }
             self.jobs[j].iterations_done += 1;
@@ -1481,7 +1582,13 @@ impl Sim {
         let mut active: Vec<(usize, usize)> = Vec::new();
         for (j, job) in self.jobs.iter().enumerate() {
             if job.phase == Phase::Communicating {
-                active.extend(job.flows.iter().enumerate().filter(|(_, fl)| !fl.done).map(|(f, _)| (j, f)));
+                active.extend(
+                    job.flows
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, fl)| !fl.done)
+                        .map(|(f, _)| (j, f)),
+                );
             }
         }
         let n = active.len();
@@ -1494,7 +1601,8 @@ impl Sim {
             x
         }
         let mut owner_link: Vec<usize> = vec![usize::MAX; self.tree.links()];
-        let mut owner_job: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+        let mut owner_job: std::collections::HashMap<usize, usize> =
+            std::collections::HashMap::new();
         for (i, &(j, f)) in active.iter().enumerate() {
             let o = *owner_job.entry(j).or_insert(i);
             let (a, b) = (find(&mut parent, o), find(&mut parent, i));

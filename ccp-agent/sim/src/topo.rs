@@ -103,13 +103,23 @@ impl Tree {
                 return Err(SimError::Config(format!("{name} = 0: must be at least 1")));
             }
         }
-        for (name, v) in [("server_gbps", config.server_gbps), ("tor_gbps", config.tor_gbps), ("edge_gbps", config.edge_gbps), ("intra_gbps", config.intra_gbps)] {
+        for (name, v) in [
+            ("server_gbps", config.server_gbps),
+            ("tor_gbps", config.tor_gbps),
+            ("edge_gbps", config.edge_gbps),
+            ("intra_gbps", config.intra_gbps),
+        ] {
             if !(v.is_finite() && v > 0.0 && v <= 1.0e6) {
-                return Err(SimError::Config(format!("{name} = {v}: must be in (0, 1e6] Gbit/s")));
+                return Err(SimError::Config(format!(
+                    "{name} = {v}: must be in (0, 1e6] Gbit/s"
+                )));
             }
         }
         if config.servers > 1_000_000 {
-            return Err(SimError::Config(format!("servers = {}: at most 1000000", config.servers)));
+            return Err(SimError::Config(format!(
+                "servers = {}: at most 1000000",
+                config.servers
+            )));
         }
         let racks = config.servers.div_ceil(config.servers_per_rack);
         let edges = racks.div_ceil(config.racks_per_edge);
@@ -127,7 +137,12 @@ impl Tree {
                 tier.push(t);
             }
         }
-        Ok(Tree { config, capacity, tier, racks })
+        Ok(Tree {
+            config,
+            capacity,
+            tier,
+            racks,
+        })
     }
 
     /// Number of directed links.
@@ -158,7 +173,8 @@ impl Tree {
     }
 
     fn intra_link(&self, s: u32, down: bool) -> u32 {
-        2 * (self.config.servers + self.racks + self.racks.div_ceil(self.config.racks_per_edge) + s) + u32::from(down)
+        2 * (self.config.servers + self.racks + self.racks.div_ceil(self.config.racks_per_edge) + s)
+            + u32::from(down)
     }
 
     /// True when link `l` is inside a server (not part of the network).
@@ -205,7 +221,17 @@ mod tests {
         assert_eq!(t.path(0, 100).len(), 6);
         assert_eq!(t.capacity[0], 1.25e9);
         assert_eq!(t.tier[t.path(0, 100)[2] as usize], Tier::Edge);
-        assert!(Tree::new(TreeConfig { servers: 0, ..TreeConfig::default() }).unwrap_err().to_string().contains("servers = 0"));
-        assert!(Tree::new(TreeConfig { tor_gbps: -1.0, ..TreeConfig::default() }).is_err());
+        assert!(Tree::new(TreeConfig {
+            servers: 0,
+            ..TreeConfig::default()
+        })
+        .unwrap_err()
+        .to_string()
+        .contains("servers = 0"));
+        assert!(Tree::new(TreeConfig {
+            tor_gbps: -1.0,
+            ..TreeConfig::default()
+        })
+        .is_err());
     }
 }

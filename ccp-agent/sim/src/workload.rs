@@ -106,14 +106,23 @@ pub struct WorkloadConfig {
 
 impl Default for WorkloadConfig {
     fn default() -> Self {
-        WorkloadConfig { jobs: 1000, window_s: 3600.0, iter_min: 200, iter_max: 1000, seed: 1 }
+        WorkloadConfig {
+            jobs: 1000,
+            window_s: 3600.0,
+            iter_min: 200,
+            iter_max: 1000,
+            seed: 1,
+        }
     }
 }
 
 fn profile(models: &ModelFile, key: &str) -> Result<(f64, f64), SimError> {
     let m = models.models.get(key).ok_or_else(|| {
         let known: Vec<&str> = models.models.keys().map(|s| s.as_str()).collect();
-        SimError::Trace(format!("model '{key}' is not in models.toml ({})", known.join(", ")))
+        SimError::Trace(format!(
+            "model '{key}' is not in models.toml ({})",
+            known.join(", ")
+        ))
     })?;
     Ok((m.bytes_per_iteration as f64, m.compute_ms / 1000.0))
 }
@@ -132,7 +141,10 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
         return Err(SimError::Config("jobs = 0: must be at least 1".into()));
     }
     if !(cfg.window_s.is_finite() && cfg.window_s > 0.0) {
-        return Err(SimError::Config(format!("window_s = {}: must be > 0", cfg.window_s)));
+        return Err(SimError::Config(format!(
+            "window_s = {}: must be > 0",
+            cfg.window_s
+        )));
     }
     if cfg.iter_min == 0 || cfg.iter_min > cfg.iter_max {
         return Err(SimError::Config(format!(
@@ -142,7 +154,9 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let minutes = (cfg.window_s / 60.0).ceil().max(1.0) as usize;
-    let weights: Vec<f64> = (0..minutes).map(|_| (ARRIVAL_SIGMA * normal(&mut rng)).exp()).collect();
+    let weights: Vec<f64> = (0..minutes)
+        .map(|_| (ARRIVAL_SIGMA * normal(&mut rng)).exp())
+        .collect();
     let total: f64 = weights.iter().sum();
     let keys: Vec<&String> = models.models.keys().collect();
     let mut jobs = Vec::with_capacity(cfg.jobs as usize);
@@ -161,7 +175,11 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
         let arrival_s = start + rng.random::<f64>() * (end - start).max(0.0);
         let key = keys[rng.random_range(0..keys.len())].to_string();
         let (gradient_bytes, compute_s) = profile(models, &key)?;
-        let paradigm = if rng.random::<bool>() { Paradigm::Ring } else { Paradigm::Ps };
+        let paradigm = if rng.random::<bool>() {
+            Paradigm::Ring
+        } else {
+            Paradigm::Ps
+        };
         let mut p = rng.random::<f64>();
         let mut workers = WORKER_PROBS[WORKER_PROBS.len() - 1].0;
         for (w, pw) in WORKER_PROBS {
@@ -172,7 +190,15 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
             p -= pw;
         }
         let iterations = rng.random_range(cfg.iter_min..=cfg.iter_max);
-        jobs.push(JobSpec { arrival_s, model: key, paradigm, workers, iterations, gradient_bytes, compute_s });
+        jobs.push(JobSpec {
+            arrival_s,
+            model: key,
+            paradigm,
+            workers,
+            iterations,
+            gradient_bytes,
+            compute_s,
+        });
     }
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
     Ok(jobs)
@@ -182,7 +208,8 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
 /// job a line (`#` starts a comment line). Every error names the file, the line and the value.
 pub fn read_trace(path: &Path, models: &ModelFile) -> Result<Vec<JobSpec>, SimError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SimError::Trace(format!("{file}: cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SimError::Trace(format!("{file}: cannot read: {e}")))?;
     parse_trace(&text, &file, models)
 }
 
@@ -207,28 +234,48 @@ pub fn parse_trace(text: &str, file: &str, models: &ModelFile) -> Result<Vec<Job
         }
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         if f.len() != 5 {
-            return Err(SimError::Trace(format!("{file}:{n}: '{line}' has {} fields, expected 5", f.len())));
+            return Err(SimError::Trace(format!(
+                "{file}:{n}: '{line}' has {} fields, expected 5",
+                f.len()
+            )));
         }
-        let bad = |what: &str, v: &str, why: &str| SimError::Trace(format!("{file}:{n}: {what} = '{v}': {why}"));
-        let arrival_s: f64 = f[0].parse().map_err(|_| bad("arrival_s", f[0], "not a number"))?;
+        let bad = |what: &str, v: &str, why: &str| {
+            SimError::Trace(format!("{file}:{n}: {what} = '{v}': {why}"))
+        };
+        let arrival_s: f64 = f[0]
+            .parse()
+            .map_err(|_| bad("arrival_s", f[0], "not a number"))?;
         if !(arrival_s.is_finite() && arrival_s >= 0.0) {
             return Err(bad("arrival_s", f[0], "must be >= 0 seconds"));
         }
-        let (gradient_bytes, compute_s) = profile(models, f[1]).map_err(|e| SimError::Trace(format!("{file}:{n}: {e}")))?;
+        let (gradient_bytes, compute_s) =
+            profile(models, f[1]).map_err(|e| SimError::Trace(format!("{file}:{n}: {e}")))?;
         let paradigm = match f[2] {
             "ring" => Paradigm::Ring,
             "ps" => Paradigm::Ps,
             v => return Err(bad("paradigm", v, "must be 'ring' or 'ps'")),
         };
-        let workers: u32 = f[3].parse().map_err(|_| bad("workers", f[3], "not an unsigned integer"))?;
+        let workers: u32 = f[3]
+            .parse()
+            .map_err(|_| bad("workers", f[3], "not an unsigned integer"))?;
         if !(2..=4096).contains(&workers) {
             return Err(bad("workers", f[3], "must be in 2..=4096"));
         }
-        let iterations: u32 = f[4].parse().map_err(|_| bad("iterations", f[4], "not an unsigned integer"))?;
+        let iterations: u32 = f[4]
+            .parse()
+            .map_err(|_| bad("iterations", f[4], "not an unsigned integer"))?;
         if !(1..=10_000_000).contains(&iterations) {
             return Err(bad("iterations", f[4], "must be in 1..=10000000"));
         }
-        jobs.push(JobSpec { arrival_s, model: f[1].to_string(), paradigm, workers, iterations, gradient_bytes, compute_s });
+        jobs.push(JobSpec {
+            arrival_s,
+            model: f[1].to_string(),
+            paradigm,
+            workers,
+            iterations,
+            gradient_bytes,
+            compute_s,
+        });
     }
     if jobs.is_empty() {
         return Err(SimError::Trace(format!("{file}: no job")));
@@ -244,15 +291,49 @@ mod tests {
     #[test]
     fn generation_is_seeded_and_in_range() {
         let m = ModelFile::builtin();
-        let cfg = WorkloadConfig { jobs: 300, ..WorkloadConfig::default() };
+        let cfg = WorkloadConfig {
+            jobs: 300,
+            ..WorkloadConfig::default()
+        };
         let a = generate(&cfg, &m).unwrap();
         assert_eq!(a, generate(&cfg, &m).unwrap());
-        assert_ne!(a, generate(&WorkloadConfig { seed: 2, ..cfg.clone() }, &m).unwrap());
+        assert_ne!(
+            a,
+            generate(
+                &WorkloadConfig {
+                    seed: 2,
+                    ..cfg.clone()
+                },
+                &m
+            )
+            .unwrap()
+        );
         assert_eq!(a.len(), 300);
-        assert!(a.iter().all(|j| (0.0..=3600.0).contains(&j.arrival_s) && (200..=1000).contains(&j.iterations)));
+        assert!(
+            a.iter()
+                .all(|j| (0.0..=3600.0).contains(&j.arrival_s)
+                    && (200..=1000).contains(&j.iterations))
+        );
         assert!(a.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
-        assert!(generate(&WorkloadConfig { jobs: 0, ..cfg.clone() }, &m).unwrap_err().to_string().contains("jobs = 0"));
-        assert!(generate(&WorkloadConfig { iter_min: 5, iter_max: 4, ..cfg }, &m).is_err());
+        assert!(generate(
+            &WorkloadConfig {
+                jobs: 0,
+                ..cfg.clone()
+            },
+            &m
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("jobs = 0"));
+        assert!(generate(
+            &WorkloadConfig {
+                iter_min: 5,
+                iter_max: 4,
+                ..cfg
+            },
+            &m
+        )
+        .is_err());
     }
 
     #[test]
@@ -260,7 +341,10 @@ mod tests {
         let m = ModelFile::builtin();
         let t = "# demo\narrival_s,model,paradigm,workers,iterations\n5,vgg16,ring,4,10\n1.5,resnet50,ps,8,3\n";
         let j = parse_trace(t, "t.csv", &m).unwrap();
-        assert_eq!((j[0].model.as_str(), j[0].parameter_servers(), j[0].gpus()), ("resnet50", 2, 10));
+        assert_eq!(
+            (j[0].model.as_str(), j[0].parameter_servers(), j[0].gpus()),
+            ("resnet50", 2, 10)
+        );
         for (bad, what) in [
             ("x,vgg16,ring,4,10", "arrival_s = 'x'"),
             ("1,vgg17,ring,4,10", "vgg17"),
@@ -268,9 +352,20 @@ mod tests {
             ("1,vgg16,ring,1,10", "workers = '1'"),
             ("1,vgg16,ring,4", "4 fields"),
         ] {
-            let e = parse_trace(&format!("arrival_s,model,paradigm,workers,iterations\n{bad}\n"), "t.csv", &m).unwrap_err();
-            assert!(e.to_string().contains(what) && e.to_string().contains("t.csv:2"), "{bad}: {e}");
+            let e = parse_trace(
+                &format!("arrival_s,model,paradigm,workers,iterations\n{bad}\n"),
+                "t.csv",
+                &m,
+            )
+            .unwrap_err();
+            assert!(
+                e.to_string().contains(what) && e.to_string().contains("t.csv:2"),
+                "{bad}: {e}"
+            );
         }
-        assert!(parse_trace("a,b\n", "t.csv", &m).unwrap_err().to_string().contains("header"));
+        assert!(parse_trace("a,b\n", "t.csv", &m)
+            .unwrap_err()
+            .to_string()
+            .contains("header"));
     }
 }

@@ -32,7 +32,14 @@ impl Rng {
 
 /// A cluster of 8 servers of 4 GPUs (2 per rack) and 10 jobs of 2-8 workers arriving over 2 s.
 fn case(seed: u64) -> (Tree, Vec<JobSpec>) {
-    let tree = Tree::new(TreeConfig { servers: 8, gpus_per_server: 4, servers_per_rack: 2, racks_per_edge: 2, ..TreeConfig::default() }).unwrap();
+    let tree = Tree::new(TreeConfig {
+        servers: 8,
+        gpus_per_server: 4,
+        servers_per_rack: 2,
+        racks_per_edge: 2,
+        ..TreeConfig::default()
+    })
+    .unwrap();
     let mut rng = Rng(seed);
     let mut specs: Vec<JobSpec> = (0..10)
         .map(|_| {
@@ -54,13 +61,29 @@ fn case(seed: u64) -> (Tree, Vec<JobSpec>) {
 
 /// JCTs (s) of `name` on the case, and the policy's report.
 fn run(name: &str, exact: bool, tree: &Tree, specs: &[JobSpec]) -> (Vec<f64>, serde_json::Value) {
-    let cfg = PolicyConfig { exact, ..PolicyConfig::default() };
+    let cfg = PolicyConfig {
+        exact,
+        ..PolicyConfig::default()
+    };
     let mut p = make_policy(name, &cfg, &tree.capacity).unwrap();
     let mut sim = Sim::new(tree.clone(), SimConfig::default(), specs.to_vec()).unwrap();
     sim.run(p.as_mut(), &mut |_| {});
-    assert!(sim.all_done(), "{name} (exact: {exact}): unfinished at t = {}", sim.t);
-    assert!(sim.jobs.iter().any(|j| j.network), "the case has network traffic");
-    (sim.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).collect(), p.report())
+    assert!(
+        sim.all_done(),
+        "{name} (exact: {exact}): unfinished at t = {}",
+        sim.t
+    );
+    assert!(
+        sim.jobs.iter().any(|j| j.network),
+        "the case has network traffic"
+    );
+    (
+        sim.jobs
+            .iter()
+            .map(|j| j.finish_s - j.spec.arrival_s)
+            .collect(),
+        p.report(),
+    )
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -74,7 +97,10 @@ fn mcs_components_match_the_whole_cluster_decision() {
         let (exact, _) = run("mcs", true, &tree, &specs);
         let (fast, _) = run("mcs", false, &tree, &specs);
         for (k, (a, b)) in fast.iter().zip(&exact).enumerate() {
-            assert!((a - b).abs() <= 0.01 * b, "seed {seed}, job {k}: JCT {a} (components) vs {b} (exact)");
+            assert!(
+                (a - b).abs() <= 0.01 * b,
+                "seed {seed}, job {k}: JCT {a} (components) vs {b} (exact)"
+            );
         }
     }
 }
@@ -87,7 +113,10 @@ fn mlcc_plan_reuse_stays_close_to_replanning_every_slot() {
         let (exact, _) = run("mlcc", true, &tree, &specs);
         let (fast, report) = run("mlcc", false, &tree, &specs);
         let (a, b) = (mean(&fast), mean(&exact));
-        assert!((a - b).abs() <= 0.10 * b, "seed {seed}: mean JCT {a} (plan reuse) vs {b} (exact)");
+        assert!(
+            (a - b).abs() <= 0.10 * b,
+            "seed {seed}: mean JCT {a} (plan reuse) vs {b} (exact)"
+        );
         kept += report["unit_plans_kept"].as_u64().unwrap();
         plans += report["unit_plans"].as_u64().unwrap();
     }

@@ -4,7 +4,9 @@
 //! Cassini's score of two half-duty square waves, the Affinity-graph BFS and loop refusal, and
 //! conservation of bytes on random small clusters.
 
-use mlcc_sched::cassini::{affinity_has_loop, affinity_time_shifts, best_shifts, compatibility_score, AffinityEdge, JobId};
+use mlcc_sched::cassini::{
+    affinity_has_loop, affinity_time_shifts, best_shifts, compatibility_score, AffinityEdge, JobId,
+};
 use mlcc_sched::LinkId;
 use mlcc_sim::policy::cassini::{circle, Cassini};
 use mlcc_sim::policy::fair::Fair;
@@ -23,11 +25,20 @@ const B: f64 = 1.25e9;
 /// The engine's defaults with one GPU on each of distinct servers: these cases are about flows
 /// sharing network links.
 fn spread() -> SimConfig {
-    SimConfig { placement: Placement::Spread, ..SimConfig::default() }
+    SimConfig {
+        placement: Placement::Spread,
+        ..SimConfig::default()
+    }
 }
 
 fn small_tree(servers: u32) -> Tree {
-    Tree::new(TreeConfig { servers, servers_per_rack: servers, racks_per_edge: 1, ..TreeConfig::default() }).unwrap()
+    Tree::new(TreeConfig {
+        servers,
+        servers_per_rack: servers,
+        racks_per_edge: 1,
+        ..TreeConfig::default()
+    })
+    .unwrap()
 }
 
 /// A 2-worker ring job whose flows carry `m_s` seconds of a 10 Gbit/s link each way.
@@ -53,12 +64,25 @@ fn run(sim: &mut Sim, p: &mut dyn Policy) {
 fn two_jobs_fair_sharing_closed_form() {
     // Both jobs on servers 0 and 1, starting together: every iteration C + 2M.
     let (c, m, n) = (0.1, 0.1, 20);
-    let mut sim = Sim::new(small_tree(2), spread(), vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)]).unwrap();
+    let mut sim = Sim::new(
+        small_tree(2),
+        spread(),
+        vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)],
+    )
+    .unwrap();
     run(&mut sim, &mut Fair);
     for j in &sim.jobs {
-        assert!((j.alone_comm_s - m).abs() < 1e-9, "alone comm {}", j.alone_comm_s);
+        assert!(
+            (j.alone_comm_s - m).abs() < 1e-9,
+            "alone comm {}",
+            j.alone_comm_s
+        );
         let want = f64::from(n) * (c + 2.0 * m);
-        assert!((j.finish_s - want).abs() < 1e-6 * want, "JCT {} vs {want}", j.finish_s);
+        assert!(
+            (j.finish_s - want).abs() < 1e-6 * want,
+            "JCT {} vs {want}",
+            j.finish_s
+        );
     }
 }
 
@@ -66,15 +90,28 @@ fn two_jobs_fair_sharing_closed_form() {
 fn two_jobs_cassini_interleave_perfectly() {
     // Half-duty jobs (C = M): Cassini's shift makes every iteration after the first C + M.
     let (c, m, n) = (0.1, 0.1, 30);
-    let cfg = SimConfig { record: true, ..spread() };
-    let mut sim = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)]).unwrap();
+    let cfg = SimConfig {
+        record: true,
+        ..spread()
+    };
+    let mut sim = Sim::new(
+        small_tree(2),
+        cfg,
+        vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)],
+    )
+    .unwrap();
     let mut cassini = Cassini::new(Box::new(Fair), 1, 100);
     run(&mut sim, &mut cassini);
     for j in &sim.jobs {
         let s = &j.comm_starts;
         // After the shift is applied (first iteration collides), iterations are C + M apart.
         for w in s[3..].windows(2) {
-            assert!((w[1] - w[0] - (c + m)).abs() < 1e-6, "iteration {} s, want {}", w[1] - w[0], c + m);
+            assert!(
+                (w[1] - w[0] - (c + m)).abs() < 1e-6,
+                "iteration {} s, want {}",
+                w[1] - w[0],
+                c + m
+            );
         }
     }
     let (a, b) = (&sim.jobs[0].comm_starts, &sim.jobs[1].comm_starts);
@@ -85,7 +122,10 @@ fn two_jobs_cassini_interleave_perfectly() {
 
 /// One iteration of the HotNets '24 recurrence: the gap after, from the gap before (REFERENCE §2).
 fn shift(p: &Params, at: f64, d: f64) -> f64 {
-    let (s, i) = (f64::from(p.slope_fx) / 1024.0, f64::from(p.intercept_fx) / 1024.0);
+    let (s, i) = (
+        f64::from(p.slope_fx) / 1024.0,
+        f64::from(p.intercept_fx) / 1024.0,
+    );
     s * d * (at - d) / (at * i + d * s)
 }
 
@@ -94,9 +134,20 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Job B starts Δ0 after job A; F is evaluated when contention starts (the recurrence's own
     // assumption). C = 0.3 s > M = 0.1 s, so the gap grows to M and stays (interleaved).
     let (c, m, n, d0) = (0.3, 0.1, 12, 0.004);
-    let cfg = SimConfig { record: true, ..spread() };
-    let mut sim = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)]).unwrap();
-    let mut mltcp = Mltcp { update: FUpdate::Events, ..Mltcp::default() };
+    let cfg = SimConfig {
+        record: true,
+        ..spread()
+    };
+    let mut sim = Sim::new(
+        small_tree(2),
+        cfg,
+        vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)],
+    )
+    .unwrap();
+    let mut mltcp = Mltcp {
+        update: FUpdate::Events,
+        ..Mltcp::default()
+    };
     run(&mut sim, &mut mltcp);
     let (a, b) = (&sim.jobs[0].comm_starts, &sim.jobs[1].comm_starts);
     let p = Params::DEFAULT;
@@ -104,7 +155,10 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     let mut compared = 0;
     for k in 0..n as usize {
         let gap = b[k] - a[k];
-        assert!((gap - pred).abs() <= 0.10 * pred + 1e-9, "iteration {k}: gap {gap} vs recurrence {pred}");
+        assert!(
+            (gap - pred).abs() <= 0.10 * pred + 1e-9,
+            "iteration {k}: gap {gap} vs recurrence {pred}"
+        );
         compared += 1;
         pred = (pred + shift(&p, m, pred)).min(m);
     }
@@ -112,8 +166,16 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Converged: interleaved, each iteration C + M.
     assert!((b[n as usize - 1] - a[n as usize - 1] - m).abs() < 1e-3);
     // Under fair sharing the same start gap never opens: the jobs stay collided.
-    let cfg = SimConfig { record: true, ..spread() };
-    let mut fair = Sim::new(small_tree(2), cfg, vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)]).unwrap();
+    let cfg = SimConfig {
+        record: true,
+        ..spread()
+    };
+    let mut fair = Sim::new(
+        small_tree(2),
+        cfg,
+        vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)],
+    )
+    .unwrap();
     run(&mut fair, &mut Fair);
     let (a, b) = (&fair.jobs[0].comm_starts, &fair.jobs[1].comm_starts);
     assert!((b[n as usize - 1] - a[n as usize - 1]) < 2.0 * d0);
@@ -137,12 +199,21 @@ fn cassini_score_is_one_for_two_half_duty_square_waves() {
 #[test]
 fn affinity_bfs_unique_shifts_and_loop_refusal() {
     // Loop-free chain j0 -l0- j1 -l1- j2.
-    let e = |j, l, s| AffinityEdge { job: JobId(j), link: LinkId(l), shift_ms: s };
+    let e = |j, l, s| AffinityEdge {
+        job: JobId(j),
+        link: LinkId(l),
+        shift_ms: s,
+    };
     let chain = [e(0, 0, 0), e(1, 0, 40), e(1, 1, 10), e(2, 1, 70)];
-    let iters = [(JobId(0), 200), (JobId(1), 200), (JobId(2), 200)].into_iter().collect();
+    let iters = [(JobId(0), 200), (JobId(1), 200), (JobId(2), 200)]
+        .into_iter()
+        .collect();
     assert!(!affinity_has_loop(&chain));
     let s = affinity_time_shifts(&chain, &iters).unwrap();
-    assert_eq!(s.shifts_ms.values().copied().collect::<Vec<_>>(), vec![0, 40, 100]);
+    assert_eq!(
+        s.shifts_ms.values().copied().collect::<Vec<_>>(),
+        vec![0, 40, 100]
+    );
     assert!(s.conflicts.is_empty());
     let mut looped = chain.to_vec();
     looped.push(e(2, 2, 0));
@@ -151,7 +222,12 @@ fn affinity_bfs_unique_shifts_and_loop_refusal() {
 
     // In the simulator: job 0 on servers 0, 1; job 1's first candidate (servers 0, 1 again)
     // shares two wires with it, a loop, so Cassini takes the other candidate (servers 2, 3).
-    let mut sim = Sim::new(small_tree(4), spread(), vec![ring2(0.0, 0.1, 0.1, 3), ring2(0.0, 0.1, 0.1, 3)]).unwrap();
+    let mut sim = Sim::new(
+        small_tree(4),
+        spread(),
+        vec![ring2(0.0, 0.1, 0.1, 3), ring2(0.0, 0.1, 0.1, 3)],
+    )
+    .unwrap();
     let mut cassini = Cassini::new(Box::new(Fair), 2, 60);
     sim.start(&mut cassini);
     assert_eq!(sim.jobs[0].servers, vec![0, 1]);
@@ -164,10 +240,19 @@ fn check_conservation(sim: &Sim) {
     let want: f64 = sim
         .jobs
         .iter()
-        .map(|j| f64::from(j.spec.iterations) * j.flows.iter().map(|f| f.size * f.path.len() as f64).sum::<f64>())
+        .map(|j| {
+            f64::from(j.spec.iterations)
+                * j.flows
+                    .iter()
+                    .map(|f| f.size * f.path.len() as f64)
+                    .sum::<f64>()
+        })
         .sum();
     let got: f64 = sim.link_bytes.iter().sum();
-    assert!((got - want).abs() <= 1e-6 * want.max(1.0), "link bytes {got} vs {want}");
+    assert!(
+        (got - want).abs() <= 1e-6 * want.max(1.0),
+        "link bytes {got} vs {want}"
+    );
 }
 
 proptest! {
@@ -227,7 +312,10 @@ fn mlcc_alone_is_not_stretched_by_its_slots() {
         run(&mut sim, p.as_mut());
         let want = f64::from(n) * (c + m);
         let got = sim.jobs[0].finish_s;
-        assert!((got - want).abs() < 1e-3 * want, "C = {c}, M = {m}: JCT {got}, want {want}");
+        assert!(
+            (got - want).abs() < 1e-3 * want,
+            "C = {c}, M = {m}: JCT {got}, want {want}"
+        );
     }
 }
 
@@ -242,13 +330,26 @@ fn mlcc_and_mltcp_interleave_two_offset_jobs() {
     let perfect = f64::from(n) * (c + m);
     let mut fair = Sim::new(tree.clone(), spread(), jobs.clone()).unwrap();
     run(&mut fair, &mut Fair);
-    let fair_avg = fair.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).sum::<f64>() / 2.0;
+    let fair_avg = fair
+        .jobs
+        .iter()
+        .map(|j| j.finish_s - j.spec.arrival_s)
+        .sum::<f64>()
+        / 2.0;
     assert!(fair_avg > 1.3 * perfect, "fair {fair_avg}");
     for name in ["mltcp", "mlcc"] {
         let mut p = make_policy(name, &PolicyConfig::default(), &tree.capacity).unwrap();
         let mut sim = Sim::new(tree.clone(), spread(), jobs.clone()).unwrap();
         run(&mut sim, p.as_mut());
-        let avg = sim.jobs.iter().map(|j| j.finish_s - j.spec.arrival_s).sum::<f64>() / 2.0;
-        assert!(avg < 1.03 * perfect && avg <= fair_avg, "{name}: average JCT {avg}, perfect {perfect}, fair {fair_avg}");
+        let avg = sim
+            .jobs
+            .iter()
+            .map(|j| j.finish_s - j.spec.arrival_s)
+            .sum::<f64>()
+            / 2.0;
+        assert!(
+            avg < 1.03 * perfect && avg <= fair_avg,
+            "{name}: average JCT {avg}, perfect {perfect}, fair {fair_avg}"
+        );
     }
 }

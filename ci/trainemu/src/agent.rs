@@ -55,13 +55,30 @@ pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
     let mut t = String::from("# written by trainemu for scenario ");
     let _ = writeln!(t, "{}\nslot_ms = 60\nhorizon = 10\n", s.name);
     if let PcnVariant::On { harmonic, .. } = pcn {
-        let _ = writeln!(t, "[pcn]\ncombine = \"{}\"\n", if harmonic { "harmonic" } else { "min" });
+        let _ = writeln!(
+            t,
+            "[pcn]\ncombine = \"{}\"\n",
+            if harmonic { "harmonic" } else { "min" }
+        );
     }
     let ecn = topo::ecn_ports(s);
     for (i, h) in s.topology.hosts.iter().enumerate() {
-        let mbit = h.rate_mbit.map(|r| r.round().max(1.0) as u64).unwrap_or(UNSHAPED_MBIT);
-        let _ = writeln!(t, "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n", nic_link(i), h.name);
-        let _ = writeln!(t, "[[link]]\nid = {}\nname = \"sw-{}\"\ncapacity_mbps = {mbit}\n", port_link(i), h.name);
+        let mbit = h
+            .rate_mbit
+            .map(|r| r.round().max(1.0) as u64)
+            .unwrap_or(UNSHAPED_MBIT);
+        let _ = writeln!(
+            t,
+            "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n",
+            nic_link(i),
+            h.name
+        );
+        let _ = writeln!(
+            t,
+            "[[link]]\nid = {}\nname = \"sw-{}\"\ncapacity_mbps = {mbit}\n",
+            port_link(i),
+            h.name
+        );
         if let Some(e) = ecn.iter().find(|e| e.host == h.name) {
             t.push_str(&link_ecn_toml(e));
         }
@@ -73,12 +90,25 @@ pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
             nic_link(i)
         );
     }
-    let ports: Vec<String> = (0..s.topology.hosts.len()).map(|i| port_link(i).to_string()).collect();
-    let _ = writeln!(t, "[[switch]]\nname = \"sw\"\nlisten = \"{SWITCH_ADDR}\"\nlinks = [{}]\n", ports.join(", "));
+    let ports: Vec<String> = (0..s.topology.hosts.len())
+        .map(|i| port_link(i).to_string())
+        .collect();
+    let _ = writeln!(
+        t,
+        "[[switch]]\nname = \"sw\"\nlisten = \"{SWITCH_ADDR}\"\nlinks = [{}]\n",
+        ports.join(", ")
+    );
     for (i, a) in s.topology.hosts.iter().enumerate() {
         for (j, b) in s.topology.hosts.iter().enumerate() {
             if i != j {
-                let _ = writeln!(t, "[[route]]\nfrom = \"{}\"\nto = \"{}\"\nlinks = [{}, {}]\n", a.name, b.name, nic_link(i), port_link(j));
+                let _ = writeln!(
+                    t,
+                    "[[route]]\nfrom = \"{}\"\nto = \"{}\"\nlinks = [{}, {}]\n",
+                    a.name,
+                    b.name,
+                    nic_link(i),
+                    port_link(j)
+                );
             }
         }
     }
@@ -105,7 +135,11 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
             );
         }
         (None, Some(us)) => {
-            let _ = writeln!(t, "initial_threshold_bytes = {}", (us * e.rate_kbit / 8000).max(1));
+            let _ = writeln!(
+                t,
+                "initial_threshold_bytes = {}",
+                (us * e.rate_kbit / 8000).max(1)
+            );
         }
         (None, None) => {}
     }
@@ -114,8 +148,19 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
 }
 
 /// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table).
-pub fn agent_toml(s: &Scenario, mode: AgentMode, pcn: PcnVariant, program: &Path, regions: &Path) -> String {
-    let hosts: Vec<String> = s.topology.hosts.iter().map(|h| format!("\"{}\"", h.name)).collect();
+pub fn agent_toml(
+    s: &Scenario,
+    mode: AgentMode,
+    pcn: PcnVariant,
+    program: &Path,
+    regions: &Path,
+) -> String {
+    let hosts: Vec<String> = s
+        .topology
+        .hosts
+        .iter()
+        .map(|h| format!("\"{}\"", h.name))
+        .collect();
     let mut t = format!(
         "# written by trainemu for scenario {}\ntopology = \"topo.toml\"\nhosts = [{}]\nprogram = \"{}\"\nprogress_dir = \"{}\"\nnic_only = {}\n",
         s.name,
@@ -130,8 +175,13 @@ pub fn agent_toml(s: &Scenario, mode: AgentMode, pcn: PcnVariant, program: &Path
     match pcn {
         PcnVariant::Default => {}
         PcnVariant::Off => t.push_str("\n[pcn]\nenabled = false\n"),
-        PcnVariant::On { threshold_bytes, .. } => {
-            let _ = write!(t, "\n[pcn]\nenabled = true\nthreshold_bytes = {threshold_bytes}\n");
+        PcnVariant::On {
+            threshold_bytes, ..
+        } => {
+            let _ = write!(
+                t,
+                "\n[pcn]\nenabled = true\nthreshold_bytes = {threshold_bytes}\n"
+            );
         }
     }
     t
@@ -170,7 +220,10 @@ fn spawn(bin: &Path, args: &[&str], log: &Path) -> Result<Child> {
     let err = out.try_clone()?;
     Command::new(bin)
         .args(args)
-        .env("RUST_LOG", std::env::var("MLTCP_AGENT_LOG").unwrap_or_else(|_| "info".into()))
+        .env(
+            "RUST_LOG",
+            std::env::var("MLTCP_AGENT_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -187,7 +240,10 @@ fn tail(log: &Path) -> String {
 /// Sends SIGTERM to `c` and waits up to 5 s for it, then kills it.
 fn terminate(c: &mut Child) {
     if let Ok(pid) = i32::try_from(c.id()) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
     }
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(5) {
@@ -196,7 +252,10 @@ fn terminate(c: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    tracing::warn!("ccp-agent process {} ignored SIGTERM for 5 s: killed", c.id());
+    tracing::warn!(
+        "ccp-agent process {} ignored SIGTERM for 5 s: killed",
+        c.id()
+    );
     let _ = c.kill();
     let _ = c.wait();
 }
@@ -204,15 +263,28 @@ fn terminate(c: &mut Child) {
 impl AgentRun {
     /// Writes the configuration under `dir` and starts the daemons; returns once the agent
     /// answers `ccp-agent status` (its gRPC server is up and its datapath socket open).
-    pub fn start(s: &Scenario, mode: AgentMode, pcn: PcnVariant, setup: &AgentSetup, dir: &Path) -> Result<Self> {
+    pub fn start(
+        s: &Scenario,
+        mode: AgentMode,
+        pcn: PcnVariant,
+        setup: &AgentSetup,
+        dir: &Path,
+    ) -> Result<Self> {
         if !setup.program.is_file() {
-            bail!("the datapath program {} does not exist (trainemu run --agent-program)", setup.program.display());
+            bail!(
+                "the datapath program {} does not exist (trainemu run --agent-program)",
+                setup.program.display()
+            );
         }
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         // Shared memory, not the results directory: the regions are mmap'ed, which the VM's 9p
         // results share does not keep coherent.
         let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
         let regions = base.join(format!("trainemu-agent-{}", std::process::id()));
         let _ = fs::remove_dir_all(&regions);
         fs::create_dir_all(&regions)?;
@@ -222,13 +294,19 @@ impl AgentRun {
         fs::write(&agent_cfg, agent_toml(s, mode, pcn, &program, &regions))?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
-            AgentMode::Switch | AgentMode::PcnOnly => {
-                Some(spawn(&setup.bin, &["switch", "--config", &topo_s, "--name", "sw"], &dir.join("switch.log"))?)
-            }
+            AgentMode::Switch | AgentMode::PcnOnly => Some(spawn(
+                &setup.bin,
+                &["switch", "--config", &topo_s, "--name", "sw"],
+                &dir.join("switch.log"),
+            )?),
             AgentMode::NicOnly => None,
         };
         let agent_s = agent_cfg.display().to_string();
-        let agent = match spawn(&setup.bin, &["run", "--config", &agent_s], &dir.join("agent.log")) {
+        let agent = match spawn(
+            &setup.bin,
+            &["run", "--config", &agent_s],
+            &dir.join("agent.log"),
+        ) {
             Ok(a) => a,
             Err(e) => {
                 if let Some(mut sw) = switch {
@@ -249,13 +327,19 @@ impl AgentRun {
         let t0 = Instant::now();
         loop {
             if let Ok(Some(st)) = run.agent.try_wait() {
-                let why = format!("ccp-agent exited ({st}) at start: {}", tail(&run.dir.join("agent.log")));
+                let why = format!(
+                    "ccp-agent exited ({st}) at start: {}",
+                    tail(&run.dir.join("agent.log"))
+                );
                 run.stop();
                 bail!(why);
             }
             if let Some(sw) = run.switch.as_mut() {
                 if let Ok(Some(st)) = sw.try_wait() {
-                    let why = format!("ccp-agent switch exited ({st}) at start: {}", tail(&run.dir.join("switch.log")));
+                    let why = format!(
+                        "ccp-agent switch exited ({st}) at start: {}",
+                        tail(&run.dir.join("switch.log"))
+                    );
                     run.stop();
                     bail!(why);
                 }
@@ -269,20 +353,29 @@ impl AgentRun {
                 break;
             }
             if t0.elapsed() > START_TIMEOUT {
-                let why = format!("ccp-agent did not answer `status` within {START_TIMEOUT:?}: {}", tail(&run.dir.join("agent.log")));
+                let why = format!(
+                    "ccp-agent did not answer `status` within {START_TIMEOUT:?}: {}",
+                    tail(&run.dir.join("agent.log"))
+                );
                 run.stop();
                 bail!(why);
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        tracing::info!("ccp-agent ({mode:?}) serving, configuration in {}", dir.display());
+        tracing::info!(
+            "ccp-agent ({mode:?}) serving, configuration in {}",
+            dir.display()
+        );
         Ok(run)
     }
 
     /// Whether the agent (and switch) are still running.
     pub fn alive(&mut self) -> bool {
         let a = matches!(self.agent.try_wait(), Ok(None));
-        let s = self.switch.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(None)));
+        let s = self
+            .switch
+            .as_mut()
+            .is_none_or(|c| matches!(c.try_wait(), Ok(None)));
         a && s
     }
 
@@ -291,13 +384,22 @@ impl AgentRun {
     /// the flows are closed by then), the latest to `status-last.txt` (its counters, e.g. bursts
     /// granted, are cumulative).
     pub fn watch_status(&mut self) {
-        let (bin, cfg, out) = (self.bin.clone(), self.dir.join("agent.toml"), self.dir.join("status.txt"));
+        let (bin, cfg, out) = (
+            self.bin.clone(),
+            self.dir.join("agent.toml"),
+            self.dir.join("status.txt"),
+        );
         let last = self.dir.join("status-last.txt");
         let stop = self.stop_watch.clone();
         self.watcher = Some(std::thread::spawn(move || {
             let mut best = 0usize;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(o) = Command::new(&bin).arg("status").arg("--config").arg(&cfg).output() {
+                if let Ok(o) = Command::new(&bin)
+                    .arg("status")
+                    .arg("--config")
+                    .arg(&cfg)
+                    .output()
+                {
                     let text = String::from_utf8_lossy(&o.stdout).to_string();
                     let n = controlled_flows(&text).unwrap_or(0);
                     if o.status.success() {
@@ -323,7 +425,8 @@ impl AgentRun {
     /// flows the agent controlled at once, as `status` sampled it (None without
     /// [`AgentRun::watch_status`]).
     pub fn stop(mut self) -> Option<usize> {
-        self.stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop_watch
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let best = self.watcher.take().and_then(|w| w.join().ok());
         terminate(&mut self.agent);
         if let Some(mut s) = self.switch.take() {
@@ -361,17 +464,43 @@ workers = ["h1", "h2"]
         let links = t["link"].as_array().unwrap();
         assert_eq!(links.len(), 6);
         let cap = |id: u32| {
-            links.iter().find(|l| l["id"].as_integer() == Some(id.into())).unwrap()["capacity_mbps"].as_integer().unwrap()
+            links
+                .iter()
+                .find(|l| l["id"].as_integer() == Some(id.into()))
+                .unwrap()["capacity_mbps"]
+                .as_integer()
+                .unwrap()
         };
-        assert_eq!((cap(1), cap(2), cap(3), cap(4), cap(5), cap(6)), (100, 100, 50, 50, 1000, 1000));
+        assert_eq!(
+            (cap(1), cap(2), cap(3), cap(4), cap(5), cap(6)),
+            (100, 100, 50, 50, 1000, 1000)
+        );
         assert_eq!(t["host"][1]["addrs"][0].as_str(), Some("10.77.2.1"));
         assert_eq!(t["host"][1]["nic"].as_integer(), Some(3));
         assert_eq!(t["switch"][0]["links"].as_array().unwrap().len(), 3);
         let routes = t["route"].as_array().unwrap();
         assert_eq!(routes.len(), 6);
-        let r = routes.iter().find(|r| r["from"].as_str() == Some("h3") && r["to"].as_str() == Some("h2")).unwrap();
-        assert_eq!(r["links"].as_array().unwrap().iter().map(|l| l.as_integer().unwrap()).collect::<Vec<_>>(), vec![5, 4]);
-        let a: toml::Value = toml::from_str(&agent_toml(&s, AgentMode::NicOnly, PcnVariant::Default, Path::new("/p.ccp"), Path::new("/r"))).unwrap();
+        let r = routes
+            .iter()
+            .find(|r| r["from"].as_str() == Some("h3") && r["to"].as_str() == Some("h2"))
+            .unwrap();
+        assert_eq!(
+            r["links"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.as_integer().unwrap())
+                .collect::<Vec<_>>(),
+            vec![5, 4]
+        );
+        let a: toml::Value = toml::from_str(&agent_toml(
+            &s,
+            AgentMode::NicOnly,
+            PcnVariant::Default,
+            Path::new("/p.ccp"),
+            Path::new("/r"),
+        ))
+        .unwrap();
         assert_eq!(a["nic_only"].as_bool(), Some(true));
         assert_eq!(a["hosts"].as_array().unwrap().len(), 3);
     }
@@ -392,8 +521,12 @@ workers = ["h1", "h2"]
         let s = parse(S).unwrap();
         let dir = std::env::temp_dir().join(format!("trainemu-agent-cfg-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datapath-programs/mlcc-slot.ccp");
-        let on = PcnVariant::On { threshold_bytes: 6000, harmonic: true };
+        let prog =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datapath-programs/mlcc-slot.ccp");
+        let on = PcnVariant::On {
+            threshold_bytes: 6000,
+            harmonic: true,
+        };
         for (mode, pcn) in [
             (AgentMode::NicOnly, PcnVariant::Default),
             (AgentMode::Switch, PcnVariant::Default),
@@ -402,22 +535,39 @@ workers = ["h1", "h2"]
             (AgentMode::PcnOnly, on),
         ] {
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
-            fs::write(dir.join("agent.toml"), agent_toml(&s, mode, pcn, &prog, &dir.join("regions"))).unwrap();
+            fs::write(
+                dir.join("agent.toml"),
+                agent_toml(&s, mode, pcn, &prog, &dir.join("regions")),
+            )
+            .unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
-                PcnVariant::On { threshold_bytes, harmonic } => (threshold_bytes, harmonic),
+                PcnVariant::On {
+                    threshold_bytes,
+                    harmonic,
+                } => (threshold_bytes, harmonic),
                 _ => (15_000, false),
             };
             assert_eq!(c.pcn.threshold_bytes, t);
-            assert_eq!(format!("{:?}", c.topology.pcn.combine) == "Harmonic", harmonic);
+            assert_eq!(
+                format!("{:?}", c.topology.pcn.combine) == "Harmonic",
+                harmonic
+            );
             assert_eq!(c.topology.switches.len(), 1);
-            let e = c.topology.ecn.get(&port_link(1)).expect("h2's port carries its ECN qdisc");
+            let e = c
+                .topology
+                .ecn
+                .get(&port_link(1))
+                .expect("h2's port carries its ECN qdisc");
             assert_eq!(c.topology.ecn.len(), 1);
-            assert_eq!((e.dev.as_str(), e.netns.as_deref(), e.parent.as_deref()), ("v-h2", Some("te-sw"), Some("1:1")));
+            assert_eq!(
+                (e.dev.as_str(), e.netns.as_deref(), e.parent.as_deref()),
+                ("v-h2", Some("te-sw"), Some("1:1"))
+            );
             assert_eq!(e.initial_threshold_bytes, 30_000);
         }
         let _ = fs::remove_dir_all(&dir);

@@ -31,8 +31,18 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
 ];
 
 /// Congestion controls a scenario may name (those of Linux and of tcp_mltcp.ko we know of).
-pub const KNOWN_CCS: &[&str] =
-    &["cubic", "reno", "mltcp", "mltcp_cubic", "mltcp_dctcp", "bbr", "dctcp", "vegas", "htcp", "bic"];
+pub const KNOWN_CCS: &[&str] = &[
+    "cubic",
+    "reno",
+    "mltcp",
+    "mltcp_cubic",
+    "mltcp_dctcp",
+    "bbr",
+    "dctcp",
+    "vegas",
+    "htcp",
+    "bic",
+];
 
 /// Congestion controls that need ECN (their connections negotiate it; without it they run Reno).
 pub const NEEDS_ECN: &[&str] = &["dctcp", "mltcp_dctcp"];
@@ -115,7 +125,10 @@ impl CcVariant {
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
         const SUFFIXES: &str = "+agent, +agent+switch, then +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, mut tokens) = match label.find('+') {
-            Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>().into_iter()),
+            Some(i) => (
+                &label[..i],
+                label[i + 1..].split('+').collect::<Vec<_>>().into_iter(),
+            ),
             None => (label, Vec::new().into_iter()),
         };
         let mut agent = None;
@@ -133,7 +146,9 @@ impl CcVariant {
             if next == Some("pcn") {
                 next = tokens.next();
                 if let Some(t) = next {
-                    return Err(format!("unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"));
+                    return Err(format!(
+                        "unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"
+                    ));
                 }
             }
         }
@@ -147,7 +162,11 @@ impl CcVariant {
                 let (bytes, combine) = v.split_once(':').unwrap_or((v, "min"));
                 let threshold_bytes: u32 = match bytes.parse() {
                     Ok(b) if b > 0 => b,
-                    _ => return Err(format!("'+{t}': the PCN threshold must be a number of bytes > 0")),
+                    _ => {
+                        return Err(format!(
+                            "'+{t}': the PCN threshold must be a number of bytes > 0"
+                        ))
+                    }
                 };
                 let harmonic = match combine {
                     "min" => false,
@@ -155,37 +174,58 @@ impl CcVariant {
                     c => return Err(format!("'+{t}': unknown combine '{c}' (min or harmonic)")),
                 };
                 if agent == Some(AgentMode::NicOnly) {
-                    return Err(format!("'+{t}' needs +agent+switch (the switch daemon changes the threshold)"));
+                    return Err(format!(
+                        "'+{t}' needs +agent+switch (the switch daemon changes the threshold)"
+                    ));
                 }
-                PcnVariant::On { threshold_bytes, harmonic }
+                PcnVariant::On {
+                    threshold_bytes,
+                    harmonic,
+                }
             } else {
                 return Err(format!("unknown suffix '+{t}' (known: {SUFFIXES})"));
             };
         }
         if let Some(t) = tokens.next() {
-            return Err(format!("unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"));
+            return Err(format!(
+                "unknown suffix '+{t}' after the PCN setting (known: {SUFFIXES})"
+            ));
         }
         let (cc, rest) = match s.find('[') {
             None => (s, None),
             Some(i) => {
-                let inner = s[i + 1..].strip_suffix(']').ok_or("a parameter list must end with ']'")?;
+                let inner = s[i + 1..]
+                    .strip_suffix(']')
+                    .ok_or("a parameter list must end with ']'")?;
                 (&s[..i], Some(inner))
             }
         };
         if !KNOWN_CCS.contains(&cc) {
-            return Err(format!("unknown congestion control '{cc}' (known: {})", KNOWN_CCS.join(", ")));
+            return Err(format!(
+                "unknown congestion control '{cc}' (known: {})",
+                KNOWN_CCS.join(", ")
+            ));
         }
         let mut params: Vec<(String, u32)> = Vec::new();
         if let Some(inner) = rest {
             if !cc.starts_with("mltcp") {
-                return Err(format!("module parameters apply to tcp_mltcp's algorithms only, not '{cc}'"));
+                return Err(format!(
+                    "module parameters apply to tcp_mltcp's algorithms only, not '{cc}'"
+                ));
             }
             for kv in inner.split(',') {
-                let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not NAME=VALUE"))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| format!("'{kv}' is not NAME=VALUE"))?;
                 if !MLTCP_PARAMS.contains(&k) {
-                    return Err(format!("unknown module parameter '{k}' (known: {})", MLTCP_PARAMS.join(", ")));
+                    return Err(format!(
+                        "unknown module parameter '{k}' (known: {})",
+                        MLTCP_PARAMS.join(", ")
+                    ));
                 }
-                let v: u32 = v.parse().map_err(|_| format!("{k} = '{v}' is not an unsigned 32-bit integer"))?;
+                let v: u32 = v
+                    .parse()
+                    .map_err(|_| format!("{k} = '{v}' is not an unsigned 32-bit integer"))?;
                 if params.iter().any(|(n, _)| n == k) {
                     return Err(format!("parameter '{k}' given twice"));
                 }
@@ -195,16 +235,26 @@ impl CcVariant {
                 return Err("empty parameter list".into());
             }
         }
-        if matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) && !cc.starts_with("mltcp") {
+        if matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) && !cc.starts_with("mltcp")
+        {
             return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
         }
-        Ok(Self { label: label.to_string(), cc: cc.to_string(), params, agent, pcn })
+        Ok(Self {
+            label: label.to_string(),
+            cc: cc.to_string(),
+            params,
+            agent,
+            pcn,
+        })
     }
 
     /// The run's directory name: the label with `[`, `]`, `,`, `=`, `+` and `:` replaced by `_`,
     /// `-`.
     pub fn dir_name(&self) -> String {
-        self.label.replace(['[', ','], "_").replace(']', "").replace(['=', '+', ':'], "-")
+        self.label
+            .replace(['[', ','], "_")
+            .replace(']', "")
+            .replace(['=', '+', ':'], "-")
     }
 }
 
@@ -323,8 +373,14 @@ impl Sysctls {
                 v.push((format!("net.ipv4.{k}"), val));
             }
         };
-        add("tcp_slow_start_after_idle", self.tcp_slow_start_after_idle.map(|x| x.to_string()));
-        add("tcp_no_metrics_save", self.tcp_no_metrics_save.map(|x| x.to_string()));
+        add(
+            "tcp_slow_start_after_idle",
+            self.tcp_slow_start_after_idle.map(|x| x.to_string()),
+        );
+        add(
+            "tcp_no_metrics_save",
+            self.tcp_no_metrics_save.map(|x| x.to_string()),
+        );
         add("tcp_ecn", self.tcp_ecn.map(|x| x.to_string()));
         add("tcp_wmem", self.tcp_wmem.clone());
         add("tcp_rmem", self.tcp_rmem.clone());
@@ -456,7 +512,8 @@ pub struct JobPlan {
 fn valid_name(s: &str, max: usize, extra: &str) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(c))
 }
 
 impl Scenario {
@@ -470,7 +527,9 @@ impl Scenario {
                 let base = path.file_name().and_then(|s| s.to_str()).unwrap_or("");
                 match BUILTIN_SCENARIOS.iter().find(|(n, _)| *n == base) {
                     Some((_, t)) => {
-                        tracing::warn!("{file} not found here: using the copy of {base} built into trainemu");
+                        tracing::warn!(
+                            "{file} not found here: using the copy of {base} built into trainemu"
+                        );
                         t.to_string()
                     }
                     None => bail!("{file}: cannot read: {e}"),
@@ -497,7 +556,11 @@ impl Scenario {
             };
         }
         if !valid_name(&self.name, 32, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
-            refuse!("name", self.name, "must be 1-32 characters of [A-Za-z0-9_-]");
+            refuse!(
+                "name",
+                self.name,
+                "must be 1-32 characters of [A-Za-z0-9_-]"
+            );
         }
         if self.iterations == 0 || self.iterations > 100_000 {
             refuse!("iterations", self.iterations, "must be in 1..=100000");
@@ -506,7 +569,14 @@ impl Scenario {
             refuse!("solo_iterations", self.solo_iterations, "must be >= 1");
         }
         if !KNOWN_CCS.contains(&self.solo_cc.as_str()) {
-            refuse!("solo_cc", self.solo_cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+            refuse!(
+                "solo_cc",
+                self.solo_cc,
+                format!(
+                    "unknown congestion control (known: {})",
+                    KNOWN_CCS.join(", ")
+                )
+            );
         }
         if self.ccs.is_empty() {
             refuse!("ccs", self.ccs, "must name at least one congestion control");
@@ -521,7 +591,11 @@ impl Scenario {
             }
         }
         if !(self.sample_ms.is_finite() && self.sample_ms >= 1.0 && self.sample_ms <= 20.0) {
-            refuse!("sample_ms", self.sample_ms, "must be in 1..=20 (milliseconds)");
+            refuse!(
+                "sample_ms",
+                self.sample_ms,
+                "must be in 1..=20 (milliseconds)"
+            );
         }
         // Topology.
         let t = &self.topology;
@@ -553,7 +627,11 @@ impl Scenario {
             }
             if let Some(b) = h.burst_bytes {
                 if b < 1600 {
-                    refuse!(f("burst_bytes"), b, "must be >= 1600 bytes (one MTU-sized packet)");
+                    refuse!(
+                        f("burst_bytes"),
+                        b,
+                        "must be >= 1600 bytes (one MTU-sized packet)"
+                    );
                 }
             }
             if let Some(q) = h.queue_ms {
@@ -565,17 +643,39 @@ impl Scenario {
                 let (th, ce) = (e.threshold_kb, e.ce_threshold_us);
                 match e.qdisc.as_str() {
                     "red" => match (th, ce) {
-                        (None, _) => refuse!(f("ecn.threshold_kb"), "", "qdisc \"red\" needs a threshold_kb"),
-                        (_, Some(c)) => refuse!(f("ecn.ce_threshold_us"), c, "belongs to qdisc \"fq_codel\", not \"red\""),
+                        (None, _) => refuse!(
+                            f("ecn.threshold_kb"),
+                            "",
+                            "qdisc \"red\" needs a threshold_kb"
+                        ),
+                        (_, Some(c)) => refuse!(
+                            f("ecn.ce_threshold_us"),
+                            c,
+                            "belongs to qdisc \"fq_codel\", not \"red\""
+                        ),
                         (Some(t), None) if !(t.is_finite() && (1.5..=100_000.0).contains(&t)) => {
-                            refuse!(f("ecn.threshold_kb"), t, "must be in 1.5..=100000 kB (at least one packet)")
+                            refuse!(
+                                f("ecn.threshold_kb"),
+                                t,
+                                "must be in 1.5..=100000 kB (at least one packet)"
+                            )
                         }
                         _ => {}
                     },
                     "fq_codel" => match (th, ce) {
-                        (_, None) => refuse!(f("ecn.ce_threshold_us"), "", "qdisc \"fq_codel\" needs a ce_threshold_us"),
-                        (Some(t), _) => refuse!(f("ecn.threshold_kb"), t, "belongs to qdisc \"red\", not \"fq_codel\""),
-                        (None, Some(c)) if !(c.is_finite() && (1.0..=10_000_000.0).contains(&c)) => {
+                        (_, None) => refuse!(
+                            f("ecn.ce_threshold_us"),
+                            "",
+                            "qdisc \"fq_codel\" needs a ce_threshold_us"
+                        ),
+                        (Some(t), _) => refuse!(
+                            f("ecn.threshold_kb"),
+                            t,
+                            "belongs to qdisc \"red\", not \"fq_codel\""
+                        ),
+                        (None, Some(c))
+                            if !(c.is_finite() && (1.0..=10_000_000.0).contains(&c)) =>
+                        {
                             refuse!(f("ecn.ce_threshold_us"), c, "must be in 1..=10000000 µs")
                         }
                         _ => {}
@@ -583,15 +683,27 @@ impl Scenario {
                     q => refuse!(f("ecn.qdisc"), q, "must be \"red\" or \"fq_codel\""),
                 }
                 if h.rate_mbit.is_none() {
-                    refuse!(f("ecn"), e.qdisc, "the ECN qdisc sits under the port's tbf: set rate_mbit too");
+                    refuse!(
+                        f("ecn"),
+                        e.qdisc,
+                        "the ECN qdisc sits under the port's tbf: set rate_mbit too"
+                    );
                 }
             }
         }
         if !hosts.contains(&t.bottleneck) {
-            refuse!("topology.bottleneck", t.bottleneck, format!("not a host of topology.hosts ({})", join(&hosts)));
+            refuse!(
+                "topology.bottleneck",
+                t.bottleneck,
+                format!("not a host of topology.hosts ({})", join(&hosts))
+            );
         }
         if t.bottleneck_direction != "egress" && t.bottleneck_direction != "ingress" {
-            refuse!("topology.bottleneck_direction", t.bottleneck_direction, "must be \"egress\" or \"ingress\"");
+            refuse!(
+                "topology.bottleneck_direction",
+                t.bottleneck_direction,
+                "must be \"egress\" or \"ingress\""
+            );
         }
         // Sysctls.
         let sc = &self.sysctl;
@@ -610,41 +722,67 @@ impl Scenario {
             if let Some(v) = v {
                 let n: Vec<_> = v.split_whitespace().map(|x| x.parse::<u64>()).collect();
                 if n.len() != 3 || n.iter().any(|x| x.is_err()) {
-                    refuse!(format!("sysctl.{k}"), v, "must be three byte counts \"MIN DEFAULT MAX\"");
+                    refuse!(
+                        format!("sysctl.{k}"),
+                        v,
+                        "must be three byte counts \"MIN DEFAULT MAX\""
+                    );
                 }
             }
         }
         // Jobs.
         if self.jobs.is_empty() {
-            refuse!("jobs", self.jobs.len(), "must list at least one job ([[jobs]])");
+            refuse!(
+                "jobs",
+                self.jobs.len(),
+                "must list at least one job ([[jobs]])"
+            );
         }
         let mut names = BTreeSet::new();
         for (i, j) in self.jobs.iter().enumerate() {
             let f = |x: &str| format!("jobs[{i}].{x}");
             if !valid_name(&j.name, 16, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
-                refuse!(f("name"), j.name, "must be 1-16 characters of [A-Za-z0-9_-]");
+                refuse!(
+                    f("name"),
+                    j.name,
+                    "must be 1-16 characters of [A-Za-z0-9_-]"
+                );
             }
             if !names.insert(j.name.clone()) {
                 refuse!(f("name"), j.name, "duplicate job name");
             }
             if !models.models.contains_key(&j.model) {
                 let known: BTreeSet<String> = models.models.keys().cloned().collect();
-                refuse!(f("model"), j.model, format!("not a model of models.toml ({})", join(&known)));
+                refuse!(
+                    f("model"),
+                    j.model,
+                    format!("not a model of models.toml ({})", join(&known))
+                );
             }
             if j.workers.len() < 2 || j.workers.len() > 64 {
                 refuse!(f("workers"), j.workers, "a job needs 2..=64 workers");
             }
             for (k, w) in j.workers.iter().enumerate() {
                 if !hosts.contains(w) {
-                    refuse!(format!("jobs[{i}].workers[{k}]"), w, format!("not a host of topology.hosts ({})", join(&hosts)));
+                    refuse!(
+                        format!("jobs[{i}].workers[{k}]"),
+                        w,
+                        format!("not a host of topology.hosts ({})", join(&hosts))
+                    );
                 }
             }
             match (j.paradigm, &j.ps) {
                 (Paradigm::Ps, None) => refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host"),
                 (Paradigm::Ps, Some(p)) if !hosts.contains(p) => {
-                    refuse!(f("ps"), p, format!("not a host of topology.hosts ({})", join(&hosts)))
+                    refuse!(
+                        f("ps"),
+                        p,
+                        format!("not a host of topology.hosts ({})", join(&hosts))
+                    )
                 }
-                (Paradigm::Ring, Some(p)) => refuse!(f("ps"), p, "only paradigm \"ps\" has a ps host"),
+                (Paradigm::Ring, Some(p)) => {
+                    refuse!(f("ps"), p, "only paradigm \"ps\" has a ps host")
+                }
                 _ => {}
             }
             if let Some(n) = j.iterations {
@@ -652,8 +790,13 @@ impl Scenario {
                     refuse!(f("iterations"), n, "must be in 1..=100000");
                 }
             }
-            if !(j.start_offset_ms.is_finite() && (0.0..=3_600_000.0).contains(&j.start_offset_ms)) {
-                refuse!(f("start_offset_ms"), j.start_offset_ms, "must be in 0..=3600000 ms");
+            if !(j.start_offset_ms.is_finite() && (0.0..=3_600_000.0).contains(&j.start_offset_ms))
+            {
+                refuse!(
+                    f("start_offset_ms"),
+                    j.start_offset_ms,
+                    "must be in 0..=3600000 ms"
+                );
             }
             if let Some(c) = j.compute_ms {
                 if !(c.is_finite() && (0.0..=600_000.0).contains(&c)) {
@@ -670,45 +813,91 @@ impl Scenario {
             }
             let plan = self.plan_job(j, models);
             if plan.gradient_bytes < plan.workers.len() as u64 {
-                refuse!(f("scale"), j.scale.unwrap_or(models.models[&j.model].scale),
-                    format!("gives a gradient of {} bytes, fewer than the {} workers", plan.gradient_bytes, plan.workers.len()));
+                refuse!(
+                    f("scale"),
+                    j.scale.unwrap_or(models.models[&j.model].scale),
+                    format!(
+                        "gives a gradient of {} bytes, fewer than the {} workers",
+                        plan.gradient_bytes,
+                        plan.workers.len()
+                    )
+                );
             }
             if plan.gradient_bytes > 4 << 30 {
-                refuse!(f("scale"), j.scale.unwrap_or(models.models[&j.model].scale),
-                    format!("gives a gradient of {} bytes (> 4 GiB)", plan.gradient_bytes));
+                refuse!(
+                    f("scale"),
+                    j.scale.unwrap_or(models.models[&j.model].scale),
+                    format!(
+                        "gives a gradient of {} bytes (> 4 GiB)",
+                        plan.gradient_bytes
+                    )
+                );
             }
         }
         // Background flows.
         for (i, b) in self.background.iter().enumerate() {
             let f = |x: &str| format!("background[{i}].{x}");
             if !valid_name(&b.name, 16, "_-ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
-                refuse!(f("name"), b.name, "must be 1-16 characters of [A-Za-z0-9_-]");
+                refuse!(
+                    f("name"),
+                    b.name,
+                    "must be 1-16 characters of [A-Za-z0-9_-]"
+                );
             }
             if !names.insert(b.name.clone()) {
-                refuse!(f("name"), b.name, "duplicate name (jobs and background flows share names)");
+                refuse!(
+                    f("name"),
+                    b.name,
+                    "duplicate name (jobs and background flows share names)"
+                );
             }
             for (k, h) in [("from", &b.from), ("to", &b.to)] {
                 if !hosts.contains(h) {
-                    refuse!(f(k), h, format!("not a host of topology.hosts ({})", join(&hosts)));
+                    refuse!(
+                        f(k),
+                        h,
+                        format!("not a host of topology.hosts ({})", join(&hosts))
+                    );
                 }
             }
             if b.from == b.to {
                 refuse!(f("to"), b.to, "a background flow needs two different hosts");
             }
             if !KNOWN_CCS.contains(&b.cc.as_str()) {
-                refuse!(f("cc"), b.cc, format!("unknown congestion control (known: {})", KNOWN_CCS.join(", ")));
+                refuse!(
+                    f("cc"),
+                    b.cc,
+                    format!(
+                        "unknown congestion control (known: {})",
+                        KNOWN_CCS.join(", ")
+                    )
+                );
             }
             if !(b.start_ms.is_finite() && (0.0..=3_600_000.0).contains(&b.start_ms)) {
                 refuse!(f("start_ms"), b.start_ms, "must be in 0..=3600000 ms");
             }
             if let Some(stop) = b.stop_ms {
                 if !(stop.is_finite() && stop > b.start_ms && stop <= 3_600_000.0) {
-                    refuse!(f("stop_ms"), stop, format!("must be after start_ms ({}) and at most 3600000 ms", b.start_ms));
+                    refuse!(
+                        f("stop_ms"),
+                        stop,
+                        format!(
+                            "must be after start_ms ({}) and at most 3600000 ms",
+                            b.start_ms
+                        )
+                    );
                 }
             }
         }
-        if !(self.background_baseline_s.is_finite() && self.background_baseline_s >= 1.0 && self.background_baseline_s <= 3600.0) {
-            refuse!("background_baseline_s", self.background_baseline_s, "must be in 1..=3600 s");
+        if !(self.background_baseline_s.is_finite()
+            && self.background_baseline_s >= 1.0
+            && self.background_baseline_s <= 3600.0)
+        {
+            refuse!(
+                "background_baseline_s",
+                self.background_baseline_s,
+                "must be in 1..=3600 s"
+            );
         }
         if let Some(b) = self.before_burst_ms {
             if !(b.is_finite() && (0.0..=1000.0).contains(&b)) {
@@ -720,13 +909,16 @@ impl Scenario {
 
     /// The `before_burst` timeout of the workers, when they make the call.
     pub fn before_burst(&self) -> Option<std::time::Duration> {
-        self.before_burst_ms.filter(|&m| m > 0.0).map(|m| std::time::Duration::from_micros((m * 1000.0).round() as u64))
+        self.before_burst_ms
+            .filter(|&m| m > 0.0)
+            .map(|m| std::time::Duration::from_micros((m * 1000.0).round() as u64))
     }
 
     fn plan_job(&self, j: &Job, models: &ModelFile) -> JobPlan {
         let m = &models.models[&j.model];
         let compute = j.compute_ms.unwrap_or(m.compute_ms) * j.time_scale;
-        let bytes = (m.bytes_per_iteration as f64 * j.scale.unwrap_or(m.scale) * j.time_scale).round() as u64;
+        let bytes = (m.bytes_per_iteration as f64 * j.scale.unwrap_or(m.scale) * j.time_scale)
+            .round() as u64;
         JobPlan {
             name: j.name.clone(),
             model: j.model.clone(),
@@ -776,7 +968,15 @@ workers = ["h1", "h2"]
     #[test]
     fn builtin_files_are_valid() {
         let m = ModelFile::builtin();
-        for k in ["vgg16", "vgg19", "resnet50", "wideresnet101", "bert", "gpt2", "dlrm"] {
+        for k in [
+            "vgg16",
+            "vgg19",
+            "resnet50",
+            "wideresnet101",
+            "bert",
+            "gpt2",
+            "dlrm",
+        ] {
             assert!(m.models.contains_key(k), "models.toml lacks {k}");
         }
         for (n, t) in BUILTIN_SCENARIOS {
@@ -792,7 +992,10 @@ workers = ["h1", "h2"]
     #[test]
     fn refuses_unknown_host_naming_field_and_value() {
         let e = err_of(&GOOD.replace(r#"workers = ["h1", "h2"]"#, r#"workers = ["h1", "h9"]"#));
-        assert!(e.contains("x.toml") && e.contains("jobs[0].workers[1]") && e.contains("h9"), "{e}");
+        assert!(
+            e.contains("x.toml") && e.contains("jobs[0].workers[1]") && e.contains("h9"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -804,12 +1007,37 @@ workers = ["h1", "h2"]
     #[test]
     fn refuses_bad_values() {
         for (from, to, field, val) in [
-            ("ccs = [\"cubic\", \"reno\"]", "ccs = [\"cubic\", \"newreno\"]", "ccs[1]", "newreno"),
-            ("model = \"vgg16\"", "model = \"vgg17\"", "jobs[0].model", "vgg17"),
-            ("bottleneck = \"h1\"", "bottleneck = \"h3\"", "topology.bottleneck", "h3"),
-            ("delay_ms = 2", "delay_ms = -2", "topology.hosts[0].delay_ms", "-2"),
+            (
+                "ccs = [\"cubic\", \"reno\"]",
+                "ccs = [\"cubic\", \"newreno\"]",
+                "ccs[1]",
+                "newreno",
+            ),
+            (
+                "model = \"vgg16\"",
+                "model = \"vgg17\"",
+                "jobs[0].model",
+                "vgg17",
+            ),
+            (
+                "bottleneck = \"h1\"",
+                "bottleneck = \"h3\"",
+                "topology.bottleneck",
+                "h3",
+            ),
+            (
+                "delay_ms = 2",
+                "delay_ms = -2",
+                "topology.hosts[0].delay_ms",
+                "-2",
+            ),
             ("iterations = 5", "iterations = 0", "iterations", "0"),
-            ("workers = [\"h1\", \"h2\"]", "workers = [\"h1\"]", "jobs[0].workers", "h1"),
+            (
+                "workers = [\"h1\", \"h2\"]",
+                "workers = [\"h1\"]",
+                "jobs[0].workers",
+                "h1",
+            ),
             ("paradigm = \"ring\"", "paradigm = \"ps\"", "jobs[0].ps", ""),
         ] {
             let t = GOOD.replace(from, to);
@@ -825,29 +1053,68 @@ workers = ["h1", "h2"]
     fn cc_variants_parse_and_refuse() {
         let v = CcVariant::parse("mltcp[slope_fx=3072,intercept_fx=512]").unwrap();
         assert_eq!(v.cc, "mltcp");
-        assert_eq!(v.params, vec![("slope_fx".to_string(), 3072), ("intercept_fx".to_string(), 512)]);
+        assert_eq!(
+            v.params,
+            vec![
+                ("slope_fx".to_string(), 3072),
+                ("intercept_fx".to_string(), 512)
+            ]
+        );
         assert_eq!(v.dir_name(), "mltcp_slope_fx-3072_intercept_fx-512");
         assert_eq!(CcVariant::parse("cubic").unwrap().params, vec![]);
         assert_eq!(CcVariant::parse("cubic").unwrap().agent, None);
         let v = CcVariant::parse("mltcp[slope_fx=3072]+agent").unwrap();
-        assert_eq!((v.cc.as_str(), v.agent), ("mltcp", Some(AgentMode::NicOnly)));
+        assert_eq!(
+            (v.cc.as_str(), v.agent),
+            ("mltcp", Some(AgentMode::NicOnly))
+        );
         assert_eq!(v.params, vec![("slope_fx".to_string(), 3072)]);
         assert_eq!(v.dir_name(), "mltcp_slope_fx-3072-agent");
         let v = CcVariant::parse("mltcp_dctcp+agent+switch").unwrap();
-        assert_eq!((v.cc.as_str(), v.agent, v.pcn), ("mltcp_dctcp", Some(AgentMode::Switch), PcnVariant::Default));
+        assert_eq!(
+            (v.cc.as_str(), v.agent, v.pcn),
+            ("mltcp_dctcp", Some(AgentMode::Switch), PcnVariant::Default)
+        );
         let v = CcVariant::parse("mltcp_dctcp+agent+switch+nopcn").unwrap();
         assert_eq!((v.agent, v.pcn), (Some(AgentMode::Switch), PcnVariant::Off));
         let v = CcVariant::parse("mltcp_dctcp+agent+nopcn").unwrap();
-        assert_eq!((v.agent, v.pcn), (Some(AgentMode::NicOnly), PcnVariant::Off));
+        assert_eq!(
+            (v.agent, v.pcn),
+            (Some(AgentMode::NicOnly), PcnVariant::Off)
+        );
         let v = CcVariant::parse("mltcp_dctcp+agent+switch+pcn=6000").unwrap();
-        assert_eq!(v.pcn, PcnVariant::On { threshold_bytes: 6000, harmonic: false });
+        assert_eq!(
+            v.pcn,
+            PcnVariant::On {
+                threshold_bytes: 6000,
+                harmonic: false
+            }
+        );
         let v = CcVariant::parse("mltcp_dctcp+agent+switch+pcn=6000:harmonic").unwrap();
-        assert_eq!(v.pcn, PcnVariant::On { threshold_bytes: 6000, harmonic: true });
+        assert_eq!(
+            v.pcn,
+            PcnVariant::On {
+                threshold_bytes: 6000,
+                harmonic: true
+            }
+        );
         assert_eq!(v.dir_name(), "mltcp_dctcp-agent-switch-pcn-6000-harmonic");
         let v = CcVariant::parse("dctcp+pcn").unwrap();
-        assert_eq!((v.cc.as_str(), v.agent, v.pcn), ("dctcp", Some(AgentMode::PcnOnly), PcnVariant::Default));
+        assert_eq!(
+            (v.cc.as_str(), v.agent, v.pcn),
+            ("dctcp", Some(AgentMode::PcnOnly), PcnVariant::Default)
+        );
         let v = CcVariant::parse("mltcp_dctcp+pcn=4500:harmonic").unwrap();
-        assert_eq!((v.agent, v.pcn), (Some(AgentMode::PcnOnly), PcnVariant::On { threshold_bytes: 4500, harmonic: true }));
+        assert_eq!(
+            (v.agent, v.pcn),
+            (
+                Some(AgentMode::PcnOnly),
+                PcnVariant::On {
+                    threshold_bytes: 4500,
+                    harmonic: true
+                }
+            )
+        );
         for (bad, why) in [
             ("cubic+agent", "not one of its algorithms"),
             ("mltcp+switch", "unknown suffix '+switch'"),
@@ -872,8 +1139,16 @@ workers = ["h1", "h2"]
             let e = CcVariant::parse(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
-        let e = err_of(&GOOD.replace("ccs = [\"cubic\", \"reno\"]", "ccs = [\"cubic\", \"mltcp[slope=2]\"]"));
-        assert!(e.contains("ccs[1]") && e.contains("mltcp[slope=2]") && e.contains("unknown module parameter"), "{e}");
+        let e = err_of(&GOOD.replace(
+            "ccs = [\"cubic\", \"reno\"]",
+            "ccs = [\"cubic\", \"mltcp[slope=2]\"]",
+        ));
+        assert!(
+            e.contains("ccs[1]")
+                && e.contains("mltcp[slope=2]")
+                && e.contains("unknown module parameter"),
+            "{e}"
+        );
     }
 
     const ECN: &str = r#"
@@ -904,10 +1179,20 @@ stop_ms = 900
         let s = parse(ECN).unwrap();
         let h = &s.topology.hosts;
         assert_eq!(h[0].ecn, None);
-        assert_eq!(h[1].ecn, Some(EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None }));
+        assert_eq!(
+            h[1].ecn,
+            Some(EcnMark {
+                qdisc: "red".into(),
+                threshold_kb: Some(30.0),
+                ce_threshold_us: None
+            })
+        );
         assert_eq!(h[2].ecn.as_ref().unwrap().ce_threshold_us, Some(500.0));
         assert_eq!(s.background.len(), 1);
-        assert_eq!((s.background[0].start_ms, s.background[0].stop_ms), (100.0, Some(900.0)));
+        assert_eq!(
+            (s.background[0].start_ms, s.background[0].stop_ms),
+            (100.0, Some(900.0))
+        );
         assert_eq!(s.background_baseline_s, 10.0);
         assert_eq!(s.before_burst(), Some(std::time::Duration::from_millis(2)));
         let off = parse(&ECN.replace("before_burst_ms = 2", "before_burst_ms = 0")).unwrap();
@@ -919,27 +1204,105 @@ stop_ms = 900
     #[test]
     fn refuses_bad_ecn_background_and_before_burst_naming_the_field() {
         for (from, to, field, val) in [
-            ("qdisc = \"red\"", "qdisc = \"pie\"", "topology.hosts[1].ecn.qdisc", "pie"),
-            ("threshold_kb = 30", "threshold_kb = 0.5", "topology.hosts[1].ecn.threshold_kb", "0.5"),
-            ("threshold_kb = 30", "ce_threshold_us = 30", "topology.hosts[1].ecn.threshold_kb", "needs a threshold_kb"),
-            ("threshold_kb = 30", "threshold_kb = 30, ce_threshold_us = 9", "topology.hosts[1].ecn.ce_threshold_us", "9"),
-            ("ce_threshold_us = 500", "ce_threshold_us = 0", "topology.hosts[2].ecn.ce_threshold_us", "0"),
-            ("ce_threshold_us = 500", "ce_threshold_us = 5, threshold_kb = 3", "topology.hosts[2].ecn.threshold_kb", "3"),
-            ("{ name = \"h2\", rate_mbit = 100, ecn", "{ name = \"h2\", ecn", "topology.hosts[1].ecn", "tbf"),
-            ("name = \"bg1\"", "name = \"A\"", "background[0].name", "\"A\""),
-            ("name = \"bg1\"", "name = \"b g\"", "background[0].name", "b g"),
+            (
+                "qdisc = \"red\"",
+                "qdisc = \"pie\"",
+                "topology.hosts[1].ecn.qdisc",
+                "pie",
+            ),
+            (
+                "threshold_kb = 30",
+                "threshold_kb = 0.5",
+                "topology.hosts[1].ecn.threshold_kb",
+                "0.5",
+            ),
+            (
+                "threshold_kb = 30",
+                "ce_threshold_us = 30",
+                "topology.hosts[1].ecn.threshold_kb",
+                "needs a threshold_kb",
+            ),
+            (
+                "threshold_kb = 30",
+                "threshold_kb = 30, ce_threshold_us = 9",
+                "topology.hosts[1].ecn.ce_threshold_us",
+                "9",
+            ),
+            (
+                "ce_threshold_us = 500",
+                "ce_threshold_us = 0",
+                "topology.hosts[2].ecn.ce_threshold_us",
+                "0",
+            ),
+            (
+                "ce_threshold_us = 500",
+                "ce_threshold_us = 5, threshold_kb = 3",
+                "topology.hosts[2].ecn.threshold_kb",
+                "3",
+            ),
+            (
+                "{ name = \"h2\", rate_mbit = 100, ecn",
+                "{ name = \"h2\", ecn",
+                "topology.hosts[1].ecn",
+                "tbf",
+            ),
+            (
+                "name = \"bg1\"",
+                "name = \"A\"",
+                "background[0].name",
+                "\"A\"",
+            ),
+            (
+                "name = \"bg1\"",
+                "name = \"b g\"",
+                "background[0].name",
+                "b g",
+            ),
             ("from = \"h3\"", "from = \"h9\"", "background[0].from", "h9"),
-            ("to = \"h2\"", "to = \"h3\"", "background[0].to", "two different hosts"),
-            ("cc = \"dctcp\"", "cc = \"dctpc\"", "background[0].cc", "dctpc"),
-            ("start_ms = 100", "start_ms = -1", "background[0].start_ms", "-1"),
-            ("stop_ms = 900", "stop_ms = 100", "background[0].stop_ms", "100"),
-            ("before_burst_ms = 2", "before_burst_ms = 5000", "before_burst_ms", "5000"),
-            ("before_burst_ms = 2", "background_baseline_s = 0.5", "background_baseline_s", "0.5"),
+            (
+                "to = \"h2\"",
+                "to = \"h3\"",
+                "background[0].to",
+                "two different hosts",
+            ),
+            (
+                "cc = \"dctcp\"",
+                "cc = \"dctpc\"",
+                "background[0].cc",
+                "dctpc",
+            ),
+            (
+                "start_ms = 100",
+                "start_ms = -1",
+                "background[0].start_ms",
+                "-1",
+            ),
+            (
+                "stop_ms = 900",
+                "stop_ms = 100",
+                "background[0].stop_ms",
+                "100",
+            ),
+            (
+                "before_burst_ms = 2",
+                "before_burst_ms = 5000",
+                "before_burst_ms",
+                "5000",
+            ),
+            (
+                "before_burst_ms = 2",
+                "background_baseline_s = 0.5",
+                "background_baseline_s",
+                "0.5",
+            ),
         ] {
             let t = ECN.replace(from, to);
             assert_ne!(t, ECN, "{from}");
             let e = err_of(&t);
-            assert!(e.contains("x.toml") && e.contains(field) && e.contains(val), "{field} {val}: {e}");
+            assert!(
+                e.contains("x.toml") && e.contains(field) && e.contains(val),
+                "{field} {val}: {e}"
+            );
         }
         let e = err_of(&ECN.replace("threshold_kb = 30", "threshold_kb = 30, thresh = 1"));
         assert!(e.contains("thresh"), "{e}");
@@ -950,10 +1313,17 @@ stop_ms = 900
     #[test]
     fn plan_scales_bytes_and_time() {
         let m = ModelFile::builtin();
-        let s = parse(&GOOD.replace("workers = [\"h1\", \"h2\"]", "workers = [\"h1\", \"h2\"]\ntime_scale = 2\ncompute_ms = 100")).unwrap();
+        let s = parse(&GOOD.replace(
+            "workers = [\"h1\", \"h2\"]",
+            "workers = [\"h1\", \"h2\"]\ntime_scale = 2\ncompute_ms = 100",
+        ))
+        .unwrap();
         let p = &s.plans(&m)[0];
         assert_eq!(p.compute_ms, 200.0);
         let v = &m.models["vgg16"];
-        assert_eq!(p.gradient_bytes, (v.bytes_per_iteration as f64 * v.scale * 2.0).round() as u64);
+        assert_eq!(
+            p.gradient_bytes,
+            (v.bytes_per_iteration as f64 * v.scale * 2.0).round() as u64
+        );
     }
 }

@@ -292,7 +292,11 @@ pub struct Barrier {
 impl Barrier {
     /// A barrier for `n` threads.
     pub fn new(n: usize) -> Self {
-        Barrier { n, state: Mutex::new((0, 0)), cv: Condvar::new() }
+        Barrier {
+            n,
+            state: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+        }
     }
     /// Blocks until `n` threads have called it (then all return Ok), or `abort` is set.
     pub fn wait(&self, abort: &AtomicBool) -> Result<()> {
@@ -309,7 +313,11 @@ impl Barrier {
             if abort.load(Ordering::SeqCst) {
                 bail!("aborted");
             }
-            g = self.cv.wait_timeout(g, Duration::from_millis(100)).unwrap().0;
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(100))
+                .unwrap()
+                .0;
         }
         Ok(())
     }
@@ -323,7 +331,10 @@ struct Counter {
 
 impl Counter {
     fn new() -> Self {
-        Counter { v: Mutex::new(0), cv: Condvar::new() }
+        Counter {
+            v: Mutex::new(0),
+            cv: Condvar::new(),
+        }
     }
     fn add(&self, n: u64) {
         *self.v.lock().unwrap() += n;
@@ -335,7 +346,11 @@ impl Counter {
             if abort.load(Ordering::SeqCst) {
                 bail!("aborted");
             }
-            g = self.cv.wait_timeout(g, Duration::from_millis(100)).unwrap().0;
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(100))
+                .unwrap()
+                .0;
         }
         Ok(())
     }
@@ -360,10 +375,19 @@ fn enter(ns: &Option<PathBuf>) -> Result<()> {
 /// Sets the congestion control of socket `fd` (setsockopt TCP_CONGESTION).
 pub fn set_cc(fd: RawFd, cc: &str) -> Result<()> {
     let r = unsafe {
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
     };
     if r != 0 {
-        bail!("setsockopt(TCP_CONGESTION, {cc}): {}", io::Error::last_os_error());
+        bail!(
+            "setsockopt(TCP_CONGESTION, {cc}): {}",
+            io::Error::last_os_error()
+        );
     }
     Ok(())
 }
@@ -372,7 +396,15 @@ pub fn set_cc(fd: RawFd, cc: &str) -> Result<()> {
 pub fn get_cc(fd: RawFd) -> Result<String> {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
-    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
     if r != 0 {
         bail!("getsockopt(TCP_CONGESTION): {}", io::Error::last_os_error());
     }
@@ -395,15 +427,23 @@ fn connect_cc(addr: SocketAddr, cc: &str) -> Result<TcpStream> {
     }
     let s = unsafe { TcpStream::from_raw_fd(fd) };
     set_cc(fd, cc)?;
-    let SocketAddr::V4(a) = addr else { bail!("IPv4 only") };
+    let SocketAddr::V4(a) = addr else {
+        bail!("IPv4 only")
+    };
     let sin = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
         sin_zero: [0; 8],
     };
     let r = unsafe {
-        libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        libc::connect(
+            fd,
+            (&sin as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
     };
     if r != 0 {
         bail!("connect {addr}: {}", io::Error::last_os_error());
@@ -453,7 +493,16 @@ fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx, rep: &mut Reporter) -> R
                 n -= w as u64;
                 rep.add_bytes(w as u64);
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                ctx.check()?
+            }
             Err(e) => return Err(e).context("write"),
         }
     }
@@ -461,7 +510,13 @@ fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx, rep: &mut Reporter) -> R
 }
 
 /// Reads exactly `n` bytes, retrying on timeouts; returns the time the first byte arrived (µs).
-fn recv_bytes(s: &mut TcpStream, mut n: u64, buf: &mut [u8], ctx: &Ctx, progress: Option<&Counter>) -> Result<u64> {
+fn recv_bytes(
+    s: &mut TcpStream,
+    mut n: u64,
+    buf: &mut [u8],
+    ctx: &Ctx,
+    progress: Option<&Counter>,
+) -> Result<u64> {
     let mut first = None;
     while n > 0 {
         let k = n.min(buf.len() as u64) as usize;
@@ -474,7 +529,16 @@ fn recv_bytes(s: &mut TcpStream, mut n: u64, buf: &mut [u8], ctx: &Ctx, progress
                     c.add(r as u64);
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                ctx.check()?
+            }
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -524,7 +588,13 @@ struct RingShared {
     iter: Barrier,
 }
 
-fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShared) -> Result<Vec<IterRecord>> {
+fn ring_worker(
+    ctx: &Ctx,
+    job_idx: usize,
+    job: &JobPlan,
+    i: usize,
+    sh: &RingShared,
+) -> Result<Vec<IterRecord>> {
     let w = job.workers.len();
     let host = &job.workers[i];
     let succ_host = &job.workers[(i + 1) % w];
@@ -533,13 +603,23 @@ fn ring_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &RingShar
     let l = listen_cc(ip, &ctx.cc)?;
     sh.addrs.lock().unwrap()[i] = Some(l.local_addr()?);
     sh.setup.wait(&ctx.abort)?;
-    let succ = sh.addrs.lock().unwrap()[(i + 1) % w].ok_or_else(|| anyhow!("successor has no address"))?;
+    let succ =
+        sh.addrs.lock().unwrap()[(i + 1) % w].ok_or_else(|| anyhow!("successor has no address"))?;
     let mut out = connect_cc(succ, &ctx.cc)?;
     let mut inp = accept_cc(&l, &ctx.cc, ctx)?;
     let cc = prepare(&out, &ctx.cc)?;
     prepare(&inp, &ctx.cc)?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "ring".into(), worker: i, src_host: host.clone(), dst_host: succ_host.clone(), cc, ecn: false },
+        FlowInfo {
+            id: 0,
+            job: job.name.clone(),
+            kind: "ring".into(),
+            worker: i,
+            src_host: host.clone(),
+            dst_host: succ_host.clone(),
+            cc,
+            ecn: false,
+        },
         &out,
     )?;
     let send = ring_steps(job.gradient_bytes, w, i);
@@ -638,18 +718,38 @@ struct PsShared {
     pushed_cv: Condvar,
 }
 
-fn ps_worker(ctx: &Ctx, job_idx: usize, job: &JobPlan, i: usize, sh: &PsShared) -> Result<Vec<IterRecord>> {
+fn ps_worker(
+    ctx: &Ctx,
+    job_idx: usize,
+    job: &JobPlan,
+    i: usize,
+    sh: &PsShared,
+) -> Result<Vec<IterRecord>> {
     let host = &job.workers[i];
     let ps_host = job.ps.as_ref().ok_or_else(|| anyhow!("no ps host"))?;
     let (ns, _) = ctx.net.lookup(host)?;
     enter(&ns)?;
     sh.setup.wait(&ctx.abort)?;
-    let addr = sh.addr.lock().unwrap().ok_or_else(|| anyhow!("PS has no address"))?;
+    let addr = sh
+        .addr
+        .lock()
+        .unwrap()
+        .ok_or_else(|| anyhow!("PS has no address"))?;
     let mut s = connect_cc(addr, &ctx.cc)?;
     let cc = prepare(&s, &ctx.cc)?;
-    s.write_all(&(i as u32).to_le_bytes()).context("hello to PS")?;
+    s.write_all(&(i as u32).to_le_bytes())
+        .context("hello to PS")?;
     ctx.register(
-        FlowInfo { id: 0, job: job.name.clone(), kind: "push".into(), worker: i, src_host: host.clone(), dst_host: ps_host.clone(), cc, ecn: false },
+        FlowInfo {
+            id: 0,
+            job: job.name.clone(),
+            kind: "push".into(),
+            worker: i,
+            src_host: host.clone(),
+            dst_host: ps_host.clone(),
+            cc,
+            ecn: false,
+        },
         &s,
     )?;
     let g = job.gradient_bytes;
@@ -724,7 +824,16 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
             bail!("bad hello {idx} from a worker");
         }
         ctx.register(
-            FlowInfo { id: 0, job: job.name.clone(), kind: "pull".into(), worker: idx, src_host: host.clone(), dst_host: job.workers[idx].clone(), cc, ecn: false },
+            FlowInfo {
+                id: 0,
+                job: job.name.clone(),
+                kind: "pull".into(),
+                worker: idx,
+                src_host: host.clone(),
+                dst_host: job.workers[idx].clone(),
+                cc,
+                ecn: false,
+            },
             &s,
         )?;
         conns[idx] = Some(s);
@@ -770,14 +879,20 @@ fn ps_server(ctx: &Ctx, job: &JobPlan, sh: &PsShared) -> Result<Vec<IterRecord>>
                             sh.pushed_cv.notify_all();
                             while p[k] < w {
                                 ctx.check()?;
-                                p = sh.pushed_cv.wait_timeout(p, Duration::from_millis(100)).unwrap().0;
+                                p = sh
+                                    .pushed_cv
+                                    .wait_timeout(p, Duration::from_millis(100))
+                                    .unwrap()
+                                    .0;
                             }
                         }
                         // The broadcast is iteration k's: the region says so before its first
                         // byte (the agent plans a flow by its region's iteration; begun after the
                         // broadcast, the region kept iteration k-1, all sent, and the agent held
                         // the broadcast at its rate floor).
-                        rep.lock().unwrap_or_else(|p| p.into_inner()).begin_iteration(k as u64);
+                        rep.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .begin_iteration(k as u64);
                         send_bytes(&mut s, g, ctx, &mut Reporter::none())?;
                         rep.lock().unwrap_or_else(|p| p.into_inner()).add_bytes(g);
                         v.push((first, ctx.us()));
@@ -825,7 +940,16 @@ fn recv_exact(s: &mut TcpStream, buf: &mut [u8], ctx: &Ctx) -> Result<()> {
         match s.read(&mut buf[off..]) {
             Ok(0) => bail!("peer closed"),
             Ok(n) => off += n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                ctx.check()?
+            }
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -835,7 +959,9 @@ fn recv_exact(s: &mut TcpStream, buf: &mut [u8], ctx: &Ctx) -> Result<()> {
 /// PCN: the bounded `before_burst` wait of a worker about to communicate, when the run asks for
 /// it; returns (waited µs, outcome) for its record.
 fn pcn_wait(ctx: &Ctx, rep: &mut Reporter) -> (Option<u64>, Option<String>) {
-    let Some(timeout) = ctx.before_burst else { return (None, None) };
+    let Some(timeout) = ctx.before_burst else {
+        return (None, None);
+    };
     let t = ctx.us();
     let outcome = rep.before_burst(timeout);
     (Some(ctx.us() - t), Some(outcome.to_string()))
@@ -851,7 +977,8 @@ fn bg_receiver(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Sender<SocketAddr>
     let (ns, ip) = ctx.net.lookup(&bg.to)?;
     enter(&ns)?;
     let l = listen_cc(ip, &bg.cc)?;
-    addr.send(l.local_addr()?).map_err(|_| anyhow!("sender gone"))?;
+    addr.send(l.local_addr()?)
+        .map_err(|_| anyhow!("sender gone"))?;
     let mut s = accept_cc(&l, &bg.cc, ctx)?;
     prepare(&s, &bg.cc)?;
     let mut buf = vec![0u8; 256 * 1024];
@@ -859,7 +986,16 @@ fn bg_receiver(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Sender<SocketAddr>
         match s.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => ctx.check()?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                ctx.check()?
+            }
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -868,35 +1004,70 @@ fn bg_receiver(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Sender<SocketAddr>
 /// Sending end of a background flow: connects from `from`'s namespace, waits for the run's start
 /// like a worker, then writes as fast as TCP takes it from `start_ms` until `stop_ms` (or, without
 /// one, until the run's jobs are done).
-fn bg_sender(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Receiver<SocketAddr>) -> Result<BgRecord> {
+fn bg_sender(
+    ctx: &Ctx,
+    bg: &BgPlan,
+    addr: std::sync::mpsc::Receiver<SocketAddr>,
+) -> Result<BgRecord> {
     let (ns, _) = ctx.net.lookup(&bg.from)?;
     enter(&ns)?;
-    let a = addr.recv_timeout(Duration::from_secs(30)).map_err(|_| anyhow!("the receiver published no address within 30 s"))?;
+    let a = addr
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| anyhow!("the receiver published no address within 30 s"))?;
     let mut s = connect_cc(a, &bg.cc)?;
     let cc = prepare(&s, &bg.cc)?;
-    let info = FlowInfo { id: 0, job: bg.name.clone(), kind: "background".into(), worker: 0, src_host: bg.from.clone(), dst_host: bg.to.clone(), cc: cc.clone(), ecn: false };
+    let info = FlowInfo {
+        id: 0,
+        job: bg.name.clone(),
+        kind: "background".into(),
+        worker: 0,
+        src_host: bg.from.clone(),
+        dst_host: bg.to.clone(),
+        cc: cc.clone(),
+        ecn: false,
+    };
     let flow = ctx.register(info, &s)?;
     ctx.start(bg.start_ms)?;
-    let go = *ctx.go_us.get().ok_or_else(|| anyhow!("run start not set"))?;
+    let go = *ctx
+        .go_us
+        .get()
+        .ok_or_else(|| anyhow!("run start not set"))?;
     let stop_at = bg.stop_ms.map(|m| go + (m * 1000.0) as u64);
     let start_us = ctx.us();
     let mut sent = 0u64;
     const CHUNK: usize = 64 * 1024;
     loop {
         ctx.check()?;
-        if stop_at.is_some_and(|t| ctx.us() >= t) || (ctx.has_jobs && ctx.jobs_done.load(Ordering::SeqCst)) {
+        if stop_at.is_some_and(|t| ctx.us() >= t)
+            || (ctx.has_jobs && ctx.jobs_done.load(Ordering::SeqCst))
+        {
             break;
         }
         match s.write(&ZEROS[..CHUNK]) {
             Ok(0) => bail!("peer closed"),
             Ok(w) => sent += w as u64,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(e).context("write"),
         }
     }
     let stop_us = ctx.us();
     s.shutdown(std::net::Shutdown::Write).context("shutdown")?;
-    Ok(BgRecord { name: bg.name.clone(), flow, from: bg.from.clone(), to: bg.to.clone(), cc, start_us, stop_us, bytes_sent: sent })
+    Ok(BgRecord {
+        name: bg.name.clone(),
+        flow,
+        from: bg.from.clone(),
+        to: bg.to.clone(),
+        cc,
+        start_us,
+        stop_us,
+        bytes_sent: sent,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -904,7 +1075,15 @@ fn bg_sender(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Receiver<SocketAddr>
 
 fn sockopt_buf(fd: RawFd, opt: libc::c_int, buf: &mut [u8]) -> Option<usize> {
     let mut len = buf.len() as libc::socklen_t;
-    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, opt, buf.as_mut_ptr().cast(), &mut len) };
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            opt,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
     (r == 0).then_some(len as usize)
 }
 
@@ -968,7 +1147,9 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         error: Mutex::new(None),
         flows: Mutex::new(Vec::new()),
         progress: spec.jobs.iter().map(|_| AtomicU32::new(0)).collect(),
-        go: Barrier::new(spec.jobs.iter().map(|j| j.workers.len()).sum::<usize>() + spec.background.len()),
+        go: Barrier::new(
+            spec.jobs.iter().map(|j| j.workers.len()).sum::<usize>() + spec.background.len(),
+        ),
         go_us: std::sync::OnceLock::new(),
         progress_dir: spec.progress.clone(),
         before_burst: spec.before_burst,
@@ -978,14 +1159,29 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
     let stop_sampler = AtomicBool::new(false);
     let period = Duration::from_micros((spec.sample_ms * 1000.0) as u64);
     let ctx = &ctx;
-    type Collected = (Vec<IterRecord>, Vec<Sample>, Vec<QueueSample>, Vec<BgRecord>);
+    type Collected = (
+        Vec<IterRecord>,
+        Vec<Sample>,
+        Vec<QueueSample>,
+        Vec<BgRecord>,
+    );
     let (records, samples, queue, background) = thread::scope(|scope| -> Result<Collected> {
         let stop = &stop_sampler;
         let queue_sampler = spec.queue.as_ref().map(|probe| {
             scope.spawn(move || {
                 let mut out = Vec::new();
-                if let Err(e) = crate::queue::sample_port(probe, &|| ctx.us(), &|| stop.load(Ordering::SeqCst), &mut out) {
-                    tracing::warn!("run {}: queue sampling of {} stopped after {} samples: {e:#}", ctx.run, probe.dev, out.len());
+                if let Err(e) = crate::queue::sample_port(
+                    probe,
+                    &|| ctx.us(),
+                    &|| stop.load(Ordering::SeqCst),
+                    &mut out,
+                ) {
+                    tracing::warn!(
+                        "run {}: queue sampling of {} stopped after {} samples: {e:#}",
+                        ctx.run,
+                        probe.dev,
+                        out.len()
+                    );
                 }
                 out
             })
@@ -1020,13 +1216,19 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
             let w = job.workers.len();
             match job.paradigm {
                 Paradigm::Ring => {
-                    let sh = Arc::new(RingShared { addrs: Mutex::new(vec![None; w]), setup: Barrier::new(w), iter: Barrier::new(w) });
+                    let sh = Arc::new(RingShared {
+                        addrs: Mutex::new(vec![None; w]),
+                        setup: Barrier::new(w),
+                        iter: Barrier::new(w),
+                    });
                     for i in 0..w {
                         let sh = sh.clone();
-                        handles.push(scope.spawn(move || ring_worker(ctx, ji, job, i, &sh).map_err(|e| {
-                            ctx.fail(format!("job {} worker {i}: {e:#}", job.name));
-                            e
-                        })));
+                        handles.push(scope.spawn(move || {
+                            ring_worker(ctx, ji, job, i, &sh).map_err(|e| {
+                                ctx.fail(format!("job {} worker {i}: {e:#}", job.name));
+                                e
+                            })
+                        }));
                     }
                 }
                 Paradigm::Ps => {
@@ -1038,16 +1240,20 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                         pushed_cv: Condvar::new(),
                     });
                     let sh2 = sh.clone();
-                    handles.push(scope.spawn(move || ps_server(ctx, job, &sh2).map_err(|e| {
-                        ctx.fail(format!("job {} PS: {e:#}", job.name));
-                        e
-                    })));
+                    handles.push(scope.spawn(move || {
+                        ps_server(ctx, job, &sh2).map_err(|e| {
+                            ctx.fail(format!("job {} PS: {e:#}", job.name));
+                            e
+                        })
+                    }));
                     for i in 0..w {
                         let sh = sh.clone();
-                        handles.push(scope.spawn(move || ps_worker(ctx, ji, job, i, &sh).map_err(|e| {
-                            ctx.fail(format!("job {} worker {i}: {e:#}", job.name));
-                            e
-                        })));
+                        handles.push(scope.spawn(move || {
+                            ps_worker(ctx, ji, job, i, &sh).map_err(|e| {
+                                ctx.fail(format!("job {} worker {i}: {e:#}", job.name));
+                                e
+                            })
+                        }));
                     }
                 }
             }
@@ -1059,8 +1265,16 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                 ctx.fail(format!("background flow {} ({end}): {e:#}", bg.name));
                 e
             };
-            bg_handles.push(scope.spawn(move || bg_receiver(ctx, bg, tx).map_err(|e| fail(e, "receiver")).map(|_| None)));
-            bg_handles.push(scope.spawn(move || bg_sender(ctx, bg, rx).map_err(|e| fail(e, "sender")).map(Some)));
+            bg_handles.push(scope.spawn(move || {
+                bg_receiver(ctx, bg, tx)
+                    .map_err(|e| fail(e, "receiver"))
+                    .map(|_| None)
+            }));
+            bg_handles.push(scope.spawn(move || {
+                bg_sender(ctx, bg, rx)
+                    .map_err(|e| fail(e, "sender"))
+                    .map(Some)
+            }));
         }
         // Watch: progress, timeout.
         loop {
@@ -1070,15 +1284,26 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                     break;
                 }
             }
-            let done: Vec<u32> = ctx.progress.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+            let done: Vec<u32> = ctx
+                .progress
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .collect();
             let el = ctx.t0.elapsed().as_secs_f64();
             progress(&done, el);
             if el > spec.timeout_s && !ctx.abort.load(Ordering::SeqCst) {
-                ctx.fail(format!("run {} timed out after {:.0} s (iterations done per job: {done:?})", spec.name, spec.timeout_s));
+                ctx.fail(format!(
+                    "run {} timed out after {:.0} s (iterations done per job: {done:?})",
+                    spec.name, spec.timeout_s
+                ));
             }
             thread::sleep(Duration::from_millis(200));
         }
-        let done: Vec<u32> = ctx.progress.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let done: Vec<u32> = ctx
+            .progress
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect();
         progress(&done, ctx.t0.elapsed().as_secs_f64());
         stop_sampler.store(true, Ordering::SeqCst);
         let mut records = Vec::new();
@@ -1103,15 +1328,35 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
     if let Some(e) = ctx.error.lock().unwrap().take() {
         bail!("run {} (cc {}) failed: {e}", spec.name, spec.cc.label);
     }
-    let flows = ctx.flows.lock().unwrap().drain(..).map(|(f, _)| f).collect();
-    Ok(RunOutput { records, flows, samples, queue, background, wall_s: ctx.t0.elapsed().as_secs_f64() })
+    let flows = ctx
+        .flows
+        .lock()
+        .unwrap()
+        .drain(..)
+        .map(|(f, _)| f)
+        .collect();
+    Ok(RunOutput {
+        records,
+        flows,
+        samples,
+        queue,
+        background,
+        wall_s: ctx.t0.elapsed().as_secs_f64(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plan(name: &str, paradigm: Paradigm, w: usize, g: u64, iters: u32, compute_ms: f64) -> JobPlan {
+    fn plan(
+        name: &str,
+        paradigm: Paradigm,
+        w: usize,
+        g: u64,
+        iters: u32,
+        compute_ms: f64,
+    ) -> JobPlan {
         JobPlan {
             name: name.into(),
             model: "test".into(),
@@ -1144,7 +1389,10 @@ mod tests {
     }
 
     fn run_jobs_reporting(jobs: Vec<JobPlan>, cc: &str, progress: ProgressDir) -> RunOutput {
-        let spec = RunSpec { progress, ..spec_of(jobs, cc) };
+        let spec = RunSpec {
+            progress,
+            ..spec_of(jobs, cc)
+        };
         run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap()
     }
 
@@ -1153,14 +1401,16 @@ mod tests {
         // An "agent" polls the region directory while a ring job and a PS job run: every
         // process's region appears with its job, role and flows, and the bytes of an iteration
         // never exceed what the process sends per iteration.
-        let dir = std::env::temp_dir().join(format!("trainemu-emu-progress-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("trainemu-emu-progress-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let stop = AtomicBool::new(false);
         let seen = thread::scope(|scope| {
             let agent = scope.spawn(|| {
                 let mut sc = mltcp_progress::Scanner::new(&dir);
                 // (job, rank) -> (paradigm, role, flows, bytes per iteration, most iteration bytes, last iteration).
-                type Seen = std::collections::BTreeMap<(String, u32), (u32, u32, usize, u64, u64, u64)>;
+                type Seen =
+                    std::collections::BTreeMap<(String, u32), (u32, u32, usize, u64, u64, u64)>;
                 let mut seen: Seen = Default::default();
                 while !stop.load(Ordering::SeqCst) {
                     let _ = sc.scan();
@@ -1169,14 +1419,24 @@ mod tests {
                     for (_, s) in snaps {
                         let b = &s.body;
                         let e = seen.entry((b.job.job_id.clone(), b.job.rank)).or_default();
-                        *e = (b.job.paradigm, b.job.role, b.flows.len(), b.job.bytes_per_iteration, e.4.max(b.hot.iter_bytes), e.5.max(b.hot.iteration));
+                        *e = (
+                            b.job.paradigm,
+                            b.job.role,
+                            b.flows.len(),
+                            b.job.bytes_per_iteration,
+                            e.4.max(b.hot.iter_bytes),
+                            e.5.max(b.hot.iteration),
+                        );
                     }
                     thread::sleep(Duration::from_millis(2));
                 }
                 seen
             });
             run_jobs_reporting(
-                vec![plan("R", Paradigm::Ring, 3, 300_000, 4, 20.0), plan("P", Paradigm::Ps, 2, 200_000, 4, 20.0)],
+                vec![
+                    plan("R", Paradigm::Ring, 3, 300_000, 4, 20.0),
+                    plan("P", Paradigm::Ps, 2, 200_000, 4, 20.0),
+                ],
                 "cubic",
                 ProgressDir::Dir(dir.clone()),
             );
@@ -1185,17 +1445,35 @@ mod tests {
         });
         for r in 0..3u32 {
             let (paradigm, role, flows, bpi, max_iter_bytes, _) = seen[&("t.R".to_string(), r)];
-            assert_eq!((paradigm, role, flows), (PParadigm::Ring as u32, Role::Worker as u32, 2), "ring rank {r}");
+            assert_eq!(
+                (paradigm, role, flows),
+                (PParadigm::Ring as u32, Role::Worker as u32, 2),
+                "ring rank {r}"
+            );
             assert_eq!(bpi, ring_steps(300_000, 3, r as usize).iter().sum::<u64>());
-            assert!(max_iter_bytes > 0 && max_iter_bytes <= bpi, "ring rank {r}: {max_iter_bytes} of {bpi}");
+            assert!(
+                max_iter_bytes > 0 && max_iter_bytes <= bpi,
+                "ring rank {r}: {max_iter_bytes} of {bpi}"
+            );
         }
         for r in 0..2u32 {
             let (paradigm, role, flows, bpi, max_iter_bytes, _) = seen[&("t.P".to_string(), r)];
-            assert_eq!((paradigm, role, flows, bpi), (PParadigm::ParameterServer as u32, Role::Worker as u32, 1, 200_000));
+            assert_eq!(
+                (paradigm, role, flows, bpi),
+                (
+                    PParadigm::ParameterServer as u32,
+                    Role::Worker as u32,
+                    1,
+                    200_000
+                )
+            );
             assert!(max_iter_bytes > 0 && max_iter_bytes <= bpi);
         }
         let (_, role, flows, bpi, _, last_iter) = seen[&("t.P".to_string(), 2)];
-        assert_eq!((role, flows, bpi), (Role::ParameterServer as u32, 2, 400_000));
+        assert_eq!(
+            (role, flows, bpi),
+            (Role::ParameterServer as u32, 2, 400_000)
+        );
         assert!(last_iter >= 1);
         // Every region is removed when its process (here: worker) ends.
         assert_eq!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0), 0);
@@ -1204,9 +1482,19 @@ mod tests {
 
     #[test]
     fn ring_plan_sums_to_2w_minus_1_gradients() {
-        for (g, w) in [(1000u64, 2usize), (1001, 3), (12345, 4), (7, 7), (1 << 20, 8)] {
+        for (g, w) in [
+            (1000u64, 2usize),
+            (1001, 3),
+            (12345, 4),
+            (7, 7),
+            (1 << 20, 8),
+        ] {
             let per: Vec<u64> = (0..w).map(|i| ring_steps(g, w, i).iter().sum()).collect();
-            assert_eq!(per.iter().sum::<u64>(), 2 * (w as u64 - 1) * g, "g={g} w={w}");
+            assert_eq!(
+                per.iter().sum::<u64>(),
+                2 * (w as u64 - 1) * g,
+                "g={g} w={w}"
+            );
             let c = chunks(g, w);
             for (i, p) in per.iter().enumerate() {
                 assert_eq!(ring_steps(g, w, i).len(), 2 * (w - 1));
@@ -1223,17 +1511,33 @@ mod tests {
         assert_eq!(out.records.len(), w * n as usize);
         for k in 0..n {
             let it: Vec<_> = out.records.iter().filter(|r| r.iter == k).collect();
-            assert_eq!(it.iter().map(|r| r.bytes_sent).sum::<u64>(), 2 * (w as u64 - 1) * g);
-            assert_eq!(it.iter().map(|r| r.bytes_recv).sum::<u64>(), 2 * (w as u64 - 1) * g);
+            assert_eq!(
+                it.iter().map(|r| r.bytes_sent).sum::<u64>(),
+                2 * (w as u64 - 1) * g
+            );
+            assert_eq!(
+                it.iter().map(|r| r.bytes_recv).sum::<u64>(),
+                2 * (w as u64 - 1) * g
+            );
         }
         assert_eq!(out.flows.len(), w);
         assert!(out.flows.iter().all(|f| f.cc == "reno"));
         // The sampler saw the bytes: the last bytes_acked of each flow is close to what it sent over
         // all iterations (tcpi_bytes_acked counts the SYN as 1 byte; the last ACK may be in flight).
         for f in &out.flows {
-            let last = out.samples.iter().filter(|s| s.flow == f.id).map(|s| s.bytes_acked).max().unwrap_or(0);
+            let last = out
+                .samples
+                .iter()
+                .filter(|s| s.flow == f.id)
+                .map(|s| s.bytes_acked)
+                .max()
+                .unwrap_or(0);
             let sent: u64 = ring_steps(g, w, f.worker).iter().sum::<u64>() * n as u64;
-            assert!(last <= sent + 1 && last >= sent / 2, "flow {} acked {last} of {sent}", f.id);
+            assert!(
+                last <= sent + 1 && last >= sent / 2,
+                "flow {} acked {last} of {sent}",
+                f.id
+            );
         }
     }
 
@@ -1245,8 +1549,12 @@ mod tests {
         let ps: Vec<_> = out.records.iter().filter(|r| r.role == "ps").collect();
         assert_eq!(workers.len(), w * n as usize);
         assert_eq!(ps.len(), n as usize);
-        assert!(workers.iter().all(|r| r.bytes_sent == g && r.bytes_recv == g));
-        assert!(ps.iter().all(|r| r.bytes_sent == w as u64 * g && r.bytes_recv == w as u64 * g));
+        assert!(workers
+            .iter()
+            .all(|r| r.bytes_sent == g && r.bytes_recv == g));
+        assert!(ps
+            .iter()
+            .all(|r| r.bytes_sent == w as u64 * g && r.bytes_recv == w as u64 * g));
         // The PS broadcasts only after all pushes: every worker's iteration ends after the PS
         // started that iteration's broadcast, i.e. after its first push byte.
         for r in &workers {
@@ -1260,15 +1568,35 @@ mod tests {
     #[test]
     fn iteration_barrier_holds_across_workers_and_jobs_run_concurrently() {
         let out = run_jobs(
-            vec![plan("A", Paradigm::Ring, 4, 100_000, 5, 10.0), plan("B", Paradigm::Ps, 2, 50_000, 5, 3.0)],
+            vec![
+                plan("A", Paradigm::Ring, 4, 100_000, 5, 10.0),
+                plan("B", Paradigm::Ps, 2, 50_000, 5, 3.0),
+            ],
             "cubic",
         );
         for job in ["A", "B"] {
-            let recs: Vec<_> = out.records.iter().filter(|r| r.job == job && r.role == "worker").collect();
+            let recs: Vec<_> = out
+                .records
+                .iter()
+                .filter(|r| r.job == job && r.role == "worker")
+                .collect();
             for k in 1..5u32 {
-                let prev_end = recs.iter().filter(|r| r.iter == k - 1).map(|r| r.comm_end_us).max().unwrap();
-                let next_start = recs.iter().filter(|r| r.iter == k).map(|r| r.compute_start_us.unwrap()).min().unwrap();
-                assert!(next_start >= prev_end, "job {job} iteration {k} started before the barrier");
+                let prev_end = recs
+                    .iter()
+                    .filter(|r| r.iter == k - 1)
+                    .map(|r| r.comm_end_us)
+                    .max()
+                    .unwrap();
+                let next_start = recs
+                    .iter()
+                    .filter(|r| r.iter == k)
+                    .map(|r| r.compute_start_us.unwrap())
+                    .min()
+                    .unwrap();
+                assert!(
+                    next_start >= prev_end,
+                    "job {job} iteration {k} started before the barrier"
+                );
             }
             for r in &recs {
                 let (cs, ce) = (r.compute_start_us.unwrap(), r.compute_end_us.unwrap());
@@ -1281,10 +1609,23 @@ mod tests {
     fn start_offsets_count_from_when_all_workers_are_connected() {
         let mut b = plan("B", Paradigm::Ring, 2, 10_000, 2, 1.0);
         b.start_offset_ms = 80.0;
-        let out = run_jobs(vec![plan("A", Paradigm::Ring, 2, 10_000, 2, 1.0), b], "cubic");
-        let first = |j: &str| out.records.iter().filter(|r| r.job == j && r.iter == 0).map(|r| r.compute_start_us.unwrap()).min().unwrap();
+        let out = run_jobs(
+            vec![plan("A", Paradigm::Ring, 2, 10_000, 2, 1.0), b],
+            "cubic",
+        );
+        let first = |j: &str| {
+            out.records
+                .iter()
+                .filter(|r| r.job == j && r.iter == 0)
+                .map(|r| r.compute_start_us.unwrap())
+                .min()
+                .unwrap()
+        };
         let d = first("B") as i64 - first("A") as i64;
-        assert!((75_000..200_000).contains(&d), "B started {d} µs after A, want ~80 ms");
+        assert!(
+            (75_000..200_000).contains(&d),
+            "B started {d} µs after A, want ~80 ms"
+        );
     }
 
     #[test]
@@ -1307,7 +1648,14 @@ mod tests {
     }
 
     fn bg(name: &str, start_ms: f64, stop_ms: Option<f64>) -> BgPlan {
-        BgPlan { name: name.into(), from: "h0".into(), to: "h1".into(), cc: "reno".into(), start_ms, stop_ms }
+        BgPlan {
+            name: name.into(),
+            from: "h0".into(),
+            to: "h1".into(),
+            cc: "reno".into(),
+            start_ms,
+            stop_ms,
+        }
     }
 
     #[test]
@@ -1315,51 +1663,101 @@ mod tests {
         let spec = RunSpec {
             background: vec![bg("bg", 30.0, None)],
             before_burst: Some(Duration::from_millis(2)),
-            ..spec_of(vec![plan("A", Paradigm::Ring, 2, 100_000, 4, 40.0)], "cubic")
+            ..spec_of(
+                vec![plan("A", Paradigm::Ring, 2, 100_000, 4, 40.0)],
+                "cubic",
+            )
         };
         let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
         assert_eq!(out.background.len(), 1);
         let b = &out.background[0];
         let f = &out.flows[b.flow];
-        assert_eq!((f.kind.as_str(), f.job.as_str(), f.cc.as_str(), b.cc.as_str()), ("background", "bg", "reno", "reno"));
+        assert_eq!(
+            (
+                f.kind.as_str(),
+                f.job.as_str(),
+                f.cc.as_str(),
+                b.cc.as_str()
+            ),
+            ("background", "bg", "reno", "reno")
+        );
         assert!(b.bytes_sent > 0);
         // reno does not ask for ECN (net.ipv4.tcp_ecn = 2: only accepted).
         assert!(out.flows.iter().all(|f| !f.ecn));
         // Started ~30 ms after the workers' start, stopped when the job was done.
-        let first = out.records.iter().map(|r| r.compute_start_us.unwrap()).min().unwrap();
+        let first = out
+            .records
+            .iter()
+            .map(|r| r.compute_start_us.unwrap())
+            .min()
+            .unwrap();
         let last = out.records.iter().map(|r| r.comm_end_us).max().unwrap();
-        assert!(b.start_us >= first + 25_000, "start {} first {first}", b.start_us);
-        assert!(b.stop_us >= last && b.stop_us < last + 1_000_000, "stop {} last {last}", b.stop_us);
-        assert!(out.samples.iter().any(|s| s.flow == b.flow && s.bytes_acked > 0));
+        assert!(
+            b.start_us >= first + 25_000,
+            "start {} first {first}",
+            b.start_us
+        );
+        assert!(
+            b.stop_us >= last && b.stop_us < last + 1_000_000,
+            "stop {} last {last}",
+            b.stop_us
+        );
+        assert!(out
+            .samples
+            .iter()
+            .any(|s| s.flow == b.flow && s.bytes_acked > 0));
         // No progress region: every worker made the call, which returned at once.
         for r in &out.records {
             assert_eq!(r.burst_outcome.as_deref(), Some("no_region"));
-            assert!(r.burst_wait_us.unwrap() < 2_000 && r.comm_start_us >= r.compute_end_us.unwrap());
+            assert!(
+                r.burst_wait_us.unwrap() < 2_000 && r.comm_start_us >= r.compute_end_us.unwrap()
+            );
         }
     }
 
     #[test]
     fn a_background_only_run_stops_at_stop_ms() {
-        let spec = RunSpec { background: vec![bg("b1", 0.0, Some(300.0)), bg("b2", 100.0, Some(200.0))], ..spec_of(vec![], "cubic") };
+        let spec = RunSpec {
+            background: vec![bg("b1", 0.0, Some(300.0)), bg("b2", 100.0, Some(200.0))],
+            ..spec_of(vec![], "cubic")
+        };
         let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
         assert!(out.records.is_empty());
         let mut bs = out.background.clone();
         bs.sort_by(|a, b| a.name.cmp(&b.name));
         let (b1, b2) = (&bs[0], &bs[1]);
         let ms = |d: u64| d as f64 / 1000.0;
-        assert!((ms(b1.stop_us - b1.start_us) - 300.0).abs() < 60.0, "{b1:?}");
-        assert!((ms(b2.stop_us - b2.start_us) - 100.0).abs() < 60.0, "{b2:?}");
-        assert!((ms(b2.start_us) - ms(b1.start_us) - 100.0).abs() < 60.0, "{b1:?} {b2:?}");
+        assert!(
+            (ms(b1.stop_us - b1.start_us) - 300.0).abs() < 60.0,
+            "{b1:?}"
+        );
+        assert!(
+            (ms(b2.stop_us - b2.start_us) - 100.0).abs() < 60.0,
+            "{b2:?}"
+        );
+        assert!(
+            (ms(b2.start_us) - ms(b1.start_us) - 100.0).abs() < 60.0,
+            "{b1:?} {b2:?}"
+        );
         assert!(b1.bytes_sent > 0 && b2.bytes_sent > 0);
     }
 
     #[test]
     fn unknown_congestion_control_fails_the_run_with_its_name() {
         let spec = RunSpec {
-            cc: CcVariant { label: "nosuchcc".into(), cc: "nosuchcc".into(), params: vec![], agent: None, pcn: Default::default() },
+            cc: CcVariant {
+                label: "nosuchcc".into(),
+                cc: "nosuchcc".into(),
+                params: vec![],
+                agent: None,
+                pcn: Default::default(),
+            },
             ..spec_of(vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], "cubic")
         };
-        let e = format!("{:#}", run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err());
+        let e = format!(
+            "{:#}",
+            run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap_err()
+        );
         assert!(e.contains("nosuchcc"), "{e}");
     }
 }

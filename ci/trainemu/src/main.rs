@@ -36,7 +36,11 @@ use clap::{Parser, Subcommand};
 use crate::config::{ModelFile, Scenario};
 
 #[derive(Parser)]
-#[command(name = "trainemu", version, about = "DNN-training traffic emulator on real TCP sockets between network namespaces")]
+#[command(
+    name = "trainemu",
+    version,
+    about = "DNN-training traffic emulator on real TCP sockets between network namespaces"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -145,7 +149,8 @@ fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
     match p {
         None => Ok(ModelFile::builtin()),
         Some(p) => {
-            let t = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            let t = std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read", p.display()))?;
             Ok(ModelFile::parse(&t, &p.display().to_string())?)
         }
     }
@@ -155,9 +160,16 @@ fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
 struct UsageError(anyhow::Error);
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::stderr().is_terminal()
+        && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
     let cli = Cli::parse();
     match real_main(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -174,12 +186,32 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Error, UsageError>> {
     match cli.cmd {
-        Cmd::Run { out, models, ccs, iterations, before_burst_ms, loopback, run_timeout, progress_dir, no_progress, agent_bin, agent_program, scenarios } => {
+        Cmd::Run {
+            out,
+            models,
+            ccs,
+            iterations,
+            before_burst_ms,
+            loopback,
+            run_timeout,
+            progress_dir,
+            no_progress,
+            agent_bin,
+            agent_program,
+            scenarios,
+        } => {
             let agent_program = agent_program.unwrap_or_else(|| {
                 let vm = PathBuf::from("/host/datapath-programs/mlcc-slot.ccp");
-                if vm.is_file() { vm } else { PathBuf::from("datapath-programs/mlcc-slot.ccp") }
+                if vm.is_file() {
+                    vm
+                } else {
+                    PathBuf::from("datapath-programs/mlcc-slot.ccp")
+                }
             });
-            let agent_setup = agent::AgentSetup { bin: agent_bin, program: agent_program };
+            let agent_setup = agent::AgentSetup {
+                bin: agent_bin,
+                program: agent_program,
+            };
             let progress = match (no_progress, progress_dir) {
                 (true, _) => progress::ProgressDir::Off,
                 (false, Some(d)) => progress::ProgressDir::Dir(d),
@@ -204,7 +236,8 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 if let Some(ms) = before_burst_ms {
                     s.before_burst_ms = Some(ms);
                 }
-                s.validate(&p.display().to_string(), &models).map_err(|e| Err(UsageError(e)))?;
+                s.validate(&p.display().to_string(), &models)
+                    .map_err(|e| Err(UsageError(e)))?;
                 if let Some(c) = s.ccs.iter().find(|c| c.contains("+agent")) {
                     if loopback {
                         return Err(Err(UsageError(anyhow::anyhow!(
@@ -221,7 +254,12 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 }
                 loaded.push((s, text));
             }
-            let opts = results::RunOptions { loopback, run_timeout, progress, agent: agent_setup };
+            let opts = results::RunOptions {
+                loopback,
+                run_timeout,
+                progress,
+                agent: agent_setup,
+            };
             for (s, text) in &loaded {
                 results::run_scenario(s, text, &models, &out, &opts).map_err(Ok)?;
             }
@@ -241,7 +279,10 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                         .collect();
                     sub.sort();
                     if sub.is_empty() {
-                        return Err(Ok(anyhow::anyhow!("{}: no meta.json in it or its subdirectories", d.display())));
+                        return Err(Ok(anyhow::anyhow!(
+                            "{}: no meta.json in it or its subdirectories",
+                            d.display()
+                        )));
                     }
                     found.extend(sub);
                 }
@@ -254,7 +295,10 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 }
             }
             if !failed.is_empty() {
-                return Err(Ok(anyhow::anyhow!("report failed for {}", failed.join(", "))));
+                return Err(Ok(anyhow::anyhow!(
+                    "report failed for {}",
+                    failed.join(", ")
+                )));
             }
             Ok(())
         }
@@ -262,7 +306,12 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             let models = load_models(&models).map_err(|e| Err(UsageError(e)))?;
             for p in &scenarios {
                 let (s, _) = Scenario::load(p, &models).map_err(|e| Err(UsageError(e)))?;
-                println!("{}: ok: scenario {} ({})", p.display(), s.name, s.description);
+                println!(
+                    "{}: ok: scenario {} ({})",
+                    p.display(),
+                    s.name,
+                    s.description
+                );
                 for j in s.plans(&models) {
                     println!(
                         "  job {:<8} {:<14} {:?} W={} compute {:.0} ms, gradient {} bytes, {} iterations, offset {} ms",
@@ -270,11 +319,25 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                     );
                 }
                 for b in &s.background {
-                    let stop = b.stop_ms.map(|m| format!("{m} ms")).unwrap_or_else(|| "the jobs' end".into());
-                    println!("  background {:<8} {} -> {} cc {}, from {} ms to {stop}", b.name, b.from, b.to, b.cc, b.start_ms);
+                    let stop = b
+                        .stop_ms
+                        .map(|m| format!("{m} ms"))
+                        .unwrap_or_else(|| "the jobs' end".into());
+                    println!(
+                        "  background {:<8} {} -> {} cc {}, from {} ms to {stop}",
+                        b.name, b.from, b.to, b.cc, b.start_ms
+                    );
                 }
                 for p in topo::ecn_ports(&s) {
-                    println!("  ECN port {} in {}: tc qdisc ... parent {} handle {} {} {}", p.dev, p.netns, p.parent, p.handle, p.qdisc, p.args.join(" "));
+                    println!(
+                        "  ECN port {} in {}: tc qdisc ... parent {} handle {} {} {}",
+                        p.dev,
+                        p.netns,
+                        p.parent,
+                        p.handle,
+                        p.qdisc,
+                        p.args.join(" ")
+                    );
                 }
                 if let Some(d) = s.before_burst() {
                     println!("  workers call before_burst (at most {} µs) before each communication phase", d.as_micros());
@@ -303,4 +366,3 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
         }
     }
 }
-

@@ -36,7 +36,10 @@ const COLORS: [RGBColor; 6] = [
 fn ensure_font() -> Result<()> {
     static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
-        let mut cands: Vec<PathBuf> = std::env::var_os("TRAINEMU_FONT").map(PathBuf::from).into_iter().collect();
+        let mut cands: Vec<PathBuf> = std::env::var_os("TRAINEMU_FONT")
+            .map(PathBuf::from)
+            .into_iter()
+            .collect();
         cands.extend(
             [
                 "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -56,7 +59,11 @@ fn ensure_font() -> Result<()> {
         }
         Err(format!(
             "no TrueType font found (tried {}): install fonts-dejavu-core or set TRAINEMU_FONT",
-            cands.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            cands
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     })
     .clone()
@@ -70,7 +77,10 @@ fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec
     let ingress = t.bottleneck_direction == "ingress";
     let mut per_flow: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
     for s in &d.samples {
-        per_flow.entry(s.flow).or_default().push((s.t_us, s.bytes_acked));
+        per_flow
+            .entry(s.flow)
+            .or_default()
+            .push((s.t_us, s.bytes_acked));
     }
     let end = d.samples.iter().map(|s| s.t_us).max().unwrap_or(0);
     let nbins = (end / BIN_US + 1) as usize;
@@ -96,7 +106,10 @@ fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec
                 .enumerate()
                 .flat_map(|(i, b)| {
                     let r = b * 8.0 / (BIN_US as f64 / 1e6) / 1e6;
-                    [((i as u64 * BIN_US) as f64 / 1e6, r), (((i as u64 + 1) * BIN_US) as f64 / 1e6, r)]
+                    [
+                        ((i as u64 * BIN_US) as f64 / 1e6, r),
+                        (((i as u64 + 1) * BIN_US) as f64 / 1e6, r),
+                    ]
                 })
                 .collect();
             (j, pts)
@@ -107,29 +120,68 @@ fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec
 fn plot_throughput(dir: &Path, meta: &Meta, run: &str, cc: &str, out: &Path) -> Result<()> {
     let series = throughput(dir, meta, run)?;
     if series.is_empty() {
-        bail!("run {run}: no flow crosses the bottleneck {}", meta.scenario.topology.bottleneck);
+        bail!(
+            "run {run}: no flow crosses the bottleneck {}",
+            meta.scenario.topology.bottleneck
+        );
     }
-    let tmax = series.values().flat_map(|v| v.iter().map(|p| p.0)).fold(0.0, f64::max);
-    let ymax = series.values().flat_map(|v| v.iter().map(|p| p.1)).fold(1.0, f64::max) * 1.1;
+    let tmax = series
+        .values()
+        .flat_map(|v| v.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    let ymax = series
+        .values()
+        .flat_map(|v| v.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.1;
     let root = BitMapBackend::new(out, (1400, 900)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(450);
     let zoom = (tmax - 8.0).max(0.0);
-    for (area, (x0, title)) in [(top, (0.0, format!("{}: per-job throughput on the bottleneck ({} {}), cc {cc}", meta.scenario.name, meta.scenario.topology.bottleneck, meta.scenario.topology.bottleneck_direction))), (bottom, (zoom, format!("last 8 s of the run, cc {cc}")))] {
+    for (area, (x0, title)) in [
+        (
+            top,
+            (
+                0.0,
+                format!(
+                    "{}: per-job throughput on the bottleneck ({} {}), cc {cc}",
+                    meta.scenario.name,
+                    meta.scenario.topology.bottleneck,
+                    meta.scenario.topology.bottleneck_direction
+                ),
+            ),
+        ),
+        (bottom, (zoom, format!("last 8 s of the run, cc {cc}"))),
+    ] {
         let mut ch = ChartBuilder::on(&area)
             .caption(title, (FONT, 20))
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(55)
             .build_cartesian_2d(x0..tmax.max(x0 + 0.1), 0.0..ymax)?;
-        ch.configure_mesh().x_desc("time since run start (s)").y_desc("Mbit/s (50 ms bins)").label_style((FONT, 14)).draw()?;
+        ch.configure_mesh()
+            .x_desc("time since run start (s)")
+            .y_desc("Mbit/s (50 ms bins)")
+            .label_style((FONT, 14))
+            .draw()?;
         for (i, (job, pts)) in series.iter().enumerate() {
             let c = COLORS[i % COLORS.len()];
-            ch.draw_series(LineSeries::new(pts.iter().filter(|p| p.0 >= x0).cloned(), c.stroke_width(2)))?
-                .label(if meta.scenario.background.iter().any(|b| &b.name == job) { format!("background {job}") } else { format!("job {job}") })
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            ch.draw_series(LineSeries::new(
+                pts.iter().filter(|p| p.0 >= x0).cloned(),
+                c.stroke_width(2),
+            ))?
+            .label(if meta.scenario.background.iter().any(|b| &b.name == job) {
+                format!("background {job}")
+            } else {
+                format!("job {job}")
+            })
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font((FONT, 14)).draw()?;
+        ch.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font((FONT, 14))
+            .draw()?;
     }
     root.present()?;
     Ok(())
@@ -141,10 +193,18 @@ fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
     for r in meta.runs.iter().filter(|r| r.kind == "together" && r.ok) {
         let d = read_run(dir, &r.name)?;
         let jobs = job_iterations(&d.records);
-        let win = if jobs.len() > 1 { window(&jobs) } else { (0, u64::MAX) };
+        let win = if jobs.len() > 1 {
+            window(&jobs)
+        } else {
+            (0, u64::MAX)
+        };
         let mut v: Vec<f64> = jobs
             .values()
-            .flat_map(|its| its.iter().filter(|i| i.iter >= warm && i.start >= win.0 && i.end <= win.1).map(|i| (i.end - i.start) as f64 / 1000.0))
+            .flat_map(|its| {
+                its.iter()
+                    .filter(|i| i.iter >= warm && i.start >= win.0 && i.end <= win.1)
+                    .map(|i| (i.end - i.start) as f64 / 1000.0)
+            })
             .collect();
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         if !v.is_empty() {
@@ -155,32 +215,64 @@ fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
         bail!("no completed run of all jobs together");
     }
     let ideal: Vec<f64> = s.solo.values().map(|x| x.ideal_ms).collect();
-    let xmax = series.iter().flat_map(|(_, v)| v.last().cloned()).fold(0.0, f64::max) * 1.05;
-    let xmin = series.iter().flat_map(|(_, v)| v.first().cloned()).chain(ideal.iter().cloned()).fold(f64::MAX, f64::min) * 0.95;
+    let xmax = series
+        .iter()
+        .flat_map(|(_, v)| v.last().cloned())
+        .fold(0.0, f64::max)
+        * 1.05;
+    let xmin = series
+        .iter()
+        .flat_map(|(_, v)| v.first().cloned())
+        .chain(ideal.iter().cloned())
+        .fold(f64::MAX, f64::min)
+        * 0.95;
     let root = BitMapBackend::new(out, (1000, 650)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut ch = ChartBuilder::on(&root)
-        .caption(format!("{}: iteration-time CDF (all jobs, measured window)", meta.scenario.name), (FONT, 20))
+        .caption(
+            format!(
+                "{}: iteration-time CDF (all jobs, measured window)",
+                meta.scenario.name
+            ),
+            (FONT, 20),
+        )
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(50)
         .build_cartesian_2d(xmin..xmax, 0.0..1.0)?;
-    ch.configure_mesh().x_desc("iteration time (ms)").y_desc("CDF").label_style((FONT, 14)).draw()?;
+    ch.configure_mesh()
+        .x_desc("iteration time (ms)")
+        .y_desc("CDF")
+        .label_style((FONT, 14))
+        .draw()?;
     for (i, (cc, v)) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         let n = v.len() as f64;
-        let pts: Vec<(f64, f64)> = v.iter().enumerate().flat_map(|(k, x)| [(*x, k as f64 / n), (*x, (k + 1) as f64 / n)]).collect();
+        let pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .flat_map(|(k, x)| [(*x, k as f64 / n), (*x, (k + 1) as f64 / n)])
+            .collect();
         ch.draw_series(LineSeries::new(pts, c.stroke_width(2)))?
             .label(cc.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     for (k, x) in ideal.iter().enumerate() {
-        let lbl = ch.draw_series(LineSeries::new(vec![(*x, 0.0), (*x, 1.0)], BLACK.stroke_width(1)))?;
+        let lbl = ch.draw_series(LineSeries::new(
+            vec![(*x, 0.0), (*x, 1.0)],
+            BLACK.stroke_width(1),
+        ))?;
         if k == 0 {
-            lbl.label("ideal C+M (solo)").legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+            lbl.label("ideal C+M (solo)")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
         }
     }
-    ch.configure_series_labels().position(SeriesLabelPosition::LowerRight).background_style(WHITE.mix(0.8)).border_style(BLACK).label_font((FONT, 14)).draw()?;
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .draw()?;
     root.present()?;
     Ok(())
 }

@@ -49,7 +49,13 @@ pub struct Identity<'a> {
 pub fn job_id(run: &str, job: &str) -> String {
     let mut s: String = format!("{run}.{job}")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     s.truncate(63);
     s
@@ -66,9 +72,17 @@ impl Reporter {
     /// is logged once and the reporter does nothing.
     pub fn open(dir: &ProgressDir, id: &Identity) -> Reporter {
         let opts = match dir {
-            ProgressDir::Off => return Reporter { w: None, iteration: None },
+            ProgressDir::Off => {
+                return Reporter {
+                    w: None,
+                    iteration: None,
+                }
+            }
             ProgressDir::Default => WriterOptions::default(),
-            ProgressDir::Dir(d) => WriterOptions { dir: Some(d.clone()), ..WriterOptions::default() },
+            ProgressDir::Dir(d) => WriterOptions {
+                dir: Some(d.clone()),
+                ..WriterOptions::default()
+            },
         };
         let job = job_id(id.run, id.job);
         match Writer::create(&job, id.rank, &opts) {
@@ -80,26 +94,43 @@ impl Reporter {
                     }
                     w.set_bytes_per_iteration(id.bytes_per_iteration);
                 });
-                Reporter { w: Some(w), iteration: None }
+                Reporter {
+                    w: Some(w),
+                    iteration: None,
+                }
             }
             Err(e) => {
-                tracing::warn!("job {job} rank {}: no progress region ({e}); running without reporting", id.rank);
-                Reporter { w: None, iteration: None }
+                tracing::warn!(
+                    "job {job} rank {}: no progress region ({e}); running without reporting",
+                    id.rank
+                );
+                Reporter {
+                    w: None,
+                    iteration: None,
+                }
             }
         }
     }
 
     /// A reporter that reports nothing.
     pub fn none() -> Reporter {
-        Reporter { w: None, iteration: None }
+        Reporter {
+            w: None,
+            iteration: None,
+        }
     }
 
     /// Adds the connection `s` (this process's end) as a flow of `kind` to or from `peer_rank`.
     pub fn add_flow(&mut self, s: &TcpStream, kind: FlowKind, peer_rank: u32) {
         let Some(w) = &mut self.w else { return };
-        let (Ok(local), Ok(remote)) = (s.local_addr(), s.peer_addr()) else { return };
+        let (Ok(local), Ok(remote)) = (s.local_addr(), s.peer_addr()) else {
+            return;
+        };
         if let Err(e) = w.add_flow(FlowRecord::new(local, remote, kind, peer_rank)) {
-            tracing::warn!("progress region {}: flow not added: {e}", w.path().display());
+            tracing::warn!(
+                "progress region {}: flow not added: {e}",
+                w.path().display()
+            );
         }
     }
 
@@ -192,7 +223,10 @@ mod tests {
         assert_eq!(b.hot.iter_bytes, 1500);
         assert_eq!(b.hot.burst_requests, 1);
         assert_eq!(b.job.bytes_per_iteration, 4000);
-        assert_eq!((b.job.ring_pred, b.job.ring_succ, b.job.world_size), (0, 2, 3));
+        assert_eq!(
+            (b.job.ring_pred, b.job.ring_succ, b.job.world_size),
+            (0, 2, 3)
+        );
         assert_eq!(b.flows.len(), 1);
         assert_eq!(b.flows[0].remote_port, l.local_addr().unwrap().port());
         drop(r);

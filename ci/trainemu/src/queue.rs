@@ -52,8 +52,13 @@ pub struct QueueSample {
 /// qdisc when it has no tbf), marks of a `red` or `fq_codel` on it.
 pub fn port_sample(qdiscs: &[QdiscInfo], ifindex: i32, t_us: u64) -> Result<QueueSample> {
     let mine: Vec<&QdiscInfo> = qdiscs.iter().filter(|q| q.ifindex == ifindex).collect();
-    let port = mine.iter().find(|q| q.kind == "tbf").or_else(|| mine.iter().find(|q| q.parent == TcHandle::ROOT));
-    let Some(port) = port else { bail!("interface {ifindex} has no tbf and no root qdisc in the dump") };
+    let port = mine
+        .iter()
+        .find(|q| q.kind == "tbf")
+        .or_else(|| mine.iter().find(|q| q.parent == TcHandle::ROOT));
+    let Some(port) = port else {
+        bail!("interface {ifindex} has no tbf and no root qdisc in the dump")
+    };
     Ok(QueueSample {
         t_us,
         backlog_bytes: port.backlog_bytes.into(),
@@ -65,16 +70,26 @@ pub fn port_sample(qdiscs: &[QdiscInfo], ifindex: i32, t_us: u64) -> Result<Queu
 
 /// Samples `probe` until `stop` returns true; `now_us` is the run's clock. A failing dump ends the
 /// sampling with the error (the samples so far are kept by the caller).
-pub fn sample_port(probe: &QueueProbe, now_us: &dyn Fn() -> u64, stop: &dyn Fn() -> bool, out: &mut Vec<QueueSample>) -> Result<()> {
+pub fn sample_port(
+    probe: &QueueProbe,
+    now_us: &dyn Fn() -> u64,
+    stop: &dyn Fn() -> bool,
+    out: &mut Vec<QueueSample>,
+) -> Result<()> {
     let netns = Some(probe.netns.display().to_string());
     let mut nl = QdiscChanger::new(std::time::Duration::from_secs(1));
-    let ifindex = nl.ifindex(&netns, &probe.dev).with_context(|| format!("device {} in {}", probe.dev, probe.netns.display()))?;
+    let ifindex = nl
+        .ifindex(&netns, &probe.dev)
+        .with_context(|| format!("device {} in {}", probe.dev, probe.netns.display()))?;
     // Wake up on time although the workers keep every (emulated) CPU busy: a real-time priority
     // for this thread, whose work per sample is one short dump. Best effort (needs CAP_SYS_NICE).
     let prio = libc::sched_param { sched_priority: 10 };
     // SAFETY: pid 0 = the calling thread; `prio` is a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
-        tracing::debug!("queue sampler stays SCHED_OTHER: {}", std::io::Error::last_os_error());
+        tracing::debug!(
+            "queue sampler stays SCHED_OTHER: {}",
+            std::io::Error::last_os_error()
+        );
     }
     let mut next = std::time::Instant::now();
     while !stop() {
@@ -97,8 +112,23 @@ pub fn sample_port(probe: &QueueProbe, now_us: &dyn Fn() -> u64, stop: &dyn Fn()
 mod tests {
     use super::*;
 
-    fn qd(ifindex: i32, kind: &str, parent: TcHandle, queue: (u32, u32, u32), ce_marks: Option<u64>) -> QdiscInfo {
-        QdiscInfo { ifindex, kind: kind.into(), parent, qlen: queue.0, backlog_bytes: queue.1, drops: queue.2, ce_marks, ..Default::default() }
+    fn qd(
+        ifindex: i32,
+        kind: &str,
+        parent: TcHandle,
+        queue: (u32, u32, u32),
+        ce_marks: Option<u64>,
+    ) -> QdiscInfo {
+        QdiscInfo {
+            ifindex,
+            kind: kind.into(),
+            parent,
+            qlen: queue.0,
+            backlog_bytes: queue.1,
+            drops: queue.2,
+            ce_marks,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -107,22 +137,73 @@ mod tests {
         let qs = [
             qd(1, "noqueue", TcHandle::ROOT, (0, 0, 0), None),
             qd(5, "netem", TcHandle::ROOT, (0, 0, 0), None),
-            qd(5, "tbf", TcHandle { major: 1, minor: 1 }, (30, 45_420, 12), None),
-            qd(5, "red", TcHandle { major: 0x10, minor: 1 }, (30, 45_420, 12), Some(1507)),
+            qd(
+                5,
+                "tbf",
+                TcHandle { major: 1, minor: 1 },
+                (30, 45_420, 12),
+                None,
+            ),
+            qd(
+                5,
+                "red",
+                TcHandle {
+                    major: 0x10,
+                    minor: 1,
+                },
+                (30, 45_420, 12),
+                Some(1507),
+            ),
         ];
         let s = port_sample(&qs, 5, 77).unwrap();
-        assert_eq!(s, QueueSample { t_us: 77, backlog_bytes: 45_420, backlog_pkts: 30, drops: 12, marks: Some(1507) });
+        assert_eq!(
+            s,
+            QueueSample {
+                t_us: 77,
+                backlog_bytes: 45_420,
+                backlog_pkts: 30,
+                drops: 12,
+                marks: Some(1507)
+            }
+        );
         // lo has no tbf: its root, without marks.
-        assert_eq!(port_sample(&qs, 1, 0).unwrap(), QueueSample { t_us: 0, backlog_bytes: 0, backlog_pkts: 0, drops: 0, marks: None });
-        assert!(port_sample(&qs, 9, 0).unwrap_err().to_string().contains("interface 9"));
+        assert_eq!(
+            port_sample(&qs, 1, 0).unwrap(),
+            QueueSample {
+                t_us: 0,
+                backlog_bytes: 0,
+                backlog_pkts: 0,
+                drops: 0,
+                marks: None
+            }
+        );
+        assert!(port_sample(&qs, 9, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("interface 9"));
     }
 
     #[test]
     fn a_root_tbf_with_an_fq_codel_child() {
         let qs = [
             qd(3, "tbf", TcHandle::ROOT, (2, 3028, 0), None),
-            qd(3, "fq_codel", TcHandle { major: 1, minor: 1 }, (2, 3028, 0), Some(7)),
+            qd(
+                3,
+                "fq_codel",
+                TcHandle { major: 1, minor: 1 },
+                (2, 3028, 0),
+                Some(7),
+            ),
         ];
-        assert_eq!(port_sample(&qs, 3, 5).unwrap(), QueueSample { t_us: 5, backlog_bytes: 3028, backlog_pkts: 2, drops: 0, marks: Some(7) });
+        assert_eq!(
+            port_sample(&qs, 3, 5).unwrap(),
+            QueueSample {
+                t_us: 5,
+                backlog_bytes: 3028,
+                backlog_pkts: 2,
+                drops: 0,
+                marks: Some(7)
+            }
+        );
     }
 }

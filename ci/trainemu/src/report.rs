@@ -52,7 +52,11 @@ pub struct JobIter {
 pub fn job_iterations(recs: &[IterRecord]) -> BTreeMap<String, Vec<JobIter>> {
     let mut by: BTreeMap<String, BTreeMap<u32, Vec<&IterRecord>>> = BTreeMap::new();
     for r in recs.iter().filter(|r| r.role == "worker") {
-        by.entry(r.job.clone()).or_default().entry(r.iter).or_default().push(r);
+        by.entry(r.job.clone())
+            .or_default()
+            .entry(r.iter)
+            .or_default()
+            .push(r);
     }
     by.into_iter()
         .map(|(job, its)| {
@@ -60,10 +64,17 @@ pub fn job_iterations(recs: &[IterRecord]) -> BTreeMap<String, Vec<JobIter>> {
                 .into_iter()
                 .map(|(k, rs)| JobIter {
                     iter: k,
-                    start: rs.iter().filter_map(|r| r.compute_start_us).min().unwrap_or(0),
+                    start: rs
+                        .iter()
+                        .filter_map(|r| r.compute_start_us)
+                        .min()
+                        .unwrap_or(0),
                     comm_start: rs.iter().map(|r| r.comm_start_us).min().unwrap_or(0),
                     end: rs.iter().map(|r| r.comm_end_us).max().unwrap_or(0),
-                    compute_us: rs.iter().filter_map(|r| Some(r.compute_end_us? as f64 - r.compute_start_us? as f64)).sum::<f64>()
+                    compute_us: rs
+                        .iter()
+                        .filter_map(|r| Some(r.compute_end_us? as f64 - r.compute_start_us? as f64))
+                        .sum::<f64>()
                         / rs.len() as f64,
                 })
                 .collect();
@@ -74,8 +85,16 @@ pub fn job_iterations(recs: &[IterRecord]) -> BTreeMap<String, Vec<JobIter>> {
 
 /// The measured window [last job's first start, first job's last end], µs.
 pub fn window(jobs: &BTreeMap<String, Vec<JobIter>>) -> (u64, u64) {
-    let lo = jobs.values().filter_map(|v| v.first().map(|i| i.start)).max().unwrap_or(0);
-    let hi = jobs.values().filter_map(|v| v.last().map(|i| i.end)).min().unwrap_or(u64::MAX);
+    let lo = jobs
+        .values()
+        .filter_map(|v| v.first().map(|i| i.start))
+        .max()
+        .unwrap_or(0);
+    let hi = jobs
+        .values()
+        .filter_map(|v| v.last().map(|i| i.end))
+        .min()
+        .unwrap_or(u64::MAX);
     (lo, hi)
 }
 
@@ -86,8 +105,11 @@ fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
 /// Per iteration of `job`: fraction of its communication phase overlapped by other jobs'.
 pub fn overlap_fractions(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str) -> Vec<f64> {
     // Union of the other jobs' phases, sorted and merged.
-    let mut others: Vec<(u64, u64)> =
-        jobs.iter().filter(|(n, _)| n.as_str() != job).flat_map(|(_, v)| v.iter().map(|i| (i.comm_start, i.end))).collect();
+    let mut others: Vec<(u64, u64)> = jobs
+        .iter()
+        .filter(|(n, _)| n.as_str() != job)
+        .flat_map(|(_, v)| v.iter().map(|i| (i.comm_start, i.end)))
+        .collect();
     others.sort();
     let mut merged: Vec<(u64, u64)> = Vec::new();
     for o in others {
@@ -100,7 +122,10 @@ pub fn overlap_fractions(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str) -> Ve
         .iter()
         .map(|i| {
             let len = i.end.saturating_sub(i.comm_start).max(1);
-            let ov: u64 = merged.iter().map(|&m| overlap((i.comm_start, i.end), m)).sum();
+            let ov: u64 = merged
+                .iter()
+                .map(|&m| overlap((i.comm_start, i.end), m))
+                .sum();
             ov as f64 / len as f64
         })
         .collect()
@@ -108,11 +133,21 @@ pub fn overlap_fractions(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str) -> Ve
 
 /// First iteration index k of `job` from which INTERLEAVE_RUN consecutive iterations inside the
 /// window are interleaved.
-pub fn interleaved_at(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str, win: (u64, u64)) -> Option<u32> {
+pub fn interleaved_at(
+    jobs: &BTreeMap<String, Vec<JobIter>>,
+    job: &str,
+    win: (u64, u64),
+) -> Option<u32> {
     let fr = overlap_fractions(jobs, job);
     let its = &jobs[job];
-    let ok: Vec<bool> = its.iter().zip(&fr).map(|(i, f)| i.end <= win.1 && *f < INTERLEAVE_OVERLAP).collect();
-    (0..its.len()).find(|&k| k + INTERLEAVE_RUN <= its.len() && ok[k..k + INTERLEAVE_RUN].iter().all(|&b| b)).map(|k| its[k].iter)
+    let ok: Vec<bool> = its
+        .iter()
+        .zip(&fr)
+        .map(|(i, f)| i.end <= win.1 && *f < INTERLEAVE_OVERLAP)
+        .collect();
+    (0..its.len())
+        .find(|&k| k + INTERLEAVE_RUN <= its.len() && ok[k..k + INTERLEAVE_RUN].iter().all(|&b| b))
+        .map(|k| its[k].iter)
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -238,33 +273,76 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
     let mut solo = BTreeMap::new();
     for r in meta.runs.iter().filter(|r| r.kind == "solo") {
         if !r.ok {
-            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            notes.push(format!(
+                "run {} failed: {}",
+                r.name,
+                r.error.clone().unwrap_or_default()
+            ));
             continue;
         }
         let d = read_run(dir, &r.name)?;
         let jobs = job_iterations(&d.records);
         for (job, its) in &jobs {
             let w = (0, u64::MAX);
-            let sel: Vec<&JobIter> = its.iter().filter(|i| i.iter >= warm.min(its.len().saturating_sub(1) as u32) && i.end <= w.1).collect();
-            let c = mean(&sel.iter().map(|i| i.compute_us / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
-            let m = mean(&sel.iter().map(|i| (i.end - i.comm_start) as f64 / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
-            let t = mean(&sel.iter().map(|i| (i.end - i.start) as f64 / 1000.0).collect::<Vec<_>>()).unwrap_or(0.0);
-            solo.insert(job.clone(), Solo { c_ms: c, m_ms: m, ideal_ms: t, n: sel.len() });
+            let sel: Vec<&JobIter> = its
+                .iter()
+                .filter(|i| i.iter >= warm.min(its.len().saturating_sub(1) as u32) && i.end <= w.1)
+                .collect();
+            let c = mean(
+                &sel.iter()
+                    .map(|i| i.compute_us / 1000.0)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0);
+            let m = mean(
+                &sel.iter()
+                    .map(|i| (i.end - i.comm_start) as f64 / 1000.0)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0);
+            let t = mean(
+                &sel.iter()
+                    .map(|i| (i.end - i.start) as f64 / 1000.0)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0);
+            solo.insert(
+                job.clone(),
+                Solo {
+                    c_ms: c,
+                    m_ms: m,
+                    ideal_ms: t,
+                    n: sel.len(),
+                },
+            );
         }
     }
     let mut net = Vec::new();
     let mut background = Vec::new();
-    let rate = meta.scenario.topology.hosts.iter().find(|h| h.name == meta.scenario.topology.bottleneck).and_then(|h| h.rate_mbit);
+    let rate = meta
+        .scenario
+        .topology
+        .hosts
+        .iter()
+        .find(|h| h.name == meta.scenario.topology.bottleneck)
+        .and_then(|h| h.rate_mbit);
     let mut net_of = |name: &str, d: &RunData, jobs: &BTreeMap<String, Vec<JobIter>>| {
         if !d.queue.is_empty() {
             let waits: Vec<u64> = d.records.iter().filter_map(|r| r.burst_wait_us).collect();
-            net.push(NetRow { run: name.to_string(), q: queue_metrics(&d.queue, jobs, warm, rate, &waits) });
+            net.push(NetRow {
+                run: name.to_string(),
+                q: queue_metrics(&d.queue, jobs, warm, rate, &waits),
+            });
         }
     };
     let mut baseline = BTreeMap::new();
     for r in meta.runs.iter().filter(|r| r.kind == "background") {
         if !r.ok {
-            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            notes.push(format!(
+                "run {} failed: {}",
+                r.name,
+                r.error.clone().unwrap_or_default()
+            ));
             continue;
         }
         let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
@@ -279,33 +357,68 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
     let mut cubic_means: BTreeMap<String, f64> = BTreeMap::new();
     let together: Vec<_> = meta.runs.iter().filter(|r| r.kind == "together").collect();
     // cubic first, so the speedups can refer to it.
-    let mut order: Vec<_> = together.iter().filter(|r| r.cc == "cubic").chain(together.iter().filter(|r| r.cc != "cubic")).collect();
+    let mut order: Vec<_> = together
+        .iter()
+        .filter(|r| r.cc == "cubic")
+        .chain(together.iter().filter(|r| r.cc != "cubic"))
+        .collect();
     order.dedup_by_key(|r| r.name.clone());
     for r in order {
         if !r.ok {
-            notes.push(format!("run {} failed: {}", r.name, r.error.clone().unwrap_or_default()));
+            notes.push(format!(
+                "run {} failed: {}",
+                r.name,
+                r.error.clone().unwrap_or_default()
+            ));
             continue;
         }
         let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
         let jobs = job_iterations(&d.records);
-        let no_ecn: Vec<String> =
-            d.flows.iter().filter(|f| crate::config::NEEDS_ECN.contains(&f.cc.as_str()) && !f.ecn).map(|f| format!("{} {}", f.job, f.kind)).collect();
+        let no_ecn: Vec<String> = d
+            .flows
+            .iter()
+            .filter(|f| crate::config::NEEDS_ECN.contains(&f.cc.as_str()) && !f.ecn)
+            .map(|f| format!("{} {}", f.job, f.kind))
+            .collect();
         if !no_ecn.is_empty() {
-            notes.push(format!("run {}: {} flows of an ECN-needing cc without ECN (they ran Reno): {}", r.name, no_ecn.len(), no_ecn.join(", ")));
+            notes.push(format!(
+                "run {}: {} flows of an ECN-needing cc without ECN (they ran Reno): {}",
+                r.name,
+                no_ecn.len(),
+                no_ecn.join(", ")
+            ));
         }
         net_of(&r.cc, &d, &jobs);
         background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
-        let win = if jobs.len() > 1 { window(&jobs) } else { (0, u64::MAX) };
+        let win = if jobs.len() > 1 {
+            window(&jobs)
+        } else {
+            (0, u64::MAX)
+        };
         let mut run_rows = Vec::new();
         for (job, its) in &jobs {
             let c = counted(its, win, warm);
             let times: Vec<f64> = c.iter().map(|x| x.1).collect();
             let Some(mn) = mean(&times) else {
-                notes.push(format!("run {}: job {job} has no iteration in the measured window", r.name));
+                notes.push(format!(
+                    "run {}: job {job} has no iteration in the measured window",
+                    r.name
+                ));
                 continue;
             };
-            let il = if jobs.len() > 1 { interleaved_at(&jobs, job, win) } else { None };
-            let conv = il.and_then(|k| mean(&c.iter().filter(|x| x.0 >= k).map(|x| x.1).collect::<Vec<_>>()));
+            let il = if jobs.len() > 1 {
+                interleaved_at(&jobs, job, win)
+            } else {
+                None
+            };
+            let conv = il.and_then(|k| {
+                mean(
+                    &c.iter()
+                        .filter(|x| x.0 >= k)
+                        .map(|x| x.1)
+                        .collect::<Vec<_>>(),
+                )
+            });
             let ideal = solo.get(job).map(|s| s.ideal_ms);
             if r.cc == "cubic" {
                 cubic_means.insert(job.clone(), mn);
@@ -334,7 +447,10 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
             (v.len() == run_rows.len()).then(|| v.iter().sum::<f64>() / n)
         };
         let means: Vec<f64> = run_rows.iter().map(|r| r.mean_ms).collect();
-        let (lo, hi) = (means.iter().cloned().fold(f64::MAX, f64::min), means.iter().cloned().fold(0.0, f64::max));
+        let (lo, hi) = (
+            means.iter().cloned().fold(f64::MAX, f64::min),
+            means.iter().cloned().fold(0.0, f64::max),
+        );
         ccs.push(CcSummary {
             cc: r.cc.clone(),
             mean_ms: means.iter().sum::<f64>() / n,
@@ -342,7 +458,8 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
             ratio: avg(&|r| r.ratio),
             conv_ratio: avg(&|r| r.conv_ratio),
             tail_ratio: avg(&|r| r.tail_ratio),
-            interleaved_at: if jobs.len() > 1 && run_rows.iter().all(|r| r.interleaved_at.is_some()) {
+            interleaved_at: if jobs.len() > 1 && run_rows.iter().all(|r| r.interleaved_at.is_some())
+            {
                 run_rows.iter().filter_map(|r| r.interleaved_at).max()
             } else {
                 None
@@ -375,7 +492,11 @@ fn f2(x: Option<f64>) -> String {
 /// The text table of a summary.
 pub fn table(s: &Summary, meta: &Meta) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "scenario {}: {} (kernel {})", s.scenario, s.description, s.kernel);
+    let _ = writeln!(
+        o,
+        "scenario {}: {} (kernel {})",
+        s.scenario, s.description, s.kernel
+    );
     for (job, so) in &s.solo {
         let p = meta.plans.iter().find(|p| &p.name == job);
         let _ = writeln!(
@@ -394,7 +515,17 @@ pub fn table(s: &Summary, meta: &Meta) -> String {
     let _ = writeln!(
         o,
         "{:<12} {:<8} {:>4} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {:>10} {:>11}",
-        "cc", "job", "n", "mean_ms", "p99_ms", "speedup", "ideal_ms", "mean/ideal", "conv_ms", "conv/ideal", "interleaved"
+        "cc",
+        "job",
+        "n",
+        "mean_ms",
+        "p99_ms",
+        "speedup",
+        "ideal_ms",
+        "mean/ideal",
+        "conv_ms",
+        "conv/ideal",
+        "interleaved"
     );
     for r in &s.rows {
         let _ = writeln!(
@@ -410,7 +541,9 @@ pub fn table(s: &Summary, meta: &Meta) -> String {
             f2(r.ratio),
             f1(r.conv_mean_ms),
             f2(r.conv_ratio),
-            r.interleaved_at.map(|k| k.to_string()).unwrap_or_else(|| "never".into())
+            r.interleaved_at
+                .map(|k| k.to_string())
+                .unwrap_or_else(|| "never".into())
         );
     }
     let _ = writeln!(o, "per congestion control (means over jobs):");
@@ -433,7 +566,11 @@ pub fn table(s: &Summary, meta: &Meta) -> String {
         "v-{} in {}{}",
         meta.scenario.topology.bottleneck,
         crate::topo::SWITCH_NS,
-        meta.ecn_ports.iter().find(|p| p.host == meta.scenario.topology.bottleneck).map(|p| format!(", {} {}", p.qdisc, p.args.join(" "))).unwrap_or_default()
+        meta.ecn_ports
+            .iter()
+            .find(|p| p.host == meta.scenario.topology.bottleneck)
+            .map(|p| format!(", {} {}", p.qdisc, p.args.join(" ")))
+            .unwrap_or_default()
     );
     o.push_str(&netreport::table(&s.net, &s.background, &port));
     for n in &s.notes {
@@ -465,7 +602,10 @@ pub fn report_dir(dir: &Path, plots: bool) -> Result<()> {
                     println!("  plot: {}", p.display());
                 }
             }
-            Err(e) => eprintln!("trainemu: warning: {}: plots not drawn: {e:#}", dir.display()),
+            Err(e) => eprintln!(
+                "trainemu: warning: {}: plots not drawn: {e:#}",
+                dir.display()
+            ),
         }
     }
     Ok(())
@@ -476,7 +616,13 @@ mod tests {
     use super::*;
 
     fn it(iter: u32, start: u64, comm_start: u64, end: u64) -> JobIter {
-        JobIter { iter, start, comm_start, end, compute_us: (comm_start - start) as f64 }
+        JobIter {
+            iter,
+            start,
+            comm_start,
+            end,
+            compute_us: (comm_start - start) as f64,
+        }
     }
 
     #[test]
@@ -484,7 +630,19 @@ mod tests {
         // Job A: comm [k*1000+500, k*1000+1000). Job B: overlapping fully for 3 iterations,
         // then shifted by 500 (comm in A's compute).
         let mut jobs = BTreeMap::new();
-        jobs.insert("A".to_string(), (0..12).map(|k| it(k, k as u64 * 1000, k as u64 * 1000 + 500, k as u64 * 1000 + 1000)).collect());
+        jobs.insert(
+            "A".to_string(),
+            (0..12)
+                .map(|k| {
+                    it(
+                        k,
+                        k as u64 * 1000,
+                        k as u64 * 1000 + 500,
+                        k as u64 * 1000 + 1000,
+                    )
+                })
+                .collect(),
+        );
         jobs.insert(
             "B".to_string(),
             (0..12)

@@ -44,7 +44,14 @@ fn bg_plans(s: &Scenario, baseline: bool) -> Vec<BgPlan> {
             to: b.to.clone(),
             cc: b.cc.clone(),
             start_ms: b.start_ms,
-            stop_ms: if baseline { Some(b.stop_ms.unwrap_or(b.start_ms + s.background_baseline_s * 1000.0)) } else { b.stop_ms },
+            stop_ms: if baseline {
+                Some(
+                    b.stop_ms
+                        .unwrap_or(b.start_ms + s.background_baseline_s * 1000.0),
+                )
+            } else {
+                b.stop_ms
+            },
         })
         .collect()
 }
@@ -99,27 +106,44 @@ struct Progress {
 
 impl Progress {
     fn new(label: String, totals: Vec<u32>) -> Self {
-        let tty = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
+        let tty = std::io::stderr().is_terminal()
+            && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(false);
         let bar = tty.then(|| {
             let b = indicatif::ProgressBar::new(totals.iter().map(|&x| x as u64).sum());
             b.set_style(
-                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} iterations {elapsed} {msg}")
-                    .unwrap()
-                    .progress_chars("=> "),
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} iterations {elapsed} {msg}",
+                )
+                .unwrap()
+                .progress_chars("=> "),
             );
             b.set_prefix(label.clone());
             b
         });
-        Progress { bar, last_line: -10.0, label, totals }
+        Progress {
+            bar,
+            last_line: -10.0,
+            label,
+            totals,
+        }
     }
     fn update(&mut self, done: &[u32], t: f64) {
-        let detail: Vec<String> = done.iter().zip(&self.totals).map(|(d, n)| format!("{d}/{n}")).collect();
+        let detail: Vec<String> = done
+            .iter()
+            .zip(&self.totals)
+            .map(|(d, n)| format!("{d}/{n}"))
+            .collect();
         if let Some(b) = &self.bar {
             b.set_position(done.iter().map(|&x| x as u64).sum());
             b.set_message(detail.join(" "));
         } else if t - self.last_line >= 5.0 {
             self.last_line = t;
-            eprintln!("trainemu: {} {:>5.1}s iterations {}", self.label, t, detail.join(" "));
+            eprintln!(
+                "trainemu: {} {:>5.1}s iterations {}",
+                self.label,
+                t,
+                detail.join(" ")
+            );
         }
     }
     fn finish(&self) {
@@ -171,7 +195,9 @@ impl ModuleParams {
 fn flush_tcp_metrics(s: &Scenario) {
     // Cached ssthresh/RTT of earlier runs' connections must not leak into the next run.
     for h in &s.topology.hosts {
-        let _ = Command::new("ip").args(["-n", &topo::ns_name(&h.name), "tcp_metrics", "flush", "all"]).output();
+        let _ = Command::new("ip")
+            .args(["-n", &topo::ns_name(&h.name), "tcp_metrics", "flush", "all"])
+            .output();
     }
 }
 
@@ -188,53 +214,114 @@ pub struct RunOptions {
 }
 
 /// Runs scenario `s` (validated) and writes `out/<name>/`.
-pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, opts: &RunOptions) -> Result<()> {
-    let (loopback, run_timeout, progress, agent_setup) = (opts.loopback, opts.run_timeout, &opts.progress, &opts.agent);
+pub fn run_scenario(
+    s: &Scenario,
+    text: &str,
+    models: &ModelFile,
+    out: &Path,
+    opts: &RunOptions,
+) -> Result<()> {
+    let (loopback, run_timeout, progress, agent_setup) =
+        (opts.loopback, opts.run_timeout, &opts.progress, &opts.agent);
     let dir = out.join(&s.name);
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
-    fs::create_dir_all(dir.join("runs")).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::create_dir_all(dir.join("runs"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     fs::write(dir.join("scenario.toml"), text)?;
     let plans = s.plans(models);
-    let osrel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-    let kernel = if loopback { format!("{osrel}, loopback") } else { osrel };
+    let osrel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let kernel = if loopback {
+        format!("{osrel}, loopback")
+    } else {
+        osrel
+    };
     let avail = topo::available_ccs();
-    let variants: Vec<CcVariant> = s.ccs.iter().filter_map(|c| CcVariant::parse(c).ok()).collect();
-    let skipped: Vec<String> = variants.iter().filter(|v| !avail.contains(&v.cc)).map(|v| v.label.clone()).collect();
+    let variants: Vec<CcVariant> = s
+        .ccs
+        .iter()
+        .filter_map(|c| CcVariant::parse(c).ok())
+        .collect();
+    let skipped: Vec<String> = variants
+        .iter()
+        .filter(|v| !avail.contains(&v.cc))
+        .map(|v| v.label.clone())
+        .collect();
     if !skipped.is_empty() {
-        tracing::warn!("scenario {}: not offered by this kernel, not run: {}", s.name, skipped.join(", "));
+        tracing::warn!(
+            "scenario {}: not offered by this kernel, not run: {}",
+            s.name,
+            skipped.join(", ")
+        );
     }
-    let net = if loopback { Net::Loopback } else { topo::build(s).context("building the topology")? };
+    let net = if loopback {
+        Net::Loopback
+    } else {
+        topo::build(s).context("building the topology")?
+    };
     let queue = (!loopback).then(|| QueueProbe {
         netns: format!("/run/netns/{}", topo::SWITCH_NS).into(),
         dev: format!("v-{}", s.topology.bottleneck),
     });
     let solo_cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
-    let spec = |name: String, cc: CcVariant, jobs: Vec<JobPlan>, background: Vec<BgPlan>, before_burst| RunSpec {
-        name,
-        cc,
-        jobs,
-        sample_ms: s.sample_ms,
-        timeout_s: run_timeout,
-        progress: progress.clone(),
-        background,
-        before_burst,
-        queue: queue.clone(),
-    };
+    let spec =
+        |name: String, cc: CcVariant, jobs: Vec<JobPlan>, background: Vec<BgPlan>, before_burst| {
+            RunSpec {
+                name,
+                cc,
+                jobs,
+                sample_ms: s.sample_ms,
+                timeout_s: run_timeout,
+                progress: progress.clone(),
+                background,
+                before_burst,
+                queue: queue.clone(),
+            }
+        };
     let mut runs: Vec<(RunSpec, &str)> = Vec::new();
     for p in &plans {
         let mut solo = p.clone();
         solo.iterations = s.solo_iterations;
         solo.start_offset_ms = 0.0;
-        runs.push((spec(format!("solo-{}", p.name), solo_cc.clone(), vec![solo], Vec::new(), None), "solo"));
+        runs.push((
+            spec(
+                format!("solo-{}", p.name),
+                solo_cc.clone(),
+                vec![solo],
+                Vec::new(),
+                None,
+            ),
+            "solo",
+        ));
     }
     if !s.background.is_empty() {
         // The flows' own congestion controls apply; the run's cc only labels it.
-        runs.push((spec(BASELINE_RUN.into(), solo_cc.clone(), Vec::new(), bg_plans(s, true), None), "background"));
+        runs.push((
+            spec(
+                BASELINE_RUN.into(),
+                solo_cc.clone(),
+                Vec::new(),
+                bg_plans(s, true),
+                None,
+            ),
+            "background",
+        ));
     }
     for v in variants.into_iter().filter(|v| avail.contains(&v.cc)) {
-        runs.push((spec(v.dir_name(), v, plans.clone(), bg_plans(s, false), s.before_burst()), "together"));
+        runs.push((
+            spec(
+                v.dir_name(),
+                v,
+                plans.clone(),
+                bg_plans(s, false),
+                s.before_burst(),
+            ),
+            "together",
+        ));
     }
     let mut meta = Meta {
         scenario: s.clone(),
@@ -243,7 +330,11 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, op
         skipped_ccs: skipped,
         kernel,
         netns: !loopback,
-        ecn_ports: if loopback { Vec::new() } else { topo::ecn_ports(s) },
+        ecn_ports: if loopback {
+            Vec::new()
+        } else {
+            topo::ecn_ports(s)
+        },
     };
     let t0 = Instant::now();
     let nruns = runs.len();
@@ -253,13 +344,32 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, op
             flush_tcp_metrics(s);
         }
         let label = format!("[{} {}/{} {}]", s.name, i + 1, nruns, spec.name);
-        tracing::info!("{label} starting: cc {}, jobs {}", spec.cc.label, spec.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>().join(" "));
-        let mut prog = Progress::new(label.clone(), spec.jobs.iter().map(|j| j.iterations).collect());
+        tracing::info!(
+            "{label} starting: cc {}, jobs {}",
+            spec.cc.label,
+            spec.jobs
+                .iter()
+                .map(|j| j.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let mut prog = Progress::new(
+            label.clone(),
+            spec.jobs.iter().map(|j| j.iterations).collect(),
+        );
         let res = match ModuleParams::set(&spec.cc.params) {
             Ok(saved) => {
                 let r = match spec.cc.agent {
                     None => emu::run(spec, &net, &mut |d, t| prog.update(d, t)),
-                    Some(mode) => run_with_agent(s, spec, mode, agent_setup, &dir.join("runs").join(&spec.name).join("agent"), &net, &mut prog),
+                    Some(mode) => run_with_agent(
+                        s,
+                        spec,
+                        mode,
+                        agent_setup,
+                        &dir.join("runs").join(&spec.name).join("agent"),
+                        &net,
+                        &mut prog,
+                    ),
                 };
                 saved.restore();
                 r
@@ -300,9 +410,18 @@ pub fn run_scenario(s: &Scenario, text: &str, models: &ModelFile, out: &Path, op
     if !loopback {
         topo::teardown(s);
     }
-    tracing::info!("scenario {} done in {:.0} s: {}", s.name, t0.elapsed().as_secs_f64(), dir.display());
+    tracing::info!(
+        "scenario {} done in {:.0} s: {}",
+        s.name,
+        t0.elapsed().as_secs_f64(),
+        dir.display()
+    );
     if failures > 0 {
-        anyhow::bail!("scenario {}: {failures} of {nruns} runs failed (see {}/meta.json)", s.name, dir.display());
+        anyhow::bail!(
+            "scenario {}: {failures} of {nruns} runs failed (see {}/meta.json)",
+            s.name,
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -321,12 +440,18 @@ fn run_with_agent(
 ) -> Result<emu::RunOutput> {
     let mut a = AgentRun::start(s, mode, spec.cc.pcn, setup, agent_dir)?;
     a.watch_status();
-    let spec = RunSpec { progress: ProgressDir::Dir(a.regions.clone()), ..spec.clone() };
+    let spec = RunSpec {
+        progress: ProgressDir::Dir(a.regions.clone()),
+        ..spec.clone()
+    };
     let r = emu::run(&spec, net, &mut |d, t| prog.update(d, t));
     let alive = a.alive();
     let controlled = a.stop().unwrap_or(0);
     if !alive {
-        anyhow::bail!("ccp-agent exited during the run (see {}/agent.log)", agent_dir.display());
+        anyhow::bail!(
+            "ccp-agent exited during the run (see {}/agent.log)",
+            agent_dir.display()
+        );
     }
     if mode == AgentMode::PcnOnly {
         // PCN alone controls no flow; it must have served the workers' bursts.
@@ -334,13 +459,21 @@ fn run_with_agent(
         let granted = crate::agent::bursts_granted(&last).unwrap_or(0);
         tracing::info!("ccp-agent (PCN only) granted {granted} bursts (status-last.txt)");
         if r.is_ok() && granted == 0 {
-            anyhow::bail!("ccp-agent (PCN only) granted no burst (see {}/agent.log)", agent_dir.display());
+            anyhow::bail!(
+                "ccp-agent (PCN only) granted no burst (see {}/agent.log)",
+                agent_dir.display()
+            );
         }
         return r;
     }
-    tracing::info!("ccp-agent controlled up to {controlled} flows at once (status.txt: that snapshot)");
+    tracing::info!(
+        "ccp-agent controlled up to {controlled} flows at once (status.txt: that snapshot)"
+    );
     if r.is_ok() && controlled == 0 {
-        anyhow::bail!("ccp-agent controlled none of the run's flows (see {}/agent.log)", agent_dir.display());
+        anyhow::bail!(
+            "ccp-agent controlled none of the run's flows (see {}/agent.log)",
+            agent_dir.display()
+        );
     }
     r
 }
@@ -356,22 +489,47 @@ fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
     w.flush()?;
     fs::write(dir.join("flows.json"), serde_json::to_string_pretty(flows)?)?;
     let mut w = BufWriter::new(fs::File::create(dir.join("samples.csv"))?);
-    writeln!(w, "t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx")?;
+    writeln!(
+        w,
+        "t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx"
+    )?;
     let opt = |x: Option<u16>| x.map(|v| v.to_string()).unwrap_or_default();
     for s in samples {
-        writeln!(w, "{},{},{},{},{},{},{},{}", s.t_us, s.flow, s.bytes_acked, s.cwnd, s.srtt_us, s.retrans, opt(s.bytes_ratio_fx), opt(s.f_fx))?;
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{}",
+            s.t_us,
+            s.flow,
+            s.bytes_acked,
+            s.cwnd,
+            s.srtt_us,
+            s.retrans,
+            opt(s.bytes_ratio_fx),
+            opt(s.f_fx)
+        )?;
     }
     w.flush()?;
     if !o.queue.is_empty() {
         let mut w = BufWriter::new(fs::File::create(dir.join("queue.csv"))?);
         writeln!(w, "t_us,backlog_bytes,backlog_pkts,drops,marks")?;
         for q in &o.queue {
-            writeln!(w, "{},{},{},{},{}", q.t_us, q.backlog_bytes, q.backlog_pkts, q.drops, q.marks.map(|m| m.to_string()).unwrap_or_default())?;
+            writeln!(
+                w,
+                "{},{},{},{},{}",
+                q.t_us,
+                q.backlog_bytes,
+                q.backlog_pkts,
+                q.drops,
+                q.marks.map(|m| m.to_string()).unwrap_or_default()
+            )?;
         }
         w.flush()?;
     }
     if !o.background.is_empty() {
-        fs::write(dir.join("background.json"), serde_json::to_string_pretty(&o.background)?)?;
+        fs::write(
+            dir.join("background.json"),
+            serde_json::to_string_pretty(&o.background)?,
+        )?;
     }
     Ok(())
 }
@@ -393,21 +551,27 @@ pub struct RunData {
 /// Reads `dir/meta.json`.
 pub fn read_meta(dir: &Path) -> Result<Meta> {
     let p = dir.join("meta.json");
-    serde_json::from_str(&fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?)
-        .with_context(|| format!("{}: bad meta.json", p.display()))
+    serde_json::from_str(
+        &fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?,
+    )
+    .with_context(|| format!("{}: bad meta.json", p.display()))
 }
 
 /// Reads `dir/runs/<run>/`.
 pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
     let d = dir.join("runs").join(run);
     let mut records = Vec::new();
-    let f = fs::File::open(d.join("iterations.jsonl")).with_context(|| format!("{}/iterations.jsonl", d.display()))?;
+    let f = fs::File::open(d.join("iterations.jsonl"))
+        .with_context(|| format!("{}/iterations.jsonl", d.display()))?;
     for (i, line) in BufReader::new(f).lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        records.push(serde_json::from_str(&line).with_context(|| format!("{}/iterations.jsonl line {}", d.display(), i + 1))?);
+        records.push(
+            serde_json::from_str(&line)
+                .with_context(|| format!("{}/iterations.jsonl line {}", d.display(), i + 1))?,
+        );
     }
     let flows: Vec<FlowInfo> = serde_json::from_str(&fs::read_to_string(d.join("flows.json"))?)?;
     let mut samples = Vec::new();
@@ -435,21 +599,35 @@ pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
         for (i, line) in BufReader::new(f).lines().enumerate().skip(1) {
             let line = line?;
             let c: Vec<&str> = line.split(',').collect();
-            let bad = || anyhow::anyhow!("{}/queue.csv line {}: bad row '{line}'", d.display(), i + 1);
+            let bad =
+                || anyhow::anyhow!("{}/queue.csv line {}: bad row '{line}'", d.display(), i + 1);
             if c.len() != 5 {
                 return Err(bad());
             }
             let n = |k: usize| c[k].parse::<u64>().map_err(|_| bad());
-            queue.push(QueueSample { t_us: n(0)?, backlog_bytes: n(1)?, backlog_pkts: n(2)?, drops: n(3)?, marks: c[4].parse().ok() });
+            queue.push(QueueSample {
+                t_us: n(0)?,
+                backlog_bytes: n(1)?,
+                backlog_pkts: n(2)?,
+                drops: n(3)?,
+                marks: c[4].parse().ok(),
+            });
         }
     }
     let bg = d.join("background.json");
     let background = if bg.is_file() {
-        serde_json::from_str(&fs::read_to_string(&bg)?).with_context(|| format!("{}: bad background.json", d.display()))?
+        serde_json::from_str(&fs::read_to_string(&bg)?)
+            .with_context(|| format!("{}: bad background.json", d.display()))?
     } else {
         Vec::new()
     };
-    Ok(RunData { records, flows, samples, queue, background })
+    Ok(RunData {
+        records,
+        flows,
+        samples,
+        queue,
+        background,
+    })
 }
 
 #[cfg(test)]
@@ -462,10 +640,31 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let o = emu::RunOutput {
             queue: vec![
-                QueueSample { t_us: 5, backlog_bytes: 3000, backlog_pkts: 2, drops: 1, marks: Some(9) },
-                QueueSample { t_us: 10, backlog_bytes: 0, backlog_pkts: 0, drops: 1, marks: None },
+                QueueSample {
+                    t_us: 5,
+                    backlog_bytes: 3000,
+                    backlog_pkts: 2,
+                    drops: 1,
+                    marks: Some(9),
+                },
+                QueueSample {
+                    t_us: 10,
+                    backlog_bytes: 0,
+                    backlog_pkts: 0,
+                    drops: 1,
+                    marks: None,
+                },
             ],
-            background: vec![BgRecord { name: "bg".into(), flow: 0, from: "h1".into(), to: "h2".into(), cc: "dctcp".into(), start_us: 1, stop_us: 9, bytes_sent: 77 }],
+            background: vec![BgRecord {
+                name: "bg".into(),
+                flow: 0,
+                from: "h1".into(),
+                to: "h2".into(),
+                cc: "dctcp".into(),
+                start_us: 1,
+                stop_us: 9,
+                bytes_sent: 77,
+            }],
             ..Default::default()
         };
         write_run(&dir.join("runs").join("r"), &o).unwrap();
@@ -473,11 +672,17 @@ mod tests {
         assert_eq!((d.queue, d.background), (o.queue, o.background));
         // A run without them writes neither file and reads back empty.
         write_run(&dir.join("runs").join("e"), &emu::RunOutput::default()).unwrap();
-        assert!(!dir.join("runs/e/queue.csv").exists() && !dir.join("runs/e/background.json").exists());
+        assert!(
+            !dir.join("runs/e/queue.csv").exists() && !dir.join("runs/e/background.json").exists()
+        );
         let d = read_run(&dir, "e").unwrap();
         assert!(d.queue.is_empty() && d.background.is_empty());
         // A damaged row names the file and line.
-        fs::write(dir.join("runs/r/queue.csv"), "t_us,backlog_bytes,backlog_pkts,drops,marks\n5,x,2,1,\n").unwrap();
+        fs::write(
+            dir.join("runs/r/queue.csv"),
+            "t_us,backlog_bytes,backlog_pkts,drops,marks\n5,x,2,1,\n",
+        )
+        .unwrap();
         let e = format!("{:#}", read_run(&dir, "r").err().unwrap());
         assert!(e.contains("queue.csv line 2"), "{e}");
         let _ = fs::remove_dir_all(&dir);

@@ -39,9 +39,16 @@ pub fn host_addr(idx: usize) -> Ipv4Addr {
 }
 
 fn sh(args: &[&str]) -> Result<()> {
-    let out = Command::new(args[0]).args(&args[1..]).output().with_context(|| format!("cannot run {}", args[0]))?;
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("cannot run {}", args[0]))?;
     if !out.status.success() {
-        bail!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -66,9 +73,13 @@ fn sysctl_in(ns: &str, key: &str, value: &str) -> Result<()> {
 /// Deletes every namespace this module may have made (ignores those that do not exist).
 pub fn teardown(s: &Scenario) {
     for h in &s.topology.hosts {
-        let _ = Command::new("ip").args(["netns", "del", &ns_name(&h.name)]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &ns_name(&h.name)])
+            .output();
     }
-    let _ = Command::new("ip").args(["netns", "del", SWITCH_NS]).output();
+    let _ = Command::new("ip")
+        .args(["netns", "del", SWITCH_NS])
+        .output();
 }
 
 /// Handle of the ECN-marking child qdisc under a switch port's tbf.
@@ -130,16 +141,37 @@ impl EcnPort {
                 s("bandwidth"),
                 format!("{}kbit", self.rate_kbit),
             ],
-            _ => vec![s("limit"), (self.limit_bytes / RED_AVPKT).to_string(), s("ce_threshold"), format!("{threshold}us"), s("ecn")],
+            _ => vec![
+                s("limit"),
+                (self.limit_bytes / RED_AVPKT).to_string(),
+                s("ce_threshold"),
+                format!("{threshold}us"),
+                s("ecn"),
+            ],
         }
     }
 
     /// `ip netns exec NS tc qdisc VERB dev DEV parent P handle H KIND ARGS` with `args`
     /// (VERB: "add" or "change").
     pub fn command(&self, verb: &str, args: &[String]) -> Vec<String> {
-        let mut a: Vec<String> = ["ip", "netns", "exec", &self.netns, "tc", "qdisc", verb, "dev", &self.dev, "parent", &self.parent, "handle", &self.handle, &self.qdisc]
-            .map(String::from)
-            .to_vec();
+        let mut a: Vec<String> = [
+            "ip",
+            "netns",
+            "exec",
+            &self.netns,
+            "tc",
+            "qdisc",
+            verb,
+            "dev",
+            &self.dev,
+            "parent",
+            &self.parent,
+            "handle",
+            &self.handle,
+            &self.qdisc,
+        ]
+        .map(String::from)
+        .to_vec();
         a.extend(args.iter().cloned());
         a
     }
@@ -147,9 +179,16 @@ impl EcnPort {
 
 /// The tc command lines that shape the egress of `dev` in `ns` for host `h` (`with_rate`: the
 /// switch port, which also gets the tbf and the ECN qdisc), in order, and the ECN qdisc built.
-pub fn shape_cmds(ns: &str, dev: &str, h: &Host, with_rate: bool) -> (Vec<Vec<String>>, Option<EcnPort>) {
+pub fn shape_cmds(
+    ns: &str,
+    dev: &str,
+    h: &Host,
+    with_rate: bool,
+) -> (Vec<Vec<String>>, Option<EcnPort>) {
     let netem = h.delay_ms > 0.0 || h.loss_pct > 0.0;
-    let base: Vec<String> = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev].map(String::from).to_vec();
+    let base: Vec<String> = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev]
+        .map(String::from)
+        .to_vec();
     let mut cmds = Vec::new();
     if netem {
         let mut a = base.clone();
@@ -161,7 +200,9 @@ pub fn shape_cmds(ns: &str, dev: &str, h: &Host, with_rate: bool) -> (Vec<Vec<St
         }
         cmds.push(a);
     }
-    let (Some(rate), true) = (h.rate_mbit, with_rate) else { return (cmds, None) };
+    let (Some(rate), true) = (h.rate_mbit, with_rate) else {
+        return (cmds, None);
+    };
     let burst = h.burst_bytes.unwrap_or(64_000);
     let queue = h.queue_ms.unwrap_or(100.0);
     let rate_kbit = (rate * 1000.0).round() as u64;
@@ -176,7 +217,12 @@ pub fn shape_cmds(ns: &str, dev: &str, h: &Host, with_rate: bool) -> (Vec<Vec<St
     };
     a.extend(["tbf", "rate"].map(String::from));
     a.push(format!("{rate_kbit}kbit"));
-    a.extend(["burst".into(), burst.to_string(), "latency".into(), format!("{}us", (queue * 1000.0).round() as u64)]);
+    a.extend([
+        "burst".into(),
+        burst.to_string(),
+        "latency".into(),
+        format!("{}us", (queue * 1000.0).round() as u64),
+    ]);
     cmds.push(a);
     let Some(e) = &h.ecn else { return (cmds, None) };
     // The child replaces the tbf's byte FIFO, so it gets that FIFO's limit.
@@ -212,7 +258,11 @@ fn shape(ns: &str, dev: &str, h: &Host, with_rate: bool) -> Result<Option<EcnPor
 
 /// The ECN-marking qdiscs scenario `s`'s topology has (what [`build`] adds), without building.
 pub fn ecn_ports(s: &Scenario) -> Vec<EcnPort> {
-    s.topology.hosts.iter().filter_map(|h| shape_cmds(SWITCH_NS, &format!("v-{}", h.name), h, true).1).collect()
+    s.topology
+        .hosts
+        .iter()
+        .filter_map(|h| shape_cmds(SWITCH_NS, &format!("v-{}", h.name), h, true).1)
+        .collect()
 }
 
 /// Builds the topology and applies the sysctls; returns where each host lives.
@@ -228,16 +278,52 @@ pub fn build(s: &Scenario) -> Result<Net> {
         let a = host_addr(i);
         let gw = Ipv4Addr::new(10, 77, (i + 1) as u8, 254);
         sh(&["ip", "netns", "add", &ns])?;
-        sh(&["ip", "link", "add", &swdev, "netns", SWITCH_NS, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
-        sh(&["ip", "-n", &ns, "addr", "add", &format!("{a}/24"), "dev", "eth0"])?;
-        sh(&["ip", "-n", SWITCH_NS, "addr", "add", &format!("{gw}/24"), "dev", &swdev])?;
+        sh(&[
+            "ip", "link", "add", &swdev, "netns", SWITCH_NS, "type", "veth", "peer", "name",
+            "eth0", "netns", &ns,
+        ])?;
+        sh(&[
+            "ip",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{a}/24"),
+            "dev",
+            "eth0",
+        ])?;
+        sh(&[
+            "ip",
+            "-n",
+            SWITCH_NS,
+            "addr",
+            "add",
+            &format!("{gw}/24"),
+            "dev",
+            &swdev,
+        ])?;
         sh(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
         sh(&["ip", "-n", &ns, "link", "set", "eth0", "up"])?;
         sh(&["ip", "-n", SWITCH_NS, "link", "set", &swdev, "up"])?;
-        sh(&["ip", "-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
+        sh(&[
+            "ip",
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "default",
+            "via",
+            &gw.to_string(),
+        ])?;
         shape(&ns, "eth0", h, false)?;
         if let Some(p) = shape(SWITCH_NS, &swdev, h, true)? {
-            tracing::info!("port {} of {}: ECN qdisc {} {}", p.dev, p.netns, p.qdisc, p.args.join(" "));
+            tracing::info!(
+                "port {} of {}: ECN qdisc {} {}",
+                p.dev,
+                p.netns,
+                p.qdisc,
+                p.args.join(" ")
+            );
         }
         for (k, v) in s.sysctl.pairs() {
             sysctl_in(&ns, &k, &v)?;
@@ -260,7 +346,15 @@ mod tests {
     use crate::config::EcnMark;
 
     fn host(delay_ms: f64, ecn: Option<EcnMark>) -> Host {
-        Host { name: "h2".into(), rate_mbit: Some(100.0), delay_ms, loss_pct: 0.0, burst_bytes: None, queue_ms: Some(5.0), ecn }
+        Host {
+            name: "h2".into(),
+            rate_mbit: Some(100.0),
+            delay_ms,
+            loss_pct: 0.0,
+            burst_bytes: None,
+            queue_ms: Some(5.0),
+            ecn,
+        }
     }
 
     fn line(c: &[String]) -> String {
@@ -269,7 +363,11 @@ mod tests {
 
     #[test]
     fn red_step_marker_under_the_tbf_below_netem() {
-        let red = EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None };
+        let red = EcnMark {
+            qdisc: "red".into(),
+            threshold_kb: Some(30.0),
+            ce_threshold_us: None,
+        };
         let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, Some(red)), true);
         let cmds: Vec<String> = cmds.iter().map(|c| line(c)).collect();
         assert_eq!(
@@ -283,8 +381,19 @@ mod tests {
             ]
         );
         let p = port.unwrap();
-        assert_eq!((p.netns.as_str(), p.dev.as_str(), p.parent.as_str(), p.handle.as_str()), ("te-sw", "v-h2", "10:1", "20:"));
-        assert_eq!((p.threshold_bytes, p.ce_threshold_us, p.rate_kbit), (Some(30_000), None, 100_000));
+        assert_eq!(
+            (
+                p.netns.as_str(),
+                p.dev.as_str(),
+                p.parent.as_str(),
+                p.handle.as_str()
+            ),
+            ("te-sw", "v-h2", "10:1", "20:")
+        );
+        assert_eq!(
+            (p.threshold_bytes, p.ce_threshold_us, p.rate_kbit),
+            (Some(30_000), None, 100_000)
+        );
         // What the PCN switch daemon runs to lower the threshold to 12 kB.
         assert_eq!(
             line(&p.command("change", &p.args_for(12_000))),
@@ -294,18 +403,29 @@ mod tests {
 
     #[test]
     fn fq_codel_ce_threshold_under_a_root_tbf() {
-        let fq = EcnMark { qdisc: "fq_codel".into(), threshold_kb: None, ce_threshold_us: Some(500.0) };
+        let fq = EcnMark {
+            qdisc: "fq_codel".into(),
+            threshold_kb: None,
+            ce_threshold_us: Some(500.0),
+        };
         let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.0, Some(fq)), true);
         assert_eq!(cmds.len(), 2);
         assert_eq!(line(&cmds[0]), "ip netns exec te-sw tc qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us");
         assert_eq!(line(&cmds[1]), "ip netns exec te-sw tc qdisc add dev v-h2 parent 1:1 handle 20: fq_codel limit 84 ce_threshold 500us ecn");
         let p = port.unwrap();
-        assert_eq!((p.parent.as_str(), p.ce_threshold_us, p.threshold_bytes), ("1:1", Some(500), None));
+        assert_eq!(
+            (p.parent.as_str(), p.ce_threshold_us, p.threshold_bytes),
+            ("1:1", Some(500), None)
+        );
     }
 
     #[test]
     fn no_ecn_qdisc_without_ecn_or_on_the_host_side() {
-        let red = EcnMark { qdisc: "red".into(), threshold_kb: Some(30.0), ce_threshold_us: None };
+        let red = EcnMark {
+            qdisc: "red".into(),
+            threshold_kb: Some(30.0),
+            ce_threshold_us: None,
+        };
         let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, None), true);
         assert_eq!((cmds.len(), port), (2, None));
         // The host's own eth0 gets netem only, whatever the switch port has.

@@ -66,7 +66,10 @@ impl ConstRate {
                  (fallthrough))
              (when (> Micros {us}) (report) (:= Micros 0))"
         );
-        Ok(Self { args: args.clone(), program })
+        Ok(Self {
+            args: args.clone(),
+            program,
+        })
     }
 
     /// The rate to apply now, bytes/s: the rate file's when it is set and readable, else the
@@ -84,7 +87,9 @@ impl ConstRate {
     fn cwnd_for(&self, rate: u32, srtt_us: u64, mss: u32) -> u32 {
         let rtt_us = srtt_us.max(u64::from(self.args.min_rtt_ms) * 1000);
         let bdp = u64::from(rate) * rtt_us / 1_000_000;
-        (2 * bdp).max(10 * u64::from(mss.max(536))).min(u64::from(u32::MAX)) as u32
+        (2 * bdp)
+            .max(10 * u64::from(mss.max(536)))
+            .min(u64::from(u32::MAX)) as u32
     }
 }
 
@@ -143,7 +148,10 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
             mss: info.mss,
             rate,
             cwnd,
-            alg: ConstRate { args: self.args.clone(), program: String::new() },
+            alg: ConstRate {
+                args: self.args.clone(),
+                program: String::new(),
+            },
             reports: 0,
             started: Instant::now(),
             last_sent: Instant::now(),
@@ -170,7 +178,10 @@ impl<I: Ipc> Flow for ConstRateFlow<I> {
             && self.last_sent.elapsed().as_millis() >= u128::from(self.alg.args.keepalive_ms);
         if rate != self.rate || cwnd_moved || keepalive {
             self.last_sent = Instant::now();
-            if let Err(e) = self.control.update_field(&self.sc, &[("Rate", rate), ("Cwnd", cwnd)]) {
+            if let Err(e) = self
+                .control
+                .update_field(&self.sc, &[("Rate", rate), ("Cwnd", cwnd)])
+            {
                 tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
                 return;
             }
@@ -279,7 +290,12 @@ impl<I: Ipc> CongAlg<I> for Reno {
                 Scope::new()
             }
         };
-        tracing::info!(sid = info.sock_id, mss, cwnd, "CREATE: flow under agent Reno");
+        tracing::info!(
+            sid = info.sock_id,
+            mss,
+            cwnd,
+            "CREATE: flow under agent Reno"
+        );
         RenoFlow {
             control,
             sc,
@@ -335,14 +351,32 @@ impl<I: Ipc> Flow for RenoFlow<I> {
         }
         self.cwnd = self.cwnd.clamp(self.mss, u64::from(u32::MAX));
         if self.trace {
-            tracing::info!(sid = sock_id, acked, loss, timeout, srtt_us = rtt, cwnd = self.cwnd, ssthresh = self.ssthresh, "report");
+            tracing::info!(
+                sid = sock_id,
+                acked,
+                loss,
+                timeout,
+                srtt_us = rtt,
+                cwnd = self.cwnd,
+                ssthresh = self.ssthresh,
+                "report"
+            );
         }
-        if let Err(e) = self.control.update_field(&self.sc, &[("Cwnd", self.cwnd as u32)]) {
+        if let Err(e) = self
+            .control
+            .update_field(&self.sc, &[("Cwnd", self.cwnd as u32)])
+        {
             tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
         }
     }
 
     fn close(&mut self) {
-        tracing::info!(sid = self.sid, reports = self.reports, cuts = self.cuts, cwnd = self.cwnd, "flow closed");
+        tracing::info!(
+            sid = self.sid,
+            reports = self.reports,
+            cuts = self.cuts,
+            cwnd = self.cwnd,
+            "flow closed"
+        );
     }
 }

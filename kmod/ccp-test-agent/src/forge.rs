@@ -80,7 +80,11 @@ fn create(sid: u32) -> Vec<u8> {
 fn cap_eff() -> String {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("CapEff:")).map(|l| l[7..].trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .map(|l| l[7..].trim().to_string())
+        })
         .unwrap_or_else(|| "?".into())
 }
 
@@ -129,7 +133,10 @@ pub fn run(a: &ForgeArgs) -> Result<()> {
         if let Err(e) = r {
             println!("forge: multicast CREATE to group {}: {e}", nl::CCP_GROUP);
         } else {
-            println!("forge: multicast a forged CREATE (sid 0xdead) to group {}", nl::CCP_GROUP);
+            println!(
+                "forge: multicast a forged CREATE (sid 0xdead) to group {}",
+                nl::CCP_GROUP
+            );
         }
     }
     Ok(())

@@ -82,7 +82,11 @@ enum Cmd {
 /// Runs `alg` on `ipc` until SIGINT/SIGTERM (or the socket fails).
 fn run_agent<I: Ipc, A: CongAlg<I> + 'static>(ipc: I, alg: A, stop: Arc<AtomicBool>) -> Result<()> {
     install_signal_stop(stop.clone());
-    tracing::info!(group = nl::CCP_GROUP, alg = A::name(), "agent listening on netlink");
+    tracing::info!(
+        group = nl::CCP_GROUP,
+        alg = A::name(),
+        "agent listening on netlink"
+    );
     portus::RunBuilder::new(BackendBuilder { sock: ipc })
         .default_alg(alg)
         .with_stop_handle(stop)
@@ -122,7 +126,11 @@ where
         + 'static,
 {
     match cli.ipc {
-        IpcKind::Checked => run_agent(nl::CheckedNetlink::new().map_err(|e| anyhow!(e.0))?, alg, stop),
+        IpcKind::Checked => run_agent(
+            nl::CheckedNetlink::new().map_err(|e| anyhow!(e.0))?,
+            alg,
+            stop,
+        ),
         IpcKind::Portus => {
             tracing::warn!("portus's netlink backend does not check the sender's port id");
             let s = portus::ipc::netlink::Socket::<Blocking>::new()
@@ -141,7 +149,11 @@ where
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    let level = if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::INFO };
+    let level = if cli.verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_ansi(false)
@@ -157,7 +169,11 @@ fn main() -> Result<()> {
         Cmd::Forge(a) => forge::run(a),
         Cmd::Ping(a) => {
             let samples = Arc::new(std::sync::Mutex::new(ping::Samples::default()));
-            let r = run_with(&cli, ping::Ping::new(a, samples.clone(), stop.clone()), stop);
+            let r = run_with(
+                &cli,
+                ping::Ping::new(a, samples.clone(), stop.clone()),
+                stop,
+            );
             let s = samples.lock().unwrap_or_else(|p| p.into_inner());
             let ipc = match cli.ipc {
                 IpcKind::Unix => "unix",
@@ -173,7 +189,10 @@ fn main() -> Result<()> {
 /// Reads a rate in Mbit/s from `path` (a decimal number, surrounding whitespace ignored).
 pub fn read_rate_file(path: &PathBuf) -> Result<f64> {
     let s = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let v: f64 = s.trim().parse().with_context(|| format!("{}: not a number: {:?}", path.display(), s.trim()))?;
+    let v: f64 = s
+        .trim()
+        .parse()
+        .with_context(|| format!("{}: not a number: {:?}", path.display(), s.trim()))?;
     if !(v > 0.0 && v.is_finite()) {
         return Err(anyhow!("{}: rate must be positive", path.display()));
     }

@@ -75,10 +75,17 @@ impl Ping {
         std::thread::spawn(move || {
             std::thread::sleep(t);
             if watch.swap(false, Ordering::SeqCst) {
-                tracing::warn!(timeout_s = t.as_secs(), "ping: timed out; reporting what was measured");
+                tracing::warn!(
+                    timeout_s = t.as_secs(),
+                    "ping: timed out; reporting what was measured"
+                );
             }
         });
-        Self { args: args.clone(), samples, stop }
+        Self {
+            args: args.clone(),
+            samples,
+            stop,
+        }
     }
 }
 
@@ -118,9 +125,17 @@ impl<I: Ipc> CongAlg<I> for Ping {
                 Ok(s) => sc = Some(s),
                 Err(e) => tracing::error!(sid = info.sock_id, err = %e.0, "set_program failed"),
             }
-            tracing::info!(sid = info.sock_id, dst_port, "CREATE: measuring round trips on this flow");
+            tracing::info!(
+                sid = info.sock_id,
+                dst_port,
+                "CREATE: measuring round trips on this flow"
+            );
         } else {
-            tracing::info!(sid = info.sock_id, dst_port, "CREATE: another flow, left alone");
+            tracing::info!(
+                sid = info.sock_id,
+                dst_port,
+                "CREATE: another flow, left alone"
+            );
         }
         let mut f = PingFlow {
             control,
@@ -150,7 +165,9 @@ impl<I: Ipc> PingFlow<I> {
 impl<I: Ipc> Flow for PingFlow<I> {
     fn on_report(&mut self, _sock_id: u32, m: Report) {
         let Some(sc) = &self.sc else { return };
-        let Ok(seq) = m.get_field("Report.seq", sc) else { return };
+        let Ok(seq) = m.get_field("Report.seq", sc) else {
+            return;
+        };
         if seq != u64::from(self.seq) {
             return;
         }
@@ -191,7 +208,11 @@ pub fn quantile(sorted: &[f64], p: f64) -> f64 {
 pub fn summary(ipc: &str, samples: &Samples) -> String {
     let mut v = samples.rtt_us.clone();
     v.sort_by(|a, b| a.total_cmp(b));
-    let mean = if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let mean = if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
     format!(
         "round trip over {ipc}: n={} mean={mean:.1} p50={:.1} p90={:.1} p99={:.1} us",
         v.len(),
@@ -227,7 +248,10 @@ impl DatapathOps for UnixHost {
         self.start.elapsed().as_micros() as u64
     }
     fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
-        self.sock.send_to(msg, &self.agent).map(|_| ()).map_err(|_| SendError)
+        self.sock
+            .send_to(msg, &self.agent)
+            .map(|_| ())
+            .map_err(|_| SendError)
     }
     fn set_cwnd(&mut self, _bytes: u64) {}
     fn set_rate_abs(&mut self, _bytes_per_sec: u64) {}
@@ -241,15 +265,36 @@ pub fn run_userspace_dp(a: &UserspaceDpArgs, unix_name: &str) -> Result<()> {
     let me = PathBuf::from(format!("/tmp/ccp/{unix_name}-dp-{}", std::process::id()));
     let _ = std::fs::remove_file(&me);
     let sock = UnixDatagram::bind(&me).map_err(|e| anyhow!("binding {}: {e}", me.display()))?;
-    let tick = if a.tick_us == 0 { Duration::from_secs(1) } else { Duration::from_micros(a.tick_us) };
+    let tick = if a.tick_us == 0 {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_micros(a.tick_us)
+    };
     sock.set_read_timeout(Some(tick))?;
-    let mut host = UnixHost { sock, agent, start: Instant::now() };
+    let mut host = UnixHost {
+        sock,
+        agent,
+        start: Instant::now(),
+    };
     let mut dp: Box<Datapath<16, 8>> = Box::new(Datapath::new());
     dp.init(host.now_us());
-    dp.send_ready(1, &mut host).map_err(|e| anyhow!("READY not sent to {}: {e:?} (is the agent running?)", host.agent.display()))?;
-    let info = FlowInfo { init_cwnd: 14_480, mss: 1448, src_ip: 0x0a00_0001, src_port: 5201, dst_ip: 0x0a00_0002, dst_port: 40000, ..Default::default() }
-        .with_alg_name(b"mltcp")
-        .map_err(|e| anyhow!("flow info: {e:?}"))?;
+    dp.send_ready(1, &mut host).map_err(|e| {
+        anyhow!(
+            "READY not sent to {}: {e:?} (is the agent running?)",
+            host.agent.display()
+        )
+    })?;
+    let info = FlowInfo {
+        init_cwnd: 14_480,
+        mss: 1448,
+        src_ip: 0x0a00_0001,
+        src_port: 5201,
+        dst_ip: 0x0a00_0002,
+        dst_port: 40000,
+        ..Default::default()
+    }
+    .with_alg_name(b"mltcp")
+    .map_err(|e| anyhow!("flow info: {e:?}"))?;
     let mut sid = None;
     let mut buf = [0u8; 4096];
     let (mut handled, mut bad) = (0u64, 0u64);
@@ -260,14 +305,27 @@ pub fn run_userspace_dp(a: &UserspaceDpArgs, unix_name: &str) -> Result<()> {
                 Ok(_) => handled += 1,
                 Err(_) => bad += 1,
             },
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(anyhow!("recv: {e}")),
         }
         if sid.is_none() && !dp.programs().is_empty() {
-            sid = Some(dp.flow_start(&info, &mut host).map_err(|e| anyhow!("flow_start: {e:?}"))?);
+            sid = Some(
+                dp.flow_start(&info, &mut host)
+                    .map_err(|e| anyhow!("flow_start: {e:?}"))?,
+            );
         }
         if let Some(s) = sid {
-            let prims = Primitives { bytes_acked: 1448, packets_acked: 1, rtt_sample_us: 100, snd_cwnd: 14_480, ..Default::default() };
+            let prims = Primitives {
+                bytes_acked: 1448,
+                packets_acked: 1,
+                rtt_sample_us: 100,
+                snd_cwnd: 14_480,
+                ..Default::default()
+            };
             let _ = dp.flow_invoke(s, &prims, &mut host);
         }
     }

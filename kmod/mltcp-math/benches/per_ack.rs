@@ -14,11 +14,22 @@ use mltcp_math::reno::{self, Window};
 const ACKS: u32 = 1024;
 
 fn ca_window() -> Window {
-    Window { cwnd: 5000, cwnd_cnt: 0, ssthresh: 100, cwnd_clamp: u32::MAX }
+    Window {
+        cwnd: 5000,
+        cwnd_cnt: 0,
+        ssthresh: 100,
+        cwnd_clamp: u32::MAX,
+    }
 }
 
 fn iteration() -> Iteration {
-    Iteration { start_bytes_acked: 1 << 30, est_bytes: 64 << 20, ewma_bytes: 64 << 20, iterations: 10, flags: 2 }
+    Iteration {
+        start_bytes_acked: 1 << 30,
+        est_bytes: 64 << 20,
+        ewma_bytes: 64 << 20,
+        iterations: 10,
+        flags: 2,
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -52,9 +63,16 @@ fn bench(c: &mut Criterion) {
     g.bench_function("Cubic::cong_avoid", |b| {
         b.iter(|| {
             let mut w = ca_window();
-            let mut cu = Cubic { last_max_cwnd: 6000, delay_min: 100, ..Cubic::default() };
+            let mut cu = Cubic {
+                last_max_cwnd: 6000,
+                delay_min: 100,
+                ..Cubic::default()
+            };
             for i in 0..ACKS {
-                let clk = Clock { now_jiffies: 100_000 + i / 8, ..Clock::default() };
+                let clk = Clock {
+                    now_jiffies: 100_000 + i / 8,
+                    ..Clock::default()
+                };
                 cu.cong_avoid(&cp, black_box(&mut w), black_box(1), black_box(true), &clk);
             }
             (w, cu)
@@ -64,13 +82,28 @@ fn bench(c: &mut Criterion) {
         let it = iteration();
         b.iter(|| {
             let mut w = ca_window();
-            let mut cu = Cubic { last_max_cwnd: 6000, delay_min: 100, ..Cubic::default() };
+            let mut cu = Cubic {
+                last_max_cwnd: 6000,
+                delay_min: 100,
+                ..Cubic::default()
+            };
             let mut acked = 1u64 << 30;
             for i in 0..ACKS {
                 acked += 1448;
-                let clk = Clock { now_jiffies: 100_000 + i / 8, ..Clock::default() };
+                let clk = Clock {
+                    now_jiffies: 100_000 + i / 8,
+                    ..Clock::default()
+                };
                 let f = black_box(&it).scale_fx(&p, black_box(acked));
-                cu.mltcp_cong_avoid(&cp, black_box(&mut w), black_box(1), black_box(true), &clk, f, FX_ONE);
+                cu.mltcp_cong_avoid(
+                    &cp,
+                    black_box(&mut w),
+                    black_box(1),
+                    black_box(true),
+                    &clk,
+                    f,
+                    FX_ONE,
+                );
             }
             (w, cu)
         })

@@ -110,19 +110,28 @@ impl CubicParams {
     /// Recomputes the derived scale factors as `cubictcp_register` does. `beta` is treated as at
     /// most 1023 and `bic_scale` as at least 1 here (Linux would divide by zero).
     pub const fn with_scales(mut self) -> CubicParams {
-        let beta = if self.beta < BICTCP_BETA_SCALE { self.beta } else { BICTCP_BETA_SCALE - 1 };
+        let beta = if self.beta < BICTCP_BETA_SCALE {
+            self.beta
+        } else {
+            BICTCP_BETA_SCALE - 1
+        };
         // 8 * (1024 + beta) / 3 / (1024 - beta); all terms small (beta < 1024).
         let num = (BICTCP_BETA_SCALE.wrapping_add(beta)).wrapping_mul(8) / 3;
         self.beta_scale = match num.checked_div(BICTCP_BETA_SCALE.wrapping_sub(beta)) {
             Some(v) => v,
             None => 0,
         };
-        let bic = if self.bic_scale == 0 { 1 } else { self.bic_scale };
-        self.cube_rtt_scale = bic.saturating_mul(10);
-        self.cube_factor = match (1u64 << (10 + 3 * BICTCP_HZ)).checked_div(self.cube_rtt_scale as u64) {
-            Some(v) => v,
-            None => 1u64 << (10 + 3 * BICTCP_HZ),
+        let bic = if self.bic_scale == 0 {
+            1
+        } else {
+            self.bic_scale
         };
+        self.cube_rtt_scale = bic.saturating_mul(10);
+        self.cube_factor =
+            match (1u64 << (10 + 3 * BICTCP_HZ)).checked_div(self.cube_rtt_scale as u64) {
+                Some(v) => v,
+                None => 1u64 << (10 + 3 * BICTCP_HZ),
+            };
         self
     }
 }
@@ -207,7 +216,10 @@ fn after(a: u32, b: u32) -> bool {
 /// this does not.
 #[inline]
 fn usecs_to_jiffies(us: u32, hz: u32) -> u64 {
-    (u64::from(us).wrapping_mul(u64::from(hz)).wrapping_add(999_999)) / 1_000_000
+    (u64::from(us)
+        .wrapping_mul(u64::from(hz))
+        .wrapping_add(999_999))
+        / 1_000_000
 }
 
 /// `(scale · offs^3) >> (10 + 3·BICTCP_HZ)`, the cubic term `C·(t − K)^3` in segments, saturated
@@ -290,7 +302,9 @@ pub fn cubic_root(a: u64) -> u32 {
 /// grows F times as fast as CUBIC's. `f_fx = 0` gives `u32::MAX` (no growth); saturates.
 #[inline]
 pub fn mltcp_scale_cnt(cnt: u32, f_fx: u32) -> u32 {
-    let c = (u64::from(cnt) << FX_SHIFT).checked_div(u64::from(f_fx)).unwrap_or(u64::MAX);
+    let c = (u64::from(cnt) << FX_SHIFT)
+        .checked_div(u64::from(f_fx))
+        .unwrap_or(u64::MAX);
     u32::try_from(c).unwrap_or(u32::MAX).max(1)
 }
 
@@ -413,11 +427,17 @@ impl Cubic {
         let elapsed = u64::from(now.wrapping_sub(self.epoch_start));
         let t_jiffies = elapsed.wrapping_add(usecs_to_jiffies(self.delay_min, c.hz));
         // < 2^33 · 2^10: no overflow.
-        let t = (t_jiffies << BICTCP_HZ).checked_div(u64::from(c.hz)).unwrap_or(0);
+        let t = (t_jiffies << BICTCP_HZ)
+            .checked_div(u64::from(c.hz))
+            .unwrap_or(0);
 
         let k = u64::from(self.bic_k);
         let below = t < k;
-        let offs = if below { k.wrapping_sub(t) } else { t.wrapping_sub(k) };
+        let offs = if below {
+            k.wrapping_sub(t)
+        } else {
+            t.wrapping_sub(k)
+        };
         let delta = cubic_delta(c.cube_rtt_scale, offs);
         let target = if below {
             self.bic_origin_point.saturating_sub(delta)
@@ -467,7 +487,14 @@ impl Cubic {
     /// `cubictcp_cong_avoid`: nothing unless cwnd-limited; slow start below ssthresh
     /// ([`reno::slow_start`]); then CUBIC growth through [`reno::cong_avoid_ai`] with `cnt`.
     #[inline]
-    pub fn cong_avoid(&mut self, c: &CubicParams, w: &mut Window, acked: u32, cwnd_limited: bool, clk: &Clock) {
+    pub fn cong_avoid(
+        &mut self,
+        c: &CubicParams,
+        w: &mut Window,
+        acked: u32,
+        cwnd_limited: bool,
+        clk: &Clock,
+    ) {
         if let Some(acked) = self.prepare(c, w, acked, cwnd_limited, clk, FX_ONE, FX_ONE) {
             reno::cong_avoid_ai(w, self.cnt, acked);
         }
@@ -595,7 +622,15 @@ impl Cubic {
     }
 
     /// `hystart_update`: the two HyStart slow-start exit detectors.
-    fn hystart_update(&mut self, c: &CubicParams, w: &mut Window, delay: u32, clk: &Clock, pacing_rate: u64, gso_max_size: u32) {
+    fn hystart_update(
+        &mut self,
+        c: &CubicParams,
+        w: &mut Window,
+        delay: u32,
+        clk: &Clock,
+        pacing_rate: u64,
+        gso_max_size: u32,
+    ) {
         if after(clk.snd_una, self.end_seq) {
             self.hystart_reset(clk);
         }
@@ -607,7 +642,9 @@ impl Cubic {
             let gap = now.wrapping_sub(self.last_ack) as i32;
             if i64::from(gap) <= i64::from(c.hystart_ack_delta_us) {
                 self.last_ack = now;
-                let mut threshold = self.delay_min.saturating_add(hystart_ack_delay(pacing_rate, gso_max_size));
+                let mut threshold = self
+                    .delay_min
+                    .saturating_add(hystart_ack_delay(pacing_rate, gso_max_size));
                 // Unpaced: the train must last half the min RTT (pacing may delay it up to RTT/2).
                 if !clk.pacing_enabled {
                     threshold >>= 1;
@@ -658,7 +695,12 @@ mod tests {
         assert_eq!(c.beta_scale, 15);
         assert_eq!(c.cube_rtt_scale, 410);
         assert_eq!(c.cube_factor, (1u64 << 40) / 410);
-        let odd = CubicParams { beta: 5000, bic_scale: 0, ..c }.with_scales();
+        let odd = CubicParams {
+            beta: 5000,
+            bic_scale: 0,
+            ..c
+        }
+        .with_scales();
         assert_eq!(odd.cube_rtt_scale, 10);
         assert!(odd.beta_scale > 0);
     }
@@ -679,7 +721,11 @@ mod tests {
     fn cubic_root_every_bit_length() {
         for bits in 7u32..=64 {
             let lo = 1u64 << (bits - 1);
-            let hi = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let hi = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
             for a in [lo, lo + 1, lo + lo / 3, lo / 2 + hi / 2, hi - 1, hi] {
                 // Index of the table stays < 64 and x >= 4 before the Newton step.
                 let b = ((bits * 84) >> 8) - 1;
@@ -707,7 +753,11 @@ mod tests {
     fn delta_exact_then_coarse() {
         // In range: exactly Linux's expression.
         for offs in [0u64, 1, 1024, 100_000, 355_000] {
-            let linux = (410u64.wrapping_mul(offs).wrapping_mul(offs).wrapping_mul(offs) >> 40) as u32;
+            let linux = (410u64
+                .wrapping_mul(offs)
+                .wrapping_mul(offs)
+                .wrapping_mul(offs)
+                >> 40) as u32;
             assert_eq!(cubic_delta(410, offs), linux);
         }
         // Beyond: monotone, close to C·t^3.

@@ -157,9 +157,17 @@ impl Dctcp {
     /// (acknowledging up to the `rcv_nxt` of the last packet in that state) and an immediate ACK
     /// is scheduled; ACKs then echo the new state. `ack_timer_pending`: a delayed ACK is pending
     /// (`icsk_ack.pending & ICSK_ACK_TIMER`); `rcv_nxt`: the socket's after this packet.
-    pub fn ece_ack_update(&mut self, is_ce: bool, rcv_nxt: u32, ack_timer_pending: bool) -> EceAction {
+    pub fn ece_ack_update(
+        &mut self,
+        is_ce: bool,
+        rcv_nxt: u32,
+        ack_timer_pending: bool,
+    ) -> EceAction {
         let new_state = u32::from(is_ce);
-        let mut a = EceAction { demand_cwr: is_ce, ..EceAction::default() };
+        let mut a = EceAction {
+            demand_cwr: is_ce,
+            ..EceAction::default()
+        };
         if self.ce_state != new_state {
             if ack_timer_pending {
                 a.send_delayed_ack = Some(self.prior_rcv_nxt);
@@ -178,7 +186,12 @@ mod tests {
     use super::*;
 
     fn counters(snd_una: u32, snd_nxt: u32, delivered: u32, delivered_ce: u32) -> Counters {
-        Counters { snd_una, snd_nxt, delivered, delivered_ce }
+        Counters {
+            snd_una,
+            snd_nxt,
+            delivered,
+            delivered_ce,
+        }
     }
 
     #[test]
@@ -198,26 +211,41 @@ mod tests {
     fn alpha_tracks_the_marked_fraction() {
         // Half of the packets marked every window: alpha converges to 512.
         for start in [0u32, 1024] {
-            let mut d = Dctcp { alpha: start, ..Dctcp::default() };
+            let mut d = Dctcp {
+                alpha: start,
+                ..Dctcp::default()
+            };
             let (mut seq, mut del, mut ce) = (0u32, 0u32, 0u32);
             for _ in 0..400 {
                 seq = seq.wrapping_add(100);
                 del = del.wrapping_add(100);
                 ce = ce.wrapping_add(50);
-                d.update_alpha(&counters(seq, seq.wrapping_add(100), del, ce), DEFAULT_SHIFT_G);
+                d.update_alpha(
+                    &counters(seq, seq.wrapping_add(100), del, ce),
+                    DEFAULT_SHIFT_G,
+                );
             }
             assert!((496..=528).contains(&d.alpha), "from {start}: {}", d.alpha);
         }
         // All marked: 1.0; none: decays to 0 (the decay is at least 1 while alpha > 0).
-        let mut d = Dctcp { alpha: 0, ..Dctcp::default() };
+        let mut d = Dctcp {
+            alpha: 0,
+            ..Dctcp::default()
+        };
         d.update_alpha(&counters(0, 10, 10, 10), DEFAULT_SHIFT_G);
         assert_eq!(d.alpha, 64);
         for i in 1..200u32 {
-            d.update_alpha(&counters(10 * i, 10 * i + 10, 10 * i + 10, 10 * i + 10), DEFAULT_SHIFT_G);
+            d.update_alpha(
+                &counters(10 * i, 10 * i + 10, 10 * i + 10, 10 * i + 10),
+                DEFAULT_SHIFT_G,
+            );
         }
         assert_eq!(d.alpha, DCTCP_MAX_ALPHA);
         for i in 200..600u32 {
-            d.update_alpha(&counters(10 * i, 10 * i + 10, 10 * i + 10, 2000), DEFAULT_SHIFT_G);
+            d.update_alpha(
+                &counters(10 * i, 10 * i + 10, 10 * i + 10, 2000),
+                DEFAULT_SHIFT_G,
+            );
         }
         assert_eq!(d.alpha, 0);
     }
@@ -225,7 +253,11 @@ mod tests {
     #[test]
     fn counters_wrap() {
         let mut d = Dctcp::default();
-        d.init(&counters(u32::MAX - 5, u32::MAX - 1, u32::MAX - 9, u32::MAX - 9), 0, 0);
+        d.init(
+            &counters(u32::MAX - 5, u32::MAX - 1, u32::MAX - 9, u32::MAX - 9),
+            0,
+            0,
+        );
         // snd_una wrapped past next_seq; 20 delivered, 10 of them marked.
         d.update_alpha(&counters(3, 50, 10, 0), DEFAULT_SHIFT_G);
         assert_eq!(d.alpha, (10u32 << 6) / 20);
@@ -233,7 +265,10 @@ mod tests {
 
     #[test]
     fn ssthresh_scales_with_alpha() {
-        let mut d = Dctcp { alpha: 1024, ..Dctcp::default() };
+        let mut d = Dctcp {
+            alpha: 1024,
+            ..Dctcp::default()
+        };
         assert_eq!(d.ssthresh(100), 50);
         assert_eq!(d.loss_cwnd, 100);
         d.alpha = 512;
@@ -255,11 +290,31 @@ mod tests {
         assert_eq!(d.ece_ack_update(false, 100, true), EceAction::default());
         // 0 -> 1 with a delayed ACK pending: send it (up to 100, no ECE), then ACK now with ECE.
         let a = d.ece_ack_update(true, 200, true);
-        assert_eq!(a, EceAction { send_delayed_ack: Some(100), delayed_ack_ece: false, ack_now: true, demand_cwr: true });
+        assert_eq!(
+            a,
+            EceAction {
+                send_delayed_ack: Some(100),
+                delayed_ack_ece: false,
+                ack_now: true,
+                demand_cwr: true
+            }
+        );
         // 1 -> 1: keep echoing ECE.
-        assert_eq!(d.ece_ack_update(true, 300, false), EceAction { demand_cwr: true, ..EceAction::default() });
+        assert_eq!(
+            d.ece_ack_update(true, 300, false),
+            EceAction {
+                demand_cwr: true,
+                ..EceAction::default()
+            }
+        );
         // 1 -> 0 without a pending delayed ACK: just ACK now, without ECE.
-        assert_eq!(d.ece_ack_update(false, 400, false), EceAction { ack_now: true, ..EceAction::default() });
+        assert_eq!(
+            d.ece_ack_update(false, 400, false),
+            EceAction {
+                ack_now: true,
+                ..EceAction::default()
+            }
+        );
         assert_eq!((d.prior_rcv_nxt, d.ce_state), (400, 0));
     }
 }

@@ -38,7 +38,7 @@ pub const fn ratio_fx(num: u64, den: u64) -> u32 {
     let shift = bits.saturating_sub(u64::BITS - FX_SHIFT);
     let n = num >> shift;
     let d = den >> shift; // >= 2^(53) when shift > 0, == den (> 0) otherwise
-    // n <= d after the shift (it preserves <=), so r <= FX_ONE; num < den keeps it below.
+                          // n <= d after the shift (it preserves <=), so r <= FX_ONE; num < den keeps it below.
     match (n << FX_SHIFT).checked_div(d) {
         Some(r) if r < FX_ONE as u64 => r as u32,
         _ => FX_ONE.wrapping_sub(1),
@@ -56,7 +56,14 @@ mod tests {
 
     #[test]
     fn mul_fx_is_exact() {
-        for &(a, b) in &[(0u64, 0u32), (1, 1024), (1023, 1), (u64::MAX, 1024), (u64::MAX, 1), (12345, 256)] {
+        for &(a, b) in &[
+            (0u64, 0u32),
+            (1, 1024),
+            (1023, 1),
+            (u64::MAX, 1024),
+            (u64::MAX, 1),
+            (12345, 256),
+        ] {
             let exact = (a as u128 * b as u128) >> 10;
             assert_eq!(mul_fx_u64(a, b) as u128, exact.min(u64::MAX as u128));
         }

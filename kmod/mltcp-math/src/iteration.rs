@@ -53,7 +53,10 @@ impl Iteration {
     /// Starts tracking on a socket whose `tp->bytes_acked` is `bytes_acked` (the algorithm's
     /// `init`; optional, the all-zero state is equivalent for a fresh connection).
     pub fn init(&mut self, bytes_acked: u64) {
-        *self = Iteration { start_bytes_acked: bytes_acked, ..Iteration::default() };
+        *self = Iteration {
+            start_bytes_acked: bytes_acked,
+            ..Iteration::default()
+        };
     }
 
     /// Called on `CA_EVENT_TX_START` (first send with nothing in flight).
@@ -66,7 +69,13 @@ impl Iteration {
     ///
     /// Returns true when a new iteration began after a measured one (i.e. `iterations` grew);
     /// false for a short pause, and for the first boundary, which only aligns the tracking.
-    pub fn on_tx_start(&mut self, p: &Params, idle_us: u32, srtt_us: u32, bytes_acked: u64) -> bool {
+    pub fn on_tx_start(
+        &mut self,
+        p: &Params,
+        idle_us: u32,
+        srtt_us: u32,
+        bytes_acked: u64,
+    ) -> bool {
         let threshold = p.idle_gap_us.max(srtt_us.saturating_mul(2));
         if bytes_acked < self.start_bytes_acked {
             // bytes_acked went backwards (counter reset under us): restart, unaligned.
@@ -104,7 +113,10 @@ impl Iteration {
         if self.est_bytes == 0 {
             return None;
         }
-        Some(ratio_fx(self.bytes_in_iteration(bytes_acked), self.est_bytes))
+        Some(ratio_fx(
+            self.bytes_in_iteration(bytes_acked),
+            self.est_bytes,
+        ))
     }
 
     /// F for the current ACK, fixed point: [`FX_ONE`] (plain Reno/CUBIC) until an estimate exists,
@@ -227,7 +239,11 @@ mod tests {
         assert_eq!(f_fx(&P, 512), 256 + 768);
         assert_eq!(f_fx(&P, FX_ONE), 256 + 1536);
         assert_eq!(f_fx(&P, u32::MAX), 256 + 1536);
-        let big = Params { slope_fx: u32::MAX, intercept_fx: u32::MAX, ..P };
+        let big = Params {
+            slope_fx: u32::MAX,
+            intercept_fx: u32::MAX,
+            ..P
+        };
         assert_eq!(f_fx(&big, FX_ONE), u32::MAX);
     }
 

@@ -92,7 +92,14 @@ impl MltcpDctcpState {
 
     /// The `cong_avoid` op: tcp_dctcp.c uses `tcp_reno_cong_avoid`; here MLTCP-Reno's increase,
     /// F(bytes_ratio) segments per RTT ([`reno::mltcp_cong_avoid`]).
-    pub fn cong_avoid(&mut self, p: &Params, w: &mut Window, acked: u32, cwnd_limited: bool, bytes_acked: u64) {
+    pub fn cong_avoid(
+        &mut self,
+        p: &Params,
+        w: &mut Window,
+        acked: u32,
+        cwnd_limited: bool,
+        bytes_acked: u64,
+    ) {
         let f_fx = self.iter.scale_fx(p, bytes_acked);
         reno::mltcp_cong_avoid(w, acked, cwnd_limited, f_fx, slow_start_gain_fx(p, f_fx));
     }
@@ -124,7 +131,13 @@ impl MltcpDctcpState {
 
     /// The `set_state` op (`dctcp_state`): entering Recovery from another state halves the
     /// window once; returns the new ssthresh to set, if any.
-    pub fn set_state(&mut self, new_state: u8, old_state: u8, recovery: u8, cwnd: u32) -> Option<u32> {
+    pub fn set_state(
+        &mut self,
+        new_state: u8,
+        old_state: u8,
+        recovery: u8,
+        cwnd: u32,
+    ) -> Option<u32> {
         (self.is_dctcp() && new_state == recovery && new_state != old_state)
             .then(|| self.dctcp.react_to_loss(cwnd))
     }
@@ -136,8 +149,14 @@ impl MltcpDctcpState {
 
     /// `CA_EVENT_ECN_IS_CE` / `CA_EVENT_ECN_NO_CE` (receiver side, `dctcp_ece_ack_update`): the
     /// ACK actions to perform, if any (none in the fallback).
-    pub fn on_ecn(&mut self, is_ce: bool, rcv_nxt: u32, ack_timer_pending: bool) -> Option<EceAction> {
-        self.is_dctcp().then(|| self.dctcp.ece_ack_update(is_ce, rcv_nxt, ack_timer_pending))
+    pub fn on_ecn(
+        &mut self,
+        is_ce: bool,
+        rcv_nxt: u32,
+        ack_timer_pending: bool,
+    ) -> Option<EceAction> {
+        self.is_dctcp()
+            .then(|| self.dctcp.ece_ack_update(is_ce, rcv_nxt, ack_timer_pending))
     }
 }
 

@@ -132,7 +132,12 @@ fn check(name: &'static str, value: u32, min: u32, max: u32) -> Result<u32, Para
     if value >= min && value <= max {
         Ok(value)
     } else {
-        Err(ParamError { name, value, min, max })
+        Err(ParamError {
+            name,
+            value,
+            min,
+            max,
+        })
     }
 }
 
@@ -200,9 +205,24 @@ mod tests {
         assert!(validate_scale_slow_start(1).is_ok());
         assert!(validate_scale_slow_start(2).is_err());
         let e = validate_ewma_weight_fx(0).unwrap_err();
-        assert_eq!(e, ParamError { name: "ewma_weight_fx", value: 0, min: 1, max: 1024 });
-        assert_eq!(e.to_string(), "ewma_weight_fx = 0 is out of range [1, 1024]");
-        let bad = Params { intercept_fx: 0, idle_gap_us: 1, ..Params::DEFAULT };
+        assert_eq!(
+            e,
+            ParamError {
+                name: "ewma_weight_fx",
+                value: 0,
+                min: 1,
+                max: 1024
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "ewma_weight_fx = 0 is out of range [1, 1024]"
+        );
+        let bad = Params {
+            intercept_fx: 0,
+            idle_gap_us: 1,
+            ..Params::DEFAULT
+        };
         assert_eq!(bad.validate().unwrap_err().name, "intercept_fx");
     }
 
@@ -237,7 +257,11 @@ mod tests {
         assert_eq!(shift(&p, at, at), 0);
         // At Δ = aT/2: 0.375·aT for the defaults, 0.167·aT for slope = intercept = 1.
         assert_eq!(shift(&p, at, at / 2), 375_000);
-        let naive = Params { slope_fx: 1024, intercept_fx: 1024, ..p };
+        let naive = Params {
+            slope_fx: 1024,
+            intercept_fx: 1024,
+            ..p
+        };
         assert_eq!(shift(&naive, at, at / 2), 166_666);
         // From a 1 % gap the defaults interleave (Δ >= 0.99·aT) within a few tens of iterations.
         let (n_def, d) = iterations_to_interleave(&p, at / 100);
@@ -247,6 +271,8 @@ mod tests {
         // Even from a 1 ppm gap.
         let (n_tiny, _) = iterations_to_interleave(&p, 1);
         assert!(n_tiny <= 30, "{n_tiny}");
-        std::println!("iterations from 1%: default {n_def}, slope=intercept=1 {n_naive}; from 1ppm {n_tiny}");
+        std::println!(
+            "iterations from 1%: default {n_def}, slope=intercept=1 {n_naive}; from 1ppm {n_tiny}"
+        );
     }
 }

@@ -93,7 +93,9 @@ pub fn cong_avoid(w: &mut Window, acked: u32, cwnd_limited: bool) {
 /// `f_fx = 0` gives `u32::MAX` (no growth); the quotient saturates at `u32::MAX`.
 #[inline]
 pub fn mltcp_ai_w(cwnd: u32, f_fx: u32) -> u32 {
-    let w = (u64::from(cwnd) << FX_SHIFT).checked_div(u64::from(f_fx)).unwrap_or(u64::MAX);
+    let w = (u64::from(cwnd) << FX_SHIFT)
+        .checked_div(u64::from(f_fx))
+        .unwrap_or(u64::MAX);
     u32::try_from(w).unwrap_or(u32::MAX).max(1)
 }
 
@@ -122,11 +124,16 @@ pub fn mltcp_slow_start(w: &mut Window, acked: u32, ss_f_fx: u32) -> u32 {
     // The carry is below one segment (FX_ONE); anything larger is a CA count left from before.
     let carry = u64::from(w.cwnd_cnt.min(FX_ONE - 1));
     // acked · ss_f_fx < 2^64 for u32 operands; the carry is < 2^10: saturation never happens.
-    let total_fx = u64::from(acked).saturating_mul(u64::from(ss_f_fx)).saturating_add(carry);
+    let total_fx = u64::from(acked)
+        .saturating_mul(u64::from(ss_f_fx))
+        .saturating_add(carry);
     let inc = total_fx >> FX_SHIFT;
     if inc < u64::from(room) {
         // inc < room <= u32::MAX: the conversion cannot fail and the sum stays below ssthresh.
-        w.cwnd = w.cwnd.saturating_add(u32::try_from(inc).unwrap_or(room)).min(w.cwnd_clamp);
+        w.cwnd = w
+            .cwnd
+            .saturating_add(u32::try_from(inc).unwrap_or(room))
+            .min(w.cwnd_clamp);
         w.cwnd_cnt = u32::try_from(total_fx & u64::from(FX_ONE - 1)).unwrap_or(0);
         return 0;
     }
@@ -178,7 +185,12 @@ mod tests {
     use super::*;
 
     fn win(cwnd: u32, ssthresh: u32) -> Window {
-        Window { cwnd, cwnd_cnt: 0, ssthresh, cwnd_clamp: u32::MAX }
+        Window {
+            cwnd,
+            cwnd_cnt: 0,
+            ssthresh,
+            cwnd_clamp: u32::MAX,
+        }
     }
 
     #[test]
@@ -187,9 +199,15 @@ mod tests {
             for ssthresh in [0u32, 5, 50, 5000, u32::MAX] {
                 for acked in [0u32, 1, 3, 64] {
                     for cnt in [0u32, 7, 5000] {
-                        let mut a = Window { cwnd_cnt: cnt, ..win(cwnd, ssthresh) };
+                        let mut a = Window {
+                            cwnd_cnt: cnt,
+                            ..win(cwnd, ssthresh)
+                        };
                         let mut b = a;
-                        assert_eq!(slow_start(&mut a, acked), mltcp_slow_start(&mut b, acked, FX_ONE));
+                        assert_eq!(
+                            slow_start(&mut a, acked),
+                            mltcp_slow_start(&mut b, acked, FX_ONE)
+                        );
                         assert_eq!(a, b);
                     }
                 }
@@ -225,15 +243,24 @@ mod tests {
         assert_eq!(mltcp_slow_start(&mut w, 10, FX_ONE / 2), 6);
         assert_eq!((w.cwnd, w.cwnd_cnt), (12, 0));
         // With a carry of 0.5 segment only 3 are needed.
-        let mut w = Window { cwnd_cnt: FX_ONE / 2, ..win(10, 12) };
+        let mut w = Window {
+            cwnd_cnt: FX_ONE / 2,
+            ..win(10, 12)
+        };
         assert_eq!(mltcp_slow_start(&mut w, 10, FX_ONE / 2), 7);
         // A large CA count in cwnd_cnt is not taken as a carry of more than one segment.
-        let mut w = Window { cwnd_cnt: 50_000, ..win(10, 1000) };
+        let mut w = Window {
+            cwnd_cnt: 50_000,
+            ..win(10, 1000)
+        };
         mltcp_slow_start(&mut w, 1, FX_ONE / 2);
         assert_eq!(w.cwnd, 11);
         assert!(w.cwnd_cnt < FX_ONE);
         // The clamp holds.
-        let mut w = Window { cwnd_clamp: 11, ..win(10, 20) };
+        let mut w = Window {
+            cwnd_clamp: 11,
+            ..win(10, 20)
+        };
         mltcp_slow_start(&mut w, 100, FX_ONE / 2);
         assert_eq!(w.cwnd, 11);
     }
@@ -292,7 +319,10 @@ mod tests {
             }
             let grown = w.cwnd - 1000;
             let expect = 10 * f / FX_ONE;
-            assert!(grown.abs_diff(expect) <= 1 + expect / 50, "f={f} grown={grown}");
+            assert!(
+                grown.abs_diff(expect) <= 1 + expect / 50,
+                "f={f} grown={grown}"
+            );
         }
         assert_eq!(mltcp_ai_w(100, 0), u32::MAX);
         assert_eq!(mltcp_ai_w(0, 1024), 1);

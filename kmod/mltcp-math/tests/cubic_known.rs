@@ -15,8 +15,17 @@ const BETA_F: f64 = 717.0 / 1024.0;
 /// Sets up the state right after a loss at `wmax` with min RTT `rtt_us`; returns cwnd = β·wmax.
 fn after_loss(wmax: u32, rtt_us: u32) -> (Cubic, Window) {
     let mut cu = Cubic::default();
-    let mut w = Window { cwnd: wmax, cwnd_cnt: 0, ssthresh: wmax, cwnd_clamp: u32::MAX };
-    let clk = Clock { now_jiffies: 1_000_000, now_us: 5, ..Clock::default() };
+    let mut w = Window {
+        cwnd: wmax,
+        cwnd_cnt: 0,
+        ssthresh: wmax,
+        cwnd_clamp: u32::MAX,
+    };
+    let clk = Clock {
+        now_jiffies: 1_000_000,
+        now_us: 5,
+        ..Clock::default()
+    };
     cu.init(&C, &mut w, &clk);
     cu.delay_min = rtt_us;
     let ss = cu.recalc_ssthresh(&C, &w);
@@ -29,10 +38,21 @@ fn after_loss(wmax: u32, rtt_us: u32) -> (Cubic, Window) {
 /// Runs a cwnd-limited flow for `secs`: every ms the ACKs of cwnd/RTT segments arrive (one
 /// call per segment). Calls `probe(t_seconds, cwnd)` once per simulated second; `f_fx` scales
 /// the growth (MLTCP), FX_ONE = plain.
-fn run(cu: &mut Cubic, w: &mut Window, rtt_us: u32, secs: u32, f_fx: u32, mut probe: impl FnMut(f64, u32)) {
+fn run(
+    cu: &mut Cubic,
+    w: &mut Window,
+    rtt_us: u32,
+    secs: u32,
+    f_fx: u32,
+    mut probe: impl FnMut(f64, u32),
+) {
     let mut credit = 0u64; // segments × 1000 (per-ms fraction)
     for ms in 1..=secs * 1000 {
-        let clk = Clock { now_jiffies: 1_000_000 + ms, now_us: 5 + ms * 1000, ..Clock::default() };
+        let clk = Clock {
+            now_jiffies: 1_000_000 + ms,
+            now_us: 5 + ms * 1000,
+            ..Clock::default()
+        };
         credit += w.cwnd as u64 * 1_000_000 / rtt_us as u64; // per ms, ×1000
         while credit >= 1000 {
             credit -= 1000;
@@ -52,13 +72,22 @@ fn run(cu: &mut Cubic, w: &mut Window, rtt_us: u32, secs: u32, f_fx: u32, mut pr
 fn k_for_given_wmax() {
     for &wmax in &[100u32, 1000, 10_000, 100_000, 1_000_000] {
         let (mut cu, mut w) = after_loss(wmax, 100_000);
-        let clk = Clock { now_jiffies: 1_000_001, ..Clock::default() };
+        let clk = Clock {
+            now_jiffies: 1_000_001,
+            ..Clock::default()
+        };
         cu.cong_avoid(&C, &mut w, 1, true, &clk);
         let k = cu.bic_k as f64 / 1024.0;
         let k_ref = ((wmax - w.cwnd.min(wmax)) as f64 / C_F).cbrt();
         let k_rfc = (wmax as f64 * (1.0 - BETA_F) / C_F).cbrt();
-        assert!((k - k_ref).abs() <= 0.005 * k_ref + 0.002, "wmax {wmax}: K {k} vs {k_ref}");
-        assert!((k - k_rfc).abs() <= 0.01 * k_rfc + 0.01, "wmax {wmax}: K {k} vs RFC {k_rfc}");
+        assert!(
+            (k - k_ref).abs() <= 0.005 * k_ref + 0.002,
+            "wmax {wmax}: K {k} vs {k_ref}"
+        );
+        assert!(
+            (k - k_rfc).abs() <= 0.01 * k_rfc + 0.01,
+            "wmax {wmax}: K {k} vs RFC {k_rfc}"
+        );
         assert_eq!(cu.bic_origin_point, wmax);
     }
 }
@@ -97,13 +126,22 @@ fn reno_friendly_region() {
         let k = ((wmax as f64 - w0) / C_F).cbrt();
         let cubic = C_F * (t - k).powi(3) + wmax as f64;
         assert!(cubic < reno * 0.5, "not the Reno region at t {t}");
-        assert!((cwnd as f64 - reno).abs() < 0.1 * reno, "t {t}: cwnd {cwnd} vs reno {reno:.1}");
+        assert!(
+            (cwnd as f64 - reno).abs() < 0.1 * reno,
+            "t {t}: cwnd {cwnd} vs reno {reno:.1}"
+        );
     });
     // Same with the Reno-friendly region off: cwnd stays near the cubic curve (≈ W_max).
-    let c2 = CubicParams { tcp_friendliness: false, ..C };
+    let c2 = CubicParams {
+        tcp_friendliness: false,
+        ..C
+    };
     let (mut cu, mut w) = after_loss(wmax, rtt_us);
     for ms in 1..=2000u32 {
-        let clk = Clock { now_jiffies: 1_000_000 + ms, ..Clock::default() };
+        let clk = Clock {
+            now_jiffies: 1_000_000 + ms,
+            ..Clock::default()
+        };
         for _ in 0..(w.cwnd / 10).max(1) {
             cu.cong_avoid(&c2, &mut w, 1, true, &clk);
         }
@@ -113,17 +151,34 @@ fn reno_friendly_region() {
 
 #[test]
 fn fast_convergence() {
-    let mut cu = Cubic { last_max_cwnd: 1000, ..Cubic::default() };
-    let w = Window { cwnd: 800, cwnd_cnt: 0, ssthresh: 5, cwnd_clamp: u32::MAX };
+    let mut cu = Cubic {
+        last_max_cwnd: 1000,
+        ..Cubic::default()
+    };
+    let w = Window {
+        cwnd: 800,
+        cwnd_cnt: 0,
+        ssthresh: 5,
+        cwnd_clamp: u32::MAX,
+    };
     assert_eq!(cu.recalc_ssthresh(&C, &w), 800 * 717 / 1024);
     assert_eq!(cu.last_max_cwnd, 800 * (1024 + 717) / 2048); // W_max·(1+β)/2 = 680
     assert_eq!(cu.epoch_start, 0);
-    let off = CubicParams { fast_convergence: false, ..C };
-    let mut cu = Cubic { last_max_cwnd: 1000, ..Cubic::default() };
+    let off = CubicParams {
+        fast_convergence: false,
+        ..C
+    };
+    let mut cu = Cubic {
+        last_max_cwnd: 1000,
+        ..Cubic::default()
+    };
     cu.recalc_ssthresh(&off, &w);
     assert_eq!(cu.last_max_cwnd, 800);
     // Above the old W_max: plain W_max = cwnd.
-    let mut cu = Cubic { last_max_cwnd: 500, ..Cubic::default() };
+    let mut cu = Cubic {
+        last_max_cwnd: 500,
+        ..Cubic::default()
+    };
     cu.recalc_ssthresh(&C, &w);
     assert_eq!(cu.last_max_cwnd, 800);
     // Minimum ssthresh 2.
@@ -141,11 +196,27 @@ struct SlowStart {
 
 impl SlowStart {
     fn new(c: &CubicParams, cwnd: u32) -> Self {
-        let mut w = Window { cwnd, cwnd_cnt: 0, ssthresh: 0x7fff_ffff, cwnd_clamp: u32::MAX };
+        let mut w = Window {
+            cwnd,
+            cwnd_cnt: 0,
+            ssthresh: 0x7fff_ffff,
+            cwnd_clamp: u32::MAX,
+        };
         let mut cu = Cubic::default();
-        let clk = Clock { now_jiffies: 50_000, now_us: 1_000_000, snd_nxt: 100_000, snd_una: 0, pacing_enabled: false };
+        let clk = Clock {
+            now_jiffies: 50_000,
+            now_us: 1_000_000,
+            snd_nxt: 100_000,
+            snd_una: 0,
+            pacing_enabled: false,
+        };
         cu.init(c, &mut w, &clk);
-        SlowStart { cu, w, now_us: 1_000_000, snd_una: 0 }
+        SlowStart {
+            cu,
+            w,
+            now_us: 1_000_000,
+            snd_una: 0,
+        }
     }
     /// One ACK; a new round when snd_una passes the round's end (snd_nxt at its start).
     fn ack(&mut self, c: &CubicParams, spacing_us: u32, rtt_us: i32, paced: bool, rate: u64) {
@@ -158,14 +229,18 @@ impl SlowStart {
             snd_nxt: self.snd_una + self.w.cwnd,
             pacing_enabled: paced,
         };
-        self.cu.pkts_acked(c, &mut self.w, rtt_us, &clk, rate, 65_536);
+        self.cu
+            .pkts_acked(c, &mut self.w, rtt_us, &clk, rate, 65_536);
         self.cu.cong_avoid(c, &mut self.w, 1, true, &clk);
     }
 }
 
 #[test]
 fn hystart_delay_exit() {
-    let c = CubicParams { hystart_detect: mltcp_math::cubic::HYSTART_DELAY, ..C };
+    let c = CubicParams {
+        hystart_detect: mltcp_math::cubic::HYSTART_DELAY,
+        ..C
+    };
     // delay_min = 64 ms: the threshold is clamp(64/8, 4, 16) = 8 ms above it.
     for &(extra, exits) in &[(7_900i32, false), (8_100, true)] {
         let mut s = SlowStart::new(&c, 32);
@@ -197,7 +272,10 @@ fn hystart_delay_exit() {
 
 #[test]
 fn hystart_ack_train_exit() {
-    let c = CubicParams { hystart_detect: mltcp_math::cubic::HYSTART_ACK_TRAIN, ..C };
+    let c = CubicParams {
+        hystart_detect: mltcp_math::cubic::HYSTART_ACK_TRAIN,
+        ..C
+    };
     // delay_min 10 ms, not paced: the train must last > 5 ms from the round start.
     let mut s = SlowStart::new(&c, 16);
     let mut n = 0;
@@ -225,31 +303,109 @@ fn hystart_ack_train_exit() {
     }
     assert_eq!(s.cu.found, 0);
     // Samples within 1 s (HZ) of an epoch start are ignored.
-    let mut cu = Cubic { epoch_start: 1000, ..Cubic::default() };
-    let mut w = Window { cwnd: 10, cwnd_cnt: 0, ssthresh: 100, cwnd_clamp: u32::MAX };
-    cu.pkts_acked(&C, &mut w, 5000, &Clock { now_jiffies: 1999, ..Clock::default() }, 0, 0);
+    let mut cu = Cubic {
+        epoch_start: 1000,
+        ..Cubic::default()
+    };
+    let mut w = Window {
+        cwnd: 10,
+        cwnd_cnt: 0,
+        ssthresh: 100,
+        cwnd_clamp: u32::MAX,
+    };
+    cu.pkts_acked(
+        &C,
+        &mut w,
+        5000,
+        &Clock {
+            now_jiffies: 1999,
+            ..Clock::default()
+        },
+        0,
+        0,
+    );
     assert_eq!(cu.delay_min, 0);
-    cu.pkts_acked(&C, &mut w, 5000, &Clock { now_jiffies: 2000, ..Clock::default() }, 0, 0);
+    cu.pkts_acked(
+        &C,
+        &mut w,
+        5000,
+        &Clock {
+            now_jiffies: 2000,
+            ..Clock::default()
+        },
+        0,
+        0,
+    );
     assert_eq!(cu.delay_min, 5000);
-    cu.pkts_acked(&C, &mut w, -1, &Clock { now_jiffies: 2000, ..Clock::default() }, 0, 0);
-    cu.pkts_acked(&C, &mut w, 0, &Clock { now_jiffies: 2000, ..Clock::default() }, 0, 0);
+    cu.pkts_acked(
+        &C,
+        &mut w,
+        -1,
+        &Clock {
+            now_jiffies: 2000,
+            ..Clock::default()
+        },
+        0,
+        0,
+    );
+    cu.pkts_acked(
+        &C,
+        &mut w,
+        0,
+        &Clock {
+            now_jiffies: 2000,
+            ..Clock::default()
+        },
+        0,
+        0,
+    );
     assert_eq!(cu.delay_min, 1);
 }
 
 #[test]
 fn idle_shifts_epoch() {
-    let mut cu = Cubic { epoch_start: 1000, ..Cubic::default() };
-    cu.on_tx_start(&Clock { now_jiffies: 5000, ..Clock::default() }, 4000);
+    let mut cu = Cubic {
+        epoch_start: 1000,
+        ..Cubic::default()
+    };
+    cu.on_tx_start(
+        &Clock {
+            now_jiffies: 5000,
+            ..Clock::default()
+        },
+        4000,
+    );
     assert_eq!(cu.epoch_start, 2000);
     // Never beyond now.
-    cu.on_tx_start(&Clock { now_jiffies: 5000, ..Clock::default() }, 0);
+    cu.on_tx_start(
+        &Clock {
+            now_jiffies: 5000,
+            ..Clock::default()
+        },
+        0,
+    );
     assert_eq!(cu.epoch_start, 5000);
     // No epoch: untouched; lsndtime in the future: untouched.
     let mut cu = Cubic::default();
-    cu.on_tx_start(&Clock { now_jiffies: 5000, ..Clock::default() }, 4000);
+    cu.on_tx_start(
+        &Clock {
+            now_jiffies: 5000,
+            ..Clock::default()
+        },
+        4000,
+    );
     assert_eq!(cu.epoch_start, 0);
-    let mut cu = Cubic { epoch_start: 10, ..Cubic::default() };
-    cu.on_tx_start(&Clock { now_jiffies: 5000, ..Clock::default() }, 6000);
+    let mut cu = Cubic {
+        epoch_start: 10,
+        ..Cubic::default()
+    };
+    cu.on_tx_start(
+        &Clock {
+            now_jiffies: 5000,
+            ..Clock::default()
+        },
+        6000,
+    );
     assert_eq!(cu.epoch_start, 10);
 }
 
@@ -276,7 +432,12 @@ fn mltcp_cubic_grows_f_times_faster() {
         w.cwnd - w0
     };
     for secs in [1, 3, 9, 14] {
-        println!("curve region growth in {secs} s: F=0.25 {}, F=1 {}, F=2 {}", grow2(256, secs), grow2(1024, secs), grow2(2048, secs));
+        println!(
+            "curve region growth in {secs} s: F=0.25 {}, F=1 {}, F=2 {}",
+            grow2(256, secs),
+            grow2(1024, secs),
+            grow2(2048, secs)
+        );
     }
 }
 
@@ -284,8 +445,16 @@ fn mltcp_cubic_grows_f_times_faster() {
 fn first_epoch_without_wmax_grows_5_percent_per_rtt() {
     // last_max_cwnd = 0 (no loss yet) after leaving slow start: cnt capped at 20.
     let mut cu = Cubic::default();
-    let mut w = Window { cwnd: 100, cwnd_cnt: 0, ssthresh: 100, cwnd_clamp: u32::MAX };
-    let clk = Clock { now_jiffies: 777, ..Clock::default() };
+    let mut w = Window {
+        cwnd: 100,
+        cwnd_cnt: 0,
+        ssthresh: 100,
+        cwnd_clamp: u32::MAX,
+    };
+    let clk = Clock {
+        now_jiffies: 777,
+        ..Clock::default()
+    };
     cu.cong_avoid(&C, &mut w, 1, true, &clk);
     assert!(cu.cnt <= 20);
 }

@@ -9,7 +9,9 @@
 mod common;
 
 use common::*;
-use mltcp_math::dctcp::{Counters, EceAction, DCTCP_MAX_ALPHA, DEFAULT_ALPHA_ON_INIT, DEFAULT_SHIFT_G};
+use mltcp_math::dctcp::{
+    Counters, EceAction, DCTCP_MAX_ALPHA, DEFAULT_ALPHA_ON_INIT, DEFAULT_SHIFT_G,
+};
 use mltcp_math::fixed::FX_ONE;
 use mltcp_math::mltcp::{DctcpMode, MltcpDctcpState};
 use mltcp_math::params::Params;
@@ -57,7 +59,11 @@ impl RefDctcp {
             let mut delivered_ce = c.delivered_ce.wrapping_sub(self.old_delivered_ce);
             let mut alpha = self.dctcp_alpha;
             // min_not_zero(alpha, alpha >> g)
-            let decay = if alpha >> DEFAULT_SHIFT_G == 0 { alpha } else { (alpha >> DEFAULT_SHIFT_G).min(alpha) };
+            let decay = if alpha >> DEFAULT_SHIFT_G == 0 {
+                alpha
+            } else {
+                (alpha >> DEFAULT_SHIFT_G).min(alpha)
+            };
             alpha -= decay;
             if delivered_ce != 0 {
                 delivered_ce <<= 10 - DEFAULT_SHIFT_G;
@@ -96,7 +102,11 @@ impl RefDctcp {
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     /// `acked` segments ACKed, `marked` of them with ECE.
-    Ack { acked: u32, marked: u32, cwnd_limited: bool },
+    Ack {
+        acked: u32,
+        marked: u32,
+        cwnd_limited: bool,
+    },
     /// ECE seen: TCP enters CWR and sets ssthresh (and cwnd, eventually) from the `ssthresh` op.
     Cwr,
     /// Fast retransmit: `set_state(Recovery)`, then the window falls to ssthresh.
@@ -136,7 +146,12 @@ struct Net {
 impl Net {
     fn new(snd_una: u32) -> Self {
         Net {
-            c: Counters { snd_una, snd_nxt: snd_una.wrapping_add(10 * MSS), delivered: 0, delivered_ce: 0 },
+            c: Counters {
+                snd_una,
+                snd_nxt: snd_una.wrapping_add(10 * MSS),
+                delivered: 0,
+                delivered_ce: 0,
+            },
             rcv_nxt: 7,
             bytes_acked: 0,
             ca_state: OPEN,
@@ -152,7 +167,13 @@ impl Net {
 }
 
 /// F = 1.0 whatever the ratio (the identity), with F also scaling slow start (capped at 1.0).
-const IDENTITY: Params = Params { slope_fx: 0, intercept_fx: FX_ONE, idle_gap_us: 20_000, ewma_weight_fx: 256, scale_slow_start: 1 };
+const IDENTITY: Params = Params {
+    slope_fx: 0,
+    intercept_fx: FX_ONE,
+    idle_gap_us: 20_000,
+    ewma_weight_fx: 256,
+    scale_slow_start: 1,
+};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
@@ -238,14 +259,20 @@ proptest! {
 fn no_ecn_falls_back_to_reno() {
     let net = Net::new(0);
     let mut m = MltcpDctcpState::default();
-    assert_eq!(m.init(&net.c, 0, 0, false, false, DEFAULT_ALPHA_ON_INIT), DctcpMode::RenoFallback);
+    assert_eq!(
+        m.init(&net.c, 0, 0, false, false, DEFAULT_ALPHA_ON_INIT),
+        DctcpMode::RenoFallback
+    );
     m.dctcp.alpha = 0; // would keep the window whole under DCTCP
     assert_eq!(m.ssthresh(100), 50);
     assert_eq!(m.undo_cwnd(50, 100), 100);
     assert_eq!(m.on_ecn(true, 10, true), None);
     assert_eq!(m.on_rto(100), None);
     assert_eq!(m.set_state(RECOVERY, OPEN, RECOVERY, 100), None);
-    assert_eq!(m.init(&net.c, 0, 0, false, true, DEFAULT_ALPHA_ON_INIT), DctcpMode::Dctcp);
+    assert_eq!(
+        m.init(&net.c, 0, 0, false, true, DEFAULT_ALPHA_ON_INIT),
+        DctcpMode::Dctcp
+    );
 }
 
 /// With the default F the decrease is DCTCP's and the increase is F segments per RTT: late in an
@@ -260,7 +287,12 @@ fn default_f_scales_only_the_increase() {
     m.iter.on_tx_start(&p, 1_000_000, 1000, 0);
     m.iter.on_tx_start(&p, 1_000_000, 1000, 1_000_000);
     let grow = |m: &mut MltcpDctcpState, bytes_acked: u64| {
-        let mut w = Window { cwnd: 100, cwnd_cnt: 0, ssthresh: 50, cwnd_clamp: 20_000 };
+        let mut w = Window {
+            cwnd: 100,
+            cwnd_cnt: 0,
+            ssthresh: 50,
+            cwnd_clamp: 20_000,
+        };
         // Ten RTTs of ACKs at a fixed point of the iteration.
         for _ in 0..10 * 100 {
             m.cong_avoid(&p, &mut w, 1, true, bytes_acked);
@@ -269,11 +301,20 @@ fn default_f_scales_only_the_increase() {
     };
     let early = grow(&mut m, 1_000_000 + 50_000); // bytes_ratio 0.05
     let late = grow(&mut m, 1_000_000 + 950_000); // bytes_ratio 0.95
-    let mut tp = RefTp { snd_cwnd: 100, snd_cwnd_cnt: 0, snd_ssthresh: 50, snd_cwnd_clamp: 20_000 };
+    let mut tp = RefTp {
+        snd_cwnd: 100,
+        snd_cwnd_cnt: 0,
+        snd_ssthresh: 50,
+        snd_cwnd_clamp: 20_000,
+    };
     for _ in 0..10 * 100 {
         ref_reno_cong_avoid(&mut tp, 1, true);
     }
-    assert!(early < tp.snd_cwnd && tp.snd_cwnd < late, "early {early}, dctcp {}, late {late}", tp.snd_cwnd);
+    assert!(
+        early < tp.snd_cwnd && tp.snd_cwnd < late,
+        "early {early}, dctcp {}, late {late}",
+        tp.snd_cwnd
+    );
     // The decrease does not depend on F.
     m.dctcp.alpha = 512;
     assert_eq!(m.ssthresh(100), 75);

@@ -25,7 +25,13 @@ fn ev() -> impl Strategy<Value = Ev> {
 }
 
 /// Identity params: F = intercept = 1.0 whatever the ratio.
-const IDENTITY: Params = Params { slope_fx: 0, intercept_fx: FX_ONE, idle_gap_us: 20_000, ewma_weight_fx: 256, scale_slow_start: 0 };
+const IDENTITY: Params = Params {
+    slope_fx: 0,
+    intercept_fx: FX_ONE,
+    idle_gap_us: 20_000,
+    ewma_weight_fx: 256,
+    scale_slow_start: 0,
+};
 
 #[derive(Clone, Copy, Debug)]
 struct Net {
@@ -53,8 +59,17 @@ impl Net {
 }
 
 fn window() -> impl Strategy<Value = Window> {
-    (1u32..=100, prop_oneof![Just(0x7fff_ffffu32), 2u32..2000], prop_oneof![Just(0x7fff_ffffu32), 2u32..100_000])
-        .prop_map(|(cwnd, ssthresh, cwnd_clamp)| Window { cwnd: cwnd.min(cwnd_clamp), cwnd_cnt: 0, ssthresh, cwnd_clamp })
+    (
+        1u32..=100,
+        prop_oneof![Just(0x7fff_ffffu32), 2u32..2000],
+        prop_oneof![Just(0x7fff_ffffu32), 2u32..100_000],
+    )
+        .prop_map(|(cwnd, ssthresh, cwnd_clamp)| Window {
+            cwnd: cwnd.min(cwnd_clamp),
+            cwnd_cnt: 0,
+            ssthresh,
+            cwnd_clamp,
+        })
 }
 
 proptest! {
@@ -207,14 +222,30 @@ fn no_estimate_is_plain() {
     let p = Params::DEFAULT;
     let it = Iteration::default();
     let c = CubicParams::LINUX_DEFAULT;
-    let mut w = Window { cwnd: 10, cwnd_cnt: 0, ssthresh: 5, cwnd_clamp: u32::MAX };
+    let mut w = Window {
+        cwnd: 10,
+        cwnd_cnt: 0,
+        ssthresh: 5,
+        cwnd_clamp: u32::MAX,
+    };
     let mut wm = w;
     let mut cu = Cubic::default();
     let mut cm = Cubic::default();
     for i in 0..10_000u32 {
-        let clk = Clock { now_jiffies: 1000 + i / 10, ..Clock::default() };
+        let clk = Clock {
+            now_jiffies: 1000 + i / 10,
+            ..Clock::default()
+        };
         cu.cong_avoid(&c, &mut w, 1, true, &clk);
-        cm.mltcp_cong_avoid(&c, &mut wm, 1, true, &clk, it.scale_fx(&p, i as u64 * 1448), FX_ONE);
+        cm.mltcp_cong_avoid(
+            &c,
+            &mut wm,
+            1,
+            true,
+            &clk,
+            it.scale_fx(&p, i as u64 * 1448),
+            FX_ONE,
+        );
     }
     assert_eq!(w, wm);
     assert_eq!(cu, cm);

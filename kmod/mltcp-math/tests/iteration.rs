@@ -14,7 +14,15 @@ const P: Params = Params::DEFAULT;
 /// A training job's socket: compute phase (idle `compute_us`), then `bytes` sent in `chunks`
 /// separated by `pause_us` pauses (ring all-reduce steps). Returns how many new iterations
 /// `on_tx_start` reported.
-fn iteration(it: &mut Iteration, acked: &mut u64, compute_us: u32, bytes: u64, chunks: u64, pause_us: u32, srtt_us: u32) -> u32 {
+fn iteration(
+    it: &mut Iteration,
+    acked: &mut u64,
+    compute_us: u32,
+    bytes: u64,
+    chunks: u64,
+    pause_us: u32,
+    srtt_us: u32,
+) -> u32 {
     let mut began = 0;
     if it.on_tx_start(&P, compute_us, srtt_us, *acked) {
         began += 1;
@@ -93,7 +101,14 @@ fn f_is_one_until_first_iteration_completes() {
     let s = it.snapshot(&P, it.start_bytes_acked + (3 << 20));
     assert_eq!(
         s,
-        Snapshot { iterations: 1, bytes_in_iteration: 3 << 20, est_bytes: 3 << 20, bytes_ratio_fx: FX_ONE, f_fx: 256 + 1536, pinned: false }
+        Snapshot {
+            iterations: 1,
+            bytes_in_iteration: 3 << 20,
+            est_bytes: 3 << 20,
+            bytes_ratio_fx: FX_ONE,
+            f_fx: 256 + 1536,
+            pinned: false
+        }
     );
 }
 
@@ -103,7 +118,15 @@ fn ewma_converges_and_follows_a_change() {
     let mut acked = 0u64;
     // Noisy start (±20 %), then constant 10 MB.
     for (i, b) in [12u64, 8, 11, 9, 12].iter().enumerate() {
-        iteration(&mut it, &mut acked, 50_000 + i as u32, b * (1 << 20), 4, 500, 100);
+        iteration(
+            &mut it,
+            &mut acked,
+            50_000 + i as u32,
+            b * (1 << 20),
+            4,
+            500,
+            100,
+        );
     }
     for _ in 0..60 {
         iteration(&mut it, &mut acked, 50_000, 10 << 20, 4, 500, 100);
@@ -161,13 +184,20 @@ fn mid_stream_attach_discards_partial_iteration() {
 }
 
 fn params() -> impl Strategy<Value = Params> {
-    (0u32..=64 * FX_ONE, 1u32..=64 * FX_ONE, 100u32..=10_000_000, 1u32..=FX_ONE, 0u32..=1).prop_map(|(s, i, g, w, ss)| Params {
-        slope_fx: s,
-        intercept_fx: i,
-        idle_gap_us: g,
-        ewma_weight_fx: w,
-        scale_slow_start: ss,
-    })
+    (
+        0u32..=64 * FX_ONE,
+        1u32..=64 * FX_ONE,
+        100u32..=10_000_000,
+        1u32..=FX_ONE,
+        0u32..=1,
+    )
+        .prop_map(|(s, i, g, w, ss)| Params {
+            slope_fx: s,
+            intercept_fx: i,
+            idle_gap_us: g,
+            ewma_weight_fx: w,
+            scale_slow_start: ss,
+        })
 }
 
 proptest! {

@@ -13,48 +13,73 @@ use mltcp_math::reno::{self, Window};
 use proptest::prelude::*;
 
 fn any_cubic() -> impl Strategy<Value = Cubic> {
-    (prop::array::uniform16(any::<u32>()), any::<u8>(), any::<u8>()).prop_map(|(a, s, f)| Cubic {
-        cnt: a[0],
-        last_max_cwnd: a[1],
-        last_cwnd: a[2],
-        last_time: a[3],
-        bic_origin_point: a[4],
-        bic_k: a[5],
-        delay_min: a[6],
-        epoch_start: a[7],
-        ack_cnt: a[8],
-        tcp_cwnd: a[9],
-        ack_frac_fx: a[10] as u16,
-        sample_cnt: s,
-        found: f,
-        round_start: a[11],
-        end_seq: a[12],
-        last_ack: a[13],
-        curr_rtt: a[14],
-    })
+    (
+        prop::array::uniform16(any::<u32>()),
+        any::<u8>(),
+        any::<u8>(),
+    )
+        .prop_map(|(a, s, f)| Cubic {
+            cnt: a[0],
+            last_max_cwnd: a[1],
+            last_cwnd: a[2],
+            last_time: a[3],
+            bic_origin_point: a[4],
+            bic_k: a[5],
+            delay_min: a[6],
+            epoch_start: a[7],
+            ack_cnt: a[8],
+            tcp_cwnd: a[9],
+            ack_frac_fx: a[10] as u16,
+            sample_cnt: s,
+            found: f,
+            round_start: a[11],
+            end_seq: a[12],
+            last_ack: a[13],
+            curr_rtt: a[14],
+        })
 }
 
 fn any_window() -> impl Strategy<Value = Window> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(cwnd, cwnd_cnt, ssthresh, cwnd_clamp)| Window {
-        cwnd,
-        cwnd_cnt,
-        ssthresh,
-        cwnd_clamp,
-    })
+    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(cwnd, cwnd_cnt, ssthresh, cwnd_clamp)| Window {
+            cwnd,
+            cwnd_cnt,
+            ssthresh,
+            cwnd_clamp,
+        },
+    )
 }
 
 fn any_clock() -> impl Strategy<Value = Clock> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<bool>()).prop_map(|(j, u, n, a, p)| Clock {
-        now_jiffies: j,
-        now_us: u,
-        snd_nxt: n,
-        snd_una: a,
-        pacing_enabled: p,
-    })
+    (
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<bool>(),
+    )
+        .prop_map(|(j, u, n, a, p)| Clock {
+            now_jiffies: j,
+            now_us: u,
+            snd_nxt: n,
+            snd_una: a,
+            pacing_enabled: p,
+        })
 }
 
 fn any_cubic_params() -> impl Strategy<Value = CubicParams> {
-    (any::<bool>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>())
+    (
+        any::<bool>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+    )
         .prop_map(|(fc, beta, iss, bic, tf, hy, det, low, delta, hz)| {
             CubicParams {
                 fast_convergence: fc,
@@ -74,17 +99,31 @@ fn any_cubic_params() -> impl Strategy<Value = CubicParams> {
 }
 
 fn any_params() -> impl Strategy<Value = Params> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(s, i, g, w, ss)| Params {
-        slope_fx: s,
-        intercept_fx: i,
-        idle_gap_us: g,
-        ewma_weight_fx: w,
-        scale_slow_start: ss,
-    })
+    (
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(s, i, g, w, ss)| Params {
+            slope_fx: s,
+            intercept_fx: i,
+            idle_gap_us: g,
+            ewma_weight_fx: w,
+            scale_slow_start: ss,
+        })
 }
 
 fn big_f() -> impl Strategy<Value = u32> {
-    prop_oneof![Just(0u32), Just(1), Just(FX_ONE), Just(128 * FX_ONE), Just(u32::MAX), any::<u32>()]
+    prop_oneof![
+        Just(0u32),
+        Just(1),
+        Just(FX_ONE),
+        Just(128 * FX_ONE),
+        Just(u32::MAX),
+        any::<u32>()
+    ]
 }
 
 proptest! {
@@ -155,15 +194,25 @@ fn all_zero_states() {
     // release-without-init style: everything on zeros.
     assert_eq!(r.iter.scale_fx(&p, 0), FX_ONE);
     reno::mltcp_cong_avoid(&mut w, 1, true, r.iter.scale_fx(&p, 0), FX_ONE);
-    s.cubic.mltcp_cong_avoid(&c, &mut w, 1, true, &clk, s.iter.scale_fx(&p, 0), FX_ONE);
+    s.cubic
+        .mltcp_cong_avoid(&c, &mut w, 1, true, &clk, s.iter.scale_fx(&p, 0), FX_ONE);
     s.cubic.pkts_acked(&c, &mut w, 0, &clk, 0, 0);
     s.cubic.on_tx_start(&clk, 0);
     let _ = s.cubic.recalc_ssthresh(&c, &w);
     r.iter.on_tx_start(&p, 0, 0, 0);
     let snap = r.iter.snapshot(&p, 0);
-    assert_eq!(snap, mltcp_math::iteration::Snapshot { f_fx: FX_ONE, ..Default::default() });
+    assert_eq!(
+        snap,
+        mltcp_math::iteration::Snapshot {
+            f_fx: FX_ONE,
+            ..Default::default()
+        }
+    );
     // A zero window with a real clamp still grows.
-    let mut w = Window { cwnd_clamp: u32::MAX, ..Window::default() };
+    let mut w = Window {
+        cwnd_clamp: u32::MAX,
+        ..Window::default()
+    };
     for _ in 0..10 {
         reno::cong_avoid(&mut w, 1, true);
     }
@@ -175,8 +224,16 @@ fn huge_windows_stay_sane() {
     // 2^31-segment window (far beyond 100 Gbit/s × 1 s), loss, then 10 s of ACKs in 1 ms steps.
     let c = CubicParams::LINUX_DEFAULT;
     for &wmax in &[1_000_000u32, 10_000_000, 1 << 31] {
-        let mut cu = Cubic { delay_min: 100, ..Cubic::default() };
-        let mut w = Window { cwnd: wmax, cwnd_cnt: 0, ssthresh: wmax, cwnd_clamp: u32::MAX };
+        let mut cu = Cubic {
+            delay_min: 100,
+            ..Cubic::default()
+        };
+        let mut w = Window {
+            cwnd: wmax,
+            cwnd_cnt: 0,
+            ssthresh: wmax,
+            cwnd_clamp: u32::MAX,
+        };
         let ss = cu.recalc_ssthresh(&c, &w);
         // 64-bit product: exactly floor(wmax·717/1024), where Linux's u32 product wraps above 6 M.
         assert_eq!(ss as u64, wmax as u64 * 717 / 1024);
@@ -184,7 +241,10 @@ fn huge_windows_stay_sane() {
         w.ssthresh = ss;
         let mut prev = w.cwnd;
         for ms in 1..=10_000u32 {
-            let clk = Clock { now_jiffies: 10_000 + ms, ..Clock::default() };
+            let clk = Clock {
+                now_jiffies: 10_000 + ms,
+                ..Clock::default()
+            };
             // Stretch ACKs: a window's worth per 100 ms.
             let acked = (w.cwnd / 100).max(1);
             cu.mltcp_cong_avoid(&c, &mut w, acked, true, &clk, 2 * FX_ONE, FX_ONE);
@@ -196,7 +256,12 @@ fn huge_windows_stay_sane() {
         assert!(cu.cnt >= 2);
     }
     // Reno at 2^31 and at the u32 edge.
-    let mut w = Window { cwnd: u32::MAX - 1, cwnd_cnt: u32::MAX - 1, ssthresh: 2, cwnd_clamp: u32::MAX };
+    let mut w = Window {
+        cwnd: u32::MAX - 1,
+        cwnd_cnt: u32::MAX - 1,
+        ssthresh: 2,
+        cwnd_clamp: u32::MAX,
+    };
     reno::mltcp_cong_avoid(&mut w, u32::MAX, true, u32::MAX, u32::MAX);
     assert_eq!(w.cwnd, u32::MAX);
 }

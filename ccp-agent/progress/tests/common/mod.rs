@@ -70,8 +70,14 @@ pub fn assert_ring_worker(
     (pred, succ, bytes_per_iteration): (u32, u32, u64),
 ) {
     use mltcp_progress::{Paradigm, Role};
-    assert_eq!((b.job.job_id.as_str(), b.job.rank, b.job.world_size), (job, rank, world));
+    assert_eq!(
+        (b.job.job_id.as_str(), b.job.rank, b.job.world_size),
+        (job, rank, world)
+    );
     assert_eq!(Paradigm::from_raw(b.job.paradigm), Some(Paradigm::Ring));
     assert_eq!(Role::from_raw(b.job.role), Some(Role::Worker));
-    assert_eq!((b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration), (pred, succ, bytes_per_iteration));
+    assert_eq!(
+        (b.job.ring_pred, b.job.ring_succ, b.job.bytes_per_iteration),
+        (pred, succ, bytes_per_iteration)
+    );
 }

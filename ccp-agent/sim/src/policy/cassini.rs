@@ -29,7 +29,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mlcc_sched::cassini::{
-    affinity_has_loop, affinity_time_shifts, best_shifts, compatibility_score, AffinityEdge, CircleJob, JobId, Phase,
+    affinity_has_loop, affinity_time_shifts, best_shifts, compatibility_score, AffinityEdge,
+    CircleJob, JobId, Phase,
 };
 use mlcc_sched::LinkId;
 use serde_json::{json, Value};
@@ -63,7 +64,10 @@ pub fn wire_bytes(links: &[(u32, f64)]) -> Vec<(u32, f64)> {
 }
 
 fn bytes_on_wire(sim: &Sim, k: usize, w: u32) -> f64 {
-    wire_bytes(&sim.jobs[k].link_bytes).iter().find(|x| x.0 == w).map_or(0.0, |x| x.1)
+    wire_bytes(&sim.jobs[k].link_bytes)
+        .iter()
+        .find(|x| x.0 == w)
+        .map_or(0.0, |x| x.1)
 }
 
 /// Time grid of the circles, ms.
@@ -113,18 +117,36 @@ pub fn circle(iter_s: f64, compute_s: f64, comm_s: f64, bytes: f64) -> CircleJob
     let start_ms = grid(compute_s).min(iteration_ms - 1) % iteration_ms;
     let duration_ms = grid(comm_s).min(iteration_ms);
     let rate_bps = (bytes * 8.0 / comm_s.max(1e-9)) as u64;
-    CircleJob { iteration_ms, phases: vec![Phase { start_ms, duration_ms, rate_bps }] }
+    CircleJob {
+        iteration_ms,
+        phases: vec![Phase {
+            start_ms,
+            duration_ms,
+            rate_bps,
+        }],
+    }
 }
 
 impl Cassini {
     /// Cassini over `inner`, choosing among `candidates` placements, sampling `angles` angles.
     pub fn new(inner: Box<dyn Policy>, candidates: usize, angles: usize) -> Self {
-        Cassini { inner, candidates: candidates.max(1), angles: angles.max(1), stats: CassiniStats::default(), cache: HashMap::new() }
+        Cassini {
+            inner,
+            candidates: candidates.max(1),
+            angles: angles.max(1),
+            stats: CassiniStats::default(),
+            cache: HashMap::new(),
+        }
     }
 
     fn job_circle(sim: &Sim, j: usize, bytes: f64) -> CircleJob {
         let job = &sim.jobs[j];
-        circle(job.alone_iter_s, job.spec.compute_s, job.alone_comm_s, bytes)
+        circle(
+            job.alone_iter_s,
+            job.spec.compute_s,
+            job.alone_comm_s,
+            bytes,
+        )
     }
 
     /// Affinity edges (wires shared by ≥ 2 jobs) of the current jobs plus job `j` on `wires`,
@@ -139,10 +161,18 @@ impl Cassini {
                 continue;
             }
             for &k in jobs.iter().filter(|x| **x != j) {
-                edges.push(AffinityEdge { job: JobId(k as u32), link: LinkId(w), shift_ms: 0 });
+                edges.push(AffinityEdge {
+                    job: JobId(k as u32),
+                    link: LinkId(w),
+                    shift_ms: 0,
+                });
             }
             if extra {
-                edges.push(AffinityEdge { job: JobId(j as u32), link: LinkId(w), shift_ms: 0 });
+                edges.push(AffinityEdge {
+                    job: JobId(j as u32),
+                    link: LinkId(w),
+                    shift_ms: 0,
+                });
             }
         }
         edges
@@ -152,13 +182,28 @@ impl Cassini {
     fn solve_link(&mut self, sim: &Sim, w: usize, circles: &[CircleJob]) -> Option<Vec<u64>> {
         let cap_bps = (sim.tree.capacity[2 * w] * 8.0) as u64;
         let key = (
-            circles.iter().map(|c| (c.iteration_ms, c.phases[0].start_ms, c.phases[0].duration_ms, c.phases[0].rate_bps)).collect(),
+            circles
+                .iter()
+                .map(|c| {
+                    (
+                        c.iteration_ms,
+                        c.phases[0].start_ms,
+                        c.phases[0].duration_ms,
+                        c.phases[0].rate_bps,
+                    )
+                })
+                .collect(),
             cap_bps,
         );
         if let Some(s) = self.cache.get(&key) {
             return Some(s.clone());
         }
-        let step = circles.iter().map(|c| c.iteration_ms).min().unwrap_or(GRID_MS) / 10;
+        let step = circles
+            .iter()
+            .map(|c| c.iteration_ms)
+            .min()
+            .unwrap_or(GRID_MS)
+            / 10;
         let step = (step / GRID_MS).max(1) * GRID_MS;
         match best_shifts(circles, cap_bps, self.angles, step) {
             Ok(r) => {
@@ -183,12 +228,24 @@ impl Cassini {
             if others.is_empty() {
                 continue;
             }
-            let mut circles: Vec<CircleJob> =
-                others.iter().map(|k| Self::job_circle(sim, *k, bytes_on_wire(sim, *k, *w))).collect();
+            let mut circles: Vec<CircleJob> = others
+                .iter()
+                .map(|k| Self::job_circle(sim, *k, bytes_on_wire(sim, *k, *w)))
+                .collect();
             let job = &sim.jobs[j];
-            circles.push(circle(job.spec.compute_s + comm_s, job.spec.compute_s, comm_s, *b));
+            circles.push(circle(
+                job.spec.compute_s + comm_s,
+                job.spec.compute_s,
+                comm_s,
+                *b,
+            ));
             let zeros = vec![0; circles.len()];
-            if let Ok(s) = compatibility_score(&circles, &zeros, (sim.tree.capacity[2 * *w as usize] * 8.0) as u64, self.angles) {
+            if let Ok(s) = compatibility_score(
+                &circles,
+                &zeros,
+                (sim.tree.capacity[2 * *w as usize] * 8.0) as u64,
+                self.angles,
+            ) {
                 sum += s;
                 n += 1;
             }
@@ -242,23 +299,37 @@ impl Policy for Cassini {
         let mut out = self.inner.on_job_start(sim, j);
         let mut edges = Vec::new();
         let mut iters: BTreeMap<JobId, u64> = BTreeMap::new();
-        let wires: Vec<u32> = wire_bytes(&sim.jobs[j].link_bytes).iter().map(|x| x.0).collect();
+        let wires: Vec<u32> = wire_bytes(&sim.jobs[j].link_bytes)
+            .iter()
+            .map(|x| x.0)
+            .collect();
         for l in wires {
             let jobs: Vec<usize> = wire_jobs(sim, l);
             if jobs.len() < 2 {
                 continue;
             }
-            let circles: Vec<CircleJob> = jobs.iter().map(|k| Self::job_circle(sim, *k, bytes_on_wire(sim, *k, l))).collect();
+            let circles: Vec<CircleJob> = jobs
+                .iter()
+                .map(|k| Self::job_circle(sim, *k, bytes_on_wire(sim, *k, l)))
+                .collect();
             // Already compatible without shifts: nothing to solve on this link.
             let zeros = vec![0; circles.len()];
             let cap_bps = (sim.tree.capacity[2 * l as usize] * 8.0) as u64;
-            if compatibility_score(&circles, &zeros, cap_bps, self.angles).is_ok_and(|s| s >= 1.0 - 1e-9) {
+            if compatibility_score(&circles, &zeros, cap_bps, self.angles)
+                .is_ok_and(|s| s >= 1.0 - 1e-9)
+            {
                 continue;
             }
-            let Some(shifts) = self.solve_link(sim, l as usize, &circles) else { continue };
+            let Some(shifts) = self.solve_link(sim, l as usize, &circles) else {
+                continue;
+            };
             for ((k, c), s) in jobs.iter().zip(&circles).zip(shifts) {
                 iters.insert(JobId(*k as u32), c.iteration_ms);
-                edges.push(AffinityEdge { job: JobId(*k as u32), link: LinkId(l), shift_ms: s });
+                edges.push(AffinityEdge {
+                    job: JobId(*k as u32),
+                    link: LinkId(l),
+                    shift_ms: s,
+                });
             }
         }
         if edges.is_empty() {
@@ -268,7 +339,13 @@ impl Policy for Cassini {
             self.stats.bfs_conflicts += res.conflicts.len() as u64;
             for (k, t_ms) in res.shifts_ms {
                 let period_s = iters.get(&k).copied().unwrap_or(GRID_MS) as f64 / 1000.0;
-                out.push((k.0 as usize, Align { at_s: sim.t + t_ms as f64 / 1000.0, period_s }));
+                out.push((
+                    k.0 as usize,
+                    Align {
+                        at_s: sim.t + t_ms as f64 / 1000.0,
+                        period_s,
+                    },
+                ));
                 self.stats.shifts_applied += 1;
             }
         }

@@ -34,7 +34,10 @@ pub struct Ccml {
 impl Ccml {
     /// A CCML policy with weight ratio `ratio`.
     pub fn new(ratio: f64) -> Self {
-        Ccml { ratio, level: Vec::new() }
+        Ccml {
+            ratio,
+            level: Vec::new(),
+        }
     }
 
     /// Weight of job `j`'s flows: `ratio^(−level)`.
@@ -53,7 +56,12 @@ impl Ccml {
             if v.len() < 2 {
                 continue;
             }
-            v.sort_by(|a, b| sim.jobs[*a].alone_iter_s.total_cmp(&sim.jobs[*b].alone_iter_s).then(a.cmp(b)));
+            v.sort_by(|a, b| {
+                sim.jobs[*a]
+                    .alone_iter_s
+                    .total_cmp(&sim.jobs[*b].alone_iter_s)
+                    .then(a.cmp(b))
+            });
             for (rank, j) in v.into_iter().enumerate() {
                 self.level[j] = self.level[j].max(rank as u32);
             }

@@ -59,7 +59,10 @@ pub struct Mcs {
 impl Mcs {
     /// MCS re-deciding only the components an event reaches (`exact` false) or every coflow.
     pub fn new(exact: bool) -> Mcs {
-        Mcs { exact, ..Mcs::default() }
+        Mcs {
+            exact,
+            ..Mcs::default()
+        }
     }
 
     /// MCS's caps (bytes/s) for `flows` (active network flows, in job order, every flow of a
@@ -101,10 +104,22 @@ impl Mcs {
                     }
                 }
             }
-            load.iter().map(|(p, l)| if c(*p) > 0.0 { l / c(*p) } else { f64::INFINITY }).fold(0.0, f64::max)
+            load.iter()
+                .map(|(p, l)| {
+                    if c(*p) > 0.0 {
+                        l / c(*p)
+                    } else {
+                        f64::INFINITY
+                    }
+                })
+                .fold(0.0, f64::max)
         };
         let full = |p: usize| link_cap[p];
-        let mut order: Vec<(f64, usize)> = coflows.iter().enumerate().map(|(k, (_, v))| (gamma(v, &full), k)).collect();
+        let mut order: Vec<(f64, usize)> = coflows
+            .iter()
+            .enumerate()
+            .map(|(k, (_, v))| (gamma(v, &full), k))
+            .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // Residual capacity of the ports, set lazily (capacity until a coflow takes some).
         self.stamp = self.stamp.wrapping_add(1);
@@ -117,7 +132,13 @@ impl Mcs {
             let flows = &coflows[k].1;
             let g = {
                 let (res, mark) = (&self.residual, &self.res_mark);
-                let c = |p: usize| if mark[p] == stamp { res[p] } else { link_cap[p] };
+                let c = |p: usize| {
+                    if mark[p] == stamp {
+                        res[p]
+                    } else {
+                        link_cap[p]
+                    }
+                };
                 gamma(flows, &c)
             };
             if !(g.is_finite() && g > 0.0) {
@@ -166,7 +187,13 @@ impl Policy for Mcs {
 
     /// The jobs of the port-connected components of the touched jobs' ports: a search over the
     /// communicating network jobs through the server ports their flows use.
-    fn select_jobs(&mut self, sim: &Sim, touched: &[usize], _at_decision: bool, out: &mut Vec<usize>) {
+    fn select_jobs(
+        &mut self,
+        sim: &Sim,
+        touched: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<usize>,
+    ) {
         self.stamp = self.stamp.wrapping_add(1);
         let stamp = self.stamp;
         self.job_mark.resize(sim.jobs.len(), 0);
@@ -180,7 +207,9 @@ impl Policy for Mcs {
         }
         while let Some(j) = self.queue.pop() {
             for fl in &sim.jobs[j].flows {
-                let (Some(&a), Some(&b)) = (fl.path.first(), fl.path.last()) else { continue };
+                let (Some(&a), Some(&b)) = (fl.path.first(), fl.path.last()) else {
+                    continue;
+                };
                 if fl.src == fl.dst {
                     continue;
                 }
@@ -191,7 +220,10 @@ impl Policy for Mcs {
                     self.port_mark[p] = stamp;
                     for &k in &sim.link_jobs[p] {
                         let job = &sim.jobs[k];
-                        if self.job_mark[k] != stamp && job.network && job.phase == Phase::Communicating {
+                        if self.job_mark[k] != stamp
+                            && job.network
+                            && job.phase == Phase::Communicating
+                        {
                             self.job_mark[k] = stamp;
                             self.queue.push(k);
                             out.push(k);
@@ -202,7 +234,13 @@ impl Policy for Mcs {
         }
     }
 
-    fn decide_jobs(&mut self, sim: &Sim, jobs: &[usize], _at_decision: bool, out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+    fn decide_jobs(
+        &mut self,
+        sim: &Sim,
+        jobs: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<(usize, usize, f64, f64)>,
+    ) -> f64 {
         let mut order: Vec<usize> = jobs.to_vec();
         order.sort_unstable();
         let mut flows = std::mem::take(&mut self.flows);
@@ -210,7 +248,13 @@ impl Policy for Mcs {
         for &j in &order {
             let job = &sim.jobs[j];
             if job.network && job.phase == Phase::Communicating {
-                flows.extend(job.flows.iter().enumerate().filter(|(_, fl)| !fl.done && fl.src != fl.dst).map(|(f, _)| (j, f)));
+                flows.extend(
+                    job.flows
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, fl)| !fl.done && fl.src != fl.dst)
+                        .map(|(f, _)| (j, f)),
+                );
             }
         }
         let mut caps = std::mem::take(&mut self.caps);

@@ -65,8 +65,9 @@
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency, FlowId,
-    FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, Schedule, SlotClock,
+    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency,
+    FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, Schedule,
+    SlotClock,
 };
 use serde_json::{json, Value};
 
@@ -122,7 +123,14 @@ enum Replan {
 }
 
 /// Names of [`Replan`]'s cases, in order (report).
-const REPLAN_NAMES: [&str; 6] = ["no_plan", "incomplete", "members", "completing", "progress", "freed"];
+const REPLAN_NAMES: [&str; 6] = [
+    "no_plan",
+    "incomplete",
+    "members",
+    "completing",
+    "progress",
+    "freed",
+];
 
 /// A coflow unit's plan, kept across slots while nothing it depends on changes.
 #[derive(Clone, Debug)]
@@ -232,7 +240,10 @@ impl Mlcc {
     }
 
     fn rate(&self, sim: &Sim, j: usize, f: usize) -> u64 {
-        self.rates.get(sim.jobs[j].flow_base as usize + f).copied().unwrap_or(NO_RATE)
+        self.rates
+            .get(sim.jobs[j].flow_base as usize + f)
+            .copied()
+            .unwrap_or(NO_RATE)
     }
 
     fn set_rate(&mut self, sim: &Sim, j: usize, f: usize, r: u64) {
@@ -268,8 +279,19 @@ impl Mlcc {
             // plan); inside a slot only later slots count.
             let from = self.table.current_slot() + u64::from(!self.at_boundary);
             let internal = flow_is_internal(sim, j, f);
-            if !self.exact && !internal && old.rates_bps.iter().enumerate().any(|(i, r)| *r > 0 && old.start_slot + i as u64 >= from) {
-                let path: Vec<LinkId> = sim.jobs[j].flows[f].path.iter().map(|l| LinkId(*l)).collect();
+            if !self.exact
+                && !internal
+                && old
+                    .rates_bps
+                    .iter()
+                    .enumerate()
+                    .any(|(i, r)| *r > 0 && old.start_slot + i as u64 >= from)
+            {
+                let path: Vec<LinkId> = sim.jobs[j].flows[f]
+                    .path
+                    .iter()
+                    .map(|l| LinkId(*l))
+                    .collect();
                 self.links_changed(&path);
             }
         }
@@ -326,7 +348,13 @@ impl Mlcc {
                 }
                 self.unit_complete &= d.plan.is_complete();
                 let first = self.unit_first;
-                self.unit_members.push(Member { f, sent0: sim.jobs[j].flows[f].sent, first, bytes: d.plan.bytes.clone(), rates });
+                self.unit_members.push(Member {
+                    f,
+                    sent0: sim.jobs[j].flows[f].sent,
+                    first,
+                    bytes: d.plan.bytes.clone(),
+                    rates,
+                });
             }
         }
     }
@@ -349,7 +377,10 @@ impl Mlcc {
         let before: Vec<Option<Schedule>> = if self.exact {
             Vec::new()
         } else {
-            members.iter().map(|m| self.table.flow_schedule(m.flow).cloned()).collect()
+            members
+                .iter()
+                .map(|m| self.table.flow_schedule(m.flow).cloned())
+                .collect()
         };
         let g = match plan_group(&mut self.table, members) {
             Ok(g) => g,
@@ -391,7 +422,8 @@ impl Mlcc {
                 let freed = old.as_ref().is_some_and(|o| {
                     o.rates_bps.iter().enumerate().any(|(i, r)| {
                         let s = o.start_slot + i as u64;
-                        s > slot && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
+                        s > slot
+                            && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
                     })
                 });
                 if freed {
@@ -405,8 +437,15 @@ impl Mlcc {
     /// The coflows of job `j` among its active flows that `todo` selects: the ring (all its
     /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
     /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
-    fn units(&self, sim: &Sim, j: usize, todo: &dyn Fn(usize) -> bool) -> Vec<(PlanningKey, usize, usize)> {
-        (0..Self::unit_count(sim, j)).filter_map(|u| Some((self.unit_key(sim, j, u, todo)?, j, u))).collect()
+    fn units(
+        &self,
+        sim: &Sim,
+        j: usize,
+        todo: &dyn Fn(usize) -> bool,
+    ) -> Vec<(PlanningKey, usize, usize)> {
+        (0..Self::unit_count(sim, j))
+            .filter_map(|u| Some((self.unit_key(sim, j, u, todo)?, j, u)))
+            .collect()
     }
 
     /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
@@ -417,7 +456,9 @@ impl Mlcc {
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
                 let p = job.spec.parameter_servers() as usize;
-                (u * w..(u + 1) * w).chain(p * w + u * w..p * w + (u + 1) * w).collect()
+                (u * w..(u + 1) * w)
+                    .chain(p * w + u * w..p * w + (u + 1) * w)
+                    .collect()
             }
         }
     }
@@ -427,7 +468,13 @@ impl Mlcc {
         let job = &sim.jobs[j];
         let active = |f: usize| !job.flows[f].done && todo(f);
         // F of a flow not planned now: its bytes sent (all of them once done).
-        let f_of = |f: usize| if job.flows[f].done { job.flows[f].size.round() as u64 } else { job.flows[f].sent as u64 };
+        let f_of = |f: usize| {
+            if job.flows[f].done {
+                job.flows[f].size.round() as u64
+            } else {
+                job.flows[f].sent as u64
+            }
+        };
         match job.spec.paradigm {
             Paradigm::Ring => {
                 // One group: the ring's flows advance together. A member whose predecessor is not
@@ -444,9 +491,9 @@ impl Mlcc {
                     .iter()
                     .map(|&f| {
                         let dep = match pred(f) {
-                            Some(p) if !flows.contains(&p) => {
-                                Dependency::Ring { predecessor_bytes: f_of(p).saturating_add(chunk) }
-                            }
+                            Some(p) if !flows.contains(&p) => Dependency::Ring {
+                                predecessor_bytes: f_of(p).saturating_add(chunk),
+                            },
                             _ => Dependency::Independent,
                         };
                         Self::request(sim, j, f, dep)
@@ -459,7 +506,10 @@ impl Mlcc {
                         Some(k) => g.decisions[k].accumulated_bytes,
                         None => f_of(p),
                     };
-                    excess_bytes(g.decisions[i].accumulated_bytes, pred_f.saturating_add(chunk))
+                    excess_bytes(
+                        g.decisions[i].accumulated_bytes,
+                        pred_f.saturating_add(chunk),
+                    )
                 };
                 self.plan_members(sim, j, &members, &bound);
             }
@@ -470,8 +520,10 @@ impl Mlcc {
                 let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
                 // The aggregation group (F_b^max of this PS's broadcast flows) ...
                 let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
-                let members: Vec<FlowRequest> =
-                    agg.iter().map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f))).collect();
+                let members: Vec<FlowRequest> = agg
+                    .iter()
+                    .map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f)))
+                    .collect();
                 let g = self.plan_members(sim, j, &members, &|_, _| 0);
                 let agg_f: Vec<u64> = pushes
                     .iter()
@@ -484,9 +536,15 @@ impl Mlcc {
                 // so it pipelines behind the aggregation.
                 let dep = Dependency::ps_broadcast(&agg_f);
                 let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                let members: Vec<FlowRequest> =
-                    pulls.iter().copied().filter(|f| active(*f)).map(|f| Self::request(sim, j, f, dep)).collect();
-                self.plan_members(sim, j, &members, &|i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min));
+                let members: Vec<FlowRequest> = pulls
+                    .iter()
+                    .copied()
+                    .filter(|f| active(*f))
+                    .map(|f| Self::request(sim, j, f, dep))
+                    .collect();
+                self.plan_members(sim, j, &members, &|i, g| {
+                    excess_bytes(g.decisions[i].accumulated_bytes, a_min)
+                });
             }
         }
     }
@@ -496,7 +554,10 @@ impl Mlcc {
     /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
     /// one job's coflow completes before another's takes the links it shares, and none starves.
     fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(PlanningKey, usize, usize)> = jobs.iter().flat_map(|&j| self.units(sim, j, &|f| todo(j, f))).collect();
+        let mut units: Vec<(PlanningKey, usize, usize)> = jobs
+            .iter()
+            .flat_map(|&j| self.units(sim, j, &|f| todo(j, f)))
+            .collect();
         units.sort_unstable();
         for (_, j, u) in units {
             self.plan_unit(sim, j, u, &|f| todo(j, f));
@@ -527,7 +588,11 @@ impl Mlcc {
             .flows
             .iter()
             .filter(|fl| fl.src != fl.dst)
-            .any(|fl| fl.path.iter().any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j)));
+            .any(|fl| {
+                fl.path
+                    .iter()
+                    .any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j))
+            });
         if shared {
             (k / 2).max(1)
         } else {
@@ -540,7 +605,9 @@ impl Mlcc {
     /// it changed, a member done or not at the rate its plan gave it, or completing in `slot`)
     /// or a member whose planned rate changes in `slot`.
     fn needs_look(&self, sim: &Sim, j: usize, slot: u64) -> bool {
-        let Some(p) = self.plans.get(j) else { return true };
+        let Some(p) = self.plans.get(j) else {
+            return true;
+        };
         if p.look || p.units.len() != Self::unit_count(sim, j) {
             return true;
         }
@@ -555,14 +622,24 @@ impl Mlcc {
             // Its network members (flows inside a server are not paced by the plan).
             for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
-                if fl.done || o >= m.rates.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
+                if fl.done
+                    || o >= m.rates.len()
+                    || m.bytes
+                        .iter()
+                        .rposition(|b| *b > 0)
+                        .is_none_or(|last| last <= o)
+                {
                     return true;
                 }
                 let prev = m.rates[o - 1] as f64 / 8.0;
                 if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1] {
                     return true;
                 }
-                if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
+                if fl
+                    .path
+                    .iter()
+                    .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
+                {
                     return true;
                 }
             }
@@ -579,9 +656,12 @@ impl Mlcc {
                 false
             }
             None => {
-                let Some(Some(up)) = self.plans[j].units.get(u) else { return false };
+                let Some(Some(up)) = self.plans[j].units.get(u) else {
+                    return false;
+                };
                 let o = (slot - up.slot0) as usize;
-                let rates: Vec<(usize, u64)> = up.members.iter().map(|m| (m.f, m.rates[o])).collect();
+                let rates: Vec<(usize, u64)> =
+                    up.members.iter().map(|m| (m.f, m.rates[o])).collect();
                 for (f, r) in rates {
                     self.set_rate(sim, j, f, r);
                 }
@@ -592,7 +672,9 @@ impl Mlcc {
 
     /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't.
     fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Option<Replan> {
-        let Some(Some(up)) = self.plans[j].units.get(u) else { return Some(Replan::NoPlan) };
+        let Some(Some(up)) = self.plans[j].units.get(u) else {
+            return Some(Replan::NoPlan);
+        };
         if slot <= up.slot0 {
             return Some(Replan::NoPlan);
         }
@@ -604,13 +686,27 @@ impl Mlcc {
         // Members: its network flows (a flow inside a server that ends early changes nothing
         // the plan paces).
         let net = |f: usize| job.flows[f].src != job.flows[f].dst;
-        let mut active = self.unit_flows(sim, j, u).into_iter().filter(|&f| !job.flows[f].done && net(f));
-        if !up.members.iter().filter(|m| net(m.f)).all(|m| active.next() == Some(m.f)) || active.next().is_some() {
+        let mut active = self
+            .unit_flows(sim, j, u)
+            .into_iter()
+            .filter(|&f| !job.flows[f].done && net(f));
+        if !up
+            .members
+            .iter()
+            .filter(|m| net(m.f))
+            .all(|m| active.next() == Some(m.f))
+            || active.next().is_some()
+        {
             return Some(Replan::Members);
         }
         for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
-            if o >= m.bytes.len() || m.bytes.iter().rposition(|b| *b > 0).is_none_or(|last| last <= o) {
+            if o >= m.bytes.len()
+                || m.bytes
+                    .iter()
+                    .rposition(|b| *b > 0)
+                    .is_none_or(|last| last <= o)
+            {
                 return Some(Replan::Completing);
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
@@ -618,7 +714,10 @@ impl Mlcc {
             // Expected by now: the slots before this one, and, when this decision comes after
             // the slot's start (events closer than the engine's least step are handled
             // together), the previous slot's rate since then.
-            let late = self.clock.slot_start_us(slot).map_or(0.0, |us| (sim.t - us as f64 / 1e6).max(0.0));
+            let late = self
+                .clock
+                .slot_start_us(slot)
+                .map_or(0.0, |us| (sim.t - us as f64 / 1e6).max(0.0));
             let expected = m.sent0
                 + m.bytes[0] as f64 * m.first
                 + m.bytes[1..o].iter().map(|b| *b as f64).sum::<f64>()
@@ -629,7 +728,11 @@ impl Mlcc {
             if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
                 return Some(Replan::Progress);
             }
-            if fl.path.iter().any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq)) {
+            if fl
+                .path
+                .iter()
+                .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
+            {
                 return Some(Replan::Freed);
             }
         }
@@ -637,7 +740,13 @@ impl Mlcc {
     }
 
     /// The planning key of unit `u` of job `j` over its active flows that `todo` selects.
-    fn unit_key(&self, sim: &Sim, j: usize, u: usize, todo: &dyn Fn(usize) -> bool) -> Option<PlanningKey> {
+    fn unit_key(
+        &self,
+        sim: &Sim,
+        j: usize,
+        u: usize,
+        todo: &dyn Fn(usize) -> bool,
+    ) -> Option<PlanningKey> {
         let job = &sim.jobs[j];
         let all = self.unit_flows(sim, j, u);
         let flows: Vec<FlowRequest> = all
@@ -651,14 +760,25 @@ impl Mlcc {
         }
         let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
         let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
-            (s.saturating_add(job.flows[f].sent as u64), z.saturating_add(job.flows[f].size as u64))
+            (
+                s.saturating_add(job.flows[f].sent as u64),
+                z.saturating_add(job.flows[f].size as u64),
+            )
         });
         Some(planning_key(sent, size, gamma))
     }
 
     /// Plans unit `u` of job `j` (its active flows that `todo` selects) in `slot`, of which
     /// the fraction `first` is left, and keeps the plan.
-    fn plan_and_keep(&mut self, sim: &Sim, j: usize, u: usize, slot: u64, todo: &dyn Fn(usize) -> bool, first: f64) {
+    fn plan_and_keep(
+        &mut self,
+        sim: &Sim,
+        j: usize,
+        u: usize,
+        slot: u64,
+        todo: &dyn Fn(usize) -> bool,
+        first: f64,
+    ) {
         self.unit_members.clear();
         self.unit_complete = true;
         self.unit_first = first;
@@ -666,7 +786,12 @@ impl Mlcc {
         self.unit_first = 1.0;
         self.unit_plans += 1;
         let members = std::mem::take(&mut self.unit_members);
-        let plan = UnitPlan { slot0: slot, seq: self.seq, complete: self.unit_complete, members };
+        let plan = UnitPlan {
+            slot0: slot,
+            seq: self.seq,
+            complete: self.unit_complete,
+            members,
+        };
         if let Some(x) = self.plans[j].units.get_mut(u) {
             *x = Some(plan);
         }
@@ -721,7 +846,10 @@ impl Policy for Mlcc {
             let r = self.rate(sim, j, f);
             ctl.cap[i] = if r == NO_RATE { 0.0 } else { r as f64 / 8.0 };
         }
-        let next = self.clock.slot_start_us(slot + 1).map_or(f64::INFINITY, |us| us as f64 / 1e6);
+        let next = self
+            .clock
+            .slot_start_us(slot + 1)
+            .map_or(f64::INFINITY, |us| us as f64 / 1e6);
         if sim.active.is_empty() {
             f64::INFINITY
         } else {
@@ -735,7 +863,13 @@ impl Policy for Mlcc {
 
     /// At a slot boundary, the jobs holding a unit plan that cannot simply go on (see the module
     /// documentation) or whose plan's rate changes in the new slot; none inside a slot.
-    fn select_jobs(&mut self, sim: &Sim, _touched: &[usize], _at_decision: bool, out: &mut Vec<usize>) {
+    fn select_jobs(
+        &mut self,
+        sim: &Sim,
+        _touched: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<usize>,
+    ) {
         let slot = self.clock.slot_at((sim.t * 1e6).round() as u64);
         if self.slot == Some(slot) {
             return;
@@ -757,7 +891,13 @@ impl Policy for Mlcc {
         }
     }
 
-    fn decide_jobs(&mut self, sim: &Sim, jobs: &[usize], _at_decision: bool, out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+    fn decide_jobs(
+        &mut self,
+        sim: &Sim,
+        jobs: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<(usize, usize, f64, f64)>,
+    ) -> f64 {
         let now_us = (sim.t * 1e6).round() as u64;
         let slot = self.clock.slot_at(now_us);
         let new_slot = self.slot != Some(slot);
@@ -785,8 +925,11 @@ impl Policy for Mlcc {
                 self.plans[j] = JobPlan::default();
             }
         }
-        let comm: Vec<usize> =
-            jobs.iter().copied().filter(|&j| sim.jobs[j].network && sim.jobs[j].phase == Phase::Communicating).collect();
+        let comm: Vec<usize> = jobs
+            .iter()
+            .copied()
+            .filter(|&j| sim.jobs[j].network && sim.jobs[j].phase == Phase::Communicating)
+            .collect();
         if new_slot {
             // Units that keep their plan take its rate for the new slot; the others are
             // re-planned in planning order.
@@ -808,7 +951,14 @@ impl Policy for Mlcc {
                             todo.push((key, j, u));
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
-                        None => self.plans[j].units[u] = Some(UnitPlan { slot0: slot, seq: self.seq, complete: true, members: Vec::new() }),
+                        None => {
+                            self.plans[j].units[u] = Some(UnitPlan {
+                                slot0: slot,
+                                seq: self.seq,
+                                complete: true,
+                                members: Vec::new(),
+                            })
+                        }
                     }
                 }
             }
@@ -834,13 +984,18 @@ impl Policy for Mlcc {
             if !new.is_empty() {
                 let mut fresh: Vec<usize> = new.iter().map(|&(j, _)| j).collect();
                 fresh.dedup();
-                let mut units: Vec<(PlanningKey, usize, usize)> =
-                    fresh.iter().flat_map(|&j| self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok())).collect();
+                let mut units: Vec<(PlanningKey, usize, usize)> = fresh
+                    .iter()
+                    .flat_map(|&j| self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok()))
+                    .collect();
                 units.sort_unstable();
                 for (_, j, u) in units {
                     let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
                     let job = &sim.jobs[j];
-                    let whole = self.unit_flows(sim, j, u).into_iter().all(|f| job.flows[f].done || todo(f));
+                    let whole = self
+                        .unit_flows(sim, j, u)
+                        .into_iter()
+                        .all(|f| job.flows[f].done || todo(f));
                     self.plan_and_keep(sim, j, u, slot, &todo, frac);
                     if !whole {
                         self.plans[j].units[u] = None;
@@ -880,7 +1035,9 @@ impl Policy for Mlcc {
         if self.live.is_empty() {
             f64::INFINITY
         } else {
-            self.clock.slot_start_us(slot + 1).map_or(f64::INFINITY, |us| us as f64 / 1e6)
+            self.clock
+                .slot_start_us(slot + 1)
+                .map_or(f64::INFINITY, |us| us as f64 / 1e6)
         }
     }
 

@@ -46,7 +46,13 @@ pub struct Mltcp {
 
 impl Default for Mltcp {
     fn default() -> Self {
-        Mltcp { params: Params::DEFAULT, update: FUpdate::Continuous { ratio_step: 1.0 / 32.0 }, skip_alone: true }
+        Mltcp {
+            params: Params::DEFAULT,
+            update: FUpdate::Continuous {
+                ratio_step: 1.0 / 32.0,
+            },
+            skip_alone: true,
+        }
     }
 }
 
@@ -70,7 +76,10 @@ impl Mltcp {
                 }
             }
         }
-        if matches!(self.update, FUpdate::Continuous { .. }) && !next.is_finite() && !sim.active.is_empty() {
+        if matches!(self.update, FUpdate::Continuous { .. })
+            && !next.is_finite()
+            && !sim.active.is_empty()
+        {
             // Rates are not known before the first allocation: look again soon.
             next = sim.t + 1e-3;
         }
@@ -113,13 +122,19 @@ impl Policy for Mltcp {
     /// refinement rounds, `crate::sim`); skipped jobs refresh them only at their own events.
     /// The effect is measured in RESULTS.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
-        let FUpdate::Continuous { ratio_step } = self.update else { return f64::INFINITY };
+        let FUpdate::Continuous { ratio_step } = self.update else {
+            return f64::INFINITY;
+        };
         let mut next = f64::INFINITY;
         // Flows inside a server are not TCP: the engine does not ask for their F.
         let job = &sim.jobs[j];
         let uses = sim.job_link_uses(j);
         let mut shared = false;
-        for fl in job.flows.iter().filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst) {
+        for fl in job
+            .flows
+            .iter()
+            .filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst)
+        {
             shared |= !sim.alone_on(j, &fl.path, &uses);
             next = next.min(sim.t + ratio_step * fl.size / fl.rate);
         }

@@ -119,13 +119,26 @@ pub trait Policy {
     /// or the job started or ended), appended to `out`. `at_decision`: the policy's own decision
     /// time (the one [`Policy::decide_jobs`] returned last) has come. Byte counts of the jobs not
     /// in `touched` may be stale here (rates and phases are current).
-    fn select_jobs(&mut self, _sim: &Sim, _touched: &[usize], _at_decision: bool, _out: &mut Vec<usize>) {}
+    fn select_jobs(
+        &mut self,
+        _sim: &Sim,
+        _touched: &[usize],
+        _at_decision: bool,
+        _out: &mut Vec<usize>,
+    ) {
+    }
 
     /// A sparse policy's decision for `jobs` (the touched and selected jobs, each once, brought
     /// up to date; some may no longer communicate): pushes (job, flow, weight, cap in bytes/s)
     /// for every active network flow of those that communicate; returns the time (s) of its next
     /// decision even if nothing changes (`f64::INFINITY`: none).
-    fn decide_jobs(&mut self, _sim: &Sim, _jobs: &[usize], _at_decision: bool, _out: &mut Vec<(usize, usize, f64, f64)>) -> f64 {
+    fn decide_jobs(
+        &mut self,
+        _sim: &Sim,
+        _jobs: &[usize],
+        _at_decision: bool,
+        _out: &mut Vec<(usize, usize, f64, f64)>,
+    ) -> f64 {
         f64::INFINITY
     }
 

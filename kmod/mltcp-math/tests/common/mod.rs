@@ -19,10 +19,20 @@ pub struct RefTp {
 
 impl RefTp {
     pub fn from_window(w: &Window) -> Self {
-        RefTp { snd_cwnd: w.cwnd, snd_cwnd_cnt: w.cwnd_cnt, snd_ssthresh: w.ssthresh, snd_cwnd_clamp: w.cwnd_clamp }
+        RefTp {
+            snd_cwnd: w.cwnd,
+            snd_cwnd_cnt: w.cwnd_cnt,
+            snd_ssthresh: w.ssthresh,
+            snd_cwnd_clamp: w.cwnd_clamp,
+        }
     }
     pub fn to_window(self) -> Window {
-        Window { cwnd: self.snd_cwnd, cwnd_cnt: self.snd_cwnd_cnt, ssthresh: self.snd_ssthresh, cwnd_clamp: self.snd_cwnd_clamp }
+        Window {
+            cwnd: self.snd_cwnd,
+            cwnd_cnt: self.snd_cwnd_cnt,
+            ssthresh: self.snd_ssthresh,
+            cwnd_clamp: self.snd_cwnd_clamp,
+        }
     }
 }
 
@@ -125,9 +135,10 @@ fn ref_after(a: u32, b: u32) -> bool {
 }
 
 const REF_CBRT: [u8; 64] = [
-    0, 54, 54, 54, 118, 118, 118, 118, 123, 129, 134, 138, 143, 147, 151, 156, 157, 161, 164, 168, 170, 173, 176,
-    179, 181, 185, 187, 190, 192, 194, 197, 199, 200, 202, 204, 206, 209, 211, 213, 215, 217, 219, 221, 222, 224,
-    225, 227, 229, 231, 232, 234, 236, 237, 239, 240, 242, 244, 245, 246, 248, 250, 251, 252, 254,
+    0, 54, 54, 54, 118, 118, 118, 118, 123, 129, 134, 138, 143, 147, 151, 156, 157, 161, 164, 168,
+    170, 173, 176, 179, 181, 185, 187, 190, 192, 194, 197, 199, 200, 202, 204, 206, 209, 211, 213,
+    215, 217, 219, 221, 222, 224, 225, 227, 229, 231, 232, 234, 236, 237, 239, 240, 242, 244, 245,
+    246, 248, 250, 251, 252, 254,
 ];
 
 pub fn ref_cubic_root(a: u64) -> u32 {
@@ -155,7 +166,12 @@ impl RefCubic {
         let beta_scale = (8 * (1024 + beta) / 3 / (1024 - beta)) as u32;
         let cube_rtt_scale = c.bic_scale * 10;
         let cube_factor = (1u64 << 40) / (c.bic_scale as u64 * 10);
-        RefCubic { c, beta_scale, cube_rtt_scale, cube_factor }
+        RefCubic {
+            c,
+            beta_scale,
+            cube_rtt_scale,
+            cube_factor,
+        }
     }
 
     fn reset(ca: &mut RefBictcp) {
@@ -221,7 +237,10 @@ impl RefCubic {
                     ca.bic_k = 0;
                     ca.bic_origin_point = cwnd;
                 } else {
-                    ca.bic_k = ref_cubic_root(self.cube_factor.wrapping_mul((ca.last_max_cwnd - cwnd) as u64));
+                    ca.bic_k = ref_cubic_root(
+                        self.cube_factor
+                            .wrapping_mul((ca.last_max_cwnd - cwnd) as u64),
+                    );
                     ca.bic_origin_point = ca.last_max_cwnd;
                 }
             }
@@ -230,7 +249,11 @@ impl RefCubic {
             t = t.wrapping_shl(10);
             t /= hz as u64;
             let offs = (ca.bic_k as u64).abs_diff(t);
-            let delta = ((self.cube_rtt_scale as u64).wrapping_mul(offs).wrapping_mul(offs).wrapping_mul(offs) >> 40) as u32;
+            let delta = ((self.cube_rtt_scale as u64)
+                .wrapping_mul(offs)
+                .wrapping_mul(offs)
+                .wrapping_mul(offs)
+                >> 40) as u32;
             let bic_target = if t < ca.bic_k as u64 {
                 ca.bic_origin_point.wrapping_sub(delta)
             } else {
@@ -263,7 +286,14 @@ impl RefCubic {
         ca.cnt = ca.cnt.max(2);
     }
 
-    pub fn cong_avoid(&self, ca: &mut RefBictcp, tp: &mut RefTp, mut acked: u32, cwnd_limited: bool, clk: &Clock) {
+    pub fn cong_avoid(
+        &self,
+        ca: &mut RefBictcp,
+        tp: &mut RefTp,
+        mut acked: u32,
+        cwnd_limited: bool,
+        clk: &Clock,
+    ) {
         if !cwnd_limited {
             return;
         }
@@ -299,7 +329,15 @@ impl RefCubic {
         (1000u64).min(gso as u64 * 4 * 1_000_000 / rate) as u32
     }
 
-    fn hystart_update(&self, ca: &mut RefBictcp, tp: &mut RefTp, delay: u32, clk: &Clock, rate: u64, gso: u32) {
+    fn hystart_update(
+        &self,
+        ca: &mut RefBictcp,
+        tp: &mut RefTp,
+        delay: u32,
+        clk: &Clock,
+        rate: u64,
+        gso: u32,
+    ) {
         if ref_after(clk.snd_una, ca.end_seq) {
             Self::hystart_reset(ca, clk);
         }
@@ -310,7 +348,9 @@ impl RefCubic {
             let now = clk.now_us;
             if (now.wrapping_sub(ca.last_ack) as i32) <= self.c.hystart_ack_delta_us as i32 {
                 ca.last_ack = now;
-                let mut threshold = ca.delay_min.wrapping_add(Self::hystart_ack_delay(rate, gso));
+                let mut threshold = ca
+                    .delay_min
+                    .wrapping_add(Self::hystart_ack_delay(rate, gso));
                 if !clk.pacing_enabled {
                     threshold >>= 1;
                 }
@@ -326,18 +366,31 @@ impl RefCubic {
             }
             if ca.sample_cnt < 8 {
                 ca.sample_cnt += 1;
-            } else if ca.curr_rtt > ca.delay_min.wrapping_add((ca.delay_min >> 3).clamp(4000, 16000)) {
+            } else if ca.curr_rtt
+                > ca.delay_min
+                    .wrapping_add((ca.delay_min >> 3).clamp(4000, 16000))
+            {
                 ca.found = 1;
                 tp.snd_ssthresh = tp.snd_cwnd;
             }
         }
     }
 
-    pub fn acked(&self, ca: &mut RefBictcp, tp: &mut RefTp, rtt_us: i32, clk: &Clock, rate: u64, gso: u32) {
+    pub fn acked(
+        &self,
+        ca: &mut RefBictcp,
+        tp: &mut RefTp,
+        rtt_us: i32,
+        clk: &Clock,
+        rate: u64,
+        gso: u32,
+    ) {
         if rtt_us < 0 {
             return;
         }
-        if ca.epoch_start != 0 && (clk.now_jiffies.wrapping_sub(ca.epoch_start) as i32) < self.c.hz as i32 {
+        if ca.epoch_start != 0
+            && (clk.now_jiffies.wrapping_sub(ca.epoch_start) as i32) < self.c.hz as i32
+        {
             return;
         }
         let mut delay = rtt_us as u32;
@@ -357,7 +410,12 @@ impl RefCubic {
 #[derive(Clone, Copy, Debug)]
 pub enum Ev {
     /// An ACK of `acked` segments after `dt_us`, with an RTT sample (`rtt_us < 0`: none).
-    Ack { acked: u32, cwnd_limited: bool, dt_us: u32, rtt_us: i32 },
+    Ack {
+        acked: u32,
+        cwnd_limited: bool,
+        dt_us: u32,
+        rtt_us: i32,
+    },
     /// Fast retransmit / ECN: ssthresh op, then cwnd = ssthresh when recovery ends.
     Loss,
     /// RTO: ssthresh op, cwnd = 1, CA_Loss.

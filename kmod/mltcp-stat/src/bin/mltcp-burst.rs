@@ -13,7 +13,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(version, about = "Iteration-shaped TCP bursts over one connection, and a sink for them")]
+#[command(
+    version,
+    about = "Iteration-shaped TCP bursts over one connection, and a sink for them"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -59,11 +62,25 @@ fn set_cc(fd: i32, name: &str) -> std::io::Result<()> {
             name.len() as libc::socklen_t,
         )
     };
-    if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
-fn send(to: SocketAddr, bursts: u32, bytes: u64, gap: Duration, cc: Option<&str>) -> Result<(), String> {
-    let domain = if to.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+fn send(
+    to: SocketAddr,
+    bursts: u32,
+    bytes: u64,
+    gap: Duration,
+    cc: Option<&str>,
+) -> Result<(), String> {
+    let domain = if to.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
     // A socket of our own so TCP_CONGESTION is set before the handshake.
     // SAFETY: Plain socket(2) call.
     let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
@@ -88,10 +105,18 @@ fn send(to: SocketAddr, bursts: u32, bytes: u64, gap: Duration, cc: Option<&str>
         let mut left = bytes;
         while left > 0 {
             let n = left.min(block.len() as u64) as usize;
-            stream.write_all(&block[..n]).map_err(|e| format!("write: {e}"))?;
+            stream
+                .write_all(&block[..n])
+                .map_err(|e| format!("write: {e}"))?;
             left -= n as u64;
         }
-        println!("burst {} of {}: {} bytes in {:?}", i + 1, bursts, bytes, t0.elapsed());
+        println!(
+            "burst {} of {}: {} bytes in {:?}",
+            i + 1,
+            bursts,
+            bytes,
+            t0.elapsed()
+        );
         if i + 1 < bursts {
             std::thread::sleep(gap);
         }
@@ -106,12 +131,16 @@ fn socket2_addr(addr: &SocketAddr) -> (Vec<u8>, libc::socklen_t) {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
                 sin_zero: [0; 8],
             };
             let len = std::mem::size_of::<libc::sockaddr_in>();
             // SAFETY: Reads the bytes of a plain C struct.
-            let b = unsafe { std::slice::from_raw_parts((&sin as *const libc::sockaddr_in).cast::<u8>(), len) };
+            let b = unsafe {
+                std::slice::from_raw_parts((&sin as *const libc::sockaddr_in).cast::<u8>(), len)
+            };
             (b.to_vec(), len as libc::socklen_t)
         }
         SocketAddr::V6(a) => {
@@ -119,12 +148,16 @@ fn socket2_addr(addr: &SocketAddr) -> (Vec<u8>, libc::socklen_t) {
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
                 sin6_scope_id: a.scope_id(),
             };
             let len = std::mem::size_of::<libc::sockaddr_in6>();
             // SAFETY: Reads the bytes of a plain C struct.
-            let b = unsafe { std::slice::from_raw_parts((&sin6 as *const libc::sockaddr_in6).cast::<u8>(), len) };
+            let b = unsafe {
+                std::slice::from_raw_parts((&sin6 as *const libc::sockaddr_in6).cast::<u8>(), len)
+            };
             (b.to_vec(), len as libc::socklen_t)
         }
     }
@@ -146,9 +179,19 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Sink { listen } => sink(listen),
-        Cmd::Send { to, bursts, bytes, gap_ms, cc } => {
-            send(to, bursts, bytes, Duration::from_millis(gap_ms), cc.as_deref())
-        }
+        Cmd::Send {
+            to,
+            bursts,
+            bytes,
+            gap_ms,
+            cc,
+        } => send(
+            to,
+            bursts,
+            bytes,
+            Duration::from_millis(gap_ms),
+            cc.as_deref(),
+        ),
     };
     if let Err(e) = r {
         eprintln!("mltcp-burst: {e}");
