@@ -404,7 +404,8 @@ fn burst_wait_without_agent_returns_at_once() {
         w.before_burst(Duration::from_secs(5)),
         BurstOutcome::NoAgent
     );
-    assert!(t.elapsed() < Duration::from_millis(100));
+    // Far below the 5 s a wait would cost; loose, as the host may be busy with other tests.
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(w.hot().burst_requests, 1);
 }
 
@@ -475,7 +476,8 @@ fn burst_wait_with_agent_granted_timed_out_and_stale() {
         w.before_burst(Duration::from_secs(5)),
         BurstOutcome::NoAgent
     );
-    assert!(t.elapsed() < Duration::from_millis(100));
+    // Far below the 5 s a wait would cost; loose, as the host may be busy with other tests.
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
 
 /// CLOCK_MONOTONIC in ms, 32 bits (the heartbeat's unit).
