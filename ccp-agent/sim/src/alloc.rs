@@ -11,7 +11,8 @@
 
 use std::collections::BinaryHeap;
 
-/// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links).
+/// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links; the per-flow and
+/// per-solve buffers are kept between calls so a solve allocates nothing once they have grown).
 #[derive(Clone, Debug)]
 pub struct MaxMin {
     res: Vec<f64>,
@@ -20,6 +21,13 @@ pub struct MaxMin {
     local: Vec<u32>,
     touched: Vec<u32>,
     link_flows: Vec<Vec<u32>>,
+    frozen: Vec<bool>,
+    capped: Vec<(f64, u32)>,
+    version: Vec<u32>,
+    /// Per local link: already in `changed` (requeue's dedup).
+    queued: Vec<bool>,
+    heap: BinaryHeap<Level>,
+    changed: Vec<u32>,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -49,6 +57,12 @@ impl MaxMin {
             local: vec![UNSET; links],
             touched: Vec::new(),
             link_flows: Vec::new(),
+            frozen: Vec::new(),
+            capped: Vec::new(),
+            version: Vec::new(),
+            queued: Vec::new(),
+            heap: BinaryHeap::new(),
+            changed: Vec::new(),
         }
     }
 
@@ -65,19 +79,38 @@ impl MaxMin {
         cap: &[f64],
         out: &mut Vec<f64>,
     ) {
-        let n = paths.len();
+        self.solve_by(
+            link_cap,
+            paths.len(),
+            |f| paths.get(f).copied().unwrap_or(&[]),
+            |f| w.get(f).copied().unwrap_or(0.0),
+            |f| cap.get(f).copied().unwrap_or(0.0),
+            out,
+        );
+    }
+
+    /// [`MaxMin::solve`] for `n` flows given by accessors: flow `f` (in `0..n`) crosses
+    /// `path(f)` with weight `w(f)` and cap `cap(f)` (bytes/s). The flows are visited in index
+    /// order, as `solve` visits its slices, so both give the same rates to the last bit.
+    pub fn solve_by<'p>(
+        &mut self,
+        link_cap: &[f64],
+        n: usize,
+        path: impl Fn(usize) -> &'p [u32],
+        w: impl Fn(usize) -> f64,
+        cap: impl Fn(usize) -> f64,
+        out: &mut Vec<f64>,
+    ) {
         out.clear();
         out.resize(n, 0.0);
-        let mut frozen = vec![false; n];
+        let mut frozen = std::mem::take(&mut self.frozen);
+        frozen.clear();
+        frozen.resize(n, false);
         self.touched.clear();
         let mut remaining = 0usize;
         for f in 0..n {
-            let (wf, cf) = (
-                w.get(f).copied().unwrap_or(0.0),
-                cap.get(f).copied().unwrap_or(0.0),
-            );
-            let path = paths.get(f).copied().unwrap_or(&[]);
-            let usable = path
+            let (wf, cf) = (w(f), cap(f));
+            let usable = path(f)
                 .iter()
                 .copied()
                 .filter(|l| (*l as usize) < link_cap.len());
@@ -111,24 +144,34 @@ impl MaxMin {
                 self.link_flows[k].push(f as u32);
             }
         }
-        // Capped flows in increasing order of the level at which they reach their cap.
-        let mut capped: Vec<(f64, u32)> = (0..n)
-            .filter(|f| !frozen[*f] && cap[*f].is_finite())
-            .map(|f| (cap[f] / w[f], f as u32))
-            .collect();
+        // Capped flows in increasing order of the level at which they reach their cap (a
+        // stable sort: equal levels keep the flows' order).
+        let mut capped = std::mem::take(&mut self.capped);
+        capped.clear();
+        capped.extend(
+            (0..n)
+                .filter(|f| !frozen[*f] && cap(*f).is_finite())
+                .map(|f| (cap(f) / w(f), f as u32)),
+        );
         capped.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut next_cap = 0usize;
         // Links by the level at which they saturate (lazy heap: an entry is stale when the
         // link's version moved on).
-        let mut version: Vec<u32> = vec![0; self.touched.len()];
-        let mut heap: BinaryHeap<Level> = BinaryHeap::with_capacity(self.touched.len());
+        let nl = self.touched.len();
+        let mut version = std::mem::take(&mut self.version);
+        version.clear();
+        version.resize(nl, 0);
+        self.queued.clear();
+        self.queued.resize(nl, false);
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
         for (k, &l) in self.touched.iter().enumerate() {
             let li = l as usize;
             if self.cnt[li] > 0 {
                 heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, 0));
             }
         }
-        let mut changed: Vec<u32> = Vec::new();
+        let mut changed = std::mem::take(&mut self.changed);
         while remaining > 0 {
             // The least saturation level among links with unfrozen flows.
             let mut top = None;
@@ -149,16 +192,8 @@ impl MaxMin {
                     next_cap += 1;
                     let f = f as usize;
                     if !frozen[f] {
-                        self.freeze(
-                            f,
-                            cap[f],
-                            w[f],
-                            paths[f],
-                            link_cap.len(),
-                            &mut frozen,
-                            out,
-                            &mut changed,
-                        );
+                        frozen[f] = true;
+                        self.freeze(f, cap(f), w(f), path(f), link_cap.len(), out, &mut changed);
                         remaining -= 1;
                     }
                     self.requeue(&mut changed, &mut version, &mut heap);
@@ -171,16 +206,9 @@ impl MaxMin {
             for &f in &flows {
                 let f = f as usize;
                 if !frozen[f] {
-                    self.freeze(
-                        f,
-                        w[f] * lmin,
-                        w[f],
-                        paths[f],
-                        link_cap.len(),
-                        &mut frozen,
-                        out,
-                        &mut changed,
-                    );
+                    frozen[f] = true;
+                    let wf = w(f);
+                    self.freeze(f, wf * lmin, wf, path(f), link_cap.len(), out, &mut changed);
                     remaining -= 1;
                 }
             }
@@ -190,15 +218,28 @@ impl MaxMin {
         for &l in &self.touched {
             self.local[l as usize] = UNSET;
         }
+        self.frozen = frozen;
+        self.capped = capped;
+        self.version = version;
+        self.heap = heap;
+        self.changed = changed;
     }
 
-    /// New heap entries for the links whose load changed.
-    fn requeue(&self, changed: &mut Vec<u32>, version: &mut [u32], heap: &mut BinaryHeap<Level>) {
-        changed.sort_unstable();
-        changed.dedup();
+    /// New heap entries for the links whose load changed (each once: a link's version moves
+    /// once per call; the order of the pushes does not matter, the heap orders its entries by
+    /// level and link and skips stale versions).
+    fn requeue(
+        &mut self,
+        changed: &mut Vec<u32>,
+        version: &mut [u32],
+        heap: &mut BinaryHeap<Level>,
+    ) {
         for &l in changed.iter() {
             let li = l as usize;
             let k = self.local[li] as usize;
+            if std::mem::replace(&mut self.queued[k], true) {
+                continue;
+            }
             version[k] += 1;
             if self.cnt[li] > 0 {
                 heap.push(Level(
@@ -208,8 +249,13 @@ impl MaxMin {
                 ));
             }
         }
+        for &l in changed.iter() {
+            self.queued[self.local[l as usize] as usize] = false;
+        }
+        changed.clear();
     }
 
+    /// Freezes flow `f` (already marked frozen) at `rate`: its links lose its rate and weight.
     #[allow(clippy::too_many_arguments)]
     fn freeze(
         &mut self,
@@ -218,11 +264,9 @@ impl MaxMin {
         wf: f64,
         path: &[u32],
         links: usize,
-        frozen: &mut [bool],
         out: &mut [f64],
         changed: &mut Vec<u32>,
     ) {
-        frozen[f] = true;
         out[f] = rate;
         for &l in path {
             let li = l as usize;
@@ -277,6 +321,13 @@ pub struct IncMaxMin {
     link_mark: Vec<bool>,
     solver: MaxMin,
     scratch_cap: Vec<f64>,
+    /// Per-solve scratch (kept to avoid allocating): S's links, whether each was saturated,
+    /// flows joining S, a per-link mark for deduplicating `s_links`, the solver's output.
+    s_links: Vec<u32>,
+    pre: Vec<bool>,
+    add: Vec<u32>,
+    s_mark: Vec<bool>,
+    out: Vec<f64>,
     /// Per link: the largest rate per weight among its flows, valid when `link_stamp` equals
     /// `stamp` (rates changed since bump the stamp).
     link_max: Vec<f64>,
@@ -324,6 +375,11 @@ impl IncMaxMin {
             link_mark: vec![false; links],
             solver: MaxMin::new(links),
             scratch_cap: link_cap.to_vec(),
+            s_links: Vec::new(),
+            pre: Vec::new(),
+            add: Vec::new(),
+            s_mark: vec![false; links],
+            out: Vec::new(),
             link_max: vec![0.0; links],
             link_stamp: vec![0; links],
             stamp: 1,
@@ -543,23 +599,20 @@ impl IncMaxMin {
             // a flow of S with a larger level than every held flow there (a held flow with that
             // link as its bottleneck had the largest level on it; its other links keep their
             // loads and levels).
-            let mut s_links: Vec<u32> = Vec::new();
-            for &f in &self.s {
-                s_links.extend_from_slice(&self.path[f as usize]);
-            }
-            s_links.sort_unstable();
-            s_links.dedup();
-            let pre: Vec<bool> = s_links
-                .iter()
-                .map(|&l| self.saturated(l as usize))
-                .collect();
+            // (Their order does not matter: the links to check are sorted below.)
+            let mut s_links = std::mem::take(&mut self.s_links);
+            self.s_links_of_s(&mut s_links);
+            let mut pre = std::mem::take(&mut self.pre);
+            pre.clear();
+            pre.extend(s_links.iter().map(|&l| self.saturated(l as usize)));
             if !self.s.is_empty() {
-                self.solve_s();
+                self.solve_s(&s_links);
             }
             self.stamp = self.stamp.wrapping_add(1);
             rounds += 1;
             let before = self.s.len();
-            let mut add: Vec<u32> = Vec::new();
+            let mut add = std::mem::take(&mut self.add);
+            add.clear();
             // Links whose held flows are all checked: those given at the start (removals,
             // capacity changes), and S's links as above.
             for (k, &l) in s_links.iter().enumerate() {
@@ -623,14 +676,19 @@ impl IncMaxMin {
                     }
                 }
             }
-            for g in add {
+            for &g in &add {
                 self.mark(g);
             }
+            self.add = add;
+            self.s_links = s_links;
+            self.pre = pre;
             if self.s.len() == before {
                 break;
             }
             check_links.clear();
         }
+        check_links.clear();
+        self.touched_links = check_links;
         self.last_solved = self.s.len();
         self.solves += 1;
         self.rounds += rounds as u64;
@@ -643,41 +701,59 @@ impl IncMaxMin {
         self.s.clear();
     }
 
-    fn solve_s(&mut self) {
+    /// The links of S's flows, each once, into `links` (in no particular order).
+    fn s_links_of_s(&mut self, links: &mut Vec<u32>) {
+        links.clear();
+        for &f in &self.s {
+            for &l in &self.path[f as usize] {
+                if !std::mem::replace(&mut self.s_mark[l as usize], true) {
+                    links.push(l);
+                }
+            }
+        }
+        for &l in links.iter() {
+            self.s_mark[l as usize] = false;
+        }
+    }
+
+    /// Water-fills the flows of S on `link_cap`, into `self.out` (in S's order).
+    fn fill_s(&mut self, link_cap: &[f64]) {
+        let (s, path, w, cap) = (&self.s, &self.path, &self.w, &self.cap);
+        self.solver.solve_by(
+            link_cap,
+            s.len(),
+            |k| path[s[k] as usize].as_slice(),
+            |k| w[s[k] as usize],
+            |k| cap[s[k] as usize],
+            &mut self.out,
+        );
+    }
+
+    /// Re-solves S with the other flows' rates held; `links`: S's links, each once.
+    fn solve_s(&mut self, links: &[u32]) {
         // Capacity the held flows leave on the links of S: the loads without S's rates (loads
         // are kept up to date by differences, and recomputed exactly at every full solve).
-        let mut links: Vec<u32> = Vec::new();
         for &f in &self.s {
             let fi = f as usize;
             for &l in &self.path[fi] {
                 self.load[l as usize] -= self.rate[fi];
-                links.push(l);
             }
         }
-        links.sort_unstable();
-        links.dedup();
-        for &l in &links {
+        for &l in links {
             let li = l as usize;
             self.scratch_cap[li] = (self.link_cap[li] - self.load[li]).max(0.0);
         }
-        let paths: Vec<&[u32]> = self
-            .s
-            .iter()
-            .map(|&f| self.path[f as usize].as_slice())
-            .collect();
-        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
-        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
-        let mut out = Vec::with_capacity(self.s.len());
-        self.solver
-            .solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
+        let scratch_cap = std::mem::take(&mut self.scratch_cap);
+        self.fill_s(&scratch_cap);
+        self.scratch_cap = scratch_cap;
         for (k, &f) in self.s.iter().enumerate() {
             let fi = f as usize;
-            self.rate[fi] = out[k];
+            self.rate[fi] = self.out[k];
             for &l in &self.path[fi] {
-                self.load[l as usize] += out[k];
+                self.load[l as usize] += self.out[k];
             }
         }
-        for &l in &links {
+        for &l in links {
             let li = l as usize;
             self.scratch_cap[li] = self.link_cap[li];
         }
@@ -690,18 +766,11 @@ impl IncMaxMin {
                 self.mark(i as u32);
             }
         }
-        let paths: Vec<&[u32]> = self
-            .s
-            .iter()
-            .map(|&f| self.path[f as usize].as_slice())
-            .collect();
-        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
-        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
-        let mut out = Vec::with_capacity(self.s.len());
-        self.solver
-            .solve(&self.link_cap, &paths, &w, &cap, &mut out);
+        let link_cap = std::mem::take(&mut self.link_cap);
+        self.fill_s(&link_cap);
+        self.link_cap = link_cap;
         for (k, &f) in self.s.iter().enumerate() {
-            self.rate[f as usize] = out[k];
+            self.rate[f as usize] = self.out[k];
         }
         for (li, fl) in self.link_flows.iter().enumerate() {
             self.load[li] = fl.iter().map(|&g| self.rate[g as usize]).sum();
