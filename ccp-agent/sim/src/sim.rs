@@ -50,6 +50,7 @@
 //! Either way, a job that does not fit waits in a FIFO queue, launched as soon as enough GPUs
 //! free up (the mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
@@ -369,7 +370,13 @@ pub struct Sim {
     /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
     touched: Vec<usize>,
     selected: Vec<usize>,
+    /// Per link: the first active flow of a job seen on it ([`Sim::weights_inert`]'s scratch,
+    /// [`UNSEEN`] between calls).
+    link_first: RefCell<Vec<u32>>,
 }
+
+/// An unset entry of [`Sim::weights_inert`]'s scratch.
+const UNSEEN: u32 = u32::MAX;
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
 /// (bytes are whole; the fluid arithmetic leaves fractions).
@@ -474,6 +481,7 @@ impl Sim {
             mins: Vec::new(),
             touched: Vec::new(),
             selected: Vec::new(),
+            link_first: RefCell::new(vec![UNSEEN; links]),
         })
     }
 
@@ -848,31 +856,54 @@ impl Sim {
         }
     }
 
-    /// The links crossed by job `j`'s active flows, each with the number of those flows.
-    pub fn job_link_uses(&self, j: usize) -> Vec<(u32, u32)> {
-        let mut uses: Vec<(u32, u32)> = Vec::new();
-        for fl in self.jobs[j].flows.iter().filter(|f| !f.done) {
+    /// True when job `j`'s network weights cannot move any rate while nothing else changes:
+    /// no other launched job crosses a link of its active network flows ([`Sim::link_jobs`]), and the
+    /// active flows sharing a link have the same size, bytes sent and rate (so any weights that
+    /// depend only on a flow's size and bytes sent, such as MLTCP's F, stay equal on every link
+    /// they share until the job's next event). A flow alone on its links is the simplest case.
+    ///
+    /// Why no rate moves when such weights are re-evaluated: the job's flows then form
+    /// components of the max-min problem of their own (no other flow on their links), and in
+    /// each component (flows linked by shared links) every weight is multiplied by the same
+    /// factor; weighted max-min with caps is invariant under scaling every weight of a component
+    /// by one factor (the fill level scales by its inverse, every rate `w · λ` and every cap
+    /// reached stays the same). Up to rounding.
+    pub fn weights_inert(&self, j: usize) -> bool {
+        let job = &self.jobs[j];
+        let mut first = self.link_first.borrow_mut();
+        let mut seen: Vec<u32> = Vec::new();
+        let mut inert = true;
+        // Flows inside a server cross only its internal links, never a network flow's: they
+        // have no say here.
+        'flows: for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done || fl.src == fl.dst {
+                continue;
+            }
             for &l in &fl.path {
-                match uses.iter_mut().find(|(x, _)| *x == l) {
-                    Some(e) => e.1 += 1,
-                    None => uses.push((l, 1)),
+                let li = l as usize;
+                if self.link_jobs[li].iter().any(|&k| k != j) {
+                    inert = false;
+                    break 'flows;
+                }
+                match first[li] {
+                    UNSEEN => {
+                        first[li] = f as u32;
+                        seen.push(l);
+                    }
+                    g => {
+                        let o = &job.flows[g as usize];
+                        if o.size != fl.size || o.sent != fl.sent || o.rate != fl.rate {
+                            inert = false;
+                            break 'flows;
+                        }
+                    }
                 }
             }
         }
-        uses
-    }
-
-    /// True when a flow of job `j` on `path` is alone on each of its links: no other launched
-    /// job crosses them ([`Sim::link_jobs`]) and no other active flow of its job does (`uses`:
-    /// [`Sim::job_link_uses`]). Its weight in max-min then moves no rate.
-    pub fn alone_on(&self, j: usize, path: &[u32], uses: &[(u32, u32)]) -> bool {
-        path.iter().all(|&l| {
-            self.link_jobs[l as usize].iter().all(|&k| k == j)
-                && uses
-                    .iter()
-                    .find(|(x, _)| *x == l)
-                    .is_none_or(|(_, n)| *n <= 1)
-        })
+        for &l in &seen {
+            first[l as usize] = UNSEEN;
+        }
+        inert
     }
 
     /// True when flow `f` of job `j` has sent everything its dependency allows for now.

@@ -112,36 +112,35 @@ impl Policy for Mltcp {
     }
 
     /// With `skip_alone` (documented approximation, off with `PolicyConfig::exact`), a job whose
-    /// network flows are each alone on their links (no other job crosses them, no other flow of
-    /// the job shares them, [`Sim::alone_on`]) is not re-evaluated: its weights move no rate in
-    /// weighted max-min (every link they cross carries one flow). Its F is taken anew whenever
-    /// it is decided, and every communicating job is decided when a job starts or ends (the only
-    /// times a link gains or loses a job), so a job with a flow that shares a link is
-    /// re-evaluated as before. Not exact all the same: each re-evaluation also re-allocates the
-    /// job, which refreshes the caps of its flows that wait on another flow (the engine's two
-    /// refinement rounds, `crate::sim`); skipped jobs refresh them only at their own events.
-    /// The effect is measured in RESULTS.md.
+    /// weights cannot move a rate ([`Sim::weights_inert`]: no other job crosses its links, and
+    /// its active flows that share a link have the same size, bytes sent and rate, so the same
+    /// F now and until its next event; each flow alone on its links is the simplest case) is
+    /// not re-evaluated: re-evaluating F would multiply the weights of each group of its flows
+    /// linked by shared links by one factor, which moves no rate in weighted max-min. Its F is
+    /// taken anew whenever it is decided, and every communicating job is decided when a job
+    /// starts or ends (the only times a link gains or loses a job), so a job with a flow that
+    /// shares a link with another job, or with a flow of its own that differs, is re-evaluated
+    /// as before. Not exact all the same: each re-evaluation also re-allocates the job, which
+    /// refreshes the caps of its flows that wait on another flow (the engine's two refinement
+    /// rounds, `crate::sim`); skipped jobs refresh them only at their own events, and rounding
+    /// differs. The effect is measured in RESULTS.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else {
             return f64::INFINITY;
         };
         let mut next = f64::INFINITY;
         // Flows inside a server are not TCP: the engine does not ask for their F.
-        let job = &sim.jobs[j];
-        let uses = sim.job_link_uses(j);
-        let mut shared = false;
-        for fl in job
+        for fl in sim.jobs[j]
             .flows
             .iter()
             .filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst)
         {
-            shared |= !sim.alone_on(j, &fl.path, &uses);
             next = next.min(sim.t + ratio_step * fl.size / fl.rate);
         }
-        if shared || !self.skip_alone {
-            next
-        } else {
+        if next.is_finite() && self.skip_alone && sim.weights_inert(j) {
             f64::INFINITY
+        } else {
+            next
         }
     }
 }
