@@ -664,7 +664,12 @@ impl IncMaxMin {
                     continue;
                 }
                 let lv = self.rate[gi] / self.w[gi];
-                for &m in &self.path[gi] {
+                for x in 0..self.path[gi].len() {
+                    let m = self.path[gi][x];
+                    // No flow on the link above the level (the cached maximum): none to add.
+                    if self.max_level(m as usize) <= lv * (1.0 + TOL) {
+                        continue;
+                    }
                     for &h in &self.link_flows[m as usize] {
                         let hi = h as usize;
                         if !self.in_s[hi]

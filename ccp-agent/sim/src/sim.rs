@@ -96,6 +96,9 @@ pub struct Flow {
     pub size: f64,
     /// Bytes sent in the current iteration.
     pub sent: f64,
+    /// Bytes it had sent in this iteration when a per-job policy last decided it
+    /// ([`Policy::flow_control`]), e.g. where MLTCP last took its F.
+    pub decided_sent: f64,
     /// Current rate, bytes/s.
     pub rate: f64,
     /// Its role.
@@ -370,6 +373,11 @@ pub struct Sim {
     /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
     touched: Vec<usize>,
     selected: Vec<usize>,
+    /// Per job: when the policy's next decision about it is due (a per-job policy's
+    /// [`Policy::job_next_decision`], `f64::INFINITY`: none) and the interval it was scheduled
+    /// with, seconds (for [`Policy::coalesce_within`]).
+    dec_at: Vec<f64>,
+    dec_iv: Vec<f64>,
     /// Per link: the first active flow of a job seen on it ([`Sim::weights_inert`]'s scratch,
     /// [`UNSEEN`] between calls).
     link_first: RefCell<Vec<u32>>,
@@ -482,6 +490,8 @@ impl Sim {
             touched: Vec::new(),
             selected: Vec::new(),
             link_first: RefCell::new(vec![UNSEEN; links]),
+            dec_at: vec![f64::INFINITY; njobs],
+            dec_iv: vec![f64::INFINITY; njobs],
         })
     }
 
@@ -495,6 +505,7 @@ impl Sim {
             path: tree.path(src, dst),
             size,
             sent: 0.0,
+            decided_sent: 0.0,
             rate: 0.0,
             role,
             done: false,
@@ -757,6 +768,7 @@ impl Sim {
         let job = &mut self.jobs[j];
         for f in &mut job.flows {
             f.sent = 0.0;
+            f.decided_sent = 0.0;
             f.done = f.size <= EPS_BYTES;
             f.rate = 0.0;
         }
@@ -858,9 +870,10 @@ impl Sim {
 
     /// True when job `j`'s network weights cannot move any rate while nothing else changes:
     /// no other launched job crosses a link of its active network flows ([`Sim::link_jobs`]), and the
-    /// active flows sharing a link have the same size, bytes sent and rate (so any weights that
-    /// depend only on a flow's size and bytes sent, such as MLTCP's F, stay equal on every link
-    /// they share until the job's next event). A flow alone on its links is the simplest case.
+    /// active flows sharing a link have the same size, bytes sent, rate and bytes sent at their
+    /// last decision ([`Flow::decided_sent`]), so weights that depend only on a flow's size and
+    /// bytes sent, such as MLTCP's F, are equal on every link they share and stay so until the
+    /// job's next event. A flow alone on its links is the simplest case.
     ///
     /// Why no rate moves when such weights are re-evaluated: the job's flows then form
     /// components of the max-min problem of their own (no other flow on their links), and in
@@ -892,7 +905,11 @@ impl Sim {
                     }
                     g => {
                         let o = &job.flows[g as usize];
-                        if o.size != fl.size || o.sent != fl.sent || o.rate != fl.rate {
+                        if o.size != fl.size
+                            || o.sent != fl.sent
+                            || o.rate != fl.rate
+                            || o.decided_sent != fl.decided_sent
+                        {
                             inert = false;
                             break 'flows;
                         }
@@ -1295,8 +1312,12 @@ impl Sim {
     fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
         let mut dt = self.job_next_event(j);
+        self.dec_at[j] = f64::INFINITY;
         if policy.is_local() && self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
-            dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
+            let at = policy.job_next_decision(self, j);
+            self.dec_at[j] = at;
+            self.dec_iv[j] = at - self.t;
+            dt = dt.min((at - self.t).max(0.0));
         }
         if dt.is_finite() {
             self.job_events
@@ -1339,6 +1360,10 @@ impl Sim {
                 self.next_decision = f64::INFINITY;
             }
             if !self.dirty.is_empty() {
+                let frac = policy.coalesce_within();
+                if frac > 0.0 {
+                    self.coalesce(frac);
+                }
                 let t0 = Instant::now();
                 let mut decided = Vec::new();
                 for k in 0..self.dirty.len() {
@@ -1349,16 +1374,18 @@ impl Sim {
                     }
                     for f in 0..self.jobs[j].flows.len() {
                         let fl = &self.jobs[j].flows[f];
-                        if !fl.done {
-                            let (w, c) = if fl.src == fl.dst {
-                                (1.0, f64::INFINITY) // inside a server: no policy controls it
-                            } else {
-                                policy
-                                    .flow_control(self, j, f)
-                                    .unwrap_or((1.0, f64::INFINITY))
-                            };
-                            decided.push((j, f, w, c));
+                        if fl.done {
+                            continue;
                         }
+                        let (w, c) = if fl.src == fl.dst {
+                            (1.0, f64::INFINITY) // inside a server: no policy controls it
+                        } else {
+                            policy
+                                .flow_control(self, j, f)
+                                .unwrap_or((1.0, f64::INFINITY))
+                        };
+                        self.jobs[j].flows[f].decided_sent = self.jobs[j].flows[f].sent;
+                        decided.push((j, f, w, c));
                     }
                 }
                 self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
@@ -1473,6 +1500,34 @@ impl Sim {
         self.t += dt;
         self.handle_events(policy);
         true
+    }
+
+    /// Marks dirty every communicating job that shares a network link with a dirty job and whose
+    /// next decision is due within `frac` of the interval it was scheduled with
+    /// ([`Policy::coalesce_within`]).
+    fn coalesce(&mut self, frac: f64) {
+        let t = self.t;
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            if !self.jobs[j].network {
+                continue;
+            }
+            for x in 0..self.jobs[j].link_bytes.len() {
+                let l = self.jobs[j].link_bytes[x].0;
+                if self.tree.is_intra(l) {
+                    continue;
+                }
+                for y in 0..self.link_jobs[l as usize].len() {
+                    let m = self.link_jobs[l as usize][y];
+                    if !self.is_dirty[m]
+                        && self.dec_at[m] - t <= frac * self.dec_iv[m]
+                        && self.jobs[m].phase == Phase::Communicating
+                    {
+                        self.mark_dirty(m);
+                    }
+                }
+            }
+        }
     }
 
     /// Adds the active flows inside a server of the dirty jobs to `decided` at weight 1, no

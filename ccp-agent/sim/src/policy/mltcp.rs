@@ -42,6 +42,10 @@ pub struct Mltcp {
     /// on their links ([`Policy::job_next_decision`]); false: the reference that re-evaluates
     /// every job.
     pub skip_alone: bool,
+    /// With `Continuous` updates, [`Policy::coalesce_within`]: a job whose F is due within this
+    /// fraction of its step interval is re-evaluated early, at an event of a job it shares a
+    /// link with (0: each job at its own time, the reference).
+    pub coalesce: f64,
 }
 
 impl Default for Mltcp {
@@ -52,9 +56,13 @@ impl Default for Mltcp {
                 ratio_step: 1.0 / 32.0,
             },
             skip_alone: true,
+            coalesce: COALESCE,
         }
     }
 }
+
+/// Default [`Mltcp::coalesce`].
+pub const COALESCE: f64 = 0.5;
 
 /// F of a flow that has sent `sent` of `size` bytes, as a real number (1.0 = Reno's gain).
 pub fn f_of(params: &Params, sent: f64, size: f64) -> f64 {
@@ -106,6 +114,13 @@ impl Policy for Mltcp {
         matches!(self.update, FUpdate::Continuous { .. })
     }
 
+    fn coalesce_within(&self) -> f64 {
+        match self.update {
+            FUpdate::Continuous { .. } => self.coalesce,
+            FUpdate::Events => 0.0,
+        }
+    }
+
     fn flow_control(&self, sim: &Sim, j: usize, f: usize) -> Option<(f64, f64)> {
         let fl = &sim.jobs[j].flows[f];
         Some((f_of(&self.params, fl.sent, fl.size), f64::INFINITY))
@@ -135,7 +150,10 @@ impl Policy for Mltcp {
             .iter()
             .filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst)
         {
-            next = next.min(sim.t + ratio_step * fl.size / fl.rate);
+            // Its F was taken at `decided_sent`; its rate may have moved since (another job's
+            // change re-allocates it without deciding it), so the step counts from there.
+            let left = (fl.decided_sent + ratio_step * fl.size - fl.sent).max(0.0);
+            next = next.min(sim.t + left / fl.rate);
         }
         if next.is_finite() && self.skip_alone && sim.weights_inert(j) {
             f64::INFINITY
