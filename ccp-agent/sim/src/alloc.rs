@@ -28,6 +28,9 @@ pub struct MaxMin {
     queued: Vec<bool>,
     heap: BinaryHeap<Level>,
     changed: Vec<u32>,
+    /// Per local link in scan mode (at most [`MaxMin::SCAN_MAX`] links): its saturation level
+    /// and whether it still has unfrozen flows; empty in heap mode.
+    lvl: Vec<(f64, bool)>,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -48,6 +51,10 @@ impl Ord for Level {
 }
 
 impl MaxMin {
+    /// Most links for which a solve finds the next saturating link by scanning an array of
+    /// levels instead of keeping a heap (same choice, cheaper for few links).
+    pub const SCAN_MAX: usize = 64;
+
     /// Scratch space for a network of `links` links.
     pub fn new(links: usize) -> Self {
         MaxMin {
@@ -63,6 +70,7 @@ impl MaxMin {
             queued: Vec::new(),
             heap: BinaryHeap::new(),
             changed: Vec::new(),
+            lvl: Vec::new(),
         }
     }
 
@@ -165,16 +173,34 @@ impl MaxMin {
         self.queued.resize(nl, false);
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();
+        // Few links: their levels in an array, the least found by a scan (what the heap would
+        // give: least level by `total_cmp`, then least local index); many: the heap.
+        let scan = nl <= Self::SCAN_MAX;
+        self.lvl.clear();
         for (k, &l) in self.touched.iter().enumerate() {
             let li = l as usize;
-            if self.cnt[li] > 0 {
-                heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, 0));
+            let lv = if self.cnt[li] > 0 {
+                self.res[li].max(0.0) / self.wsum[li]
+            } else {
+                f64::NAN
+            };
+            if scan {
+                self.lvl.push((lv, self.cnt[li] > 0));
+            } else if self.cnt[li] > 0 {
+                heap.push(Level(lv, k as u32, 0));
             }
         }
         let mut changed = std::mem::take(&mut self.changed);
         while remaining > 0 {
             // The least saturation level among links with unfrozen flows.
-            let mut top = None;
+            let mut top: Option<(f64, u32)> = None;
+            if scan {
+                for (k, &(lv, live)) in self.lvl.iter().enumerate() {
+                    if live && top.is_none_or(|(b, _)| lv.total_cmp(&b).is_lt()) {
+                        top = Some((lv, k as u32));
+                    }
+                }
+            }
             while let Some(&Level(lv, k, v)) = heap.peek() {
                 let li = self.touched[k as usize] as usize;
                 if v != version[k as usize] || self.cnt[li] == 0 {
@@ -201,7 +227,9 @@ impl MaxMin {
                 }
             }
             let Some((_, k)) = top else { break };
-            heap.pop();
+            if !scan {
+                heap.pop();
+            }
             let flows = std::mem::take(&mut self.link_flows[k as usize]);
             for &f in &flows {
                 let f = f as usize;
@@ -234,6 +262,20 @@ impl MaxMin {
         version: &mut [u32],
         heap: &mut BinaryHeap<Level>,
     ) {
+        if !self.lvl.is_empty() {
+            // Scan mode: the array holds every link's current level.
+            for &l in changed.iter() {
+                let li = l as usize;
+                let k = self.local[li] as usize;
+                self.lvl[k] = if self.cnt[li] > 0 {
+                    (self.res[li].max(0.0) / self.wsum[li], true)
+                } else {
+                    (f64::NAN, false)
+                };
+            }
+            changed.clear();
+            return;
+        }
         for &l in changed.iter() {
             let li = l as usize;
             let k = self.local[li] as usize;
