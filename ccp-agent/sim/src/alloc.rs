@@ -31,6 +31,8 @@ pub struct MaxMin {
     /// Per local link in scan mode (at most [`MaxMin::SCAN_MAX`] links): its saturation level
     /// and whether it still has unfrozen flows; empty in heap mode.
     lvl: Vec<(f64, bool)>,
+    /// Most links for scan mode ([`MaxMin::SCAN_MAX`]; tests lower it to exercise the heap).
+    scan_max: usize,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -71,6 +73,7 @@ impl MaxMin {
             heap: BinaryHeap::new(),
             changed: Vec::new(),
             lvl: Vec::new(),
+            scan_max: Self::SCAN_MAX,
         }
     }
 
@@ -175,7 +178,7 @@ impl MaxMin {
         heap.clear();
         // Few links: their levels in an array, the least found by a scan (what the heap would
         // give: least level by `total_cmp`, then least local index); many: the heap.
-        let scan = nl <= Self::SCAN_MAX;
+        let scan = nl <= self.scan_max;
         self.lvl.clear();
         for (k, &l) in self.touched.iter().enumerate() {
             let li = l as usize;
@@ -879,6 +882,36 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+        /// The scan over an array of levels (few links) and the heap (many links) give the same
+        /// rates to the bit.
+        #[test]
+        fn scan_equals_heap(
+            caps in proptest::collection::vec(1.0f64..100.0, 1..12),
+            flows in proptest::collection::vec(
+                (proptest::collection::vec(0u32..12, 1..4), 0.1f64..4.0, proptest::option::of(0.0f64..50.0)),
+                1..24,
+            ),
+        ) {
+            let paths: Vec<Vec<u32>> = flows
+                .iter()
+                .map(|(p, _, _)| {
+                    let mut p: Vec<u32> = p.iter().map(|l| l % caps.len() as u32).collect();
+                    p.sort_unstable();
+                    p.dedup();
+                    p
+                })
+                .collect();
+            let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
+            let w: Vec<f64> = flows.iter().map(|f| f.1).collect();
+            let cap: Vec<f64> = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
+            let scan = solve(&caps, &refs, &w, &cap);
+            let mut m = MaxMin::new(caps.len());
+            m.scan_max = 0;
+            let mut heap = Vec::new();
+            m.solve(&caps, &refs, &w, &cap, &mut heap);
+            proptest::prop_assert_eq!(scan, heap);
+        }
+
         /// The incremental allocation equals a full recomputation after every batch of changes,
         /// on random small networks (8 links, up to 24 flows).
         #[test]
