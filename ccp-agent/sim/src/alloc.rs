@@ -880,6 +880,25 @@ mod tests {
         ]
     }
 
+    /// A generated flow: links (taken modulo the number of links), weight, cap (none: uncapped).
+    type GenFlow = (Vec<u32>, f64, Option<f64>);
+
+    /// Paths (sorted, without repeats), weights and caps of generated flows on `links` links.
+    fn network(links: usize, flows: &[GenFlow]) -> (Vec<Vec<u32>>, Vec<f64>, Vec<f64>) {
+        let paths = flows
+            .iter()
+            .map(|(p, _, _)| {
+                let mut p: Vec<u32> = p.iter().map(|l| l % links as u32).collect();
+                p.sort_unstable();
+                p.dedup();
+                p
+            })
+            .collect();
+        let w = flows.iter().map(|f| f.1).collect();
+        let cap = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
+        (paths, w, cap)
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
         /// The scan over an array of levels (few links) and the heap (many links) give the same
@@ -892,18 +911,8 @@ mod tests {
                 1..24,
             ),
         ) {
-            let paths: Vec<Vec<u32>> = flows
-                .iter()
-                .map(|(p, _, _)| {
-                    let mut p: Vec<u32> = p.iter().map(|l| l % caps.len() as u32).collect();
-                    p.sort_unstable();
-                    p.dedup();
-                    p
-                })
-                .collect();
+            let (paths, w, cap) = network(caps.len(), &flows);
             let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
-            let w: Vec<f64> = flows.iter().map(|f| f.1).collect();
-            let cap: Vec<f64> = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
             let scan = solve(&caps, &refs, &w, &cap);
             let mut m = MaxMin::new(caps.len());
             m.scan_max = 0;
@@ -976,18 +985,8 @@ mod tests {
                 1..10,
             ),
         ) {
-            let paths: Vec<Vec<u32>> = flows
-                .iter()
-                .map(|(p, _, _)| {
-                    let mut p: Vec<u32> = p.iter().map(|l| l % caps.len() as u32).collect();
-                    p.sort_unstable();
-                    p.dedup();
-                    p
-                })
-                .collect();
+            let (paths, w, cap) = network(caps.len(), &flows);
             let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
-            let w: Vec<f64> = flows.iter().map(|f| f.1).collect();
-            let cap: Vec<f64> = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
             let r = solve(&caps, &refs, &w, &cap);
             let mut load = vec![0.0; caps.len()];
             for (f, p) in paths.iter().enumerate() {
