@@ -378,9 +378,9 @@ pub struct Sim {
     /// with, seconds (for [`Policy::coalesce_within`]).
     dec_at: Vec<f64>,
     dec_iv: Vec<f64>,
-    /// Per link: the first active flow of a job seen on it ([`Sim::weights_inert`]'s scratch,
-    /// [`UNSEEN`] between calls).
-    link_first: RefCell<Vec<u32>>,
+    /// Per link: the first active flow of a job seen on it, [`UNSEEN`] between calls, and the
+    /// links set ([`Sim::weights_inert`]'s scratch).
+    link_first: RefCell<(Vec<u32>, Vec<u32>)>,
 }
 
 /// An unset entry of [`Sim::weights_inert`]'s scratch.
@@ -489,7 +489,7 @@ impl Sim {
             mins: Vec::new(),
             touched: Vec::new(),
             selected: Vec::new(),
-            link_first: RefCell::new(vec![UNSEEN; links]),
+            link_first: RefCell::new((vec![UNSEEN; links], Vec::new())),
             dec_at: vec![f64::INFINITY; njobs],
             dec_iv: vec![f64::INFINITY; njobs],
         })
@@ -883,8 +883,9 @@ impl Sim {
     /// reached stays the same). Up to rounding.
     pub fn weights_inert(&self, j: usize) -> bool {
         let job = &self.jobs[j];
-        let mut first = self.link_first.borrow_mut();
-        let mut seen: Vec<u32> = Vec::new();
+        let mut guard = self.link_first.borrow_mut();
+        let (first, seen) = &mut *guard;
+        seen.clear();
         let mut inert = true;
         // Flows inside a server cross only its internal links, never a network flow's: they
         // have no say here.
@@ -917,7 +918,7 @@ impl Sim {
                 }
             }
         }
-        for &l in &seen {
+        for &l in seen.iter() {
             first[l as usize] = UNSEEN;
         }
         inert
@@ -1241,14 +1242,15 @@ impl Sim {
 
     /// Time until the next flow event of job `j` (a completion, a flow catching up with its
     /// dependency, or a start-after bound moving), seconds.
-    fn job_next_event(&self, j: usize) -> f64 {
+    /// `mins`: scratch for [`Sim::ps_mins`].
+    fn job_next_event(&self, j: usize, mins: &mut Vec<(f64, Option<usize>)>) -> f64 {
         let mut dt = f64::INFINITY;
         let job = &self.jobs[j];
         if job.phase != Phase::Communicating {
             return dt;
         }
-        let mut mins = Vec::new();
-        self.ps_mins(j, &mut mins);
+        self.ps_mins(j, mins);
+        let mins = &mins[..];
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done {
                 continue;
@@ -1311,7 +1313,9 @@ impl Sim {
     /// (replacing the one queued before).
     fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
-        let mut dt = self.job_next_event(j);
+        let mut mins = std::mem::take(&mut self.mins);
+        let mut dt = self.job_next_event(j, &mut mins);
+        self.mins = mins;
         self.dec_at[j] = f64::INFINITY;
         if policy.is_local() && self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
             let at = policy.job_next_decision(self, j);
