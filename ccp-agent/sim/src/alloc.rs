@@ -373,6 +373,10 @@ pub struct IncMaxMin {
     add: Vec<u32>,
     s_mark: Vec<bool>,
     out: Vec<f64>,
+    /// Per link: the least level of a flow of S for which its flows were scanned in this round
+    /// (`f64::INFINITY`: not scanned), and the links scanned.
+    scanned: Vec<f64>,
+    scanned_links: Vec<u32>,
     /// Per link: the largest rate per weight among its flows, valid when `link_stamp` equals
     /// `stamp` (rates changed since bump the stamp).
     link_max: Vec<f64>,
@@ -425,6 +429,8 @@ impl IncMaxMin {
             add: Vec::new(),
             s_mark: vec![false; links],
             out: Vec::new(),
+            scanned: vec![f64::INFINITY; links],
+            scanned_links: Vec::new(),
             link_max: vec![0.0; links],
             link_stamp: vec![0; links],
             stamp: 1,
@@ -715,6 +721,17 @@ impl IncMaxMin {
                     if self.max_level(m as usize) <= lv * (1.0 + TOL) {
                         continue;
                     }
+                    // Already scanned in this round at a level at most this one: every flow
+                    // this scan would add is already in `add`, in the same order of first
+                    // appearance.
+                    let seen = &mut self.scanned[m as usize];
+                    if *seen <= lv {
+                        continue;
+                    }
+                    if seen.is_infinite() {
+                        self.scanned_links.push(m);
+                    }
+                    *seen = lv;
                     for &h in &self.link_flows[m as usize] {
                         let hi = h as usize;
                         if !self.in_s[hi]
@@ -726,6 +743,10 @@ impl IncMaxMin {
                     }
                 }
             }
+            for &l in &self.scanned_links {
+                self.scanned[l as usize] = f64::INFINITY;
+            }
+            self.scanned_links.clear();
             for &g in &add {
                 self.mark(g);
             }
