@@ -361,6 +361,8 @@ pub struct Sim {
     /// then), and how many have one.
     with_up: Vec<u32>,
     n_up: usize,
+    /// Per job: how many of its ids have an upstream cap.
+    job_up: Vec<u32>,
     /// Jobs an event touched (their flows are re-decided and re-allocated).
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -480,6 +482,7 @@ impl Sim {
             pol: Vec::new(),
             with_up: Vec::new(),
             n_up: 0,
+            job_up: vec![0; njobs],
             dirty: Vec::new(),
             is_dirty: vec![false; njobs],
             upd: vec![0.0; njobs],
@@ -966,12 +969,17 @@ impl Sim {
     /// Sets the flow that id `id` is capped by (pipelined, caught up), keeping the count.
     fn set_up(&mut self, id: u32, up: Option<u32>) {
         let old = &mut self.up_of[id as usize];
+        let j = self.id_job[id as usize] as usize;
         match (old.is_some(), up.is_some()) {
             (false, true) => {
                 self.n_up += 1;
+                self.job_up[j] += 1;
                 self.with_up.push(id);
             }
-            (true, false) => self.n_up -= 1,
+            (true, false) => {
+                self.n_up -= 1;
+                self.job_up[j] -= 1;
+            }
             _ => {}
         }
         *old = up;
@@ -1152,7 +1160,7 @@ impl Sim {
                 touched_jobs.sort_unstable();
                 touched_jobs.dedup();
                 for &j in &touched_jobs {
-                    if self.jobs[j].phase != Phase::Communicating {
+                    if self.jobs[j].phase != Phase::Communicating || self.job_up[j] == 0 {
                         continue;
                     }
                     for f in 0..self.jobs[j].flows.len() {
