@@ -560,6 +560,11 @@ impl IncMaxMin {
         self.w.get(id as usize).copied().unwrap_or(0.0)
     }
 
+    /// Cap of flow `id`, bytes/s (0 when never added).
+    pub fn cap(&self, id: u32) -> f64 {
+        self.cap.get(id as usize).copied().unwrap_or(0.0)
+    }
+
     /// Path of flow `id` (empty when it was never added).
     pub fn path_of(&self, id: u32) -> &[u32] {
         self.path.get(id as usize).map_or(&[], |p| p.as_slice())

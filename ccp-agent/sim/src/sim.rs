@@ -871,6 +871,21 @@ impl Sim {
         }
     }
 
+    /// True when every flow of job `j` capped at the rate of the flow it waits on has that
+    /// rate as its cap already: re-allocating the job would not move it (the engine's two
+    /// refinement rounds per allocation follow longer chains over several allocations).
+    fn caps_settled(&self, j: usize) -> bool {
+        (0..self.jobs[j].flows.len()).all(|f| {
+            let id = self.flow_id(j, f);
+            match self.up_of.get(id as usize).copied().flatten() {
+                Some(u) if self.inc.contains(id) => {
+                    self.inc.cap(id) == self.base_cap[id as usize].min(self.inc.rate(u))
+                }
+                _ => true,
+            }
+        })
+    }
+
     /// True when job `j`'s network weights cannot move any rate while nothing else changes:
     /// no other launched job crosses a link of its active network flows ([`Sim::link_jobs`]), and the
     /// active flows sharing a link have the same size, bytes sent, rate and bytes sent at their
@@ -883,9 +898,14 @@ impl Sim {
     /// each component (flows linked by shared links) every weight is multiplied by the same
     /// factor; weighted max-min with caps is invariant under scaling every weight of a component
     /// by one factor (the fill level scales by its inverse, every rate `w · λ` and every cap
-    /// reached stays the same). Up to rounding.
+    /// reached stays the same). Up to rounding. And false while a flow of the job capped at the
+    /// rate of the flow it waits on does not have that rate as its cap yet (a re-allocation
+    /// would move it).
     pub fn weights_inert(&self, j: usize) -> bool {
         let job = &self.jobs[j];
+        if self.job_up[j] > 0 && !self.caps_settled(j) {
+            return false;
+        }
         let mut guard = self.link_first.borrow_mut();
         let (first, seen) = &mut *guard;
         seen.clear();

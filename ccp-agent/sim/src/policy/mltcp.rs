@@ -153,10 +153,11 @@ impl Policy for Mltcp {
     /// taken anew whenever it is decided, and every communicating job is decided when a job
     /// starts or ends (the only times a link gains or loses a job), so a job with a flow that
     /// shares a link with another job, or with a flow of its own that differs, is re-evaluated
-    /// as before. Not exact all the same: each re-evaluation also re-allocates the job, which
-    /// refreshes the caps of its flows that wait on another flow (the engine's two refinement
-    /// rounds, `crate::sim`); skipped jobs refresh them only at their own events, and rounding
-    /// differs. The effect is measured in RESULTS.md.
+    /// as before. A job with a flow capped at the rate of the flow it waits on whose cap is not
+    /// that rate yet (the engine's two refinement rounds per allocation follow longer chains
+    /// over several re-allocations, `crate::sim`) is not skipped either, so the skip leaves
+    /// what a re-evaluation would do to it only up to rounding. The effect is measured in
+    /// RESULTS.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else {
             return f64::INFINITY;
