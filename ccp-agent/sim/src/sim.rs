@@ -1283,7 +1283,7 @@ impl Sim {
             if fl.done {
                 continue;
             }
-            let (b, up) = self.bound_in(j, f, self.deps, &mins);
+            let (b, up) = self.bound_in(j, f, self.deps, mins);
             // Already complete, or its dependency state moved since it was decided (when the
             // job was brought up to date by an allocation): handle it at once.
             let id = (job.flow_base + f as u32) as usize;
