@@ -1551,7 +1551,9 @@ impl Sim {
                 }
                 for y in 0..self.link_jobs[l as usize].len() {
                     let m = self.link_jobs[l as usize][y];
+                    // (A job with no decision due, `f64::INFINITY`, is never pulled in.)
                     if !self.is_dirty[m]
+                        && self.dec_at[m].is_finite()
                         && self.dec_at[m] - t <= frac * self.dec_iv[m]
                         && self.jobs[m].phase == Phase::Communicating
                     {
