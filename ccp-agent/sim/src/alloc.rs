@@ -11,7 +11,8 @@
 
 use std::collections::BinaryHeap;
 
-/// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links).
+/// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links; the per-flow and
+/// per-solve buffers are kept between calls so a solve allocates nothing once they have grown).
 #[derive(Clone, Debug)]
 pub struct MaxMin {
     res: Vec<f64>,
@@ -20,6 +21,18 @@ pub struct MaxMin {
     local: Vec<u32>,
     touched: Vec<u32>,
     link_flows: Vec<Vec<u32>>,
+    frozen: Vec<bool>,
+    capped: Vec<(f64, u32)>,
+    version: Vec<u32>,
+    /// Per local link: already in `changed` (requeue's dedup).
+    queued: Vec<bool>,
+    heap: BinaryHeap<Level>,
+    changed: Vec<u32>,
+    /// Per local link in scan mode (at most [`MaxMin::SCAN_MAX`] links): its saturation level
+    /// and whether it still has unfrozen flows; empty in heap mode.
+    lvl: Vec<(f64, bool)>,
+    /// Most links for scan mode ([`MaxMin::SCAN_MAX`]; tests lower it to exercise the heap).
+    scan_max: usize,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -40,6 +53,10 @@ impl Ord for Level {
 }
 
 impl MaxMin {
+    /// Most links for which a solve finds the next saturating link by scanning an array of
+    /// levels instead of keeping a heap (same choice, cheaper for few links).
+    pub const SCAN_MAX: usize = 64;
+
     /// Scratch space for a network of `links` links.
     pub fn new(links: usize) -> Self {
         MaxMin {
@@ -49,6 +66,14 @@ impl MaxMin {
             local: vec![UNSET; links],
             touched: Vec::new(),
             link_flows: Vec::new(),
+            frozen: Vec::new(),
+            capped: Vec::new(),
+            version: Vec::new(),
+            queued: Vec::new(),
+            heap: BinaryHeap::new(),
+            changed: Vec::new(),
+            lvl: Vec::new(),
+            scan_max: Self::SCAN_MAX,
         }
     }
 
@@ -65,19 +90,38 @@ impl MaxMin {
         cap: &[f64],
         out: &mut Vec<f64>,
     ) {
-        let n = paths.len();
+        self.solve_by(
+            link_cap,
+            paths.len(),
+            |f| paths.get(f).copied().unwrap_or(&[]),
+            |f| w.get(f).copied().unwrap_or(0.0),
+            |f| cap.get(f).copied().unwrap_or(0.0),
+            out,
+        );
+    }
+
+    /// [`MaxMin::solve`] for `n` flows given by accessors: flow `f` (in `0..n`) crosses
+    /// `path(f)` with weight `w(f)` and cap `cap(f)` (bytes/s). The flows are visited in index
+    /// order, as `solve` visits its slices, so both give the same rates to the last bit.
+    pub fn solve_by<'p>(
+        &mut self,
+        link_cap: &[f64],
+        n: usize,
+        path: impl Fn(usize) -> &'p [u32],
+        w: impl Fn(usize) -> f64,
+        cap: impl Fn(usize) -> f64,
+        out: &mut Vec<f64>,
+    ) {
         out.clear();
         out.resize(n, 0.0);
-        let mut frozen = vec![false; n];
+        let mut frozen = std::mem::take(&mut self.frozen);
+        frozen.clear();
+        frozen.resize(n, false);
         self.touched.clear();
         let mut remaining = 0usize;
         for f in 0..n {
-            let (wf, cf) = (
-                w.get(f).copied().unwrap_or(0.0),
-                cap.get(f).copied().unwrap_or(0.0),
-            );
-            let path = paths.get(f).copied().unwrap_or(&[]);
-            let usable = path
+            let (wf, cf) = (w(f), cap(f));
+            let usable = path(f)
                 .iter()
                 .copied()
                 .filter(|l| (*l as usize) < link_cap.len());
@@ -111,27 +155,55 @@ impl MaxMin {
                 self.link_flows[k].push(f as u32);
             }
         }
-        // Capped flows in increasing order of the level at which they reach their cap.
-        let mut capped: Vec<(f64, u32)> = (0..n)
-            .filter(|f| !frozen[*f] && cap[*f].is_finite())
-            .map(|f| (cap[f] / w[f], f as u32))
-            .collect();
+        // Capped flows in increasing order of the level at which they reach their cap (a
+        // stable sort: equal levels keep the flows' order).
+        let mut capped = std::mem::take(&mut self.capped);
+        capped.clear();
+        capped.extend(
+            (0..n)
+                .filter(|f| !frozen[*f] && cap(*f).is_finite())
+                .map(|f| (cap(f) / w(f), f as u32)),
+        );
         capped.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut next_cap = 0usize;
         // Links by the level at which they saturate (lazy heap: an entry is stale when the
         // link's version moved on).
-        let mut version: Vec<u32> = vec![0; self.touched.len()];
-        let mut heap: BinaryHeap<Level> = BinaryHeap::with_capacity(self.touched.len());
+        let nl = self.touched.len();
+        let mut version = std::mem::take(&mut self.version);
+        version.clear();
+        version.resize(nl, 0);
+        self.queued.clear();
+        self.queued.resize(nl, false);
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
+        // Few links: their levels in an array, the least found by a scan (what the heap would
+        // give: least level by `total_cmp`, then least local index); many: the heap.
+        let scan = nl <= self.scan_max;
+        self.lvl.clear();
         for (k, &l) in self.touched.iter().enumerate() {
             let li = l as usize;
-            if self.cnt[li] > 0 {
-                heap.push(Level(self.res[li].max(0.0) / self.wsum[li], k as u32, 0));
+            let lv = if self.cnt[li] > 0 {
+                self.res[li].max(0.0) / self.wsum[li]
+            } else {
+                f64::NAN
+            };
+            if scan {
+                self.lvl.push((lv, self.cnt[li] > 0));
+            } else if self.cnt[li] > 0 {
+                heap.push(Level(lv, k as u32, 0));
             }
         }
-        let mut changed: Vec<u32> = Vec::new();
+        let mut changed = std::mem::take(&mut self.changed);
         while remaining > 0 {
             // The least saturation level among links with unfrozen flows.
-            let mut top = None;
+            let mut top: Option<(f64, u32)> = None;
+            if scan {
+                for (k, &(lv, live)) in self.lvl.iter().enumerate() {
+                    if live && top.is_none_or(|(b, _)| lv.total_cmp(&b).is_lt()) {
+                        top = Some((lv, k as u32));
+                    }
+                }
+            }
             while let Some(&Level(lv, k, v)) = heap.peek() {
                 let li = self.touched[k as usize] as usize;
                 if v != version[k as usize] || self.cnt[li] == 0 {
@@ -149,16 +221,8 @@ impl MaxMin {
                     next_cap += 1;
                     let f = f as usize;
                     if !frozen[f] {
-                        self.freeze(
-                            f,
-                            cap[f],
-                            w[f],
-                            paths[f],
-                            link_cap.len(),
-                            &mut frozen,
-                            out,
-                            &mut changed,
-                        );
+                        frozen[f] = true;
+                        self.freeze(f, cap(f), w(f), path(f), link_cap.len(), out, &mut changed);
                         remaining -= 1;
                     }
                     self.requeue(&mut changed, &mut version, &mut heap);
@@ -166,21 +230,16 @@ impl MaxMin {
                 }
             }
             let Some((_, k)) = top else { break };
-            heap.pop();
+            if !scan {
+                heap.pop();
+            }
             let flows = std::mem::take(&mut self.link_flows[k as usize]);
             for &f in &flows {
                 let f = f as usize;
                 if !frozen[f] {
-                    self.freeze(
-                        f,
-                        w[f] * lmin,
-                        w[f],
-                        paths[f],
-                        link_cap.len(),
-                        &mut frozen,
-                        out,
-                        &mut changed,
-                    );
+                    frozen[f] = true;
+                    let wf = w(f);
+                    self.freeze(f, wf * lmin, wf, path(f), link_cap.len(), out, &mut changed);
                     remaining -= 1;
                 }
             }
@@ -190,15 +249,42 @@ impl MaxMin {
         for &l in &self.touched {
             self.local[l as usize] = UNSET;
         }
+        self.frozen = frozen;
+        self.capped = capped;
+        self.version = version;
+        self.heap = heap;
+        self.changed = changed;
     }
 
-    /// New heap entries for the links whose load changed.
-    fn requeue(&self, changed: &mut Vec<u32>, version: &mut [u32], heap: &mut BinaryHeap<Level>) {
-        changed.sort_unstable();
-        changed.dedup();
+    /// New heap entries for the links whose load changed (each once: a link's version moves
+    /// once per call; the order of the pushes does not matter, the heap orders its entries by
+    /// level and link and skips stale versions).
+    fn requeue(
+        &mut self,
+        changed: &mut Vec<u32>,
+        version: &mut [u32],
+        heap: &mut BinaryHeap<Level>,
+    ) {
+        if !self.lvl.is_empty() {
+            // Scan mode: the array holds every link's current level.
+            for &l in changed.iter() {
+                let li = l as usize;
+                let k = self.local[li] as usize;
+                self.lvl[k] = if self.cnt[li] > 0 {
+                    (self.res[li].max(0.0) / self.wsum[li], true)
+                } else {
+                    (f64::NAN, false)
+                };
+            }
+            changed.clear();
+            return;
+        }
         for &l in changed.iter() {
             let li = l as usize;
             let k = self.local[li] as usize;
+            if std::mem::replace(&mut self.queued[k], true) {
+                continue;
+            }
             version[k] += 1;
             if self.cnt[li] > 0 {
                 heap.push(Level(
@@ -208,8 +294,13 @@ impl MaxMin {
                 ));
             }
         }
+        for &l in changed.iter() {
+            self.queued[self.local[l as usize] as usize] = false;
+        }
+        changed.clear();
     }
 
+    /// Freezes flow `f` (already marked frozen) at `rate`: its links lose its rate and weight.
     #[allow(clippy::too_many_arguments)]
     fn freeze(
         &mut self,
@@ -218,11 +309,9 @@ impl MaxMin {
         wf: f64,
         path: &[u32],
         links: usize,
-        frozen: &mut [bool],
         out: &mut [f64],
         changed: &mut Vec<u32>,
     ) {
-        frozen[f] = true;
         out[f] = rate;
         for &l in path {
             let li = l as usize;
@@ -277,6 +366,17 @@ pub struct IncMaxMin {
     link_mark: Vec<bool>,
     solver: MaxMin,
     scratch_cap: Vec<f64>,
+    /// Per-solve scratch (kept to avoid allocating): S's links, whether each was saturated,
+    /// flows joining S, a per-link mark for deduplicating `s_links`, the solver's output.
+    s_links: Vec<u32>,
+    pre: Vec<bool>,
+    add: Vec<u32>,
+    s_mark: Vec<bool>,
+    out: Vec<f64>,
+    /// Per link: the least level of a flow of S for which its flows were scanned in this round
+    /// (`f64::INFINITY`: not scanned), and the links scanned.
+    scanned: Vec<f64>,
+    scanned_links: Vec<u32>,
     /// Per link: the largest rate per weight among its flows, valid when `link_stamp` equals
     /// `stamp` (rates changed since bump the stamp).
     link_max: Vec<f64>,
@@ -324,6 +424,13 @@ impl IncMaxMin {
             link_mark: vec![false; links],
             solver: MaxMin::new(links),
             scratch_cap: link_cap.to_vec(),
+            s_links: Vec::new(),
+            pre: Vec::new(),
+            add: Vec::new(),
+            s_mark: vec![false; links],
+            out: Vec::new(),
+            scanned: vec![f64::INFINITY; links],
+            scanned_links: Vec::new(),
             link_max: vec![0.0; links],
             link_stamp: vec![0; links],
             stamp: 1,
@@ -453,6 +560,11 @@ impl IncMaxMin {
         self.w.get(id as usize).copied().unwrap_or(0.0)
     }
 
+    /// Cap of flow `id`, bytes/s (0 when never added).
+    pub fn cap(&self, id: u32) -> f64 {
+        self.cap.get(id as usize).copied().unwrap_or(0.0)
+    }
+
     /// Path of flow `id` (empty when it was never added).
     pub fn path_of(&self, id: u32) -> &[u32] {
         self.path.get(id as usize).map_or(&[], |p| p.as_slice())
@@ -543,23 +655,20 @@ impl IncMaxMin {
             // a flow of S with a larger level than every held flow there (a held flow with that
             // link as its bottleneck had the largest level on it; its other links keep their
             // loads and levels).
-            let mut s_links: Vec<u32> = Vec::new();
-            for &f in &self.s {
-                s_links.extend_from_slice(&self.path[f as usize]);
-            }
-            s_links.sort_unstable();
-            s_links.dedup();
-            let pre: Vec<bool> = s_links
-                .iter()
-                .map(|&l| self.saturated(l as usize))
-                .collect();
+            // (Their order does not matter: the links to check are sorted below.)
+            let mut s_links = std::mem::take(&mut self.s_links);
+            self.s_links_of_s(&mut s_links);
+            let mut pre = std::mem::take(&mut self.pre);
+            pre.clear();
+            pre.extend(s_links.iter().map(|&l| self.saturated(l as usize)));
             if !self.s.is_empty() {
-                self.solve_s();
+                self.solve_s(&s_links);
             }
             self.stamp = self.stamp.wrapping_add(1);
             rounds += 1;
             let before = self.s.len();
-            let mut add: Vec<u32> = Vec::new();
+            let mut add = std::mem::take(&mut self.add);
+            add.clear();
             // Links whose held flows are all checked: those given at the start (removals,
             // capacity changes), and S's links as above.
             for (k, &l) in s_links.iter().enumerate() {
@@ -611,7 +720,23 @@ impl IncMaxMin {
                     continue;
                 }
                 let lv = self.rate[gi] / self.w[gi];
-                for &m in &self.path[gi] {
+                for x in 0..self.path[gi].len() {
+                    let m = self.path[gi][x];
+                    // No flow on the link above the level (the cached maximum): none to add.
+                    if self.max_level(m as usize) <= lv * (1.0 + TOL) {
+                        continue;
+                    }
+                    // Already scanned in this round at a level at most this one: every flow
+                    // this scan would add is already in `add`, in the same order of first
+                    // appearance.
+                    let seen = &mut self.scanned[m as usize];
+                    if *seen <= lv {
+                        continue;
+                    }
+                    if seen.is_infinite() {
+                        self.scanned_links.push(m);
+                    }
+                    *seen = lv;
                     for &h in &self.link_flows[m as usize] {
                         let hi = h as usize;
                         if !self.in_s[hi]
@@ -623,14 +748,23 @@ impl IncMaxMin {
                     }
                 }
             }
-            for g in add {
+            for &l in &self.scanned_links {
+                self.scanned[l as usize] = f64::INFINITY;
+            }
+            self.scanned_links.clear();
+            for &g in &add {
                 self.mark(g);
             }
+            self.add = add;
+            self.s_links = s_links;
+            self.pre = pre;
             if self.s.len() == before {
                 break;
             }
             check_links.clear();
         }
+        check_links.clear();
+        self.touched_links = check_links;
         self.last_solved = self.s.len();
         self.solves += 1;
         self.rounds += rounds as u64;
@@ -643,41 +777,59 @@ impl IncMaxMin {
         self.s.clear();
     }
 
-    fn solve_s(&mut self) {
+    /// The links of S's flows, each once, into `links` (in no particular order).
+    fn s_links_of_s(&mut self, links: &mut Vec<u32>) {
+        links.clear();
+        for &f in &self.s {
+            for &l in &self.path[f as usize] {
+                if !std::mem::replace(&mut self.s_mark[l as usize], true) {
+                    links.push(l);
+                }
+            }
+        }
+        for &l in links.iter() {
+            self.s_mark[l as usize] = false;
+        }
+    }
+
+    /// Water-fills the flows of S on `link_cap`, into `self.out` (in S's order).
+    fn fill_s(&mut self, link_cap: &[f64]) {
+        let (s, path, w, cap) = (&self.s, &self.path, &self.w, &self.cap);
+        self.solver.solve_by(
+            link_cap,
+            s.len(),
+            |k| path[s[k] as usize].as_slice(),
+            |k| w[s[k] as usize],
+            |k| cap[s[k] as usize],
+            &mut self.out,
+        );
+    }
+
+    /// Re-solves S with the other flows' rates held; `links`: S's links, each once.
+    fn solve_s(&mut self, links: &[u32]) {
         // Capacity the held flows leave on the links of S: the loads without S's rates (loads
         // are kept up to date by differences, and recomputed exactly at every full solve).
-        let mut links: Vec<u32> = Vec::new();
         for &f in &self.s {
             let fi = f as usize;
             for &l in &self.path[fi] {
                 self.load[l as usize] -= self.rate[fi];
-                links.push(l);
             }
         }
-        links.sort_unstable();
-        links.dedup();
-        for &l in &links {
+        for &l in links {
             let li = l as usize;
             self.scratch_cap[li] = (self.link_cap[li] - self.load[li]).max(0.0);
         }
-        let paths: Vec<&[u32]> = self
-            .s
-            .iter()
-            .map(|&f| self.path[f as usize].as_slice())
-            .collect();
-        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
-        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
-        let mut out = Vec::with_capacity(self.s.len());
-        self.solver
-            .solve(&self.scratch_cap, &paths, &w, &cap, &mut out);
+        let scratch_cap = std::mem::take(&mut self.scratch_cap);
+        self.fill_s(&scratch_cap);
+        self.scratch_cap = scratch_cap;
         for (k, &f) in self.s.iter().enumerate() {
             let fi = f as usize;
-            self.rate[fi] = out[k];
+            self.rate[fi] = self.out[k];
             for &l in &self.path[fi] {
-                self.load[l as usize] += out[k];
+                self.load[l as usize] += self.out[k];
             }
         }
-        for &l in &links {
+        for &l in links {
             let li = l as usize;
             self.scratch_cap[li] = self.link_cap[li];
         }
@@ -690,18 +842,11 @@ impl IncMaxMin {
                 self.mark(i as u32);
             }
         }
-        let paths: Vec<&[u32]> = self
-            .s
-            .iter()
-            .map(|&f| self.path[f as usize].as_slice())
-            .collect();
-        let w: Vec<f64> = self.s.iter().map(|&f| self.w[f as usize]).collect();
-        let cap: Vec<f64> = self.s.iter().map(|&f| self.cap[f as usize]).collect();
-        let mut out = Vec::with_capacity(self.s.len());
-        self.solver
-            .solve(&self.link_cap, &paths, &w, &cap, &mut out);
+        let link_cap = std::mem::take(&mut self.link_cap);
+        self.fill_s(&link_cap);
+        self.link_cap = link_cap;
         for (k, &f) in self.s.iter().enumerate() {
-            self.rate[f as usize] = out[k];
+            self.rate[f as usize] = self.out[k];
         }
         for (li, fl) in self.link_flows.iter().enumerate() {
             self.load[li] = fl.iter().map(|&g| self.rate[g as usize]).sum();
@@ -761,8 +906,47 @@ mod tests {
         ]
     }
 
+    /// A generated flow: links (taken modulo the number of links), weight, cap (none: uncapped).
+    type GenFlow = (Vec<u32>, f64, Option<f64>);
+
+    /// Paths (sorted, without repeats), weights and caps of generated flows on `links` links.
+    fn network(links: usize, flows: &[GenFlow]) -> (Vec<Vec<u32>>, Vec<f64>, Vec<f64>) {
+        let paths = flows
+            .iter()
+            .map(|(p, _, _)| {
+                let mut p: Vec<u32> = p.iter().map(|l| l % links as u32).collect();
+                p.sort_unstable();
+                p.dedup();
+                p
+            })
+            .collect();
+        let w = flows.iter().map(|f| f.1).collect();
+        let cap = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
+        (paths, w, cap)
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+        /// The scan over an array of levels (few links) and the heap (many links) give the same
+        /// rates to the bit.
+        #[test]
+        fn scan_equals_heap(
+            caps in proptest::collection::vec(1.0f64..100.0, 1..12),
+            flows in proptest::collection::vec(
+                (proptest::collection::vec(0u32..12, 1..4), 0.1f64..4.0, proptest::option::of(0.0f64..50.0)),
+                1..24,
+            ),
+        ) {
+            let (paths, w, cap) = network(caps.len(), &flows);
+            let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
+            let scan = solve(&caps, &refs, &w, &cap);
+            let mut m = MaxMin::new(caps.len());
+            m.scan_max = 0;
+            let mut heap = Vec::new();
+            m.solve(&caps, &refs, &w, &cap, &mut heap);
+            proptest::prop_assert_eq!(scan, heap);
+        }
+
         /// The incremental allocation equals a full recomputation after every batch of changes,
         /// on random small networks (8 links, up to 24 flows).
         #[test]
@@ -827,18 +1011,8 @@ mod tests {
                 1..10,
             ),
         ) {
-            let paths: Vec<Vec<u32>> = flows
-                .iter()
-                .map(|(p, _, _)| {
-                    let mut p: Vec<u32> = p.iter().map(|l| l % caps.len() as u32).collect();
-                    p.sort_unstable();
-                    p.dedup();
-                    p
-                })
-                .collect();
+            let (paths, w, cap) = network(caps.len(), &flows);
             let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
-            let w: Vec<f64> = flows.iter().map(|f| f.1).collect();
-            let cap: Vec<f64> = flows.iter().map(|f| f.2.unwrap_or(f64::INFINITY)).collect();
             let r = solve(&caps, &refs, &w, &cap);
             let mut load = vec![0.0; caps.len()];
             for (f, p) in paths.iter().enumerate() {

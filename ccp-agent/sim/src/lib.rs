@@ -93,6 +93,11 @@ fn mltcp(cfg: &PolicyConfig) -> Mltcp {
     Mltcp {
         update,
         skip_alone: !cfg.exact,
+        coalesce: if cfg.exact {
+            0.0
+        } else {
+            policy::mltcp::COALESCE
+        },
         ..Mltcp::default()
     }
 }

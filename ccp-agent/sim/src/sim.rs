@@ -50,6 +50,7 @@
 //! Either way, a job that does not fit waits in a FIFO queue, launched as soon as enough GPUs
 //! free up (the mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
@@ -95,6 +96,9 @@ pub struct Flow {
     pub size: f64,
     /// Bytes sent in the current iteration.
     pub sent: f64,
+    /// Bytes it had sent in this iteration when a per-job policy last decided it
+    /// ([`Policy::flow_control`]), e.g. where MLTCP last took its F.
+    pub decided_sent: f64,
     /// Current rate, bytes/s.
     pub rate: f64,
     /// Its role.
@@ -357,6 +361,8 @@ pub struct Sim {
     /// then), and how many have one.
     with_up: Vec<u32>,
     n_up: usize,
+    /// Per job: how many of its ids have an upstream cap.
+    job_up: Vec<u32>,
     /// Jobs an event touched (their flows are re-decided and re-allocated).
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -369,7 +375,18 @@ pub struct Sim {
     /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
     touched: Vec<usize>,
     selected: Vec<usize>,
+    /// Per job: when the policy's next decision about it is due (a per-job policy's
+    /// [`Policy::job_next_decision`], `f64::INFINITY`: none) and the interval it was scheduled
+    /// with, seconds (for [`Policy::coalesce_within`]).
+    dec_at: Vec<f64>,
+    dec_iv: Vec<f64>,
+    /// Per link: the first active flow of a job seen on it, [`UNSEEN`] between calls, and the
+    /// links set ([`Sim::weights_inert`]'s scratch).
+    link_first: RefCell<(Vec<u32>, Vec<u32>)>,
 }
+
+/// An unset entry of [`Sim::weights_inert`]'s scratch.
+const UNSEEN: u32 = u32::MAX;
 
 /// Bytes of slack when comparing byte counts: a flow within one byte of its size is complete
 /// (bytes are whole; the fluid arithmetic leaves fractions).
@@ -465,6 +482,7 @@ impl Sim {
             pol: Vec::new(),
             with_up: Vec::new(),
             n_up: 0,
+            job_up: vec![0; njobs],
             dirty: Vec::new(),
             is_dirty: vec![false; njobs],
             upd: vec![0.0; njobs],
@@ -474,6 +492,9 @@ impl Sim {
             mins: Vec::new(),
             touched: Vec::new(),
             selected: Vec::new(),
+            link_first: RefCell::new((vec![UNSEEN; links], Vec::new())),
+            dec_at: vec![f64::INFINITY; njobs],
+            dec_iv: vec![f64::INFINITY; njobs],
         })
     }
 
@@ -487,6 +508,7 @@ impl Sim {
             path: tree.path(src, dst),
             size,
             sent: 0.0,
+            decided_sent: 0.0,
             rate: 0.0,
             role,
             done: false,
@@ -749,6 +771,7 @@ impl Sim {
         let job = &mut self.jobs[j];
         for f in &mut job.flows {
             f.sent = 0.0;
+            f.decided_sent = 0.0;
             f.done = f.size <= EPS_BYTES;
             f.rate = 0.0;
         }
@@ -848,31 +871,80 @@ impl Sim {
         }
     }
 
-    /// The links crossed by job `j`'s active flows, each with the number of those flows.
-    pub fn job_link_uses(&self, j: usize) -> Vec<(u32, u32)> {
-        let mut uses: Vec<(u32, u32)> = Vec::new();
-        for fl in self.jobs[j].flows.iter().filter(|f| !f.done) {
+    /// True when every flow of job `j` capped at the rate of the flow it waits on has that
+    /// rate as its cap already: re-allocating the job would not move it (the engine's two
+    /// refinement rounds per allocation follow longer chains over several allocations).
+    fn caps_settled(&self, j: usize) -> bool {
+        (0..self.jobs[j].flows.len()).all(|f| {
+            let id = self.flow_id(j, f);
+            match self.up_of.get(id as usize).copied().flatten() {
+                Some(u) if self.inc.contains(id) => {
+                    self.inc.cap(id) == self.base_cap[id as usize].min(self.inc.rate(u))
+                }
+                _ => true,
+            }
+        })
+    }
+
+    /// True when job `j`'s network weights cannot move any rate while nothing else changes:
+    /// no other launched job crosses a link of its active network flows ([`Sim::link_jobs`]), and the
+    /// active flows sharing a link have the same size, bytes sent, rate and bytes sent at their
+    /// last decision ([`Flow::decided_sent`]), so weights that depend only on a flow's size and
+    /// bytes sent, such as MLTCP's F, are equal on every link they share and stay so until the
+    /// job's next event. A flow alone on its links is the simplest case.
+    ///
+    /// Why no rate moves when such weights are re-evaluated: the job's flows then form
+    /// components of the max-min problem of their own (no other flow on their links), and in
+    /// each component (flows linked by shared links) every weight is multiplied by the same
+    /// factor; weighted max-min with caps is invariant under scaling every weight of a component
+    /// by one factor (the fill level scales by its inverse, every rate `w · λ` and every cap
+    /// reached stays the same). Up to rounding. And false while a flow of the job capped at the
+    /// rate of the flow it waits on does not have that rate as its cap yet (a re-allocation
+    /// would move it).
+    pub fn weights_inert(&self, j: usize) -> bool {
+        let job = &self.jobs[j];
+        if self.job_up[j] > 0 && !self.caps_settled(j) {
+            return false;
+        }
+        let mut guard = self.link_first.borrow_mut();
+        let (first, seen) = &mut *guard;
+        seen.clear();
+        let mut inert = true;
+        // Flows inside a server cross only its internal links, never a network flow's: they
+        // have no say here.
+        'flows: for (f, fl) in job.flows.iter().enumerate() {
+            if fl.done || fl.src == fl.dst {
+                continue;
+            }
             for &l in &fl.path {
-                match uses.iter_mut().find(|(x, _)| *x == l) {
-                    Some(e) => e.1 += 1,
-                    None => uses.push((l, 1)),
+                let li = l as usize;
+                if self.link_jobs[li].iter().any(|&k| k != j) {
+                    inert = false;
+                    break 'flows;
+                }
+                match first[li] {
+                    UNSEEN => {
+                        first[li] = f as u32;
+                        seen.push(l);
+                    }
+                    g => {
+                        let o = &job.flows[g as usize];
+                        if o.size != fl.size
+                            || o.sent != fl.sent
+                            || o.rate != fl.rate
+                            || o.decided_sent != fl.decided_sent
+                        {
+                            inert = false;
+                            break 'flows;
+                        }
+                    }
                 }
             }
         }
-        uses
-    }
-
-    /// True when a flow of job `j` on `path` is alone on each of its links: no other launched
-    /// job crosses them ([`Sim::link_jobs`]) and no other active flow of its job does (`uses`:
-    /// [`Sim::job_link_uses`]). Its weight in max-min then moves no rate.
-    pub fn alone_on(&self, j: usize, path: &[u32], uses: &[(u32, u32)]) -> bool {
-        path.iter().all(|&l| {
-            self.link_jobs[l as usize].iter().all(|&k| k == j)
-                && uses
-                    .iter()
-                    .find(|(x, _)| *x == l)
-                    .is_none_or(|(_, n)| *n <= 1)
-        })
+        for &l in seen.iter() {
+            first[l as usize] = UNSEEN;
+        }
+        inert
     }
 
     /// True when flow `f` of job `j` has sent everything its dependency allows for now.
@@ -917,12 +989,17 @@ impl Sim {
     /// Sets the flow that id `id` is capped by (pipelined, caught up), keeping the count.
     fn set_up(&mut self, id: u32, up: Option<u32>) {
         let old = &mut self.up_of[id as usize];
+        let j = self.id_job[id as usize] as usize;
         match (old.is_some(), up.is_some()) {
             (false, true) => {
                 self.n_up += 1;
+                self.job_up[j] += 1;
                 self.with_up.push(id);
             }
-            (true, false) => self.n_up -= 1,
+            (true, false) => {
+                self.n_up -= 1;
+                self.job_up[j] -= 1;
+            }
             _ => {}
         }
         *old = up;
@@ -1103,7 +1180,7 @@ impl Sim {
                 touched_jobs.sort_unstable();
                 touched_jobs.dedup();
                 for &j in &touched_jobs {
-                    if self.jobs[j].phase != Phase::Communicating {
+                    if self.jobs[j].phase != Phase::Communicating || self.job_up[j] == 0 {
                         continue;
                     }
                     for f in 0..self.jobs[j].flows.len() {
@@ -1193,19 +1270,20 @@ impl Sim {
 
     /// Time until the next flow event of job `j` (a completion, a flow catching up with its
     /// dependency, or a start-after bound moving), seconds.
-    fn job_next_event(&self, j: usize) -> f64 {
+    /// `mins`: scratch for [`Sim::ps_mins`].
+    fn job_next_event(&self, j: usize, mins: &mut Vec<(f64, Option<usize>)>) -> f64 {
         let mut dt = f64::INFINITY;
         let job = &self.jobs[j];
         if job.phase != Phase::Communicating {
             return dt;
         }
-        let mut mins = Vec::new();
-        self.ps_mins(j, &mut mins);
+        self.ps_mins(j, mins);
+        let mins = &mins[..];
         for (f, fl) in job.flows.iter().enumerate() {
             if fl.done {
                 continue;
             }
-            let (b, up) = self.bound_in(j, f, self.deps, &mins);
+            let (b, up) = self.bound_in(j, f, self.deps, mins);
             // Already complete, or its dependency state moved since it was decided (when the
             // job was brought up to date by an allocation): handle it at once.
             let id = (job.flow_base + f as u32) as usize;
@@ -1263,9 +1341,15 @@ impl Sim {
     /// (replacing the one queued before).
     fn schedule(&mut self, j: usize, policy: &dyn Policy) {
         self.job_ver[j] = self.job_ver[j].wrapping_add(1);
-        let mut dt = self.job_next_event(j);
+        let mut mins = std::mem::take(&mut self.mins);
+        let mut dt = self.job_next_event(j, &mut mins);
+        self.mins = mins;
+        self.dec_at[j] = f64::INFINITY;
         if policy.is_local() && self.jobs[j].network && self.jobs[j].phase == Phase::Communicating {
-            dt = dt.min((policy.job_next_decision(self, j) - self.t).max(0.0));
+            let at = policy.job_next_decision(self, j);
+            self.dec_at[j] = at;
+            self.dec_iv[j] = at - self.t;
+            dt = dt.min((at - self.t).max(0.0));
         }
         if dt.is_finite() {
             self.job_events
@@ -1308,6 +1392,10 @@ impl Sim {
                 self.next_decision = f64::INFINITY;
             }
             if !self.dirty.is_empty() {
+                let frac = policy.coalesce_within();
+                if frac > 0.0 {
+                    self.coalesce(frac);
+                }
                 let t0 = Instant::now();
                 let mut decided = Vec::new();
                 for k in 0..self.dirty.len() {
@@ -1318,16 +1406,18 @@ impl Sim {
                     }
                     for f in 0..self.jobs[j].flows.len() {
                         let fl = &self.jobs[j].flows[f];
-                        if !fl.done {
-                            let (w, c) = if fl.src == fl.dst {
-                                (1.0, f64::INFINITY) // inside a server: no policy controls it
-                            } else {
-                                policy
-                                    .flow_control(self, j, f)
-                                    .unwrap_or((1.0, f64::INFINITY))
-                            };
-                            decided.push((j, f, w, c));
+                        if fl.done {
+                            continue;
                         }
+                        let (w, c) = if fl.src == fl.dst {
+                            (1.0, f64::INFINITY) // inside a server: no policy controls it
+                        } else {
+                            policy
+                                .flow_control(self, j, f)
+                                .unwrap_or((1.0, f64::INFINITY))
+                        };
+                        self.jobs[j].flows[f].decided_sent = self.jobs[j].flows[f].sent;
+                        decided.push((j, f, w, c));
                     }
                 }
                 self.decisions.add(t0.elapsed().as_secs_f64() * 1e6);
@@ -1442,6 +1532,36 @@ impl Sim {
         self.t += dt;
         self.handle_events(policy);
         true
+    }
+
+    /// Marks dirty every communicating job that shares a network link with a dirty job and whose
+    /// next decision is due within `frac` of the interval it was scheduled with
+    /// ([`Policy::coalesce_within`]).
+    fn coalesce(&mut self, frac: f64) {
+        let t = self.t;
+        for k in 0..self.dirty.len() {
+            let j = self.dirty[k];
+            if !self.jobs[j].network {
+                continue;
+            }
+            for x in 0..self.jobs[j].link_bytes.len() {
+                let l = self.jobs[j].link_bytes[x].0;
+                if self.tree.is_intra(l) {
+                    continue;
+                }
+                for y in 0..self.link_jobs[l as usize].len() {
+                    let m = self.link_jobs[l as usize][y];
+                    // (A job with no decision due, `f64::INFINITY`, is never pulled in.)
+                    if !self.is_dirty[m]
+                        && self.dec_at[m].is_finite()
+                        && self.dec_at[m] - t <= frac * self.dec_iv[m]
+                        && self.jobs[m].phase == Phase::Communicating
+                    {
+                        self.mark_dirty(m);
+                    }
+                }
+            }
+        }
     }
 
     /// Adds the active flows inside a server of the dirty jobs to `decided` at weight 1, no

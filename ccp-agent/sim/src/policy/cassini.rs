@@ -376,6 +376,10 @@ impl Policy for Cassini {
         self.inner.job_next_decision(sim, j)
     }
 
+    fn coalesce_within(&self) -> f64 {
+        self.inner.coalesce_within()
+    }
+
     fn report(&self) -> Value {
         json!({ "cassini": self.stats, "inner": self.inner.report() })
     }

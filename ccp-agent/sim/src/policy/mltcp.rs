@@ -10,7 +10,23 @@
 //! changes (a flow starts, ends or becomes dependency-bound), i.e. F is taken when contention
 //! starts and held: the assumption of the Shift(Δ) recurrence (REFERENCE.md §2), used by the
 //! known-answer test. `Continuous { ratio_step }` (default, 1/32) also re-evaluates whenever
-//! some flow's bytes_ratio may have grown by `ratio_step`, following F as the kernel does per ACK.
+//! some flow's bytes_ratio may have grown by `ratio_step` since its F was taken
+//! ([`crate::sim::Flow::decided_sent`]), following F as the kernel does per ACK. (Before round 5
+//! the step was counted from the job's last re-allocation: a job re-allocated by another job's
+//! change, without being decided, had its re-evaluation postponed, so F could be many steps
+//! stale; `tests/approx.rs` checks the bound.)
+//!
+//! Fast mode (both off with `PolicyConfig::exact`, measured against it in RESULTS.md and
+//! `tests/approx.rs`); neither coarsens the step, no F is ever staler than `ratio_step`:
+//! - `skip_alone` ([`Policy::job_next_decision`]): a job whose weights cannot move a rate
+//!   ([`Sim::weights_inert`]) is not re-evaluated;
+//! - `coalesce` ([`Policy::coalesce_within`]): when the engine decides some jobs at an event, a
+//!   job sharing a network link with one of them whose F is due within `coalesce` (default one
+//!   half) of the interval it was scheduled with is re-evaluated then, early: one re-allocation
+//!   covers both jobs instead of one event and one re-allocation each. A job's F may so be
+//!   re-taken after as little as half a step; the rates then differ from the exact mode's by
+//!   the F of that earlier bytes_ratio (weights at most half a step fresher than the exact
+//!   mode's would be at the same time, never staler).
 
 use mltcp_math::fixed::{ratio_fx, FX_ONE};
 use mltcp_math::iteration::f_fx;
@@ -38,10 +54,14 @@ pub struct Mltcp {
     pub params: Params,
     /// When F is re-evaluated.
     pub update: FUpdate,
-    /// With `Continuous` updates, skip re-evaluating a job whose network flows are each alone
-    /// on their links ([`Policy::job_next_decision`]); false: the reference that re-evaluates
-    /// every job.
+    /// With `Continuous` updates, skip re-evaluating a job whose weights cannot move a rate
+    /// ([`Policy::job_next_decision`], [`Sim::weights_inert`]); false: the reference that
+    /// re-evaluates every job.
     pub skip_alone: bool,
+    /// With `Continuous` updates, [`Policy::coalesce_within`]: a job whose F is due within this
+    /// fraction of its step interval is re-evaluated early, at an event of a job it shares a
+    /// link with (0: each job at its own time, the reference).
+    pub coalesce: f64,
 }
 
 impl Default for Mltcp {
@@ -52,9 +72,14 @@ impl Default for Mltcp {
                 ratio_step: 1.0 / 32.0,
             },
             skip_alone: true,
+            coalesce: COALESCE,
         }
     }
 }
+
+/// Default [`Mltcp::coalesce`] (fraction of a job's re-evaluation interval; 0.25 and 0.75 gave
+/// more work than 0.5 on a 300-job run, RESULTS.md round 5).
+pub const COALESCE: f64 = 0.5;
 
 /// F of a flow that has sent `sent` of `size` bytes, as a real number (1.0 = Reno's gain).
 pub fn f_of(params: &Params, sent: f64, size: f64) -> f64 {
@@ -106,42 +131,53 @@ impl Policy for Mltcp {
         matches!(self.update, FUpdate::Continuous { .. })
     }
 
+    fn coalesce_within(&self) -> f64 {
+        match self.update {
+            FUpdate::Continuous { .. } => self.coalesce,
+            FUpdate::Events => 0.0,
+        }
+    }
+
     fn flow_control(&self, sim: &Sim, j: usize, f: usize) -> Option<(f64, f64)> {
         let fl = &sim.jobs[j].flows[f];
         Some((f_of(&self.params, fl.sent, fl.size), f64::INFINITY))
     }
 
     /// With `skip_alone` (documented approximation, off with `PolicyConfig::exact`), a job whose
-    /// network flows are each alone on their links (no other job crosses them, no other flow of
-    /// the job shares them, [`Sim::alone_on`]) is not re-evaluated: its weights move no rate in
-    /// weighted max-min (every link they cross carries one flow). Its F is taken anew whenever
-    /// it is decided, and every communicating job is decided when a job starts or ends (the only
-    /// times a link gains or loses a job), so a job with a flow that shares a link is
-    /// re-evaluated as before. Not exact all the same: each re-evaluation also re-allocates the
-    /// job, which refreshes the caps of its flows that wait on another flow (the engine's two
-    /// refinement rounds, `crate::sim`); skipped jobs refresh them only at their own events.
-    /// The effect is measured in RESULTS.md.
+    /// weights cannot move a rate ([`Sim::weights_inert`]: no other job crosses its links, and
+    /// its active flows that share a link have the same size, bytes sent, rate and bytes sent at
+    /// their last decision, so the same F now and until its next event; each flow alone on its
+    /// links is the simplest case) is
+    /// not re-evaluated: re-evaluating F would multiply the weights of each group of its flows
+    /// linked by shared links by one factor, which moves no rate in weighted max-min. Its F is
+    /// taken anew whenever it is decided, and every communicating job is decided when a job
+    /// starts or ends (the only times a link gains or loses a job), so a job with a flow that
+    /// shares a link with another job, or with a flow of its own that differs, is re-evaluated
+    /// as before. A job with a flow capped at the rate of the flow it waits on whose cap is not
+    /// that rate yet (the engine's two refinement rounds per allocation follow longer chains
+    /// over several re-allocations, `crate::sim`) is not skipped either, so the skip leaves
+    /// what a re-evaluation would do to it only up to rounding. The effect is measured in
+    /// RESULTS.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else {
             return f64::INFINITY;
         };
         let mut next = f64::INFINITY;
         // Flows inside a server are not TCP: the engine does not ask for their F.
-        let job = &sim.jobs[j];
-        let uses = sim.job_link_uses(j);
-        let mut shared = false;
-        for fl in job
+        for fl in sim.jobs[j]
             .flows
             .iter()
             .filter(|f| !f.done && f.rate > 0.0 && f.src != f.dst)
         {
-            shared |= !sim.alone_on(j, &fl.path, &uses);
-            next = next.min(sim.t + ratio_step * fl.size / fl.rate);
+            // Its F was taken at `decided_sent`; its rate may have moved since (another job's
+            // change re-allocates it without deciding it), so the step counts from there.
+            let left = (fl.decided_sent + ratio_step * fl.size - fl.sent).max(0.0);
+            next = next.min(sim.t + left / fl.rate);
         }
-        if shared || !self.skip_alone {
-            next
-        } else {
+        if next.is_finite() && self.skip_alone && sim.weights_inert(j) {
             f64::INFINITY
+        } else {
+            next
         }
     }
 }

@@ -106,6 +106,15 @@ pub trait Policy {
         f64::INFINITY
     }
 
+    /// A per-job policy's coalescing window, as a fraction of a job's decision interval (0:
+    /// none). When the engine decides some jobs at an event, it also decides then every job
+    /// sharing a network link with one of them whose next decision ([`Policy::job_next_decision`])
+    /// is due within this fraction of the interval it was scheduled with: decided early (never
+    /// later than scheduled), so one re-allocation covers several jobs.
+    fn coalesce_within(&self) -> f64 {
+        0.0
+    }
+
     /// True when the policy decides for the whole cluster but re-decides only some jobs at a
     /// time ([`Policy::select_jobs`], [`Policy::decide_jobs`]): the engine then brings only those
     /// jobs up to date and re-allocates only them (and what their change reaches), instead of
