@@ -250,6 +250,40 @@ fn member_view(start_slot: u64, k: usize, links: &[LinkView], path: &[usize]) ->
     v
 }
 
+/// A member's MADD share of the current slot: the least over its links (`path`, indices into
+/// `links`) of a_l(0) · G_i / D_l (`d`: D_l per link, see [`demand`]).
+fn share_now(links: &[LinkView], path: &[usize], remaining_bytes: u64, d: &[u128]) -> u64 {
+    path.iter()
+        .filter_map(|l| {
+            let a = links.get(*l)?.available_bps.first().copied().unwrap_or(0);
+            Some(mul_div(a, u128::from(remaining_bytes), *d.get(*l)?))
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// Per member of a group, its MADD share of the current slot's available bandwidth, bit/s, as
+/// [`GroupDecision::share_now_bps`] gives it, without planning: the least over its links of
+/// a_l(0) · G_i / D_l, `links` being the views of the members' links with the group's own
+/// schedules excluded (Varys's MADD, SIGCOMM'14 Sec. 5.1; paced at by
+/// [`crate::Decision::pacing_rate_bps`] when a plan completes a member in the current slot,
+/// Alg. 1's "largest feasible rate", mlcc paper Sec. IV-B). Same refusals as
+/// [`group_schedule`] except the overflow of the group's bytes.
+pub fn group_share_now_bps(
+    clock: &SlotClock,
+    members: &[FlowRequest],
+    links: &[LinkView],
+) -> Result<Vec<u64>, SchedError> {
+    let idx = prepare(clock, members, links)?;
+    let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
+    let (d, _) = demand(links.len(), &idx, &rem);
+    Ok(idx
+        .iter()
+        .zip(&rem)
+        .map(|(path, r)| share_now(links, path, *r, &d))
+        .collect())
+}
+
 /// Builds the members' decisions from their per-slot bytes.
 #[allow(clippy::too_many_arguments)]
 fn assemble(
@@ -283,18 +317,7 @@ fn assemble(
             cost_fx: plan_cost_fx(&b, &prices(clock, &view)),
             bytes: b,
         };
-        let share = path
-            .iter()
-            .filter_map(|l| {
-                let a = links.get(*l)?.available_bps.first().copied().unwrap_or(0);
-                Some(mul_div(
-                    a,
-                    u128::from(m.progress.remaining_bytes),
-                    *d.get(*l)?,
-                ))
-            })
-            .min()
-            .unwrap_or(0);
+        let share = share_now(links, path, m.progress.remaining_bytes, &d);
         let delta = deltas.get(i).copied().unwrap_or(0);
         let outcome = outcomes.get(i).copied().unwrap_or(Outcome::Initial);
         out.decisions
@@ -631,6 +654,18 @@ mod tests {
         assert_eq!(d.decisions[1].plan.bytes, d.decisions[0].plan.bytes);
         assert_eq!(d.decisions[0].plan.last_busy_offset(), Some(3));
         assert_eq!(d.share_now_bps, vec![10, 10]);
+        // The same shares without planning.
+        assert_eq!(
+            group_share_now_bps(&clock(4), &g, &links).unwrap(),
+            d.share_now_bps
+        );
+        let uneven = [member(1, &[1, 9], 10), member(2, &[2, 9], 30)];
+        let e = decide_group(&clock(4), 7, &uneven, &links).unwrap();
+        assert_eq!(e.share_now_bps, vec![5, 15]);
+        assert_eq!(
+            group_share_now_bps(&clock(4), &uneven, &links).unwrap(),
+            e.share_now_bps
+        );
         assert!(d
             .decisions
             .iter()

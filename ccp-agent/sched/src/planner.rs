@@ -122,6 +122,19 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
+/// Per member of a group, its MADD share of the current slot's available bandwidth against
+/// `table` (the group's own stored schedules excluded), bit/s: what [`plan_group`] would give
+/// as [`GroupDecision::share_now_bps`] for the same members, without planning and without
+/// changing the table ([`crate::coflow::group_share_now_bps`]). Refuses a bad path.
+pub fn group_share_now_bps(
+    table: &LinkLoadTable,
+    members: &[FlowRequest],
+) -> Result<Vec<u64>, SchedError> {
+    let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
+    let views = table.link_views(&group_links(members), &exclude)?;
+    crate::coflow::group_share_now_bps(table.clock(), members, &views)
+}
+
 /// The SEBF key of a group over `table`: [`effective_bottleneck_us`] at the links' capacities.
 pub fn group_bottleneck_us(
     table: &LinkLoadTable,

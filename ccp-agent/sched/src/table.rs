@@ -26,6 +26,7 @@
 //! the flows that update their schedule through it) reports each flow once per slot.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +123,38 @@ pub struct TableSnapshot {
     pub links: Vec<LinkRow>,
 }
 
+/// Hasher of the table's keys ([`LinkId`], [`FlowId`]: integers the caller numbers), in place
+/// of the standard library's SipHash, which is built to resist keys chosen against it: no
+/// outside party picks these ids, and the table looks them up several times per flow planned.
+/// A multiplicative hash (Fibonacci hashing, Knuth TAOCP vol. 3, 6.4) with the high bits
+/// folded down, since the hash map takes its bucket from the low bits.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^ (h >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A hash map keyed by table ids.
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
 #[derive(Clone, Debug)]
 struct LinkState {
     capacity_bps: u64,
@@ -145,8 +178,8 @@ struct FlowEntry {
 pub struct LinkLoadTable {
     clock: SlotClock,
     current_slot: u64,
-    links: HashMap<LinkId, LinkState>,
-    flows: HashMap<FlowId, FlowEntry>,
+    links: IdMap<LinkId, LinkState>,
+    flows: IdMap<FlowId, FlowEntry>,
 }
 
 fn ring_index(slot: u64, len: usize) -> usize {
@@ -155,7 +188,7 @@ fn ring_index(slot: u64, len: usize) -> usize {
 }
 
 /// Checks that `path` is non-empty, has no link twice and only links of `links`.
-fn check_path(links: &HashMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
+fn check_path(links: &IdMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
     if path.is_empty() {
         return Err(SchedError::EmptyPath);
     }
@@ -176,8 +209,8 @@ impl LinkLoadTable {
         LinkLoadTable {
             clock,
             current_slot,
-            links: HashMap::new(),
-            flows: HashMap::new(),
+            links: IdMap::default(),
+            flows: IdMap::default(),
         }
     }
 
@@ -250,7 +283,7 @@ impl LinkLoadTable {
         self.flows.get(&flow).map(|e| e.path.as_slice())
     }
 
-    fn apply(links: &mut HashMap<LinkId, LinkState>, e: &FlowEntry, k: usize, add: bool) {
+    fn apply(links: &mut IdMap<LinkId, LinkState>, e: &FlowEntry, k: usize, add: bool) {
         for l in &e.path {
             if let Some(state) = links.get_mut(l) {
                 for (i, r) in e.schedule.rates_bps.iter().enumerate() {
@@ -280,7 +313,21 @@ impl LinkLoadTable {
         let k = self.clock.horizon();
         let end = self.current_slot.saturating_add(k as u64);
         let first = schedule.start_slot.max(self.current_slot);
-        let mut rates = Vec::with_capacity(k);
+        // The flow's old entry is taken off the links and its buffers reused for the new one.
+        let entry = match self.flows.get_mut(&flow) {
+            Some(old) => {
+                Self::apply(&mut self.links, old, k, false);
+                old
+            }
+            None => self.flows.entry(flow).or_insert(FlowEntry {
+                path: Vec::new(),
+                schedule: Schedule::default(),
+            }),
+        };
+        entry.path.clear();
+        entry.path.extend_from_slice(path);
+        let rates = &mut entry.schedule.rates_bps;
+        rates.clear();
         let mut slot = first;
         while slot < end {
             rates.push(schedule.rate_bps_at(slot));
@@ -289,18 +336,8 @@ impl LinkLoadTable {
         while rates.last() == Some(&0) {
             rates.pop();
         }
-        let entry = FlowEntry {
-            path: path.to_vec(),
-            schedule: Schedule {
-                start_slot: first,
-                rates_bps: rates,
-            },
-        };
-        if let Some(old) = self.flows.remove(&flow) {
-            Self::apply(&mut self.links, &old, k, false);
-        }
-        Self::apply(&mut self.links, &entry, k, true);
-        self.flows.insert(flow, entry);
+        entry.schedule.start_slot = first;
+        Self::apply(&mut self.links, entry, k, true);
         Ok(())
     }
 
@@ -504,19 +541,18 @@ impl LinkLoadTable {
                 available_bps: vec![0; k],
             };
             // The excluded flows' load on this link per slot (their schedules start at or after
-            // the current slot, see `set_schedule` and `advance_to`).
-            let mut mine = vec![0u64; k];
+            // the current slot, see `set_schedule` and `advance_to`), summed first in
+            // `available_bps`.
             for e in own.iter().filter(|e| e.path.contains(l)) {
-                for (i, m) in mine.iter_mut().enumerate() {
+                for (i, m) in v.available_bps.iter_mut().enumerate() {
                     let slot = self.current_slot.saturating_add(i as u64);
                     *m = m.saturating_add(e.schedule.rate_bps_at(slot));
                 }
             }
-            for (i, ((load, avail), m)) in v
+            for (i, (load, avail)) in v
                 .load_bps
                 .iter_mut()
                 .zip(v.available_bps.iter_mut())
-                .zip(&mine)
                 .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
@@ -525,7 +561,7 @@ impl LinkLoadTable {
                     .get(ring_index(slot, k))
                     .copied()
                     .unwrap_or(0);
-                *load = total.saturating_sub(*m);
+                *load = total.saturating_sub(*avail);
                 *avail = est.saturating_sub(*load);
             }
             out.push(v);
