@@ -65,9 +65,9 @@
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency,
-    FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, Schedule,
-    SlotClock,
+    apply_group_reduction, excess_bytes, group_bottleneck_us, group_share_now_bps, pacing_rate_bps,
+    plan_group, planning_key, Dependency, FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId,
+    LinkLoadTable, PlanningKey, SlotClock,
 };
 use serde_json::{json, Value};
 
@@ -86,6 +86,9 @@ fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
     let fl = &sim.jobs[j].flows[f];
     fl.src == fl.dst
 }
+
+/// Most members kept in the pool of reusable buffers.
+const MEMBER_POOL_MAX: usize = 1 << 16;
 
 /// No rate decided (the flow is not planned).
 const NO_RATE: u64 = u64::MAX;
@@ -176,6 +179,14 @@ pub struct Mlcc {
     seq: u64,
     /// Members of the unit being planned (scratch).
     unit_members: Vec<Member>,
+    /// Members of forgotten plans, their buffers reused (at most [`MEMBER_POOL_MAX`]).
+    member_pool: Vec<Member>,
+    /// Requests of the group being planned (scratch; their path buffers reused).
+    req_buf: Vec<FlowRequest>,
+    /// The schedules of the group being planned before it (scratch of `plan_members`): per
+    /// member its first slot and the range of its rates in `before_rates`.
+    before: Vec<Option<(u64, std::ops::Range<usize>)>>,
+    before_rates: Vec<u64>,
     unit_complete: bool,
     /// Fraction of the current slot left (for the members being planned).
     unit_first: f64,
@@ -185,6 +196,9 @@ pub struct Mlcc {
     pub unit_plans: u64,
     /// See `unit_plans`.
     pub unit_kept: u64,
+    /// Kept unit-slots (counted in `unit_kept`) in which the plan completes every network
+    /// member, paced at its MADD share without a re-plan ([`Mlcc::pace_finishing`]).
+    pub finish_paced: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
     replan_reasons: [u64; 6],
     /// Per-flow decision times.
@@ -228,11 +242,16 @@ impl Mlcc {
             link_seq: vec![0; sim_links.len()],
             seq: 0,
             unit_members: Vec::new(),
+            member_pool: Vec::new(),
+            req_buf: Vec::new(),
+            before: Vec::new(),
+            before_rates: Vec::new(),
             unit_complete: true,
             unit_first: 1.0,
             at_boundary: false,
             unit_plans: 0,
             unit_kept: 0,
+            finish_paced: 0,
             replan_reasons: [0; 6],
             flow_decisions: TimeHist::default(),
             refusals: 0,
@@ -317,16 +336,46 @@ impl Mlcc {
         self.planned.retain(|(aid, _)| rates[*aid] != NO_RATE);
     }
 
-    fn request(sim: &Sim, j: usize, f: usize, dependency: Dependency) -> FlowRequest {
-        let fl = &sim.jobs[j].flows[f];
-        FlowRequest {
-            flow: FlowId(flow_id(j, f)),
-            path: fl.path.iter().map(|l| LinkId(*l)).collect(),
-            progress: FlowProgress {
+    /// Fills the front of `buf` with the requests of the flows `fs` of job `j` (each with its
+    /// dependency), reusing the entries' path buffers; returns how many it filled.
+    fn requests_into(
+        buf: &mut Vec<FlowRequest>,
+        sim: &Sim,
+        j: usize,
+        fs: impl IntoIterator<Item = (usize, Dependency)>,
+    ) -> usize {
+        let mut n = 0;
+        for (f, dependency) in fs {
+            let fl = &sim.jobs[j].flows[f];
+            if n == buf.len() {
+                buf.push(FlowRequest {
+                    flow: FlowId(0),
+                    path: Vec::new(),
+                    progress: FlowProgress::default(),
+                    dependency,
+                });
+            }
+            let r = &mut buf[n];
+            r.flow = FlowId(flow_id(j, f));
+            r.path.clear();
+            r.path.extend(fl.path.iter().map(|l| LinkId(*l)));
+            r.progress = FlowProgress {
                 sent_bytes: fl.sent as u64,
                 remaining_bytes: (fl.size - fl.sent).max(0.0).ceil() as u64,
-            },
-            dependency,
+            };
+            r.dependency = dependency;
+            n += 1;
+        }
+        n
+    }
+
+    /// Moves the members of unit `u` of job `j`'s kept plan, if any, to the pool (their
+    /// buffers are reused by [`Mlcc::record`]) and forgets the plan.
+    fn recycle(&mut self, j: usize, u: usize) {
+        if let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) {
+            if self.member_pool.len() < MEMBER_POOL_MAX {
+                self.member_pool.extend(up.members);
+            }
         }
     }
 
@@ -342,19 +391,25 @@ impl Mlcc {
             let r = d.pacing_rate_bps(req.progress.remaining_bytes, *share);
             self.set_rate(sim, j, f, r);
             if !self.exact {
-                let mut rates = d.plan.rates_bps.clone();
-                if let Some(r0) = rates.first_mut() {
+                let mut m = self.member_pool.pop().unwrap_or(Member {
+                    f,
+                    sent0: 0.0,
+                    first: 1.0,
+                    bytes: Vec::new(),
+                    rates: Vec::new(),
+                });
+                m.f = f;
+                m.sent0 = sim.jobs[j].flows[f].sent;
+                m.first = self.unit_first;
+                m.bytes.clear();
+                m.bytes.extend_from_slice(&d.plan.bytes);
+                m.rates.clear();
+                m.rates.extend_from_slice(&d.plan.rates_bps);
+                if let Some(r0) = m.rates.first_mut() {
                     *r0 = r;
                 }
                 self.unit_complete &= d.plan.is_complete();
-                let first = self.unit_first;
-                self.unit_members.push(Member {
-                    f,
-                    sent0: sim.jobs[j].flows[f].sent,
-                    first,
-                    bytes: d.plan.bytes.clone(),
-                    rates,
-                });
+                self.unit_members.push(m);
             }
         }
     }
@@ -373,15 +428,24 @@ impl Mlcc {
             return None;
         }
         let t0 = Instant::now();
-        // Plan reuse: the members' schedules before, to tell whether their links' load changed.
-        let before: Vec<Option<Schedule>> = if self.exact {
-            Vec::new()
-        } else {
-            members
-                .iter()
-                .map(|m| self.table.flow_schedule(m.flow).cloned())
-                .collect()
-        };
+        // Plan reuse: the members' schedules before (first slot and rates, in `before_rates`),
+        // to tell whether their links' load changed.
+        let mut before = std::mem::take(&mut self.before);
+        let mut before_rates = std::mem::take(&mut self.before_rates);
+        before.clear();
+        before_rates.clear();
+        if !self.exact {
+            for m in members {
+                let at = before_rates.len();
+                match self.table.flow_schedule(m.flow) {
+                    Some(s) => {
+                        before_rates.extend_from_slice(&s.rates_bps);
+                        before.push(Some((s.start_slot, at..before_rates.len())));
+                    }
+                    None => before.push(None),
+                }
+            }
+        }
         let g = match plan_group(&mut self.table, members) {
             Ok(g) => g,
             Err(_) => {
@@ -409,7 +473,7 @@ impl Mlcc {
             self.flow_decisions.add(per_flow_us);
         }
         if !self.exact {
-            for (m, old) in members.iter().zip(before) {
+            for (m, old) in members.iter().zip(&before) {
                 if flow_is_internal(sim, j, flow_of(m.flow.0)) {
                     continue;
                 }
@@ -419,9 +483,9 @@ impl Mlcc {
                 // slot boundary: only later slots count, and only by at least one MTU in a slot
                 // (a rate rounded by a few bit/s frees nothing a flow could send).
                 let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
-                let freed = old.as_ref().is_some_and(|o| {
-                    o.rates_bps.iter().enumerate().any(|(i, r)| {
-                        let s = o.start_slot + i as u64;
+                let freed = old.as_ref().is_some_and(|(start, at)| {
+                    before_rates[at.clone()].iter().enumerate().any(|(i, r)| {
+                        let s = start + i as u64;
                         s > slot
                             && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
                     })
@@ -431,6 +495,8 @@ impl Mlcc {
                 }
             }
         }
+        self.before = before;
+        self.before_rates = before_rates;
         Some(g)
     }
 
@@ -438,14 +504,17 @@ impl Mlcc {
     /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
     /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
     fn units(
-        &self,
+        &mut self,
         sim: &Sim,
         j: usize,
         todo: &dyn Fn(usize) -> bool,
-    ) -> Vec<(PlanningKey, usize, usize)> {
-        (0..Self::unit_count(sim, j))
-            .filter_map(|u| Some((self.unit_key(sim, j, u, todo)?, j, u)))
-            .collect()
+        out: &mut Vec<(PlanningKey, usize, usize)>,
+    ) {
+        for u in 0..Self::unit_count(sim, j) {
+            if let Some(key) = self.unit_key(sim, j, u, todo) {
+                out.push((key, j, u));
+            }
+        }
     }
 
     /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
@@ -487,18 +556,21 @@ impl Mlcc {
                     Role::Ring { pred } => Some(pred),
                     _ => None,
                 };
-                let members: Vec<FlowRequest> = flows
-                    .iter()
-                    .map(|&f| {
+                let mut members = std::mem::take(&mut self.req_buf);
+                let n = Self::requests_into(
+                    &mut members,
+                    sim,
+                    j,
+                    flows.iter().map(|&f| {
                         let dep = match pred(f) {
                             Some(p) if !flows.contains(&p) => Dependency::Ring {
                                 predecessor_bytes: f_of(p).saturating_add(chunk),
                             },
                             _ => Dependency::Independent,
                         };
-                        Self::request(sim, j, f, dep)
-                    })
-                    .collect();
+                        (f, dep)
+                    }),
+                );
                 let bound = |i: usize, g: &GroupDecision| -> u64 {
                     let f = flows[i];
                     let Some(p) = pred(f) else { return 0 };
@@ -511,7 +583,8 @@ impl Mlcc {
                         pred_f.saturating_add(chunk),
                     )
                 };
-                self.plan_members(sim, j, &members, &bound);
+                self.plan_members(sim, j, &members[..n], &bound);
+                self.req_buf = members;
             }
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
@@ -520,11 +593,10 @@ impl Mlcc {
                 let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
                 // The aggregation group (F_b^max of this PS's broadcast flows) ...
                 let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
-                let members: Vec<FlowRequest> = agg
-                    .iter()
-                    .map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f)))
-                    .collect();
-                let g = self.plan_members(sim, j, &members, &|_, _| 0);
+                let mut members = std::mem::take(&mut self.req_buf);
+                let dep = Dependency::ps_aggregation(&pull_f);
+                let n = Self::requests_into(&mut members, sim, j, agg.iter().map(|&f| (f, dep)));
+                let g = self.plan_members(sim, j, &members[..n], &|_, _| 0);
                 let agg_f: Vec<u64> = pushes
                     .iter()
                     .map(|f| match (&g, agg.iter().position(|x| x == f)) {
@@ -536,15 +608,20 @@ impl Mlcc {
                 // so it pipelines behind the aggregation.
                 let dep = Dependency::ps_broadcast(&agg_f);
                 let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                let members: Vec<FlowRequest> = pulls
-                    .iter()
-                    .copied()
-                    .filter(|f| active(*f))
-                    .map(|f| Self::request(sim, j, f, dep))
-                    .collect();
-                self.plan_members(sim, j, &members, &|i, g| {
+                let n = Self::requests_into(
+                    &mut members,
+                    sim,
+                    j,
+                    pulls
+                        .iter()
+                        .copied()
+                        .filter(|f| active(*f))
+                        .map(|f| (f, dep)),
+                );
+                self.plan_members(sim, j, &members[..n], &|i, g| {
                     excess_bytes(g.decisions[i].accumulated_bytes, a_min)
                 });
+                self.req_buf = members;
             }
         }
     }
@@ -554,10 +631,10 @@ impl Mlcc {
     /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
     /// one job's coflow completes before another's takes the links it shares, and none starves.
     fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(PlanningKey, usize, usize)> = jobs
-            .iter()
-            .flat_map(|&j| self.units(sim, j, &|f| todo(j, f)))
-            .collect();
+        let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
+        for &j in jobs {
+            self.units(sim, j, &|f| todo(j, f), &mut units);
+        }
         units.sort_unstable();
         for (_, j, u) in units {
             self.plan_unit(sim, j, u, &|f| todo(j, f));
@@ -651,11 +728,20 @@ impl Mlcc {
     /// members take the plan's rates for the slot.
     fn keep(&mut self, sim: &Sim, j: usize, u: usize, slot: u64) -> bool {
         match self.why_replan(sim, j, u, slot) {
-            Some(r) => {
+            Err(r) => {
                 self.replan_reasons[r as usize] += 1;
                 false
             }
-            None => {
+            Ok(true) => {
+                if self.pace_finishing(sim, j, u) {
+                    self.finish_paced += 1;
+                    true
+                } else {
+                    self.replan_reasons[Replan::Completing as usize] += 1;
+                    false
+                }
+            }
+            Ok(false) => {
                 let Some(Some(up)) = self.plans[j].units.get(u) else {
                     return false;
                 };
@@ -670,16 +756,18 @@ impl Mlcc {
         }
     }
 
-    /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't.
-    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Option<Replan> {
+    /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't
+    /// (`Err`); else whether every network member's plan completes it in `slot` (`Ok(true)`:
+    /// it is paced at its MADD share, see [`Mlcc::pace_finishing`]).
+    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Result<bool, Replan> {
         let Some(Some(up)) = self.plans[j].units.get(u) else {
-            return Some(Replan::NoPlan);
+            return Err(Replan::NoPlan);
         };
         if slot <= up.slot0 {
-            return Some(Replan::NoPlan);
+            return Err(Replan::NoPlan);
         }
         if !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j) {
-            return Some(Replan::Incomplete);
+            return Err(Replan::Incomplete);
         }
         let o = (slot - up.slot0) as usize;
         let job = &sim.jobs[j];
@@ -697,17 +785,16 @@ impl Mlcc {
             .all(|m| active.next() == Some(m.f))
             || active.next().is_some()
         {
-            return Some(Replan::Members);
+            return Err(Replan::Members);
         }
+        // Members whose plan completes them in this slot, and those it runs past.
+        let (mut finishing, mut running) = (0usize, 0usize);
         for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
-            if o >= m.bytes.len()
-                || m.bytes
-                    .iter()
-                    .rposition(|b| *b > 0)
-                    .is_none_or(|last| last <= o)
-            {
-                return Some(Replan::Completing);
+            match m.bytes.iter().rposition(|b| *b > 0) {
+                Some(last) if last > o => running += 1,
+                Some(last) if last == o => finishing += 1,
+                _ => return Err(Replan::Completing),
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
             // policy controls it, see `crate::sim`): its progress is not the plan's.
@@ -726,22 +813,81 @@ impl Mlcc {
             // engine's least time step at the larger of the two rates).
             let r = m.rates[o - 1].max(if o >= 2 { m.rates[o - 2] } else { 0 }) as f64 / 8.0;
             if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
-                return Some(Replan::Progress);
+                return Err(Replan::Progress);
             }
             if fl
                 .path
                 .iter()
                 .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
             {
-                return Some(Replan::Freed);
+                return Err(Replan::Freed);
             }
         }
-        None
+        // Some members completing while others run on: the group's joint re-plan decides.
+        if finishing > 0 && running > 0 {
+            return Err(Replan::Completing);
+        }
+        Ok(finishing > 0)
+    }
+
+    /// The groups of unit `u` of job `j` as [`Mlcc::plan_unit`] plans them, over its active
+    /// flows: the ring's flows; a PS's pushes, then its pulls.
+    fn unit_groups(&self, sim: &Sim, j: usize, u: usize) -> Vec<Vec<usize>> {
+        let job = &sim.jobs[j];
+        let all = self.unit_flows(sim, j, u);
+        let active = |fs: &[usize]| -> Vec<usize> {
+            fs.iter().copied().filter(|f| !job.flows[*f].done).collect()
+        };
+        match job.spec.paradigm {
+            Paradigm::Ring => vec![active(&all)],
+            Paradigm::Ps => {
+                let (pushes, pulls) = all.split_at((job.spec.workers as usize).min(all.len()));
+                vec![active(pushes), active(pulls)]
+            }
+        }
+    }
+
+    /// A kept unit whose plan completes every network member in the current slot: each is paced
+    /// at its group's MADD share of the slot's available bandwidth, as the group's re-plan would
+    /// pace it ([`mlcc_sched::pacing_rate_bps`] with [`group_share_now_bps`], the share
+    /// [`plan_group`] gives), without re-planning the group (documented approximation, see the
+    /// module header). False when the library refuses (the unit is then re-planned).
+    fn pace_finishing(&mut self, sim: &Sim, j: usize, u: usize) -> bool {
+        let job = &sim.jobs[j];
+        for group in self.unit_groups(sim, j, u) {
+            if group.is_empty() {
+                continue;
+            }
+            let mut members = std::mem::take(&mut self.req_buf);
+            let n = Self::requests_into(
+                &mut members,
+                sim,
+                j,
+                group.iter().map(|&f| (f, Dependency::Independent)),
+            );
+            let Ok(shares) = group_share_now_bps(&self.table, &members[..n]) else {
+                self.req_buf = members;
+                self.refusals += 1;
+                return false;
+            };
+            for (req, share) in members[..n].iter().zip(shares) {
+                let f = flow_of(req.flow.0);
+                if job.flows[f].src == job.flows[f].dst {
+                    continue;
+                }
+                let rem = req.progress.remaining_bytes;
+                let now = self.clock.rate_bps_for_bytes(rem);
+                let r = pacing_rate_bps(rem, now, rem, share);
+                self.set_rate(sim, j, f, r);
+            }
+            self.req_buf = members;
+        }
+        true
     }
 
     /// The planning key of unit `u` of job `j` over its active flows that `todo` selects.
     fn unit_key(
-        &self,
+        &mut self,
         sim: &Sim,
         j: usize,
         u: usize,
@@ -749,16 +895,21 @@ impl Mlcc {
     ) -> Option<PlanningKey> {
         let job = &sim.jobs[j];
         let all = self.unit_flows(sim, j, u);
-        let flows: Vec<FlowRequest> = all
-            .iter()
-            .copied()
-            .filter(|&f| !job.flows[f].done && todo(f))
-            .map(|f| Self::request(sim, j, f, Dependency::Independent))
-            .collect();
-        if flows.is_empty() {
+        let mut flows = std::mem::take(&mut self.req_buf);
+        let n = Self::requests_into(
+            &mut flows,
+            sim,
+            j,
+            all.iter()
+                .copied()
+                .filter(|&f| !job.flows[f].done && todo(f))
+                .map(|f| (f, Dependency::Independent)),
+        );
+        let gamma = group_bottleneck_us(&self.table, &flows[..n]).unwrap_or(u64::MAX);
+        self.req_buf = flows;
+        if n == 0 {
             return None;
         }
-        let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
         let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
             (
                 s.saturating_add(job.flows[f].sent as u64),
@@ -779,6 +930,7 @@ impl Mlcc {
         todo: &dyn Fn(usize) -> bool,
         first: f64,
     ) {
+        self.recycle(j, u);
         self.unit_members.clear();
         self.unit_complete = true;
         self.unit_first = first;
@@ -922,6 +1074,9 @@ impl Policy for Mlcc {
                 }
             }
             if !comm {
+                for u in 0..self.plans[j].units.len() {
+                    self.recycle(j, u);
+                }
                 self.plans[j] = JobPlan::default();
             }
         }
@@ -947,7 +1102,7 @@ impl Policy for Mlcc {
                     }
                     match self.unit_key(sim, j, u, &|_| true) {
                         Some(key) => {
-                            self.plans[j].units[u] = None;
+                            self.recycle(j, u);
                             todo.push((key, j, u));
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
@@ -984,10 +1139,10 @@ impl Policy for Mlcc {
             if !new.is_empty() {
                 let mut fresh: Vec<usize> = new.iter().map(|&(j, _)| j).collect();
                 fresh.dedup();
-                let mut units: Vec<(PlanningKey, usize, usize)> = fresh
-                    .iter()
-                    .flat_map(|&j| self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok()))
-                    .collect();
+                let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
+                for &j in &fresh {
+                    self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok(), &mut units);
+                }
                 units.sort_unstable();
                 for (_, j, u) in units {
                     let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
@@ -998,7 +1153,7 @@ impl Policy for Mlcc {
                         .all(|f| job.flows[f].done || todo(f));
                     self.plan_and_keep(sim, j, u, slot, &todo, frac);
                     if !whole {
-                        self.plans[j].units[u] = None;
+                        self.recycle(j, u);
                     }
                 }
                 self.unit_members.clear();
@@ -1054,6 +1209,7 @@ impl Policy for Mlcc {
             "exact": self.exact,
             "unit_plans": self.unit_plans,
             "unit_plans_kept": self.unit_kept,
+            "unit_plans_kept_finishing": self.finish_paced,
             "replan_reasons": REPLAN_NAMES.iter().zip(self.replan_reasons).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<String, Value>>(),
         })
     }
