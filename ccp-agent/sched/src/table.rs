@@ -158,8 +158,12 @@ type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 #[derive(Clone, Debug)]
 struct LinkState {
     capacity_bps: u64,
-    /// Load per slot, slot `s` at index `s % horizon`, valid for the horizon from the current slot.
+    /// Load per slot, slot `s` at index `s % horizon` when `load_slot` there is `s` (else the
+    /// cell holds an expired slot and the load in `s` is 0): slots expire without a pass over
+    /// every link.
     load_bps: Vec<u64>,
+    /// The slot each cell of `load_bps` holds.
+    load_slot: Vec<u64>,
     /// Samples, slot `s` at index `s % RATE_WINDOW_SLOTS`.
     samples: [Option<RateSample>; RATE_WINDOW_SLOTS],
 }
@@ -185,6 +189,31 @@ pub struct LinkLoadTable {
 fn ring_index(slot: u64, len: usize) -> usize {
     // `len` is at most MAX_HORIZON, so the remainder fits any usize.
     (slot % len as u64) as usize
+}
+
+impl LinkState {
+    /// The load in `slot`, one of the `k` slots of the horizon, bit/s.
+    fn load_at(&self, slot: u64, k: usize) -> u64 {
+        let i = ring_index(slot, k);
+        match (self.load_bps.get(i), self.load_slot.get(i)) {
+            (Some(v), Some(s)) if *s == slot => *v,
+            _ => 0,
+        }
+    }
+
+    /// The cell of `slot`, one of the `k` slots of the horizon (emptied first if it held an
+    /// expired slot).
+    fn load_cell(&mut self, slot: u64, k: usize) -> Option<&mut u64> {
+        let i = ring_index(slot, k);
+        let (Some(v), Some(s)) = (self.load_bps.get_mut(i), self.load_slot.get_mut(i)) else {
+            return None;
+        };
+        if *s != slot {
+            *s = slot;
+            *v = 0;
+        }
+        Some(v)
+    }
 }
 
 /// Checks that `path` is non-empty, has no link twice and only links of `links`.
@@ -236,6 +265,7 @@ impl LinkLoadTable {
             .or_insert_with(|| LinkState {
                 capacity_bps,
                 load_bps: vec![0; k],
+                load_slot: vec![u64::MAX; k],
                 samples: [None; RATE_WINDOW_SLOTS],
             });
         Ok(())
@@ -288,7 +318,7 @@ impl LinkLoadTable {
             if let Some(state) = links.get_mut(l) {
                 for (i, r) in e.schedule.rates_bps.iter().enumerate() {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
-                    if let Some(cell) = state.load_bps.get_mut(ring_index(slot, k)) {
+                    if let Some(cell) = state.load_cell(slot, k) {
                         *cell = if add {
                             cell.saturating_add(*r)
                         } else {
@@ -406,15 +436,7 @@ impl LinkLoadTable {
                 current_slot: self.current_slot,
             });
         }
-        let k = self.clock.horizon();
-        let expired = (slot - self.current_slot).min(k as u64);
-        for state in self.links.values_mut() {
-            for s in self.current_slot..self.current_slot.saturating_add(expired) {
-                if let Some(cell) = state.load_bps.get_mut(ring_index(s, k)) {
-                    *cell = 0;
-                }
-            }
-        }
+        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
         self.current_slot = slot;
         self.flows.retain(|_, e| {
             let s = &mut e.schedule;
@@ -435,7 +457,7 @@ impl LinkLoadTable {
         Ok((0..k as u64)
             .map(|i| {
                 let s = self.current_slot.saturating_add(i);
-                state.load_bps.get(ring_index(s, k)).copied().unwrap_or(0)
+                state.load_at(s, k)
             })
             .collect())
     }
@@ -556,11 +578,7 @@ impl LinkLoadTable {
                 .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state
-                    .load_bps
-                    .get(ring_index(slot, k))
-                    .copied()
-                    .unwrap_or(0);
+                let total = state.load_at(slot, k);
                 *load = total.saturating_sub(*avail);
                 *avail = est.saturating_sub(*load);
             }
@@ -598,11 +616,7 @@ impl LinkLoadTable {
                 .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state
-                    .load_bps
-                    .get(ring_index(slot, k))
-                    .copied()
-                    .unwrap_or(0);
+                let total = state.load_at(slot, k);
                 let mine = own_here.map_or(0, |s| s.rate_bps_at(slot));
                 let others = total.saturating_sub(mine);
                 *load = load.saturating_add(others);
