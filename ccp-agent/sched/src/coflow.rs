@@ -151,6 +151,13 @@ fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
 
 /// `a · b / c` in `u128`, saturated to `u64` (`c > 0`).
 fn mul_div(a: u64, b: u128, c: u128) -> u64 {
+    // In 64 bits when the operands and the product fit: the same quotient without a 128-bit
+    // division.
+    if let (Ok(b), Ok(c)) = (u64::try_from(b), u64::try_from(c)) {
+        if let Some(p) = a.checked_mul(b) {
+            return p / c.max(1);
+        }
+    }
     u64::try_from(u128::from(a).saturating_mul(b) / c.max(1)).unwrap_or(u64::MAX)
 }
 
