@@ -117,23 +117,52 @@ enum Replan {
     Incomplete,
     /// A flow of it started or ended.
     Members,
-    /// A member's plan completes in this slot (or ended with bytes left).
+    /// Some network members' plans complete in this slot while others' run on (the group's
+    /// joint re-plan decides).
     Completing,
     /// A member's bytes sent differ from its plan by more than [`REUSE_SLACK_BYTES`].
     Progress,
     /// Bandwidth was freed on one of its links in a later slot.
     Freed,
+    /// A member's plan ended before this slot (or planned nothing) with the flow not done.
+    RanOut,
 }
 
 /// Names of [`Replan`]'s cases, in order (report).
-const REPLAN_NAMES: [&str; 6] = [
+const REPLAN_NAMES: [&str; 7] = [
     "no_plan",
     "incomplete",
     "members",
     "completing",
     "progress",
     "freed",
+    "ran_out",
 ];
+
+/// Where a member of a kept plan stands in a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    /// Its plan has bytes for it after the slot, or holds it at nothing while the plan does
+    /// not complete within the horizon (links booked by others: it waits, as a re-plan of
+    /// the same load would have it wait, until the plan is re-planned for its age or freed
+    /// bandwidth).
+    Runs,
+    /// Its plan's last bytes are in the slot.
+    Finishes,
+    /// Its plan ended before the slot, or planned nothing although it completes.
+    Ended,
+}
+
+/// Where member `m` of plan `up` stands at offset `o` from the plan's slot.
+fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
+    match m.bytes.iter().rposition(|b| *b > 0) {
+        Some(last) if last > o => At::Runs,
+        Some(last) if last == o => At::Finishes,
+        Some(_) => At::Ended,
+        None if !up.complete && o < m.bytes.len() => At::Runs,
+        None => At::Ended,
+    }
+}
 
 /// A coflow unit's plan, kept across slots while nothing it depends on changes.
 #[derive(Clone, Debug)]
@@ -200,7 +229,7 @@ pub struct Mlcc {
     /// member, paced at its MADD share without a re-plan ([`Mlcc::pace_finishing`]).
     pub finish_paced: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
-    replan_reasons: [u64; 6],
+    replan_reasons: [u64; 7],
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
     /// Refusals of the library (should stay 0).
@@ -252,7 +281,7 @@ impl Mlcc {
             unit_plans: 0,
             unit_kept: 0,
             finish_paced: 0,
-            replan_reasons: [0; 6],
+            replan_reasons: [0; 7],
             flow_decisions: TimeHist::default(),
             refusals: 0,
         })
@@ -699,13 +728,7 @@ impl Mlcc {
             // Its network members (flows inside a server are not paced by the plan).
             for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
-                if fl.done
-                    || o >= m.rates.len()
-                    || m.bytes
-                        .iter()
-                        .rposition(|b| *b > 0)
-                        .is_none_or(|last| last <= o)
-                {
+                if fl.done || o >= m.rates.len() || member_at(up, m, o) != At::Runs {
                     return true;
                 }
                 let prev = m.rates[o - 1] as f64 / 8.0;
@@ -791,10 +814,10 @@ impl Mlcc {
         let (mut finishing, mut running) = (0usize, 0usize);
         for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
-            match m.bytes.iter().rposition(|b| *b > 0) {
-                Some(last) if last > o => running += 1,
-                Some(last) if last == o => finishing += 1,
-                _ => return Err(Replan::Completing),
+            match member_at(up, m, o) {
+                At::Runs => running += 1,
+                At::Finishes => finishing += 1,
+                At::Ended => return Err(Replan::RanOut),
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
             // policy controls it, see `crate::sim`): its progress is not the plan's.
