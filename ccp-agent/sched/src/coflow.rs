@@ -70,7 +70,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dependency::{finish, Decision, Outcome};
 use crate::error::SchedError;
-use crate::greedy::{byte_price_fx, fill_slots, plan_cost_fx, prices, Plan};
+use crate::greedy::{byte_price_fx, fill_slots, plan_cost_by, plan_cost_fx, Plan};
 use crate::planner::FlowRequest;
 use crate::slot::SlotClock;
 use crate::table::{LinkId, LinkView, PathView};
@@ -101,7 +101,7 @@ fn prepare(
     clock: &SlotClock,
     members: &[FlowRequest],
     links: &[LinkView],
-) -> Result<Vec<Vec<usize>>, SchedError> {
+) -> Result<Paths, SchedError> {
     let k = clock.horizon();
     for v in links {
         if v.load_bps.len() != k {
@@ -119,26 +119,50 @@ fn prepare(
             });
         }
     }
-    members
-        .iter()
-        .map(|m| {
-            if m.path.is_empty() {
-                return Err(SchedError::EmptyPath);
+    let mut paths = Paths {
+        idx: Vec::with_capacity(members.iter().map(|m| m.path.len()).sum()),
+        at: Vec::with_capacity(members.len() + 1),
+    };
+    paths.at.push(0);
+    for m in members {
+        if m.path.is_empty() {
+            return Err(SchedError::EmptyPath);
+        }
+        let start = paths.idx.len();
+        for l in &m.path {
+            let i = links
+                .iter()
+                .position(|v| v.link == *l)
+                .ok_or(SchedError::UnknownLink(*l))?;
+            if paths.idx.get(start..).is_some_and(|p| p.contains(&i)) {
+                return Err(SchedError::DuplicateLinkInPath(*l));
             }
-            let mut idx = Vec::with_capacity(m.path.len());
-            for l in &m.path {
-                let i = links
-                    .iter()
-                    .position(|v| v.link == *l)
-                    .ok_or(SchedError::UnknownLink(*l))?;
-                if idx.contains(&i) {
-                    return Err(SchedError::DuplicateLinkInPath(*l));
-                }
-                idx.push(i);
-            }
-            Ok(idx)
-        })
-        .collect()
+            paths.idx.push(i);
+        }
+        paths.at.push(paths.idx.len());
+    }
+    Ok(paths)
+}
+
+/// The members' links as indices into the group's link views, every path in one buffer:
+/// member i's are `idx[at[i]..at[i + 1]]`.
+struct Paths {
+    idx: Vec<usize>,
+    at: Vec<usize>,
+}
+
+impl Paths {
+    /// Member `i`'s links.
+    fn get(&self, i: usize) -> Option<&[usize]> {
+        self.idx.get(*self.at.get(i)?..*self.at.get(i + 1)?)
+    }
+
+    /// Every member's links, in member order.
+    fn iter(&self) -> impl Iterator<Item = &[usize]> {
+        self.at
+            .windows(2)
+            .map(|w| self.idx.get(w[0]..w[1]).unwrap_or(&[]))
+    }
 }
 
 /// Bytes link `available_bps` carries in a slot for `n` members (see the module docs).
@@ -162,7 +186,7 @@ fn mul_div(a: u64, b: u128, c: u128) -> u64 {
 }
 
 /// Per link: (D_l, n_l) over the members with bytes left in `rem`.
-fn demand(links: usize, idx: &[Vec<usize>], rem: &[u64]) -> (Vec<u128>, Vec<u64>) {
+fn demand(links: usize, idx: &Paths, rem: &[u64]) -> (Vec<u128>, Vec<u64>) {
     let mut d = vec![0u128; links];
     let mut n = vec![0u64; links];
     for (path, r) in idx.iter().zip(rem) {
@@ -184,7 +208,7 @@ fn demand(links: usize, idx: &[Vec<usize>], rem: &[u64]) -> (Vec<u128>, Vec<u64>
 fn fill_group(
     clock: &SlotClock,
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     rem: &[u64],
     from: usize,
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
@@ -298,7 +322,7 @@ fn assemble(
     start_slot: u64,
     members: &[FlowRequest],
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     bytes: Vec<Vec<u64>>,
     deltas: &[u64],
     outcomes: &[Outcome],
@@ -314,14 +338,20 @@ fn assemble(
         cost_fx,
     };
     for (i, (m, b)) in members.iter().zip(bytes).enumerate() {
-        let path = idx.get(i).map_or(&[][..], |p| p.as_slice());
+        let path = idx.get(i).unwrap_or(&[]);
         let view = member_view(start_slot, k, links, path);
         let scheduled = b.iter().fold(0u64, |a, x| a.saturating_add(*x));
         let plan = Plan {
             start_slot,
             rates_bps: b.iter().map(|x| clock.rate_bps_for_bytes(*x)).collect(),
             unscheduled_bytes: m.progress.remaining_bytes.saturating_sub(scheduled),
-            cost_fx: plan_cost_fx(&b, &prices(clock, &view)),
+            cost_fx: plan_cost_by(&b, |t| {
+                byte_price_fx(
+                    clock,
+                    view.load_bps.get(t).copied().unwrap_or(0),
+                    view.available_bps.get(t).copied().unwrap_or(0),
+                )
+            }),
             bytes: b,
         };
         let share = share_now(links, path, m.progress.remaining_bytes, &d);
@@ -339,7 +369,7 @@ fn assemble(
 fn with_first_slots(
     clock: &SlotClock,
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     members: &[FlowRequest],
     first: &[u64],
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
@@ -358,7 +388,7 @@ fn with_first_slots(
 }
 
 /// The checked group (its links per member) and its Alg. 1 plan from the current slot.
-type Initial = (Vec<Vec<usize>>, Vec<Vec<u64>>, u128);
+type Initial = (Paths, Vec<Vec<u64>>, u128);
 
 fn initial(
     clock: &SlotClock,
