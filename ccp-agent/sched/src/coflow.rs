@@ -123,6 +123,10 @@ fn prepare(
         idx: Vec::with_capacity(members.iter().map(|m| m.path.len()).sum()),
         at: Vec::with_capacity(members.len() + 1),
     };
+    // The views' links sorted (with their first place), to find each path link by binary search.
+    let mut sorted: Vec<(LinkId, usize)> =
+        links.iter().enumerate().map(|(i, v)| (v.link, i)).collect();
+    sorted.sort_unstable();
     paths.at.push(0);
     for m in members {
         if m.path.is_empty() {
@@ -130,9 +134,10 @@ fn prepare(
         }
         let start = paths.idx.len();
         for l in &m.path {
-            let i = links
-                .iter()
-                .position(|v| v.link == *l)
+            let i = sorted
+                .get(sorted.partition_point(|x| x.0 < *l))
+                .filter(|x| x.0 == *l)
+                .map(|x| x.1)
                 .ok_or(SchedError::UnknownLink(*l))?;
             if paths.idx.get(start..).is_some_and(|p| p.contains(&i)) {
                 return Err(SchedError::DuplicateLinkInPath(*l));

@@ -64,13 +64,17 @@ pub fn apply_reduction(
 
 /// The links of the members' paths, each once, in order of first appearance.
 fn group_links(members: &[FlowRequest]) -> Vec<LinkId> {
-    let mut links: Vec<LinkId> = Vec::new();
-    for l in members.iter().flat_map(|m| &m.path) {
-        if !links.contains(l) {
-            links.push(*l);
-        }
-    }
-    links
+    // (link, place of its first appearance), by sorting rather than a search per link.
+    let mut all: Vec<(LinkId, usize)> = members
+        .iter()
+        .flat_map(|m| &m.path)
+        .enumerate()
+        .map(|(i, l)| (*l, i))
+        .collect();
+    all.sort_unstable();
+    all.dedup_by_key(|x| x.0);
+    all.sort_unstable_by_key(|x| x.1);
+    all.into_iter().map(|x| x.0).collect()
 }
 
 fn publish_group(

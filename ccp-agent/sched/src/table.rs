@@ -555,22 +555,43 @@ impl LinkLoadTable {
         let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
-            let state = self.links.get(l).ok_or(SchedError::UnknownLink(*l))?;
-            let est = self.estimate_of(state);
-            let mut v = LinkView {
+            if !self.links.contains_key(l) {
+                return Err(SchedError::UnknownLink(*l));
+            }
+            out.push(LinkView {
                 link: *l,
                 load_bps: vec![0; k],
                 available_bps: vec![0; k],
-            };
-            // The excluded flows' load on this link per slot (their schedules start at or after
-            // the current slot, see `set_schedule` and `advance_to`), summed first in
-            // `available_bps`.
-            for e in own.iter().filter(|e| e.path.contains(l)) {
-                for (i, m) in v.available_bps.iter_mut().enumerate() {
-                    let slot = self.current_slot.saturating_add(i as u64);
-                    *m = m.saturating_add(e.schedule.rate_bps_at(slot));
+            });
+        }
+        // The excluded flows' load per link and slot (their schedules start at or after the
+        // current slot, see `set_schedule` and `advance_to`), summed first in `available_bps`:
+        // each flow's path is walked once, its links found in `links` by binary search.
+        if !own.is_empty() {
+            let mut at: Vec<(LinkId, usize)> =
+                links.iter().enumerate().map(|(i, l)| (*l, i)).collect();
+            at.sort_unstable();
+            for e in &own {
+                for l in &e.path {
+                    let lo = at.partition_point(|x| x.0 < *l);
+                    for &(x, i) in at.get(lo..).unwrap_or(&[]) {
+                        if x != *l {
+                            break;
+                        }
+                        let Some(v) = out.get_mut(i) else { continue };
+                        for (t, m) in v.available_bps.iter_mut().enumerate() {
+                            let slot = self.current_slot.saturating_add(t as u64);
+                            *m = m.saturating_add(e.schedule.rate_bps_at(slot));
+                        }
+                    }
                 }
             }
+        }
+        for v in &mut out {
+            let Some(state) = self.links.get(&v.link) else {
+                continue;
+            };
+            let est = self.estimate_of(state);
             for (i, (load, avail)) in v
                 .load_bps
                 .iter_mut()
@@ -582,7 +603,6 @@ impl LinkLoadTable {
                 *load = total.saturating_sub(*avail);
                 *avail = est.saturating_sub(*load);
             }
-            out.push(v);
         }
         Ok(out)
     }

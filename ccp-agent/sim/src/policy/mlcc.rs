@@ -592,7 +592,8 @@ impl Mlcc {
                     j,
                     flows.iter().map(|&f| {
                         let dep = match pred(f) {
-                            Some(p) if !flows.contains(&p) => Dependency::Ring {
+                            // `flows` is ascending.
+                            Some(p) if flows.binary_search(&p).is_err() => Dependency::Ring {
                                 predecessor_bytes: f_of(p).saturating_add(chunk),
                             },
                             _ => Dependency::Independent,
@@ -603,9 +604,9 @@ impl Mlcc {
                 let bound = |i: usize, g: &GroupDecision| -> u64 {
                     let f = flows[i];
                     let Some(p) = pred(f) else { return 0 };
-                    let pred_f = match flows.iter().position(|x| *x == p) {
-                        Some(k) => g.decisions[k].accumulated_bytes,
-                        None => f_of(p),
+                    let pred_f = match flows.binary_search(&p) {
+                        Ok(k) => g.decisions[k].accumulated_bytes,
+                        Err(_) => f_of(p),
                     };
                     excess_bytes(
                         g.decisions[i].accumulated_bytes,
@@ -628,7 +629,7 @@ impl Mlcc {
                 let g = self.plan_members(sim, j, &members[..n], &|_, _| 0);
                 let agg_f: Vec<u64> = pushes
                     .iter()
-                    .map(|f| match (&g, agg.iter().position(|x| x == f)) {
+                    .map(|f| match (&g, agg.binary_search(f).ok()) {
                         (Some(g), Some(i)) => g.decisions[i].accumulated_bytes,
                         _ => f_of(*f),
                     })
