@@ -62,6 +62,7 @@
 //! counted per member (its time over its member count): that
 //! is the paper's "scheduling computation latency" (Sec. VII-B, Fig. 15).
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use mlcc_sched::{
@@ -106,6 +107,10 @@ struct Member {
     /// Bytes and rates (bit/s; slot 0: the pacing rate given) per slot from the plan's slot.
     bytes: Vec<u64>,
     rates: Vec<u64>,
+    /// `rates[0]`, and the first offset at which `rates` changes (its length if never): read
+    /// at every slot boundary without touching `rates`.
+    rate0: u64,
+    change: usize,
 }
 
 /// Why a unit is re-planned at a slot boundary (plan reuse statistics).
@@ -169,11 +174,52 @@ fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
 struct UnitPlan {
     /// Slot it was planned in.
     slot0: u64,
+    /// The first offset from `slot0` (at least 1) at which a network member's plan stops
+    /// holding it ([`member_at`] other than `Runs`, or past its plan), and the offsets at which
+    /// a network member's planned rate changes (bit o; `None` for a horizon past 64 slots, then
+    /// the members' rates are compared): read at every slot boundary ([`Mlcc::needs_look`])
+    /// without touching the members' plans.
+    end_at: usize,
+    changes: Option<u64>,
     /// Link-change counter after its own schedules were published.
     seq: u64,
     /// Every member's plan completes within the horizon.
     complete: bool,
     members: Vec<Member>,
+}
+
+impl UnitPlan {
+    /// A plan of `members` made in `slot0`, with `end_at` and `changes` computed (flows inside
+    /// a server, by `internal`, left out).
+    fn new(
+        slot0: u64,
+        seq: u64,
+        complete: bool,
+        members: Vec<Member>,
+        internal: impl Fn(usize) -> bool,
+    ) -> UnitPlan {
+        let mut up = UnitPlan {
+            slot0,
+            end_at: usize::MAX,
+            changes: Some(0),
+            seq,
+            complete,
+            members,
+        };
+        for m in up.members.iter().filter(|m| !internal(m.f)) {
+            let len = m.rates.len();
+            let end = (1..len)
+                .find(|&o| member_at(&up, m, o) != At::Runs)
+                .unwrap_or(len);
+            up.end_at = up.end_at.min(end.max(1));
+            for o in 1..len {
+                if m.rates[o] != m.rates[o - 1] {
+                    up.changes = up.changes.and_then(|c| (o < 64).then(|| c | (1u64 << o)));
+                }
+            }
+        }
+        up
+    }
 }
 
 /// Plan-reuse state of a job.
@@ -208,6 +254,10 @@ pub struct Mlcc {
     seq: u64,
     /// Members of the unit being planned (scratch).
     unit_members: Vec<Member>,
+    /// Jobs placed plus jobs finished (the placements `Sim::link_jobs` reflects), and per job
+    /// whether another job crosses its network links, with that count plus one when known.
+    placements: u64,
+    shared: Vec<Cell<(u64, bool)>>,
     /// Members of forgotten plans, their buffers reused (at most [`MEMBER_POOL_MAX`]).
     member_pool: Vec<Member>,
     /// Requests of the group being planned (scratch; their path buffers reused).
@@ -271,6 +321,8 @@ impl Mlcc {
             link_seq: vec![0; sim_links.len()],
             seq: 0,
             unit_members: Vec::new(),
+            placements: 0,
+            shared: Vec::new(),
             member_pool: Vec::new(),
             req_buf: Vec::new(),
             before: Vec::new(),
@@ -426,6 +478,8 @@ impl Mlcc {
                     first: 1.0,
                     bytes: Vec::new(),
                     rates: Vec::new(),
+                    rate0: 0,
+                    change: 0,
                 });
                 m.f = f;
                 m.sent0 = sim.jobs[j].flows[f].sent;
@@ -437,6 +491,10 @@ impl Mlcc {
                 if let Some(r0) = m.rates.first_mut() {
                     *r0 = r;
                 }
+                m.rate0 = m.rates.first().copied().unwrap_or(0);
+                m.change = (1..m.rates.len())
+                    .find(|&o| m.rates[o] != m.rates[o - 1])
+                    .unwrap_or(m.rates.len());
                 self.unit_complete &= d.plan.is_complete();
                 self.unit_members.push(m);
             }
@@ -691,15 +749,25 @@ impl Mlcc {
     /// re-planned when its plan runs out).
     fn max_age_incomplete(&self, sim: &Sim, j: usize) -> u64 {
         let k = self.clock.horizon() as u64;
-        let shared = sim.jobs[j]
-            .flows
-            .iter()
-            .filter(|fl| fl.src != fl.dst)
-            .any(|fl| {
-                fl.path
+        // Cached per job until a job is placed or finishes (`Sim::link_jobs` changes only then).
+        let shared = match self.shared.get(j).map(Cell::get) {
+            Some((gen, shared)) if gen == self.placements + 1 => shared,
+            _ => {
+                let shared = sim.jobs[j]
+                    .flows
                     .iter()
-                    .any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j))
-            });
+                    .filter(|fl| fl.src != fl.dst)
+                    .any(|fl| {
+                        fl.path
+                            .iter()
+                            .any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j))
+                    });
+                if let Some(c) = self.shared.get(j) {
+                    c.set((self.placements + 1, shared));
+                }
+                shared
+            }
+        };
         if shared {
             (k / 2).max(1)
         } else {
@@ -726,14 +794,25 @@ impl Mlcc {
                 return true;
             }
             let o = (slot - up.slot0) as usize;
+            // A network member past its plan or whose plan stops holding it, or whose planned
+            // rate changes in `slot`.
+            if o >= up.end_at || up.changes.is_some_and(|c| o < 64 && (c >> o) & 1 == 1) {
+                return true;
+            }
             // Its network members (flows inside a server are not paced by the plan).
             for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
-                if fl.done || o >= m.rates.len() || member_at(up, m, o) != At::Runs {
+                if fl.done || (up.changes.is_none() && m.rates.get(o) != m.rates.get(o - 1)) {
                     return true;
                 }
-                let prev = m.rates[o - 1] as f64 / 8.0;
-                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1] {
+                // Its planned rate until now: `rate0` up to its first change.
+                let prev = if o - 1 < m.change {
+                    m.rate0
+                } else {
+                    m.rates.get(o - 1).copied().unwrap_or(0)
+                } as f64
+                    / 8.0;
+                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 {
                     return true;
                 }
                 if fl
@@ -962,12 +1041,9 @@ impl Mlcc {
         self.unit_first = 1.0;
         self.unit_plans += 1;
         let members = std::mem::take(&mut self.unit_members);
-        let plan = UnitPlan {
-            slot0: slot,
-            seq: self.seq,
-            complete: self.unit_complete,
-            members,
-        };
+        let plan = UnitPlan::new(slot, self.seq, self.unit_complete, members, |f| {
+            flow_is_internal(sim, j, f)
+        });
         if let Some(x) = self.plans[j].units.get_mut(u) {
             *x = Some(plan);
         }
@@ -1035,6 +1111,18 @@ impl Policy for Mlcc {
 
     fn is_sparse(&self) -> bool {
         !self.exact
+    }
+
+    fn on_job_start(&mut self, sim: &Sim, _job: usize) -> Vec<(usize, crate::sim::Align)> {
+        self.placements += 1;
+        if self.shared.len() < sim.jobs.len() {
+            self.shared.resize(sim.jobs.len(), Cell::new((0, false)));
+        }
+        Vec::new()
+    }
+
+    fn on_job_end(&mut self, _sim: &Sim, _job: usize) {
+        self.placements += 1;
     }
 
     /// At a slot boundary, the jobs holding a unit plan that cannot simply go on (see the module
@@ -1131,12 +1219,8 @@ impl Policy for Mlcc {
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
                         None => {
-                            self.plans[j].units[u] = Some(UnitPlan {
-                                slot0: slot,
-                                seq: self.seq,
-                                complete: true,
-                                members: Vec::new(),
-                            })
+                            self.plans[j].units[u] =
+                                Some(UnitPlan::new(slot, self.seq, true, Vec::new(), |_| false))
                         }
                     }
                 }
