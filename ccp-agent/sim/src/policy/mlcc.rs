@@ -43,9 +43,12 @@
 //!   step at a late slot start can move, bandwidth was freed on one of its network links in a
 //!   later slot by at least an MTU (another unit re-planned to less, or a flow left the table
 //!   with load still planned; at a slot boundary the new slot counts too), a member's plan
-//!   completes in the new slot (paced then at its MADD share) or has run out, or its plan does
-//!   not complete within the horizon and is half a horizon old while another job crosses its
-//!   links (its bytes past the horizon are not booked until it is re-planned). Otherwise it
+//!   has run out with the flow not done (`ran_out`), some network members' plans complete in
+//!   the new slot while others' run on (`completing`), or its plan does not complete within
+//!   the horizon and is half a horizon old while another job crosses its links (its bytes past
+//!   the horizon are not booked until it is re-planned). A member such an incomplete plan
+//!   holds at nothing (its links booked by others over the whole horizon) waits under that
+//!   rule like its partners, rather than being re-planned at every slot. Otherwise it
 //!   keeps the plan it published (still in the table, which only advanced) and each member
 //!   takes its plan's rate for the new slot: in the simulator the bandwidth is known, so a plan
 //!   that was feasible stays feasible and the flows carry what it says. A unit planned whole
@@ -57,6 +60,17 @@
 //!   Alg. 2's corrections for dependency deltas that moved while every flow kept to its plan,
 //!   and reactions to load added (not freed) on its links. The error against `exact` is
 //!   measured in RESULTS.md (and bounded on small clusters in `tests/approx.rs`).
+//! - Finishing without a re-plan (documented approximation, part of plan reuse): a unit that
+//!   may keep its plan and whose plan completes every network member in the new slot is not
+//!   re-planned; each member is paced at its group's MADD share of the slot's available
+//!   bandwidth, [`group_share_now_bps`] (the library's `share_now_bps` of the same group,
+//!   without planning), by the library's [`mlcc_sched::pacing_rate_bps`], as the group's
+//!   re-plan paces it when its bytes left fit in the slot. What the re-plan would do
+//!   differently: book the bytes actually left in the table rather than the plan's (they differ
+//!   by at most the progress slack), apply Alg. 2's raise and cut (every member completes in
+//!   the slot, so the group's dependencies are met but for that slack), and, if load was added
+//!   on its links since it was planned, move bytes to the next slot. Counted in the report as
+//!   `unit_plans_kept_finishing` (also in `unit_plans_kept`).
 //!
 //! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
 //! counted per member (its time over its member count): that
@@ -276,7 +290,7 @@ pub struct Mlcc {
     /// See `unit_plans`.
     pub unit_kept: u64,
     /// Kept unit-slots (counted in `unit_kept`) in which the plan completes every network
-    /// member, paced at its MADD share without a re-plan ([`Mlcc::pace_finishing`]).
+    /// member, paced at its MADD share without a re-plan (see the module documentation).
     pub finish_paced: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
     replan_reasons: [u64; 7],
