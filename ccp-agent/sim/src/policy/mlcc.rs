@@ -125,6 +125,8 @@ struct Member {
     /// at every slot boundary without touching `rates`.
     rate0: u64,
     change: usize,
+    /// The last offset with bytes planned (`None`: nothing planned).
+    last: Option<usize>,
 }
 
 /// Why a unit is re-planned at a slot boundary (plan reuse statistics).
@@ -174,7 +176,7 @@ enum At {
 
 /// Where member `m` of plan `up` stands at offset `o` from the plan's slot.
 fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
-    match m.bytes.iter().rposition(|b| *b > 0) {
+    match m.last {
         Some(last) if last > o => At::Runs,
         Some(last) if last == o => At::Finishes,
         Some(_) => At::Ended,
@@ -494,6 +496,7 @@ impl Mlcc {
                     rates: Vec::new(),
                     rate0: 0,
                     change: 0,
+                    last: None,
                 });
                 m.f = f;
                 m.sent0 = sim.jobs[j].flows[f].sent;
@@ -506,6 +509,7 @@ impl Mlcc {
                     *r0 = r;
                 }
                 m.rate0 = m.rates.first().copied().unwrap_or(0);
+                m.last = m.bytes.iter().rposition(|b| *b > 0);
                 m.change = (1..m.rates.len())
                     .find(|&o| m.rates[o] != m.rates[o - 1])
                     .unwrap_or(m.rates.len());
