@@ -337,9 +337,9 @@ fn assemble(
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
     let (d, _) = demand(links.len(), idx, &rem);
     let mut out = GroupDecision {
-        decisions: Vec::new(),
-        views: Vec::new(),
-        share_now_bps: Vec::new(),
+        decisions: Vec::with_capacity(members.len()),
+        views: Vec::with_capacity(members.len()),
+        share_now_bps: Vec::with_capacity(members.len()),
         cost_fx,
     };
     for (i, (m, b)) in members.iter().zip(bytes).enumerate() {

@@ -303,7 +303,9 @@ impl LinkLoadTable {
         self.flows.len()
     }
 
-    /// The stored schedule of `flow` (clipped to the horizon), if any.
+    /// The stored schedule of `flow`, if any: within the horizon, but it may still begin with
+    /// slots before the current one (they expire without being cut from every schedule at each
+    /// slot; read it with [`Schedule::rate_bps_at`]).
     pub fn flow_schedule(&self, flow: FlowId) -> Option<&Schedule> {
         self.flows.get(&flow).map(|e| &e.schedule)
     }
@@ -313,10 +315,20 @@ impl LinkLoadTable {
         self.flows.get(&flow).map(|e| e.path.as_slice())
     }
 
-    fn apply(links: &mut IdMap<LinkId, LinkState>, e: &FlowEntry, k: usize, add: bool) {
+    /// Adds (or takes off) `e`'s rates from slot `current` on along its path (its slots before
+    /// `current` have expired: their cells hold later slots now).
+    fn apply(
+        links: &mut IdMap<LinkId, LinkState>,
+        e: &FlowEntry,
+        k: usize,
+        current: u64,
+        add: bool,
+    ) {
+        let skip =
+            usize::try_from(current.saturating_sub(e.schedule.start_slot)).unwrap_or(usize::MAX);
         for l in &e.path {
             if let Some(state) = links.get_mut(l) {
-                for (i, r) in e.schedule.rates_bps.iter().enumerate() {
+                for (i, r) in e.schedule.rates_bps.iter().enumerate().skip(skip) {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
                     if let Some(cell) = state.load_cell(slot, k) {
                         *cell = if add {
@@ -346,7 +358,7 @@ impl LinkLoadTable {
         // The flow's old entry is taken off the links and its buffers reused for the new one.
         let entry = match self.flows.get_mut(&flow) {
             Some(old) => {
-                Self::apply(&mut self.links, old, k, false);
+                Self::apply(&mut self.links, old, k, self.current_slot, false);
                 old
             }
             None => self.flows.entry(flow).or_insert(FlowEntry {
@@ -367,7 +379,7 @@ impl LinkLoadTable {
             rates.pop();
         }
         entry.schedule.start_slot = first;
-        Self::apply(&mut self.links, entry, k, true);
+        Self::apply(&mut self.links, entry, k, self.current_slot, true);
         Ok(())
     }
 
@@ -417,18 +429,31 @@ impl LinkLoadTable {
         Ok(admitted)
     }
 
-    /// Takes `flow`'s schedule off the table and returns it.
+    /// Takes `flow`'s schedule off the table and returns it (from the current slot on).
     pub fn remove_flow(&mut self, flow: FlowId) -> Result<Schedule, SchedError> {
         let old = self
             .flows
             .remove(&flow)
             .ok_or(SchedError::UnknownFlow(flow))?;
-        Self::apply(&mut self.links, &old, self.clock.horizon(), false);
-        Ok(old.schedule)
+        Self::apply(
+            &mut self.links,
+            &old,
+            self.clock.horizon(),
+            self.current_slot,
+            false,
+        );
+        let mut s = old.schedule;
+        if s.start_slot < self.current_slot {
+            let cut = usize::try_from(self.current_slot - s.start_slot).unwrap_or(usize::MAX);
+            s.rates_bps.drain(..cut.min(s.rates_bps.len()));
+            s.start_slot = self.current_slot;
+        }
+        Ok(s)
     }
 
-    /// Moves the table to `slot`: the slots before it expire (their load is dropped, the
-    /// schedules are cut, and the flows with nothing left are forgotten). Refuses going back.
+    /// Moves the table to `slot`: the slots before it expire (their load is dropped, they no
+    /// longer count in the schedules, and the flows with nothing left are forgotten). Refuses
+    /// going back.
     pub fn advance_to(&mut self, slot: u64) -> Result<(), SchedError> {
         if slot < self.current_slot {
             return Err(SchedError::SlotInPast {
@@ -438,14 +463,12 @@ impl LinkLoadTable {
         }
         // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
         self.current_slot = slot;
+        // A schedule's expired slots stay until it is replaced or removed (`apply` skips them);
+        // a flow whose schedule has no slot left is forgotten (stored schedules never end in
+        // a zero rate, see `set_schedule`).
         self.flows.retain(|_, e| {
-            let s = &mut e.schedule;
-            if s.start_slot < slot {
-                let cut = usize::try_from(slot - s.start_slot).unwrap_or(usize::MAX);
-                s.rates_bps.drain(..cut.min(s.rates_bps.len()));
-                s.start_slot = slot;
-            }
-            !s.rates_bps.is_empty()
+            let s = &e.schedule;
+            s.start_slot.saturating_add(s.rates_bps.len() as u64) > slot
         });
         Ok(())
     }
@@ -745,6 +768,33 @@ mod tests {
                 current_slot: 1000
             })
         );
+    }
+
+    #[test]
+    fn expired_slots_of_a_kept_schedule_touch_no_later_slot() {
+        // K = 4: slots 100 and 101 share their cells with 104 and 105.
+        let mut t = table();
+        let (a, b) = (FlowId(1), FlowId(2));
+        t.set_schedule(a, &[LinkId(1)], &sched(100, &[1, 2, 3, 4]))
+            .unwrap();
+        t.advance_to(102).unwrap();
+        // a still starts at 100; its slots 102 and 103 count.
+        assert_eq!(t.flow_schedule(a).unwrap().rate_bps_at(102), 3);
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![3, 4, 0, 0]);
+        t.set_schedule(b, &[LinkId(1)], &sched(102, &[0, 0, 7, 7]))
+            .unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![3, 4, 7, 7]);
+        // Replacing or removing a takes off only its live slots.
+        t.set_schedule(a, &[LinkId(1)], &sched(102, &[9])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![9, 0, 7, 7]);
+        t.set_schedule(a, &[LinkId(1)], &sched(102, &[1, 2, 3]))
+            .unwrap();
+        t.advance_to(103).unwrap();
+        assert_eq!(t.remove_flow(a).unwrap(), sched(103, &[2, 3]));
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0, 7, 7, 0]);
+        // A schedule with nothing left is forgotten.
+        t.advance_to(106).unwrap();
+        assert_eq!(t.flow_count(), 0);
     }
 
     #[test]

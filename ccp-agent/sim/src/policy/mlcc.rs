@@ -274,8 +274,10 @@ pub struct Mlcc {
     /// whether another job crosses its network links, with that count plus one when known.
     placements: u64,
     shared: Vec<Cell<(u64, bool)>>,
-    /// Members of forgotten plans, their buffers reused (at most [`MEMBER_POOL_MAX`]).
+    /// Members of forgotten plans, and the emptied lists that held them, their buffers reused
+    /// (at most [`MEMBER_POOL_MAX`] of each).
     member_pool: Vec<Member>,
+    member_vecs: Vec<Vec<Member>>,
     /// Requests of the group being planned (scratch; their path buffers reused).
     req_buf: Vec<FlowRequest>,
     /// The schedules of the group being planned before it (scratch of `plan_members`): per
@@ -340,6 +342,7 @@ impl Mlcc {
             placements: 0,
             shared: Vec::new(),
             member_pool: Vec::new(),
+            member_vecs: Vec::new(),
             req_buf: Vec::new(),
             before: Vec::new(),
             before_rates: Vec::new(),
@@ -470,8 +473,12 @@ impl Mlcc {
     /// buffers are reused by [`Mlcc::record`]) and forgets the plan.
     fn recycle(&mut self, j: usize, u: usize) {
         if let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) {
+            let mut members = up.members;
             if self.member_pool.len() < MEMBER_POOL_MAX {
-                self.member_pool.extend(up.members);
+                self.member_pool.append(&mut members);
+                if self.member_vecs.len() < MEMBER_POOL_MAX {
+                    self.member_vecs.push(members);
+                }
             }
         }
     }
@@ -1052,6 +1059,7 @@ impl Mlcc {
         first: f64,
     ) {
         self.recycle(j, u);
+        self.unit_members = self.member_vecs.pop().unwrap_or_default();
         self.unit_members.clear();
         self.unit_complete = true;
         self.unit_first = first;
