@@ -70,7 +70,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dependency::{finish, Decision, Outcome};
 use crate::error::SchedError;
-use crate::greedy::{byte_price_fx, fill_slots, plan_cost_fx, prices, Plan};
+use crate::greedy::{byte_price_fx, fill_slots, plan_cost_by, plan_cost_fx, Plan};
 use crate::planner::FlowRequest;
 use crate::slot::SlotClock;
 use crate::table::{LinkId, LinkView, PathView};
@@ -101,7 +101,7 @@ fn prepare(
     clock: &SlotClock,
     members: &[FlowRequest],
     links: &[LinkView],
-) -> Result<Vec<Vec<usize>>, SchedError> {
+) -> Result<Paths, SchedError> {
     let k = clock.horizon();
     for v in links {
         if v.load_bps.len() != k {
@@ -119,26 +119,55 @@ fn prepare(
             });
         }
     }
-    members
-        .iter()
-        .map(|m| {
-            if m.path.is_empty() {
-                return Err(SchedError::EmptyPath);
+    let mut paths = Paths {
+        idx: Vec::with_capacity(members.iter().map(|m| m.path.len()).sum()),
+        at: Vec::with_capacity(members.len() + 1),
+    };
+    // The views' links sorted (with their first place), to find each path link by binary search.
+    let mut sorted: Vec<(LinkId, usize)> =
+        links.iter().enumerate().map(|(i, v)| (v.link, i)).collect();
+    sorted.sort_unstable();
+    paths.at.push(0);
+    for m in members {
+        if m.path.is_empty() {
+            return Err(SchedError::EmptyPath);
+        }
+        let start = paths.idx.len();
+        for l in &m.path {
+            let i = sorted
+                .get(sorted.partition_point(|x| x.0 < *l))
+                .filter(|x| x.0 == *l)
+                .map(|x| x.1)
+                .ok_or(SchedError::UnknownLink(*l))?;
+            if paths.idx.get(start..).is_some_and(|p| p.contains(&i)) {
+                return Err(SchedError::DuplicateLinkInPath(*l));
             }
-            let mut idx = Vec::with_capacity(m.path.len());
-            for l in &m.path {
-                let i = links
-                    .iter()
-                    .position(|v| v.link == *l)
-                    .ok_or(SchedError::UnknownLink(*l))?;
-                if idx.contains(&i) {
-                    return Err(SchedError::DuplicateLinkInPath(*l));
-                }
-                idx.push(i);
-            }
-            Ok(idx)
-        })
-        .collect()
+            paths.idx.push(i);
+        }
+        paths.at.push(paths.idx.len());
+    }
+    Ok(paths)
+}
+
+/// The members' links as indices into the group's link views, every path in one buffer:
+/// member i's are `idx[at[i]..at[i + 1]]`.
+struct Paths {
+    idx: Vec<usize>,
+    at: Vec<usize>,
+}
+
+impl Paths {
+    /// Member `i`'s links.
+    fn get(&self, i: usize) -> Option<&[usize]> {
+        self.idx.get(*self.at.get(i)?..*self.at.get(i + 1)?)
+    }
+
+    /// Every member's links, in member order.
+    fn iter(&self) -> impl Iterator<Item = &[usize]> {
+        self.at
+            .windows(2)
+            .map(|w| self.idx.get(w[0]..w[1]).unwrap_or(&[]))
+    }
 }
 
 /// Bytes link `available_bps` carries in a slot for `n` members (see the module docs).
@@ -151,11 +180,18 @@ fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
 
 /// `a · b / c` in `u128`, saturated to `u64` (`c > 0`).
 fn mul_div(a: u64, b: u128, c: u128) -> u64 {
+    // In 64 bits when the operands and the product fit: the same quotient without a 128-bit
+    // division.
+    if let (Ok(b), Ok(c)) = (u64::try_from(b), u64::try_from(c)) {
+        if let Some(p) = a.checked_mul(b) {
+            return p / c.max(1);
+        }
+    }
     u64::try_from(u128::from(a).saturating_mul(b) / c.max(1)).unwrap_or(u64::MAX)
 }
 
 /// Per link: (D_l, n_l) over the members with bytes left in `rem`.
-fn demand(links: usize, idx: &[Vec<usize>], rem: &[u64]) -> (Vec<u128>, Vec<u64>) {
+fn demand(links: usize, idx: &Paths, rem: &[u64]) -> (Vec<u128>, Vec<u64>) {
     let mut d = vec![0u128; links];
     let mut n = vec![0u64; links];
     for (path, r) in idx.iter().zip(rem) {
@@ -177,7 +213,7 @@ fn demand(links: usize, idx: &[Vec<usize>], rem: &[u64]) -> (Vec<u128>, Vec<u64>
 fn fill_group(
     clock: &SlotClock,
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     rem: &[u64],
     from: usize,
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
@@ -250,6 +286,40 @@ fn member_view(start_slot: u64, k: usize, links: &[LinkView], path: &[usize]) ->
     v
 }
 
+/// A member's MADD share of the current slot: the least over its links (`path`, indices into
+/// `links`) of a_l(0) · G_i / D_l (`d`: D_l per link, see [`demand`]).
+fn share_now(links: &[LinkView], path: &[usize], remaining_bytes: u64, d: &[u128]) -> u64 {
+    path.iter()
+        .filter_map(|l| {
+            let a = links.get(*l)?.available_bps.first().copied().unwrap_or(0);
+            Some(mul_div(a, u128::from(remaining_bytes), *d.get(*l)?))
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// Per member of a group, its MADD share of the current slot's available bandwidth, bit/s, as
+/// [`GroupDecision::share_now_bps`] gives it, without planning: the least over its links of
+/// a_l(0) · G_i / D_l, `links` being the views of the members' links with the group's own
+/// schedules excluded (Varys's MADD, SIGCOMM'14 Sec. 5.1; paced at by
+/// [`crate::Decision::pacing_rate_bps`] when a plan completes a member in the current slot,
+/// Alg. 1's "largest feasible rate", mlcc paper Sec. IV-B). Same refusals as
+/// [`group_schedule`] except the overflow of the group's bytes.
+pub fn group_share_now_bps(
+    clock: &SlotClock,
+    members: &[FlowRequest],
+    links: &[LinkView],
+) -> Result<Vec<u64>, SchedError> {
+    let idx = prepare(clock, members, links)?;
+    let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
+    let (d, _) = demand(links.len(), &idx, &rem);
+    Ok(idx
+        .iter()
+        .zip(&rem)
+        .map(|(path, r)| share_now(links, path, *r, &d))
+        .collect())
+}
+
 /// Builds the members' decisions from their per-slot bytes.
 #[allow(clippy::too_many_arguments)]
 fn assemble(
@@ -257,7 +327,7 @@ fn assemble(
     start_slot: u64,
     members: &[FlowRequest],
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     bytes: Vec<Vec<u64>>,
     deltas: &[u64],
     outcomes: &[Outcome],
@@ -267,34 +337,29 @@ fn assemble(
     let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
     let (d, _) = demand(links.len(), idx, &rem);
     let mut out = GroupDecision {
-        decisions: Vec::new(),
-        views: Vec::new(),
-        share_now_bps: Vec::new(),
+        decisions: Vec::with_capacity(members.len()),
+        views: Vec::with_capacity(members.len()),
+        share_now_bps: Vec::with_capacity(members.len()),
         cost_fx,
     };
     for (i, (m, b)) in members.iter().zip(bytes).enumerate() {
-        let path = idx.get(i).map_or(&[][..], |p| p.as_slice());
+        let path = idx.get(i).unwrap_or(&[]);
         let view = member_view(start_slot, k, links, path);
         let scheduled = b.iter().fold(0u64, |a, x| a.saturating_add(*x));
         let plan = Plan {
             start_slot,
             rates_bps: b.iter().map(|x| clock.rate_bps_for_bytes(*x)).collect(),
             unscheduled_bytes: m.progress.remaining_bytes.saturating_sub(scheduled),
-            cost_fx: plan_cost_fx(&b, &prices(clock, &view)),
+            cost_fx: plan_cost_by(&b, |t| {
+                byte_price_fx(
+                    clock,
+                    view.load_bps.get(t).copied().unwrap_or(0),
+                    view.available_bps.get(t).copied().unwrap_or(0),
+                )
+            }),
             bytes: b,
         };
-        let share = path
-            .iter()
-            .filter_map(|l| {
-                let a = links.get(*l)?.available_bps.first().copied().unwrap_or(0);
-                Some(mul_div(
-                    a,
-                    u128::from(m.progress.remaining_bytes),
-                    *d.get(*l)?,
-                ))
-            })
-            .min()
-            .unwrap_or(0);
+        let share = share_now(links, path, m.progress.remaining_bytes, &d);
         let delta = deltas.get(i).copied().unwrap_or(0);
         let outcome = outcomes.get(i).copied().unwrap_or(Outcome::Initial);
         out.decisions
@@ -309,7 +374,7 @@ fn assemble(
 fn with_first_slots(
     clock: &SlotClock,
     links: &[LinkView],
-    idx: &[Vec<usize>],
+    idx: &Paths,
     members: &[FlowRequest],
     first: &[u64],
 ) -> Result<(Vec<Vec<u64>>, u128), SchedError> {
@@ -328,7 +393,7 @@ fn with_first_slots(
 }
 
 /// The checked group (its links per member) and its Alg. 1 plan from the current slot.
-type Initial = (Vec<Vec<usize>>, Vec<Vec<u64>>, u128);
+type Initial = (Paths, Vec<Vec<u64>>, u128);
 
 fn initial(
     clock: &SlotClock,
@@ -631,6 +696,18 @@ mod tests {
         assert_eq!(d.decisions[1].plan.bytes, d.decisions[0].plan.bytes);
         assert_eq!(d.decisions[0].plan.last_busy_offset(), Some(3));
         assert_eq!(d.share_now_bps, vec![10, 10]);
+        // The same shares without planning.
+        assert_eq!(
+            group_share_now_bps(&clock(4), &g, &links).unwrap(),
+            d.share_now_bps
+        );
+        let uneven = [member(1, &[1, 9], 10), member(2, &[2, 9], 30)];
+        let e = decide_group(&clock(4), 7, &uneven, &links).unwrap();
+        assert_eq!(e.share_now_bps, vec![5, 15]);
+        assert_eq!(
+            group_share_now_bps(&clock(4), &uneven, &links).unwrap(),
+            e.share_now_bps
+        );
         assert!(d
             .decisions
             .iter()

@@ -177,12 +177,30 @@ impl Decision {
     /// Workloads in Data Centers", Sec. IV-B), so they are not stretched to the slot's end. The
     /// flow still sends no more than planned: what it has left is the slot's bytes.
     pub fn pacing_rate_bps(&self, remaining_bytes: u64, available_now_bps: u64) -> u64 {
-        let now = self.plan.bytes.first().copied().unwrap_or(0);
-        if now == 0 || now < remaining_bytes {
-            self.rate_bps
-        } else {
-            available_now_bps.max(self.rate_bps)
-        }
+        pacing_rate_bps(
+            self.plan.bytes.first().copied().unwrap_or(0),
+            self.rate_bps,
+            remaining_bytes,
+            available_now_bps,
+        )
+    }
+}
+
+/// The rule of [`Decision::pacing_rate_bps`] on its parts: a flow with `planned_now_bytes`
+/// planned in the current slot at `planned_rate_bps` (the least rate carrying them) and
+/// `remaining_bytes` left is paced at `planned_rate_bps`, or, when the slot's bytes complete it,
+/// at the largest feasible rate `available_now_bps` (never below `planned_rate_bps`), bit/s
+/// (mlcc paper, Sec. IV-B: Alg. 1 fills slots "with the largest feasible rate").
+pub fn pacing_rate_bps(
+    planned_now_bytes: u64,
+    planned_rate_bps: u64,
+    remaining_bytes: u64,
+    available_now_bps: u64,
+) -> u64 {
+    if planned_now_bytes == 0 || planned_now_bytes < remaining_bytes {
+        planned_rate_bps
+    } else {
+        available_now_bps.max(planned_rate_bps)
     }
 }
 

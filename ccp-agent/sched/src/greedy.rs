@@ -45,27 +45,39 @@ pub const COST_ONE_SLOT_FX: u128 = 1 << 48;
 /// `available_bps`, in [`COST_ONE_SLOT_FX`] units: `(load / ref) / bytes_in_slot(ref)` with
 /// `ref = load + available`; 0 when `ref` carries no byte.
 pub fn byte_price_fx(clock: &SlotClock, load_bps: u64, available_bps: u64) -> u128 {
+    if load_bps == 0 {
+        return 0;
+    }
     let reference = u128::from(load_bps) + u128::from(available_bps);
     let ref_bytes = u128::from(clock.bytes_in_slot(u64::try_from(reference).unwrap_or(u64::MAX)));
     if ref_bytes == 0 {
         return 0;
     }
-    // load <= reference, so the quotient is at most COST_ONE_SLOT_FX.
-    u128::from(load_bps) * COST_ONE_SLOT_FX / reference / ref_bytes
+    // load <= reference, so the quotient is at most COST_ONE_SLOT_FX. One division by the
+    // product, when it fits, is the two divisions: ⌊⌊a / b⌋ / c⌋ = ⌊a / (b·c)⌋.
+    match reference.checked_mul(ref_bytes) {
+        Some(d) => u128::from(load_bps) * COST_ONE_SLOT_FX / d,
+        None => u128::from(load_bps) * COST_ONE_SLOT_FX / reference / ref_bytes,
+    }
 }
 
 /// The cost of placing `bytes[i]` in slot offset `i` at the per-byte `prices_fx[i]`: the slots
 /// up to the last busy one, plus the bytes times their prices, in [`COST_ONE_SLOT_FX`] units.
 pub fn plan_cost_fx(bytes: &[u64], prices_fx: &[u128]) -> u128 {
+    plan_cost_by(bytes, |i| prices_fx.get(i).copied().unwrap_or(0))
+}
+
+/// [`plan_cost_fx`] with the price of slot offset `i` given by `price_fx(i)` (no price list).
+pub(crate) fn plan_cost_by(bytes: &[u64], price_fx: impl Fn(usize) -> u128) -> u128 {
     let slots = bytes
         .iter()
         .rposition(|b| *b > 0)
         .map_or(0, |i| i as u128 + 1);
     bytes
         .iter()
-        .zip(prices_fx)
-        .fold(slots * COST_ONE_SLOT_FX, |c, (b, p)| {
-            c.saturating_add(u128::from(*b).saturating_mul(*p))
+        .enumerate()
+        .fold(slots * COST_ONE_SLOT_FX, |c, (i, b)| {
+            c.saturating_add(u128::from(*b).saturating_mul(price_fx(i)))
         })
 }
 

@@ -64,13 +64,17 @@ pub fn apply_reduction(
 
 /// The links of the members' paths, each once, in order of first appearance.
 fn group_links(members: &[FlowRequest]) -> Vec<LinkId> {
-    let mut links: Vec<LinkId> = Vec::new();
-    for l in members.iter().flat_map(|m| &m.path) {
-        if !links.contains(l) {
-            links.push(*l);
-        }
-    }
-    links
+    // (link, place of its first appearance), by sorting rather than a search per link.
+    let mut all: Vec<(LinkId, usize)> = members
+        .iter()
+        .flat_map(|m| &m.path)
+        .enumerate()
+        .map(|(i, l)| (*l, i))
+        .collect();
+    all.sort_unstable();
+    all.dedup_by_key(|x| x.0);
+    all.sort_unstable_by_key(|x| x.1);
+    all.into_iter().map(|x| x.0).collect()
 }
 
 fn publish_group(
@@ -120,6 +124,19 @@ pub fn apply_group_reduction(
     )?;
     publish_group(table, members, &g)?;
     Ok(g)
+}
+
+/// Per member of a group, its MADD share of the current slot's available bandwidth against
+/// `table` (the group's own stored schedules excluded), bit/s: what [`plan_group`] would give
+/// as [`GroupDecision::share_now_bps`] for the same members, without planning and without
+/// changing the table ([`crate::coflow::group_share_now_bps`]). Refuses a bad path.
+pub fn group_share_now_bps(
+    table: &LinkLoadTable,
+    members: &[FlowRequest],
+) -> Result<Vec<u64>, SchedError> {
+    let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
+    let views = table.link_views(&group_links(members), &exclude)?;
+    crate::coflow::group_share_now_bps(table.clock(), members, &views)
 }
 
 /// The SEBF key of a group over `table`: [`effective_bottleneck_us`] at the links' capacities.

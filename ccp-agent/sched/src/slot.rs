@@ -112,6 +112,11 @@ impl SlotClock {
 
     /// Bytes a flow sends in one slot at `rate_bps`, rounded down (saturates at `u64::MAX`).
     pub fn bytes_in_slot(&self, rate_bps: u64) -> u64 {
+        // In 64 bits whenever the product fits (every rate below 2^64 / slot_us): the same
+        // quotient without a 128-bit division.
+        if let Some(p) = rate_bps.checked_mul(self.slot_us) {
+            return p / BITS_US as u64;
+        }
         let b = u128::from(rate_bps) * u128::from(self.slot_us) / BITS_US;
         u64::try_from(b).unwrap_or(u64::MAX)
     }
@@ -119,6 +124,10 @@ impl SlotClock {
     /// The least rate that sends `bytes` in one slot, rounded up (saturates at `u64::MAX`).
     /// For every `r`, `bytes <= bytes_in_slot(r)` implies `rate_bps_for_bytes(bytes) <= r`.
     pub fn rate_bps_for_bytes(&self, bytes: u64) -> u64 {
+        // In 64 bits whenever the product fits: the same quotient without a 128-bit division.
+        if let Some(num) = bytes.checked_mul(BITS_US as u64) {
+            return num.div_ceil(self.slot_us);
+        }
         let num = u128::from(bytes) * BITS_US;
         let den = u128::from(self.slot_us);
         u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX)

@@ -26,6 +26,7 @@
 //! the flows that update their schedule through it) reports each flow once per slot.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -122,11 +123,47 @@ pub struct TableSnapshot {
     pub links: Vec<LinkRow>,
 }
 
+/// Hasher of the table's keys ([`LinkId`], [`FlowId`]: integers the caller numbers), in place
+/// of the standard library's SipHash, which is built to resist keys chosen against it: no
+/// outside party picks these ids, and the table looks them up several times per flow planned.
+/// A multiplicative hash (Fibonacci hashing, Knuth TAOCP vol. 3, 6.4) with the high bits
+/// folded down, since the hash map takes its bucket from the low bits.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^ (h >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A hash map keyed by table ids.
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
 #[derive(Clone, Debug)]
 struct LinkState {
     capacity_bps: u64,
-    /// Load per slot, slot `s` at index `s % horizon`, valid for the horizon from the current slot.
+    /// Load per slot, slot `s` at index `s % horizon` when `load_slot` there is `s` (else the
+    /// cell holds an expired slot and the load in `s` is 0): slots expire without a pass over
+    /// every link.
     load_bps: Vec<u64>,
+    /// The slot each cell of `load_bps` holds.
+    load_slot: Vec<u64>,
     /// Samples, slot `s` at index `s % RATE_WINDOW_SLOTS`.
     samples: [Option<RateSample>; RATE_WINDOW_SLOTS],
 }
@@ -145,8 +182,8 @@ struct FlowEntry {
 pub struct LinkLoadTable {
     clock: SlotClock,
     current_slot: u64,
-    links: HashMap<LinkId, LinkState>,
-    flows: HashMap<FlowId, FlowEntry>,
+    links: IdMap<LinkId, LinkState>,
+    flows: IdMap<FlowId, FlowEntry>,
 }
 
 fn ring_index(slot: u64, len: usize) -> usize {
@@ -154,8 +191,33 @@ fn ring_index(slot: u64, len: usize) -> usize {
     (slot % len as u64) as usize
 }
 
+impl LinkState {
+    /// The load in `slot`, one of the `k` slots of the horizon, bit/s.
+    fn load_at(&self, slot: u64, k: usize) -> u64 {
+        let i = ring_index(slot, k);
+        match (self.load_bps.get(i), self.load_slot.get(i)) {
+            (Some(v), Some(s)) if *s == slot => *v,
+            _ => 0,
+        }
+    }
+
+    /// The cell of `slot`, one of the `k` slots of the horizon (emptied first if it held an
+    /// expired slot).
+    fn load_cell(&mut self, slot: u64, k: usize) -> Option<&mut u64> {
+        let i = ring_index(slot, k);
+        let (Some(v), Some(s)) = (self.load_bps.get_mut(i), self.load_slot.get_mut(i)) else {
+            return None;
+        };
+        if *s != slot {
+            *s = slot;
+            *v = 0;
+        }
+        Some(v)
+    }
+}
+
 /// Checks that `path` is non-empty, has no link twice and only links of `links`.
-fn check_path(links: &HashMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
+fn check_path(links: &IdMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
     if path.is_empty() {
         return Err(SchedError::EmptyPath);
     }
@@ -176,8 +238,8 @@ impl LinkLoadTable {
         LinkLoadTable {
             clock,
             current_slot,
-            links: HashMap::new(),
-            flows: HashMap::new(),
+            links: IdMap::default(),
+            flows: IdMap::default(),
         }
     }
 
@@ -203,6 +265,7 @@ impl LinkLoadTable {
             .or_insert_with(|| LinkState {
                 capacity_bps,
                 load_bps: vec![0; k],
+                load_slot: vec![u64::MAX; k],
                 samples: [None; RATE_WINDOW_SLOTS],
             });
         Ok(())
@@ -240,7 +303,9 @@ impl LinkLoadTable {
         self.flows.len()
     }
 
-    /// The stored schedule of `flow` (clipped to the horizon), if any.
+    /// The stored schedule of `flow`, if any: within the horizon, but it may still begin with
+    /// slots before the current one (they expire without being cut from every schedule at each
+    /// slot; read it with [`Schedule::rate_bps_at`]).
     pub fn flow_schedule(&self, flow: FlowId) -> Option<&Schedule> {
         self.flows.get(&flow).map(|e| &e.schedule)
     }
@@ -250,12 +315,22 @@ impl LinkLoadTable {
         self.flows.get(&flow).map(|e| e.path.as_slice())
     }
 
-    fn apply(links: &mut HashMap<LinkId, LinkState>, e: &FlowEntry, k: usize, add: bool) {
+    /// Adds (or takes off) `e`'s rates from slot `current` on along its path (its slots before
+    /// `current` have expired: their cells hold later slots now).
+    fn apply(
+        links: &mut IdMap<LinkId, LinkState>,
+        e: &FlowEntry,
+        k: usize,
+        current: u64,
+        add: bool,
+    ) {
+        let skip =
+            usize::try_from(current.saturating_sub(e.schedule.start_slot)).unwrap_or(usize::MAX);
         for l in &e.path {
             if let Some(state) = links.get_mut(l) {
-                for (i, r) in e.schedule.rates_bps.iter().enumerate() {
+                for (i, r) in e.schedule.rates_bps.iter().enumerate().skip(skip) {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
-                    if let Some(cell) = state.load_bps.get_mut(ring_index(slot, k)) {
+                    if let Some(cell) = state.load_cell(slot, k) {
                         *cell = if add {
                             cell.saturating_add(*r)
                         } else {
@@ -280,7 +355,21 @@ impl LinkLoadTable {
         let k = self.clock.horizon();
         let end = self.current_slot.saturating_add(k as u64);
         let first = schedule.start_slot.max(self.current_slot);
-        let mut rates = Vec::with_capacity(k);
+        // The flow's old entry is taken off the links and its buffers reused for the new one.
+        let entry = match self.flows.get_mut(&flow) {
+            Some(old) => {
+                Self::apply(&mut self.links, old, k, self.current_slot, false);
+                old
+            }
+            None => self.flows.entry(flow).or_insert(FlowEntry {
+                path: Vec::new(),
+                schedule: Schedule::default(),
+            }),
+        };
+        entry.path.clear();
+        entry.path.extend_from_slice(path);
+        let rates = &mut entry.schedule.rates_bps;
+        rates.clear();
         let mut slot = first;
         while slot < end {
             rates.push(schedule.rate_bps_at(slot));
@@ -289,18 +378,8 @@ impl LinkLoadTable {
         while rates.last() == Some(&0) {
             rates.pop();
         }
-        let entry = FlowEntry {
-            path: path.to_vec(),
-            schedule: Schedule {
-                start_slot: first,
-                rates_bps: rates,
-            },
-        };
-        if let Some(old) = self.flows.remove(&flow) {
-            Self::apply(&mut self.links, &old, k, false);
-        }
-        Self::apply(&mut self.links, &entry, k, true);
-        self.flows.insert(flow, entry);
+        entry.schedule.start_slot = first;
+        Self::apply(&mut self.links, entry, k, self.current_slot, true);
         Ok(())
     }
 
@@ -350,18 +429,31 @@ impl LinkLoadTable {
         Ok(admitted)
     }
 
-    /// Takes `flow`'s schedule off the table and returns it.
+    /// Takes `flow`'s schedule off the table and returns it (from the current slot on).
     pub fn remove_flow(&mut self, flow: FlowId) -> Result<Schedule, SchedError> {
         let old = self
             .flows
             .remove(&flow)
             .ok_or(SchedError::UnknownFlow(flow))?;
-        Self::apply(&mut self.links, &old, self.clock.horizon(), false);
-        Ok(old.schedule)
+        Self::apply(
+            &mut self.links,
+            &old,
+            self.clock.horizon(),
+            self.current_slot,
+            false,
+        );
+        let mut s = old.schedule;
+        if s.start_slot < self.current_slot {
+            let cut = usize::try_from(self.current_slot - s.start_slot).unwrap_or(usize::MAX);
+            s.rates_bps.drain(..cut.min(s.rates_bps.len()));
+            s.start_slot = self.current_slot;
+        }
+        Ok(s)
     }
 
-    /// Moves the table to `slot`: the slots before it expire (their load is dropped, the
-    /// schedules are cut, and the flows with nothing left are forgotten). Refuses going back.
+    /// Moves the table to `slot`: the slots before it expire (their load is dropped, they no
+    /// longer count in the schedules, and the flows with nothing left are forgotten). Refuses
+    /// going back.
     pub fn advance_to(&mut self, slot: u64) -> Result<(), SchedError> {
         if slot < self.current_slot {
             return Err(SchedError::SlotInPast {
@@ -369,24 +461,14 @@ impl LinkLoadTable {
                 current_slot: self.current_slot,
             });
         }
-        let k = self.clock.horizon();
-        let expired = (slot - self.current_slot).min(k as u64);
-        for state in self.links.values_mut() {
-            for s in self.current_slot..self.current_slot.saturating_add(expired) {
-                if let Some(cell) = state.load_bps.get_mut(ring_index(s, k)) {
-                    *cell = 0;
-                }
-            }
-        }
+        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
         self.current_slot = slot;
+        // A schedule's expired slots stay until it is replaced or removed (`apply` skips them);
+        // a flow whose schedule has no slot left is forgotten (stored schedules never end in
+        // a zero rate, see `set_schedule`).
         self.flows.retain(|_, e| {
-            let s = &mut e.schedule;
-            if s.start_slot < slot {
-                let cut = usize::try_from(slot - s.start_slot).unwrap_or(usize::MAX);
-                s.rates_bps.drain(..cut.min(s.rates_bps.len()));
-                s.start_slot = slot;
-            }
-            !s.rates_bps.is_empty()
+            let s = &e.schedule;
+            s.start_slot.saturating_add(s.rates_bps.len() as u64) > slot
         });
         Ok(())
     }
@@ -398,7 +480,7 @@ impl LinkLoadTable {
         Ok((0..k as u64)
             .map(|i| {
                 let s = self.current_slot.saturating_add(i);
-                state.load_bps.get(ring_index(s, k)).copied().unwrap_or(0)
+                state.load_at(s, k)
             })
             .collect())
     }
@@ -496,39 +578,54 @@ impl LinkLoadTable {
         let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
-            let state = self.links.get(l).ok_or(SchedError::UnknownLink(*l))?;
-            let est = self.estimate_of(state);
-            let mut v = LinkView {
+            if !self.links.contains_key(l) {
+                return Err(SchedError::UnknownLink(*l));
+            }
+            out.push(LinkView {
                 link: *l,
                 load_bps: vec![0; k],
                 available_bps: vec![0; k],
-            };
-            // The excluded flows' load on this link per slot (their schedules start at or after
-            // the current slot, see `set_schedule` and `advance_to`).
-            let mut mine = vec![0u64; k];
-            for e in own.iter().filter(|e| e.path.contains(l)) {
-                for (i, m) in mine.iter_mut().enumerate() {
-                    let slot = self.current_slot.saturating_add(i as u64);
-                    *m = m.saturating_add(e.schedule.rate_bps_at(slot));
+            });
+        }
+        // The excluded flows' load per link and slot (their schedules start at or after the
+        // current slot, see `set_schedule` and `advance_to`), summed first in `available_bps`:
+        // each flow's path is walked once, its links found in `links` by binary search.
+        if !own.is_empty() {
+            let mut at: Vec<(LinkId, usize)> =
+                links.iter().enumerate().map(|(i, l)| (*l, i)).collect();
+            at.sort_unstable();
+            for e in &own {
+                for l in &e.path {
+                    let lo = at.partition_point(|x| x.0 < *l);
+                    for &(x, i) in at.get(lo..).unwrap_or(&[]) {
+                        if x != *l {
+                            break;
+                        }
+                        let Some(v) = out.get_mut(i) else { continue };
+                        for (t, m) in v.available_bps.iter_mut().enumerate() {
+                            let slot = self.current_slot.saturating_add(t as u64);
+                            *m = m.saturating_add(e.schedule.rate_bps_at(slot));
+                        }
+                    }
                 }
             }
-            for (i, ((load, avail), m)) in v
+        }
+        for v in &mut out {
+            let Some(state) = self.links.get(&v.link) else {
+                continue;
+            };
+            let est = self.estimate_of(state);
+            for (i, (load, avail)) in v
                 .load_bps
                 .iter_mut()
                 .zip(v.available_bps.iter_mut())
-                .zip(&mine)
                 .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state
-                    .load_bps
-                    .get(ring_index(slot, k))
-                    .copied()
-                    .unwrap_or(0);
-                *load = total.saturating_sub(*m);
+                let total = state.load_at(slot, k);
+                *load = total.saturating_sub(*avail);
                 *avail = est.saturating_sub(*load);
             }
-            out.push(v);
         }
         Ok(out)
     }
@@ -562,11 +659,7 @@ impl LinkLoadTable {
                 .enumerate()
             {
                 let slot = self.current_slot.saturating_add(i as u64);
-                let total = state
-                    .load_bps
-                    .get(ring_index(slot, k))
-                    .copied()
-                    .unwrap_or(0);
+                let total = state.load_at(slot, k);
                 let mine = own_here.map_or(0, |s| s.rate_bps_at(slot));
                 let others = total.saturating_sub(mine);
                 *load = load.saturating_add(others);
@@ -675,6 +768,33 @@ mod tests {
                 current_slot: 1000
             })
         );
+    }
+
+    #[test]
+    fn expired_slots_of_a_kept_schedule_touch_no_later_slot() {
+        // K = 4: slots 100 and 101 share their cells with 104 and 105.
+        let mut t = table();
+        let (a, b) = (FlowId(1), FlowId(2));
+        t.set_schedule(a, &[LinkId(1)], &sched(100, &[1, 2, 3, 4]))
+            .unwrap();
+        t.advance_to(102).unwrap();
+        // a still starts at 100; its slots 102 and 103 count.
+        assert_eq!(t.flow_schedule(a).unwrap().rate_bps_at(102), 3);
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![3, 4, 0, 0]);
+        t.set_schedule(b, &[LinkId(1)], &sched(102, &[0, 0, 7, 7]))
+            .unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![3, 4, 7, 7]);
+        // Replacing or removing a takes off only its live slots.
+        t.set_schedule(a, &[LinkId(1)], &sched(102, &[9])).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![9, 0, 7, 7]);
+        t.set_schedule(a, &[LinkId(1)], &sched(102, &[1, 2, 3]))
+            .unwrap();
+        t.advance_to(103).unwrap();
+        assert_eq!(t.remove_flow(a).unwrap(), sched(103, &[2, 3]));
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![0, 7, 7, 0]);
+        // A schedule with nothing left is forgotten.
+        t.advance_to(106).unwrap();
+        assert_eq!(t.flow_count(), 0);
     }
 
     #[test]

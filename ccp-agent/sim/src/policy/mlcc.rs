@@ -43,9 +43,12 @@
 //!   step at a late slot start can move, bandwidth was freed on one of its network links in a
 //!   later slot by at least an MTU (another unit re-planned to less, or a flow left the table
 //!   with load still planned; at a slot boundary the new slot counts too), a member's plan
-//!   completes in the new slot (paced then at its MADD share) or has run out, or its plan does
-//!   not complete within the horizon and is half a horizon old while another job crosses its
-//!   links (its bytes past the horizon are not booked until it is re-planned). Otherwise it
+//!   has run out with the flow not done (`ran_out`), some network members' plans complete in
+//!   the new slot while others' run on (`completing`), or its plan does not complete within
+//!   the horizon and is half a horizon old while another job crosses its links (its bytes past
+//!   the horizon are not booked until it is re-planned). A member such an incomplete plan
+//!   holds at nothing (its links booked by others over the whole horizon) waits under that
+//!   rule like its partners, rather than being re-planned at every slot. Otherwise it
 //!   keeps the plan it published (still in the table, which only advanced) and each member
 //!   takes its plan's rate for the new slot: in the simulator the bandwidth is known, so a plan
 //!   that was feasible stays feasible and the flows carry what it says. A unit planned whole
@@ -57,17 +60,29 @@
 //!   Alg. 2's corrections for dependency deltas that moved while every flow kept to its plan,
 //!   and reactions to load added (not freed) on its links. The error against `exact` is
 //!   measured in RESULTS.md (and bounded on small clusters in `tests/approx.rs`).
+//! - Finishing without a re-plan (documented approximation, part of plan reuse): a unit that
+//!   may keep its plan and whose plan completes every network member in the new slot is not
+//!   re-planned; each member is paced at its group's MADD share of the slot's available
+//!   bandwidth, [`group_share_now_bps`] (the library's `share_now_bps` of the same group,
+//!   without planning), by the library's [`mlcc_sched::pacing_rate_bps`], as the group's
+//!   re-plan paces it when its bytes left fit in the slot. What the re-plan would do
+//!   differently: book the bytes actually left in the table rather than the plan's (they differ
+//!   by at most the progress slack), apply Alg. 2's raise and cut (every member completes in
+//!   the slot, so the group's dependencies are met but for that slack), and, if load was added
+//!   on its links since it was planned, move bytes to the next slot. Counted in the report as
+//!   `unit_plans_kept_finishing` (also in `unit_plans_kept`).
 //!
 //! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
 //! counted per member (its time over its member count): that
 //! is the paper's "scheduling computation latency" (Sec. VII-B, Fig. 15).
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, group_bottleneck_us, plan_group, planning_key, Dependency,
-    FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId, LinkLoadTable, PlanningKey, Schedule,
-    SlotClock,
+    apply_group_reduction, excess_bytes, group_bottleneck_us, group_share_now_bps, pacing_rate_bps,
+    plan_group, planning_key, Dependency, FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId,
+    LinkLoadTable, PlanningKey, SlotClock,
 };
 use serde_json::{json, Value};
 
@@ -87,6 +102,9 @@ fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
     fl.src == fl.dst
 }
 
+/// Most members kept in the pool of reusable buffers.
+const MEMBER_POOL_MAX: usize = 1 << 16;
+
 /// No rate decided (the flow is not planned).
 const NO_RATE: u64 = u64::MAX;
 
@@ -103,6 +121,12 @@ struct Member {
     /// Bytes and rates (bit/s; slot 0: the pacing rate given) per slot from the plan's slot.
     bytes: Vec<u64>,
     rates: Vec<u64>,
+    /// `rates[0]`, and the first offset at which `rates` changes (its length if never): read
+    /// at every slot boundary without touching `rates`.
+    rate0: u64,
+    change: usize,
+    /// The last offset with bytes planned (`None`: nothing planned).
+    last: Option<usize>,
 }
 
 /// Why a unit is re-planned at a slot boundary (plan reuse statistics).
@@ -114,34 +138,104 @@ enum Replan {
     Incomplete,
     /// A flow of it started or ended.
     Members,
-    /// A member's plan completes in this slot (or ended with bytes left).
+    /// Some network members' plans complete in this slot while others' run on (the group's
+    /// joint re-plan decides).
     Completing,
     /// A member's bytes sent differ from its plan by more than [`REUSE_SLACK_BYTES`].
     Progress,
     /// Bandwidth was freed on one of its links in a later slot.
     Freed,
+    /// A member's plan ended before this slot (or planned nothing) with the flow not done.
+    RanOut,
 }
 
 /// Names of [`Replan`]'s cases, in order (report).
-const REPLAN_NAMES: [&str; 6] = [
+const REPLAN_NAMES: [&str; 7] = [
     "no_plan",
     "incomplete",
     "members",
     "completing",
     "progress",
     "freed",
+    "ran_out",
 ];
+
+/// Where a member of a kept plan stands in a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    /// Its plan has bytes for it after the slot, or holds it at nothing while the plan does
+    /// not complete within the horizon (links booked by others: it waits, as a re-plan of
+    /// the same load would have it wait, until the plan is re-planned for its age or freed
+    /// bandwidth).
+    Runs,
+    /// Its plan's last bytes are in the slot.
+    Finishes,
+    /// Its plan ended before the slot, or planned nothing although it completes.
+    Ended,
+}
+
+/// Where member `m` of plan `up` stands at offset `o` from the plan's slot.
+fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
+    match m.last {
+        Some(last) if last > o => At::Runs,
+        Some(last) if last == o => At::Finishes,
+        Some(_) => At::Ended,
+        None if !up.complete && o < m.bytes.len() => At::Runs,
+        None => At::Ended,
+    }
+}
 
 /// A coflow unit's plan, kept across slots while nothing it depends on changes.
 #[derive(Clone, Debug)]
 struct UnitPlan {
     /// Slot it was planned in.
     slot0: u64,
+    /// The first offset from `slot0` (at least 1) at which a network member's plan stops
+    /// holding it ([`member_at`] other than `Runs`, or past its plan), and the offsets at which
+    /// a network member's planned rate changes (bit o; `None` for a horizon past 64 slots, then
+    /// the members' rates are compared): read at every slot boundary ([`Mlcc::needs_look`])
+    /// without touching the members' plans.
+    end_at: usize,
+    changes: Option<u64>,
     /// Link-change counter after its own schedules were published.
     seq: u64,
     /// Every member's plan completes within the horizon.
     complete: bool,
     members: Vec<Member>,
+}
+
+impl UnitPlan {
+    /// A plan of `members` made in `slot0`, with `end_at` and `changes` computed (flows inside
+    /// a server, by `internal`, left out).
+    fn new(
+        slot0: u64,
+        seq: u64,
+        complete: bool,
+        members: Vec<Member>,
+        internal: impl Fn(usize) -> bool,
+    ) -> UnitPlan {
+        let mut up = UnitPlan {
+            slot0,
+            end_at: usize::MAX,
+            changes: Some(0),
+            seq,
+            complete,
+            members,
+        };
+        for m in up.members.iter().filter(|m| !internal(m.f)) {
+            let len = m.rates.len();
+            let end = (1..len)
+                .find(|&o| member_at(&up, m, o) != At::Runs)
+                .unwrap_or(len);
+            up.end_at = up.end_at.min(end.max(1));
+            for o in 1..len {
+                if m.rates[o] != m.rates[o - 1] {
+                    up.changes = up.changes.and_then(|c| (o < 64).then(|| c | (1u64 << o)));
+                }
+            }
+        }
+        up
+    }
 }
 
 /// Plan-reuse state of a job.
@@ -176,6 +270,20 @@ pub struct Mlcc {
     seq: u64,
     /// Members of the unit being planned (scratch).
     unit_members: Vec<Member>,
+    /// Jobs placed plus jobs finished (the placements `Sim::link_jobs` reflects), and per job
+    /// whether another job crosses its network links, with that count plus one when known.
+    placements: u64,
+    shared: Vec<Cell<(u64, bool)>>,
+    /// Members of forgotten plans, and the emptied lists that held them, their buffers reused
+    /// (at most [`MEMBER_POOL_MAX`] of each).
+    member_pool: Vec<Member>,
+    member_vecs: Vec<Vec<Member>>,
+    /// Requests of the group being planned (scratch; their path buffers reused).
+    req_buf: Vec<FlowRequest>,
+    /// The schedules of the group being planned before it (scratch of `plan_members`): per
+    /// member its first slot and the range of its rates in `before_rates`.
+    before: Vec<Option<(u64, std::ops::Range<usize>)>>,
+    before_rates: Vec<u64>,
     unit_complete: bool,
     /// Fraction of the current slot left (for the members being planned).
     unit_first: f64,
@@ -185,8 +293,11 @@ pub struct Mlcc {
     pub unit_plans: u64,
     /// See `unit_plans`.
     pub unit_kept: u64,
+    /// Kept unit-slots (counted in `unit_kept`) in which the plan completes every network
+    /// member, paced at its MADD share without a re-plan (see the module documentation).
+    pub finish_paced: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
-    replan_reasons: [u64; 6],
+    replan_reasons: [u64; 7],
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
     /// Refusals of the library (should stay 0).
@@ -228,12 +339,20 @@ impl Mlcc {
             link_seq: vec![0; sim_links.len()],
             seq: 0,
             unit_members: Vec::new(),
+            placements: 0,
+            shared: Vec::new(),
+            member_pool: Vec::new(),
+            member_vecs: Vec::new(),
+            req_buf: Vec::new(),
+            before: Vec::new(),
+            before_rates: Vec::new(),
             unit_complete: true,
             unit_first: 1.0,
             at_boundary: false,
             unit_plans: 0,
             unit_kept: 0,
-            replan_reasons: [0; 6],
+            finish_paced: 0,
+            replan_reasons: [0; 7],
             flow_decisions: TimeHist::default(),
             refusals: 0,
         })
@@ -317,16 +436,50 @@ impl Mlcc {
         self.planned.retain(|(aid, _)| rates[*aid] != NO_RATE);
     }
 
-    fn request(sim: &Sim, j: usize, f: usize, dependency: Dependency) -> FlowRequest {
-        let fl = &sim.jobs[j].flows[f];
-        FlowRequest {
-            flow: FlowId(flow_id(j, f)),
-            path: fl.path.iter().map(|l| LinkId(*l)).collect(),
-            progress: FlowProgress {
+    /// Fills the front of `buf` with the requests of the flows `fs` of job `j` (each with its
+    /// dependency), reusing the entries' path buffers; returns how many it filled.
+    fn requests_into(
+        buf: &mut Vec<FlowRequest>,
+        sim: &Sim,
+        j: usize,
+        fs: impl IntoIterator<Item = (usize, Dependency)>,
+    ) -> usize {
+        let mut n = 0;
+        for (f, dependency) in fs {
+            let fl = &sim.jobs[j].flows[f];
+            if n == buf.len() {
+                buf.push(FlowRequest {
+                    flow: FlowId(0),
+                    path: Vec::new(),
+                    progress: FlowProgress::default(),
+                    dependency,
+                });
+            }
+            let r = &mut buf[n];
+            r.flow = FlowId(flow_id(j, f));
+            r.path.clear();
+            r.path.extend(fl.path.iter().map(|l| LinkId(*l)));
+            r.progress = FlowProgress {
                 sent_bytes: fl.sent as u64,
                 remaining_bytes: (fl.size - fl.sent).max(0.0).ceil() as u64,
-            },
-            dependency,
+            };
+            r.dependency = dependency;
+            n += 1;
+        }
+        n
+    }
+
+    /// Moves the members of unit `u` of job `j`'s kept plan, if any, to the pool (their
+    /// buffers are reused by [`Mlcc::record`]) and forgets the plan.
+    fn recycle(&mut self, j: usize, u: usize) {
+        if let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) {
+            let mut members = up.members;
+            if self.member_pool.len() < MEMBER_POOL_MAX {
+                self.member_pool.append(&mut members);
+                if self.member_vecs.len() < MEMBER_POOL_MAX {
+                    self.member_vecs.push(members);
+                }
+            }
         }
     }
 
@@ -342,19 +495,33 @@ impl Mlcc {
             let r = d.pacing_rate_bps(req.progress.remaining_bytes, *share);
             self.set_rate(sim, j, f, r);
             if !self.exact {
-                let mut rates = d.plan.rates_bps.clone();
-                if let Some(r0) = rates.first_mut() {
+                let mut m = self.member_pool.pop().unwrap_or(Member {
+                    f,
+                    sent0: 0.0,
+                    first: 1.0,
+                    bytes: Vec::new(),
+                    rates: Vec::new(),
+                    rate0: 0,
+                    change: 0,
+                    last: None,
+                });
+                m.f = f;
+                m.sent0 = sim.jobs[j].flows[f].sent;
+                m.first = self.unit_first;
+                m.bytes.clear();
+                m.bytes.extend_from_slice(&d.plan.bytes);
+                m.rates.clear();
+                m.rates.extend_from_slice(&d.plan.rates_bps);
+                if let Some(r0) = m.rates.first_mut() {
                     *r0 = r;
                 }
+                m.rate0 = m.rates.first().copied().unwrap_or(0);
+                m.last = m.bytes.iter().rposition(|b| *b > 0);
+                m.change = (1..m.rates.len())
+                    .find(|&o| m.rates[o] != m.rates[o - 1])
+                    .unwrap_or(m.rates.len());
                 self.unit_complete &= d.plan.is_complete();
-                let first = self.unit_first;
-                self.unit_members.push(Member {
-                    f,
-                    sent0: sim.jobs[j].flows[f].sent,
-                    first,
-                    bytes: d.plan.bytes.clone(),
-                    rates,
-                });
+                self.unit_members.push(m);
             }
         }
     }
@@ -373,15 +540,24 @@ impl Mlcc {
             return None;
         }
         let t0 = Instant::now();
-        // Plan reuse: the members' schedules before, to tell whether their links' load changed.
-        let before: Vec<Option<Schedule>> = if self.exact {
-            Vec::new()
-        } else {
-            members
-                .iter()
-                .map(|m| self.table.flow_schedule(m.flow).cloned())
-                .collect()
-        };
+        // Plan reuse: the members' schedules before (first slot and rates, in `before_rates`),
+        // to tell whether their links' load changed.
+        let mut before = std::mem::take(&mut self.before);
+        let mut before_rates = std::mem::take(&mut self.before_rates);
+        before.clear();
+        before_rates.clear();
+        if !self.exact {
+            for m in members {
+                let at = before_rates.len();
+                match self.table.flow_schedule(m.flow) {
+                    Some(s) => {
+                        before_rates.extend_from_slice(&s.rates_bps);
+                        before.push(Some((s.start_slot, at..before_rates.len())));
+                    }
+                    None => before.push(None),
+                }
+            }
+        }
         let g = match plan_group(&mut self.table, members) {
             Ok(g) => g,
             Err(_) => {
@@ -409,7 +585,7 @@ impl Mlcc {
             self.flow_decisions.add(per_flow_us);
         }
         if !self.exact {
-            for (m, old) in members.iter().zip(before) {
+            for (m, old) in members.iter().zip(&before) {
                 if flow_is_internal(sim, j, flow_of(m.flow.0)) {
                     continue;
                 }
@@ -419,9 +595,9 @@ impl Mlcc {
                 // slot boundary: only later slots count, and only by at least one MTU in a slot
                 // (a rate rounded by a few bit/s frees nothing a flow could send).
                 let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
-                let freed = old.as_ref().is_some_and(|o| {
-                    o.rates_bps.iter().enumerate().any(|(i, r)| {
-                        let s = o.start_slot + i as u64;
+                let freed = old.as_ref().is_some_and(|(start, at)| {
+                    before_rates[at.clone()].iter().enumerate().any(|(i, r)| {
+                        let s = start + i as u64;
                         s > slot
                             && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
                     })
@@ -431,6 +607,8 @@ impl Mlcc {
                 }
             }
         }
+        self.before = before;
+        self.before_rates = before_rates;
         Some(g)
     }
 
@@ -438,14 +616,17 @@ impl Mlcc {
     /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
     /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
     fn units(
-        &self,
+        &mut self,
         sim: &Sim,
         j: usize,
         todo: &dyn Fn(usize) -> bool,
-    ) -> Vec<(PlanningKey, usize, usize)> {
-        (0..Self::unit_count(sim, j))
-            .filter_map(|u| Some((self.unit_key(sim, j, u, todo)?, j, u)))
-            .collect()
+        out: &mut Vec<(PlanningKey, usize, usize)>,
+    ) {
+        for u in 0..Self::unit_count(sim, j) {
+            if let Some(key) = self.unit_key(sim, j, u, todo) {
+                out.push((key, j, u));
+            }
+        }
     }
 
     /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
@@ -487,31 +668,36 @@ impl Mlcc {
                     Role::Ring { pred } => Some(pred),
                     _ => None,
                 };
-                let members: Vec<FlowRequest> = flows
-                    .iter()
-                    .map(|&f| {
+                let mut members = std::mem::take(&mut self.req_buf);
+                let n = Self::requests_into(
+                    &mut members,
+                    sim,
+                    j,
+                    flows.iter().map(|&f| {
                         let dep = match pred(f) {
-                            Some(p) if !flows.contains(&p) => Dependency::Ring {
+                            // `flows` is ascending.
+                            Some(p) if flows.binary_search(&p).is_err() => Dependency::Ring {
                                 predecessor_bytes: f_of(p).saturating_add(chunk),
                             },
                             _ => Dependency::Independent,
                         };
-                        Self::request(sim, j, f, dep)
-                    })
-                    .collect();
+                        (f, dep)
+                    }),
+                );
                 let bound = |i: usize, g: &GroupDecision| -> u64 {
                     let f = flows[i];
                     let Some(p) = pred(f) else { return 0 };
-                    let pred_f = match flows.iter().position(|x| *x == p) {
-                        Some(k) => g.decisions[k].accumulated_bytes,
-                        None => f_of(p),
+                    let pred_f = match flows.binary_search(&p) {
+                        Ok(k) => g.decisions[k].accumulated_bytes,
+                        Err(_) => f_of(p),
                     };
                     excess_bytes(
                         g.decisions[i].accumulated_bytes,
                         pred_f.saturating_add(chunk),
                     )
                 };
-                self.plan_members(sim, j, &members, &bound);
+                self.plan_members(sim, j, &members[..n], &bound);
+                self.req_buf = members;
             }
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
@@ -520,14 +706,13 @@ impl Mlcc {
                 let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
                 // The aggregation group (F_b^max of this PS's broadcast flows) ...
                 let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
-                let members: Vec<FlowRequest> = agg
-                    .iter()
-                    .map(|&f| Self::request(sim, j, f, Dependency::ps_aggregation(&pull_f)))
-                    .collect();
-                let g = self.plan_members(sim, j, &members, &|_, _| 0);
+                let mut members = std::mem::take(&mut self.req_buf);
+                let dep = Dependency::ps_aggregation(&pull_f);
+                let n = Self::requests_into(&mut members, sim, j, agg.iter().map(|&f| (f, dep)));
+                let g = self.plan_members(sim, j, &members[..n], &|_, _| 0);
                 let agg_f: Vec<u64> = pushes
                     .iter()
-                    .map(|f| match (&g, agg.iter().position(|x| x == f)) {
+                    .map(|f| match (&g, agg.binary_search(f).ok()) {
                         (Some(g), Some(i)) => g.decisions[i].accumulated_bytes,
                         _ => f_of(*f),
                     })
@@ -536,15 +721,20 @@ impl Mlcc {
                 // so it pipelines behind the aggregation.
                 let dep = Dependency::ps_broadcast(&agg_f);
                 let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                let members: Vec<FlowRequest> = pulls
-                    .iter()
-                    .copied()
-                    .filter(|f| active(*f))
-                    .map(|f| Self::request(sim, j, f, dep))
-                    .collect();
-                self.plan_members(sim, j, &members, &|i, g| {
+                let n = Self::requests_into(
+                    &mut members,
+                    sim,
+                    j,
+                    pulls
+                        .iter()
+                        .copied()
+                        .filter(|f| active(*f))
+                        .map(|f| (f, dep)),
+                );
+                self.plan_members(sim, j, &members[..n], &|i, g| {
                     excess_bytes(g.decisions[i].accumulated_bytes, a_min)
                 });
+                self.req_buf = members;
             }
         }
     }
@@ -554,10 +744,10 @@ impl Mlcc {
     /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
     /// one job's coflow completes before another's takes the links it shares, and none starves.
     fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(PlanningKey, usize, usize)> = jobs
-            .iter()
-            .flat_map(|&j| self.units(sim, j, &|f| todo(j, f)))
-            .collect();
+        let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
+        for &j in jobs {
+            self.units(sim, j, &|f| todo(j, f), &mut units);
+        }
         units.sort_unstable();
         for (_, j, u) in units {
             self.plan_unit(sim, j, u, &|f| todo(j, f));
@@ -584,15 +774,25 @@ impl Mlcc {
     /// re-planned when its plan runs out).
     fn max_age_incomplete(&self, sim: &Sim, j: usize) -> u64 {
         let k = self.clock.horizon() as u64;
-        let shared = sim.jobs[j]
-            .flows
-            .iter()
-            .filter(|fl| fl.src != fl.dst)
-            .any(|fl| {
-                fl.path
+        // Cached per job until a job is placed or finishes (`Sim::link_jobs` changes only then).
+        let shared = match self.shared.get(j).map(Cell::get) {
+            Some((gen, shared)) if gen == self.placements + 1 => shared,
+            _ => {
+                let shared = sim.jobs[j]
+                    .flows
                     .iter()
-                    .any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j))
-            });
+                    .filter(|fl| fl.src != fl.dst)
+                    .any(|fl| {
+                        fl.path
+                            .iter()
+                            .any(|&l| sim.link_jobs[l as usize].iter().any(|&x| x != j))
+                    });
+                if let Some(c) = self.shared.get(j) {
+                    c.set((self.placements + 1, shared));
+                }
+                shared
+            }
+        };
         if shared {
             (k / 2).max(1)
         } else {
@@ -619,20 +819,25 @@ impl Mlcc {
                 return true;
             }
             let o = (slot - up.slot0) as usize;
+            // A network member past its plan or whose plan stops holding it, or whose planned
+            // rate changes in `slot`.
+            if o >= up.end_at || up.changes.is_some_and(|c| o < 64 && (c >> o) & 1 == 1) {
+                return true;
+            }
             // Its network members (flows inside a server are not paced by the plan).
             for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
-                if fl.done
-                    || o >= m.rates.len()
-                    || m.bytes
-                        .iter()
-                        .rposition(|b| *b > 0)
-                        .is_none_or(|last| last <= o)
-                {
+                if fl.done || (up.changes.is_none() && m.rates.get(o) != m.rates.get(o - 1)) {
                     return true;
                 }
-                let prev = m.rates[o - 1] as f64 / 8.0;
-                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 || m.rates[o] != m.rates[o - 1] {
+                // Its planned rate until now: `rate0` up to its first change.
+                let prev = if o - 1 < m.change {
+                    m.rate0
+                } else {
+                    m.rates.get(o - 1).copied().unwrap_or(0)
+                } as f64
+                    / 8.0;
+                if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 {
                     return true;
                 }
                 if fl
@@ -651,11 +856,20 @@ impl Mlcc {
     /// members take the plan's rates for the slot.
     fn keep(&mut self, sim: &Sim, j: usize, u: usize, slot: u64) -> bool {
         match self.why_replan(sim, j, u, slot) {
-            Some(r) => {
+            Err(r) => {
                 self.replan_reasons[r as usize] += 1;
                 false
             }
-            None => {
+            Ok(true) => {
+                if self.pace_finishing(sim, j, u) {
+                    self.finish_paced += 1;
+                    true
+                } else {
+                    self.replan_reasons[Replan::Completing as usize] += 1;
+                    false
+                }
+            }
+            Ok(false) => {
                 let Some(Some(up)) = self.plans[j].units.get(u) else {
                     return false;
                 };
@@ -670,16 +884,18 @@ impl Mlcc {
         }
     }
 
-    /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't.
-    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Option<Replan> {
+    /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't
+    /// (`Err`); else whether every network member's plan completes it in `slot` (`Ok(true)`:
+    /// it is paced at its MADD share, see [`Mlcc::pace_finishing`]).
+    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Result<bool, Replan> {
         let Some(Some(up)) = self.plans[j].units.get(u) else {
-            return Some(Replan::NoPlan);
+            return Err(Replan::NoPlan);
         };
         if slot <= up.slot0 {
-            return Some(Replan::NoPlan);
+            return Err(Replan::NoPlan);
         }
         if !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j) {
-            return Some(Replan::Incomplete);
+            return Err(Replan::Incomplete);
         }
         let o = (slot - up.slot0) as usize;
         let job = &sim.jobs[j];
@@ -697,17 +913,16 @@ impl Mlcc {
             .all(|m| active.next() == Some(m.f))
             || active.next().is_some()
         {
-            return Some(Replan::Members);
+            return Err(Replan::Members);
         }
+        // Members whose plan completes them in this slot, and those it runs past.
+        let (mut finishing, mut running) = (0usize, 0usize);
         for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
-            if o >= m.bytes.len()
-                || m.bytes
-                    .iter()
-                    .rposition(|b| *b > 0)
-                    .is_none_or(|last| last <= o)
-            {
-                return Some(Replan::Completing);
+            match member_at(up, m, o) {
+                At::Runs => running += 1,
+                At::Finishes => finishing += 1,
+                At::Ended => return Err(Replan::RanOut),
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
             // policy controls it, see `crate::sim`): its progress is not the plan's.
@@ -726,22 +941,81 @@ impl Mlcc {
             // engine's least time step at the larger of the two rates).
             let r = m.rates[o - 1].max(if o >= 2 { m.rates[o - 2] } else { 0 }) as f64 / 8.0;
             if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
-                return Some(Replan::Progress);
+                return Err(Replan::Progress);
             }
             if fl
                 .path
                 .iter()
                 .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
             {
-                return Some(Replan::Freed);
+                return Err(Replan::Freed);
             }
         }
-        None
+        // Some members completing while others run on: the group's joint re-plan decides.
+        if finishing > 0 && running > 0 {
+            return Err(Replan::Completing);
+        }
+        Ok(finishing > 0)
+    }
+
+    /// The groups of unit `u` of job `j` as [`Mlcc::plan_unit`] plans them, over its active
+    /// flows: the ring's flows; a PS's pushes, then its pulls.
+    fn unit_groups(&self, sim: &Sim, j: usize, u: usize) -> Vec<Vec<usize>> {
+        let job = &sim.jobs[j];
+        let all = self.unit_flows(sim, j, u);
+        let active = |fs: &[usize]| -> Vec<usize> {
+            fs.iter().copied().filter(|f| !job.flows[*f].done).collect()
+        };
+        match job.spec.paradigm {
+            Paradigm::Ring => vec![active(&all)],
+            Paradigm::Ps => {
+                let (pushes, pulls) = all.split_at((job.spec.workers as usize).min(all.len()));
+                vec![active(pushes), active(pulls)]
+            }
+        }
+    }
+
+    /// A kept unit whose plan completes every network member in the current slot: each is paced
+    /// at its group's MADD share of the slot's available bandwidth, as the group's re-plan would
+    /// pace it ([`mlcc_sched::pacing_rate_bps`] with [`group_share_now_bps`], the share
+    /// [`plan_group`] gives), without re-planning the group (documented approximation, see the
+    /// module header). False when the library refuses (the unit is then re-planned).
+    fn pace_finishing(&mut self, sim: &Sim, j: usize, u: usize) -> bool {
+        let job = &sim.jobs[j];
+        for group in self.unit_groups(sim, j, u) {
+            if group.is_empty() {
+                continue;
+            }
+            let mut members = std::mem::take(&mut self.req_buf);
+            let n = Self::requests_into(
+                &mut members,
+                sim,
+                j,
+                group.iter().map(|&f| (f, Dependency::Independent)),
+            );
+            let Ok(shares) = group_share_now_bps(&self.table, &members[..n]) else {
+                self.req_buf = members;
+                self.refusals += 1;
+                return false;
+            };
+            for (req, share) in members[..n].iter().zip(shares) {
+                let f = flow_of(req.flow.0);
+                if job.flows[f].src == job.flows[f].dst {
+                    continue;
+                }
+                let rem = req.progress.remaining_bytes;
+                let now = self.clock.rate_bps_for_bytes(rem);
+                let r = pacing_rate_bps(rem, now, rem, share);
+                self.set_rate(sim, j, f, r);
+            }
+            self.req_buf = members;
+        }
+        true
     }
 
     /// The planning key of unit `u` of job `j` over its active flows that `todo` selects.
     fn unit_key(
-        &self,
+        &mut self,
         sim: &Sim,
         j: usize,
         u: usize,
@@ -749,16 +1023,21 @@ impl Mlcc {
     ) -> Option<PlanningKey> {
         let job = &sim.jobs[j];
         let all = self.unit_flows(sim, j, u);
-        let flows: Vec<FlowRequest> = all
-            .iter()
-            .copied()
-            .filter(|&f| !job.flows[f].done && todo(f))
-            .map(|f| Self::request(sim, j, f, Dependency::Independent))
-            .collect();
-        if flows.is_empty() {
+        let mut flows = std::mem::take(&mut self.req_buf);
+        let n = Self::requests_into(
+            &mut flows,
+            sim,
+            j,
+            all.iter()
+                .copied()
+                .filter(|&f| !job.flows[f].done && todo(f))
+                .map(|f| (f, Dependency::Independent)),
+        );
+        let gamma = group_bottleneck_us(&self.table, &flows[..n]).unwrap_or(u64::MAX);
+        self.req_buf = flows;
+        if n == 0 {
             return None;
         }
-        let gamma = group_bottleneck_us(&self.table, &flows).unwrap_or(u64::MAX);
         let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
             (
                 s.saturating_add(job.flows[f].sent as u64),
@@ -779,6 +1058,8 @@ impl Mlcc {
         todo: &dyn Fn(usize) -> bool,
         first: f64,
     ) {
+        self.recycle(j, u);
+        self.unit_members = self.member_vecs.pop().unwrap_or_default();
         self.unit_members.clear();
         self.unit_complete = true;
         self.unit_first = first;
@@ -786,12 +1067,9 @@ impl Mlcc {
         self.unit_first = 1.0;
         self.unit_plans += 1;
         let members = std::mem::take(&mut self.unit_members);
-        let plan = UnitPlan {
-            slot0: slot,
-            seq: self.seq,
-            complete: self.unit_complete,
-            members,
-        };
+        let plan = UnitPlan::new(slot, self.seq, self.unit_complete, members, |f| {
+            flow_is_internal(sim, j, f)
+        });
         if let Some(x) = self.plans[j].units.get_mut(u) {
             *x = Some(plan);
         }
@@ -861,6 +1139,18 @@ impl Policy for Mlcc {
         !self.exact
     }
 
+    fn on_job_start(&mut self, sim: &Sim, _job: usize) -> Vec<(usize, crate::sim::Align)> {
+        self.placements += 1;
+        if self.shared.len() < sim.jobs.len() {
+            self.shared.resize(sim.jobs.len(), Cell::new((0, false)));
+        }
+        Vec::new()
+    }
+
+    fn on_job_end(&mut self, _sim: &Sim, _job: usize) {
+        self.placements += 1;
+    }
+
     /// At a slot boundary, the jobs holding a unit plan that cannot simply go on (see the module
     /// documentation) or whose plan's rate changes in the new slot; none inside a slot.
     fn select_jobs(
@@ -922,6 +1212,9 @@ impl Policy for Mlcc {
                 }
             }
             if !comm {
+                for u in 0..self.plans[j].units.len() {
+                    self.recycle(j, u);
+                }
                 self.plans[j] = JobPlan::default();
             }
         }
@@ -947,17 +1240,13 @@ impl Policy for Mlcc {
                     }
                     match self.unit_key(sim, j, u, &|_| true) {
                         Some(key) => {
-                            self.plans[j].units[u] = None;
+                            self.recycle(j, u);
                             todo.push((key, j, u));
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
                         None => {
-                            self.plans[j].units[u] = Some(UnitPlan {
-                                slot0: slot,
-                                seq: self.seq,
-                                complete: true,
-                                members: Vec::new(),
-                            })
+                            self.plans[j].units[u] =
+                                Some(UnitPlan::new(slot, self.seq, true, Vec::new(), |_| false))
                         }
                     }
                 }
@@ -984,10 +1273,10 @@ impl Policy for Mlcc {
             if !new.is_empty() {
                 let mut fresh: Vec<usize> = new.iter().map(|&(j, _)| j).collect();
                 fresh.dedup();
-                let mut units: Vec<(PlanningKey, usize, usize)> = fresh
-                    .iter()
-                    .flat_map(|&j| self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok()))
-                    .collect();
+                let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
+                for &j in &fresh {
+                    self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok(), &mut units);
+                }
                 units.sort_unstable();
                 for (_, j, u) in units {
                     let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
@@ -998,7 +1287,7 @@ impl Policy for Mlcc {
                         .all(|f| job.flows[f].done || todo(f));
                     self.plan_and_keep(sim, j, u, slot, &todo, frac);
                     if !whole {
-                        self.plans[j].units[u] = None;
+                        self.recycle(j, u);
                     }
                 }
                 self.unit_members.clear();
@@ -1054,6 +1343,7 @@ impl Policy for Mlcc {
             "exact": self.exact,
             "unit_plans": self.unit_plans,
             "unit_plans_kept": self.unit_kept,
+            "unit_plans_kept_finishing": self.finish_paced,
             "replan_reasons": REPLAN_NAMES.iter().zip(self.replan_reasons).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<String, Value>>(),
         })
     }
