@@ -483,6 +483,15 @@ fn prepare(s: &TcpStream, cc: &str) -> Result<String> {
     Ok(got)
 }
 
+/// True for a socket error after which the call is simply retried: the socket's timeout
+/// expired (`WouldBlock` / `TimedOut`, SO_RCVTIMEO / SO_SNDTIMEO) or a signal interrupted it.
+fn retryable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 /// Writes `n` bytes, retrying on timeouts until the run aborts.
 fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx, rep: &mut Reporter) -> Result<()> {
     while n > 0 {
@@ -493,16 +502,7 @@ fn send_bytes(s: &mut TcpStream, mut n: u64, ctx: &Ctx, rep: &mut Reporter) -> R
                 n -= w as u64;
                 rep.add_bytes(w as u64);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                ctx.check()?
-            }
+            Err(e) if retryable(&e) => ctx.check()?,
             Err(e) => return Err(e).context("write"),
         }
     }
@@ -529,16 +529,7 @@ fn recv_bytes(
                     c.add(r as u64);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                ctx.check()?
-            }
+            Err(e) if retryable(&e) => ctx.check()?,
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -940,16 +931,7 @@ fn recv_exact(s: &mut TcpStream, buf: &mut [u8], ctx: &Ctx) -> Result<()> {
         match s.read(&mut buf[off..]) {
             Ok(0) => bail!("peer closed"),
             Ok(n) => off += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                ctx.check()?
-            }
+            Err(e) if retryable(&e) => ctx.check()?,
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -986,16 +968,7 @@ fn bg_receiver(ctx: &Ctx, bg: &BgPlan, addr: std::sync::mpsc::Sender<SocketAddr>
         match s.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                ctx.check()?
-            }
+            Err(e) if retryable(&e) => ctx.check()?,
             Err(e) => return Err(e).context("read"),
         }
     }
@@ -1046,13 +1019,7 @@ fn bg_sender(
         match s.write(&ZEROS[..CHUNK]) {
             Ok(0) => bail!("peer closed"),
             Ok(w) => sent += w as u64,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if retryable(&e) => {}
             Err(e) => return Err(e).context("write"),
         }
     }
