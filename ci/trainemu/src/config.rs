@@ -967,18 +967,8 @@ workers = ["h1", "h2"]
 
     #[test]
     fn builtin_files_are_valid() {
+        // The built-in model table itself is checked by dnn-profiles' own tests.
         let m = ModelFile::builtin();
-        for k in [
-            "vgg16",
-            "vgg19",
-            "resnet50",
-            "wideresnet101",
-            "bert",
-            "gpt2",
-            "dlrm",
-        ] {
-            assert!(m.models.contains_key(k), "models.toml lacks {k}");
-        }
         for (n, t) in BUILTIN_SCENARIOS {
             Scenario::parse(t, n, &m).unwrap();
         }
