@@ -55,6 +55,19 @@ fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
     }
 }
 
+/// Two 2-worker ring jobs on servers 0 and 1 of a 2-server tree, B starting `d0` s after A
+/// (compute `c` s, communication alone `m` s, `n` iterations); `record`: keep per-iteration
+/// communication starts.
+fn two_rings(c: f64, m: f64, n: u32, d0: f64, record: bool) -> Sim {
+    let cfg = SimConfig { record, ..spread() };
+    Sim::new(
+        small_tree(2),
+        cfg,
+        vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)],
+    )
+    .unwrap()
+}
+
 fn run(sim: &mut Sim, p: &mut dyn Policy) {
     sim.run(p, &mut |_| {});
     assert!(sim.all_done(), "not all jobs finished by t = {}", sim.t);
@@ -64,12 +77,7 @@ fn run(sim: &mut Sim, p: &mut dyn Policy) {
 fn two_jobs_fair_sharing_closed_form() {
     // Both jobs on servers 0 and 1, starting together: every iteration C + 2M.
     let (c, m, n) = (0.1, 0.1, 20);
-    let mut sim = Sim::new(
-        small_tree(2),
-        spread(),
-        vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)],
-    )
-    .unwrap();
+    let mut sim = two_rings(c, m, n, 0.0, false);
     run(&mut sim, &mut Fair);
     for j in &sim.jobs {
         assert!(
@@ -90,16 +98,7 @@ fn two_jobs_fair_sharing_closed_form() {
 fn two_jobs_cassini_interleave_perfectly() {
     // Half-duty jobs (C = M): Cassini's shift makes every iteration after the first C + M.
     let (c, m, n) = (0.1, 0.1, 30);
-    let cfg = SimConfig {
-        record: true,
-        ..spread()
-    };
-    let mut sim = Sim::new(
-        small_tree(2),
-        cfg,
-        vec![ring2(0.0, c, m, n), ring2(0.0, c, m, n)],
-    )
-    .unwrap();
+    let mut sim = two_rings(c, m, n, 0.0, true);
     let mut cassini = Cassini::new(Box::new(Fair), 1, 100);
     run(&mut sim, &mut cassini);
     for j in &sim.jobs {
@@ -134,16 +133,7 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Job B starts Δ0 after job A; F is evaluated when contention starts (the recurrence's own
     // assumption). C = 0.3 s > M = 0.1 s, so the gap grows to M and stays (interleaved).
     let (c, m, n, d0) = (0.3, 0.1, 12, 0.004);
-    let cfg = SimConfig {
-        record: true,
-        ..spread()
-    };
-    let mut sim = Sim::new(
-        small_tree(2),
-        cfg,
-        vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)],
-    )
-    .unwrap();
+    let mut sim = two_rings(c, m, n, d0, true);
     let mut mltcp = Mltcp {
         update: FUpdate::Events,
         ..Mltcp::default()
@@ -166,16 +156,7 @@ fn mltcp_start_gap_follows_the_shift_recurrence() {
     // Converged: interleaved, each iteration C + M.
     assert!((b[n as usize - 1] - a[n as usize - 1] - m).abs() < 1e-3);
     // Under fair sharing the same start gap never opens: the jobs stay collided.
-    let cfg = SimConfig {
-        record: true,
-        ..spread()
-    };
-    let mut fair = Sim::new(
-        small_tree(2),
-        cfg,
-        vec![ring2(0.0, c, m, n), ring2(d0, c, m, n)],
-    )
-    .unwrap();
+    let mut fair = two_rings(c, m, n, d0, true);
     run(&mut fair, &mut Fair);
     let (a, b) = (&fair.jobs[0].comm_starts, &fair.jobs[1].comm_starts);
     assert!((b[n as usize - 1] - a[n as usize - 1]) < 2.0 * d0);
