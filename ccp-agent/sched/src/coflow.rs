@@ -392,6 +392,70 @@ fn with_first_slots(
     Ok((bytes, cost))
 }
 
+/// Rolling a kept plan forward (used by the simulator's plan reuse; our extension, not in the
+/// paper): a group whose plan did not complete within the horizon, planned `K - kept` slots
+/// ago, keeps its bytes for the `kept` slots of that plan still in the horizon (`kept_bytes[i]`,
+/// member i, offsets `0..kept` from the current slot) and gets, in the slots that joined the
+/// horizon since (offsets `kept..K`), what Alg. 1 gives there: [`fill_group`] from `kept` for
+/// the bytes the kept slots leave, every such slot filled with the largest feasible X_t.
+///
+/// This is what re-planning the group would give while its plan is *still incomplete* after
+/// the new slots and nothing it was planned against changed: Alg. 1 fills every slot when the
+/// bytes do not fit the horizon, the free capacity of the kept slots is what the group holds
+/// there, and the members' bytes left shrink in proportion (MADD), so each link's bound
+/// B_l(t) · G / D_l is unchanged. The members' dependencies (Alg. 2) are not re-applied.
+///
+/// `members[i].progress.remaining_bytes` is member i's bytes left now (the kept slots
+/// included); `links` as for [`group_schedule`]. Returns per member its bytes over the whole
+/// horizon, or `None` when the group would complete within the horizon (Alg. 1's choice of the
+/// completion slot then spans every slot: re-plan it). Same refusals as [`group_schedule`],
+/// and [`SchedError::MemberCountMismatch`] / [`SchedError::LengthMismatch`] for `kept_bytes`
+/// not one list per member of one common length at most K.
+pub fn extend_group_bytes(
+    clock: &SlotClock,
+    members: &[FlowRequest],
+    links: &[LinkView],
+    kept_bytes: &[&[u64]],
+) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
+    if kept_bytes.len() != members.len() {
+        return Err(SchedError::MemberCountMismatch {
+            what: "kept_bytes",
+            expected: members.len(),
+            got: kept_bytes.len(),
+        });
+    }
+    let k = clock.horizon();
+    let kept = kept_bytes.first().map_or(0, |b| b.len());
+    if let Some(b) = kept_bytes.iter().find(|b| b.len() != kept || b.len() > k) {
+        return Err(SchedError::LengthMismatch {
+            what: "kept_bytes",
+            expected: kept.min(k),
+            got: b.len(),
+        });
+    }
+    let idx = prepare(clock, members, links)?;
+    let rest: Vec<u64> = members
+        .iter()
+        .zip(kept_bytes)
+        .map(|(m, b)| {
+            let held = b.iter().fold(0u64, |a, x| a.saturating_add(*x));
+            m.progress.remaining_bytes.saturating_sub(held)
+        })
+        .collect();
+    let (mut bytes, _) = fill_group(clock, links, &idx, &rest, kept)?;
+    let placed: u128 = bytes.iter().flatten().map(|b| u128::from(*b)).sum();
+    let wanted: u128 = rest.iter().map(|r| u128::from(*r)).sum();
+    if placed >= wanted {
+        return Ok(None);
+    }
+    for (b, h) in bytes.iter_mut().zip(kept_bytes) {
+        for (x, y) in b.iter_mut().zip(h.iter()) {
+            *x = *y;
+        }
+    }
+    Ok(Some(bytes))
+}
+
 /// The checked group (its links per member) and its Alg. 1 plan from the current slot.
 type Initial = (Paths, Vec<Vec<u64>>, u128);
 

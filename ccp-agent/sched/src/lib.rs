@@ -72,8 +72,8 @@ pub mod slot;
 pub mod table;
 
 pub use coflow::{
-    decide_group, effective_bottleneck_us, group_schedule, planning_key, reduce_group,
-    GroupDecision, PlanningKey,
+    decide_group, effective_bottleneck_us, extend_group_bytes, group_schedule, planning_key,
+    reduce_group, GroupDecision, PlanningKey,
 };
 pub use dependency::{
     decide, excess_bytes, pacing_rate_bps, reduce, Decision, Dependency, FlowProgress, Outcome,
@@ -81,8 +81,8 @@ pub use dependency::{
 pub use error::SchedError;
 pub use greedy::{initial_schedule, Plan};
 pub use planner::{
-    apply_group_reduction, apply_reduction, group_bottleneck_us, group_share_now_bps, plan_flow,
-    plan_group, plan_slot, FlowRequest,
+    apply_group_reduction, apply_reduction, extend_group, group_bottleneck_us, group_share_now_bps,
+    plan_flow, plan_group, plan_slot, FlowRequest,
 };
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{

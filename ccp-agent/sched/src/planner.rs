@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::coflow::{decide_group, effective_bottleneck_us, reduce_group, GroupDecision};
 use crate::dependency::{decide, reduce, Decision, Dependency, FlowProgress};
 use crate::error::SchedError;
-use crate::table::{FlowId, LinkId, LinkLoadTable};
+use crate::table::{FlowId, LinkId, LinkLoadTable, Schedule};
 
 /// One flow to schedule in the current slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +126,46 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
+/// Rolls the stored plan of a group forward ([`crate::coflow::extend_group_bytes`]): member i
+/// keeps `kept_bytes[i]` in the first slots from the current one and gets Alg. 1's fill of the
+/// slots that joined the horizon since; the members' entries in `table` are replaced by the
+/// result (a member with nothing planned leaves it). Returns per member its bytes per slot over
+/// the horizon from the current slot, or `None`, the table unchanged, when the group would
+/// complete within the horizon (re-plan it with [`plan_group`]). Refuses what
+/// [`crate::coflow::extend_group_bytes`] refuses, and leaves the table unchanged then.
+pub fn extend_group(
+    table: &mut LinkLoadTable,
+    members: &[FlowRequest],
+    kept_bytes: &[&[u64]],
+) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
+    let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
+    let views = table.link_views(&group_links(members), &exclude)?;
+    let Some(bytes) =
+        crate::coflow::extend_group_bytes(table.clock(), members, &views, kept_bytes)?
+    else {
+        return Ok(None);
+    };
+    let start_slot = table.current_slot();
+    for (m, b) in members.iter().zip(&bytes) {
+        if b.iter().all(|x| *x == 0) {
+            match table.remove_flow(m.flow) {
+                Ok(_) | Err(SchedError::UnknownFlow(_)) => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            let schedule = Schedule {
+                start_slot,
+                rates_bps: b
+                    .iter()
+                    .map(|x| table.clock().rate_bps_for_bytes(*x))
+                    .collect(),
+            };
+            table.set_schedule(m.flow, &m.path, &schedule)?;
+        }
+    }
+    Ok(Some(bytes))
+}
+
 /// Per member of a group, its MADD share of the current slot's available bandwidth against
 /// `table` (the group's own stored schedules excluded), bit/s: what [`plan_group`] would give
 /// as [`GroupDecision::share_now_bps`] for the same members, without planning and without
@@ -201,5 +241,114 @@ mod tests {
         };
         plan_flow(&mut t, &done).unwrap();
         assert_eq!(t.flow_count(), 1);
+    }
+
+    /// Two members (one sharing its link with another flow's schedule) that cannot finish
+    /// within the horizon: rolled forward after `a` slots of following their plan, they get
+    /// what a re-plan of the whole group gives (Alg. 1 fills every slot), in the kept slots and
+    /// in the new ones, but for the rounding of each member's cumulative bytes to whole bytes
+    /// (at most one byte, in any prefix of slots); a group that would complete is left to a
+    /// re-plan.
+    #[test]
+    fn extending_an_incomplete_group_equals_its_replan() {
+        let k = 6;
+        let mut t = LinkLoadTable::new(SlotClock::new(8_000_000, k).unwrap(), 0);
+        for l in 0..3 {
+            t.add_link(LinkId(l), 1_000).unwrap();
+        }
+        // Another flow on link 1, with a schedule that varies.
+        let other = FlowRequest {
+            flow: FlowId(9),
+            path: vec![LinkId(1)],
+            progress: FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: 0,
+            },
+            dependency: Dependency::Independent,
+        };
+        let other_schedule = Schedule {
+            start_slot: 0,
+            rates_bps: vec![200, 600, 0, 400, 400, 100, 300, 300, 0, 500],
+        };
+        t.set_schedule(other.flow, &other.path, &other_schedule)
+            .unwrap();
+        let member = |f, path: Vec<u32>, sent, rem| FlowRequest {
+            flow: FlowId(f),
+            path: path.into_iter().map(LinkId).collect(),
+            progress: FlowProgress {
+                sent_bytes: sent,
+                remaining_bytes: rem,
+            },
+            dependency: Dependency::Independent,
+        };
+        let sizes = [20_000u64, 9_000];
+        let members = [
+            member(1, vec![0, 1], 0, sizes[0]),
+            member(2, vec![2], 0, sizes[1]),
+        ];
+        let g = plan_group(&mut t, &members).unwrap();
+        assert!(g.decisions.iter().all(|d| !d.plan.is_complete()));
+        for a in 1..=k {
+            // Each member sent its plan's first `a` slots.
+            let mut rolled = t.clone();
+            rolled.advance_to(a as u64).unwrap();
+            let mut replanned = rolled.clone();
+            let now: Vec<FlowRequest> = members
+                .iter()
+                .zip(&g.decisions)
+                .map(|(m, d)| {
+                    let sent: u64 = d.plan.bytes[..a].iter().sum();
+                    member(
+                        m.flow.0,
+                        m.path.iter().map(|l| l.0).collect(),
+                        sent,
+                        m.progress.remaining_bytes - sent,
+                    )
+                })
+                .collect();
+            let kept: Vec<&[u64]> = g.decisions.iter().map(|d| &d.plan.bytes[a..]).collect();
+            let ext = extend_group(&mut rolled, &now, &kept).unwrap().unwrap();
+            let re = plan_group(&mut replanned, &now).unwrap();
+            for (i, d) in re.decisions.iter().enumerate() {
+                assert!(!d.plan.is_complete());
+                let (mut cum_ext, mut cum_re) = (0i64, 0i64);
+                for (x, y) in ext[i].iter().zip(&d.plan.bytes) {
+                    cum_ext += *x as i64;
+                    cum_re += *y as i64;
+                    assert!(
+                        (cum_ext - cum_re).abs() <= 1,
+                        "member {i} after {a} slots: {:?} against {:?}",
+                        ext[i],
+                        d.plan.bytes
+                    );
+                }
+            }
+            // The table holds the same load but for those bytes' rates (1 bit/s per byte
+            // here: 8 s slots).
+            for l in 0..3 {
+                let x = rolled.link_load_bps(LinkId(l)).unwrap();
+                let y = replanned.link_load_bps(LinkId(l)).unwrap();
+                for (p, q) in x.iter().zip(&y) {
+                    assert!(
+                        p.abs_diff(*q) <= 2,
+                        "link {l} after {a} slots: {x:?} against {y:?}"
+                    );
+                }
+            }
+        }
+        // Nearly done: the bytes left fit the horizon, so the group is re-planned instead.
+        let mut rolled = t.clone();
+        rolled.advance_to(2).unwrap();
+        let before = rolled.snapshot();
+        let small = [
+            member(1, vec![0, 1], 19_900, 100),
+            member(2, vec![2], 8_950, 50),
+        ];
+        let kept: Vec<&[u64]> = vec![&[0; 4], &[0; 4]];
+        assert_eq!(extend_group(&mut rolled, &small, &kept).unwrap(), None);
+        assert_eq!(rolled.snapshot(), before);
+        // Kept bytes must be one list per member, of one length.
+        assert!(extend_group(&mut rolled, &small, &kept[..1]).is_err());
+        assert!(extend_group(&mut rolled, &small, &[&[0; 4], &[0; 3]]).is_err());
     }
 }
