@@ -392,6 +392,34 @@ fn with_first_slots(
     Ok((bytes, cost))
 }
 
+/// The common length of `kept_bytes` (see [`extend_group_bytes`]): one list per member (of
+/// `members`), all of one length at most K.
+pub(crate) fn check_kept(
+    clock: &SlotClock,
+    members: usize,
+    kept_bytes: &[&[u64]],
+) -> Result<usize, SchedError> {
+    if kept_bytes.len() != members {
+        return Err(SchedError::MemberCountMismatch {
+            what: "kept_bytes",
+            expected: members,
+            got: kept_bytes.len(),
+        });
+    }
+    let kept = kept_bytes.first().map_or(0, |b| b.len());
+    match kept_bytes
+        .iter()
+        .find(|b| b.len() != kept || b.len() > clock.horizon())
+    {
+        Some(b) => Err(SchedError::LengthMismatch {
+            what: "kept_bytes",
+            expected: kept.min(clock.horizon()),
+            got: b.len(),
+        }),
+        None => Ok(kept),
+    }
+}
+
 /// Rolling a kept plan forward (used by the simulator's plan reuse; our extension, not in the
 /// paper): a group whose plan did not complete within the horizon, planned `K - kept` slots
 /// ago, keeps its bytes for the `kept` slots of that plan still in the horizon (`kept_bytes[i]`,
@@ -417,22 +445,7 @@ pub fn extend_group_bytes(
     links: &[LinkView],
     kept_bytes: &[&[u64]],
 ) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
-    if kept_bytes.len() != members.len() {
-        return Err(SchedError::MemberCountMismatch {
-            what: "kept_bytes",
-            expected: members.len(),
-            got: kept_bytes.len(),
-        });
-    }
-    let k = clock.horizon();
-    let kept = kept_bytes.first().map_or(0, |b| b.len());
-    if let Some(b) = kept_bytes.iter().find(|b| b.len() != kept || b.len() > k) {
-        return Err(SchedError::LengthMismatch {
-            what: "kept_bytes",
-            expected: kept.min(k),
-            got: b.len(),
-        });
-    }
+    let kept = check_kept(clock, members.len(), kept_bytes)?;
     let idx = prepare(clock, members, links)?;
     let rest: Vec<u64> = members
         .iter()

@@ -126,6 +126,44 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
+/// True when the members' bytes left after `kept_bytes` (see [`extend_group`]) exceed what the
+/// slots after the kept ones carry for the group even at the full capacity of its `links`: per
+/// slot the least over its links of bytes_in_slot(capacity) · G / D_l (MADD, the bound of
+/// [`crate::coflow`]'s Alg. 1 with nobody else on the links).
+fn cannot_complete(
+    table: &LinkLoadTable,
+    members: &[FlowRequest],
+    links: &[LinkId],
+    kept_bytes: &[&[u64]],
+) -> Result<bool, SchedError> {
+    let clock = table.clock();
+    let kept = crate::coflow::check_kept(clock, members.len(), kept_bytes)?;
+    let new_slots = clock.horizon().saturating_sub(kept) as u128;
+    let rest: Vec<u128> = members
+        .iter()
+        .zip(kept_bytes)
+        .map(|(m, b)| {
+            let held = b.iter().fold(0u64, |a, x| a.saturating_add(*x));
+            u128::from(m.progress.remaining_bytes.saturating_sub(held))
+        })
+        .collect();
+    let g: u128 = rest.iter().sum();
+    let mut per_slot = u128::MAX;
+    for l in links {
+        let d: u128 = members
+            .iter()
+            .zip(&rest)
+            .filter(|(m, _)| m.path.contains(l))
+            .map(|(_, r)| *r)
+            .sum();
+        let carried = u128::from(clock.bytes_in_slot(table.capacity_bps(*l)?));
+        if let Some(x) = carried.saturating_mul(g).checked_div(d) {
+            per_slot = per_slot.min(x);
+        }
+    }
+    Ok(per_slot.saturating_mul(new_slots) < g)
+}
+
 /// Rolls the stored plan of a group forward ([`crate::coflow::extend_group_bytes`]): member i
 /// keeps `kept_bytes[i]` in the first slots from the current one and gets Alg. 1's fill of the
 /// slots that joined the horizon since; the members' entries in `table` are replaced by the
@@ -138,8 +176,14 @@ pub fn extend_group(
     members: &[FlowRequest],
     kept_bytes: &[&[u64]],
 ) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
+    // At the links' full capacities the new slots would carry all that is left: the group
+    // may complete within the horizon, a re-plan decides (no need to read the load).
+    let links = group_links(members);
+    if !cannot_complete(table, members, &links, kept_bytes)? {
+        return Ok(None);
+    }
     let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
-    let views = table.link_views(&group_links(members), &exclude)?;
+    let views = table.link_views(&links, &exclude)?;
     let Some(bytes) =
         crate::coflow::extend_group_bytes(table.clock(), members, &views, kept_bytes)?
     else {

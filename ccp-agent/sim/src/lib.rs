@@ -66,6 +66,10 @@ pub struct PolicyConfig {
     /// component-restricted decisions, no skipped jobs; slow at scale, see `policy::mlcc`,
     /// `policy::mcs` and `policy::mltcp`).
     pub exact: bool,
+    /// mlcc: re-plan an incomplete plan at its age limit instead of rolling it forward
+    /// (`policy::mlcc`, "Rolling incomplete plans forward"); the previous approximation, kept to
+    /// measure the roll against.
+    pub no_extend: bool,
 }
 
 impl Default for PolicyConfig {
@@ -78,6 +82,7 @@ impl Default for PolicyConfig {
             cassini_candidates: 3,
             cassini_angles: 60,
             exact: false,
+            no_extend: false,
         }
     }
 }
@@ -136,12 +141,11 @@ pub fn make_policy(
             cfg.cassini_candidates,
             cfg.cassini_angles,
         )),
-        "mlcc" => Box::new(Mlcc::new(
-            link_capacity,
-            cfg.slot_us,
-            cfg.horizon,
-            cfg.exact,
-        )?),
+        "mlcc" => {
+            let mut m = Mlcc::new(link_capacity, cfg.slot_us, cfg.horizon, cfg.exact)?;
+            m.extend = !cfg.no_extend;
+            Box::new(m)
+        }
         other => {
             return Err(SimError::Config(format!(
                 "unknown policy '{other}' (known: {})",

@@ -120,6 +120,10 @@ struct Cli {
     /// on their links (slow at scale; the approximations are measured against it).
     #[arg(long)]
     exact: bool,
+    /// mlcc: re-plan a plan that does not complete within the horizon when it is half a horizon
+    /// old, instead of rolling it forward (the earlier approximation, to measure the roll).
+    #[arg(long)]
+    no_extend: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -170,6 +174,7 @@ fn main() -> Result<()> {
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,
         exact: cli.exact,
+        no_extend: cli.no_extend,
     };
     let scfg = SimConfig {
         placement: cli.placement,

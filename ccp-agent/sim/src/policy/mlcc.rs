@@ -80,9 +80,9 @@ use std::cell::Cell;
 use std::time::Instant;
 
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, group_bottleneck_us, group_share_now_bps, pacing_rate_bps,
-    plan_group, planning_key, Dependency, FlowId, FlowProgress, FlowRequest, GroupDecision, LinkId,
-    LinkLoadTable, PlanningKey, SlotClock,
+    apply_group_reduction, excess_bytes, extend_group, group_bottleneck_us, group_share_now_bps,
+    pacing_rate_bps, plan_group, planning_key, Dependency, FlowId, FlowProgress, FlowRequest,
+    GroupDecision, LinkId, LinkLoadTable, PlanningKey, SlotClock,
 };
 use serde_json::{json, Value};
 
@@ -160,6 +160,20 @@ const REPLAN_NAMES: [&str; 7] = [
     "ran_out",
 ];
 
+/// How a unit keeps its plan at a slot boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Keep {
+    /// Its members take the plan's rates for the slot.
+    Runs,
+    /// Every network member's plan completes it in the slot: paced at its MADD share
+    /// ([`Mlcc::pace_finishing`]).
+    Finishing,
+    /// Incomplete and half a horizon old (a whole one when no other job crosses its links):
+    /// rolled forward ([`Mlcc::extend_unit`]), or re-planned when the roll finds the unit would
+    /// complete within the horizon.
+    Extend,
+}
+
 /// Where a member of a kept plan stands in a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum At {
@@ -176,6 +190,16 @@ enum At {
 
 /// Where member `m` of plan `up` stands at offset `o` from the plan's slot.
 fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
+    // Rolling plans forward: a member of an incomplete plan with nothing planned in a slot is
+    // held at nothing there by its links' bookings (its bytes are not all planned), as a
+    // member with nothing planned at all is below, until the plan is rolled forward.
+    if up.hold && !up.complete {
+        return if o < m.bytes.len() {
+            At::Runs
+        } else {
+            At::Ended
+        };
+    }
     match m.last {
         Some(last) if last > o => At::Runs,
         Some(last) if last == o => At::Finishes,
@@ -201,6 +225,9 @@ struct UnitPlan {
     seq: u64,
     /// Every member's plan completes within the horizon.
     complete: bool,
+    /// Made with plans rolled forward ([`Mlcc::extend`]): if incomplete, its members are held
+    /// at nothing in slots their plan leaves empty ([`member_at`]).
+    hold: bool,
     members: Vec<Member>,
 }
 
@@ -211,6 +238,7 @@ impl UnitPlan {
         slot0: u64,
         seq: u64,
         complete: bool,
+        hold: bool,
         members: Vec<Member>,
         internal: impl Fn(usize) -> bool,
     ) -> UnitPlan {
@@ -220,6 +248,7 @@ impl UnitPlan {
             changes: Some(0),
             seq,
             complete,
+            hold,
             members,
         };
         for m in up.members.iter().filter(|m| !internal(m.f)) {
@@ -296,6 +325,11 @@ pub struct Mlcc {
     /// Kept unit-slots (counted in `unit_kept`) in which the plan completes every network
     /// member, paced at its MADD share without a re-plan (see the module documentation).
     pub finish_paced: u64,
+    /// Roll incomplete plans forward instead of re-planning them ([`Mlcc::extend_unit`]; on
+    /// by default, off with the CLI's `--no-extend`, unused in exact mode).
+    pub extend: bool,
+    /// Kept unit-slots (counted in `unit_kept`) in which an incomplete plan was rolled forward.
+    pub extended: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
     replan_reasons: [u64; 7],
     /// Per-flow decision times.
@@ -352,6 +386,8 @@ impl Mlcc {
             unit_plans: 0,
             unit_kept: 0,
             finish_paced: 0,
+            extend: true,
+            extended: 0,
             replan_reasons: [0; 7],
             flow_decisions: TimeHist::default(),
             refusals: 0,
@@ -860,7 +896,7 @@ impl Mlcc {
                 self.replan_reasons[r as usize] += 1;
                 false
             }
-            Ok(true) => {
+            Ok(Keep::Finishing) => {
                 if self.pace_finishing(sim, j, u) {
                     self.finish_paced += 1;
                     true
@@ -869,7 +905,16 @@ impl Mlcc {
                     false
                 }
             }
-            Ok(false) => {
+            Ok(Keep::Extend) => {
+                if self.extend_unit(sim, j, u, slot) {
+                    self.extended += 1;
+                    true
+                } else {
+                    self.replan_reasons[Replan::Incomplete as usize] += 1;
+                    false
+                }
+            }
+            Ok(Keep::Runs) => {
                 let Some(Some(up)) = self.plans[j].units.get(u) else {
                     return false;
                 };
@@ -885,16 +930,18 @@ impl Mlcc {
     }
 
     /// Why unit `u` of job `j` (brought up to date) cannot keep its plan in `slot`, if it can't
-    /// (`Err`); else whether every network member's plan completes it in `slot` (`Ok(true)`:
-    /// it is paced at its MADD share, see [`Mlcc::pace_finishing`]).
-    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Result<bool, Replan> {
+    /// (`Err`); else how it keeps it ([`Keep`]).
+    fn why_replan(&self, sim: &Sim, j: usize, u: usize, slot: u64) -> Result<Keep, Replan> {
         let Some(Some(up)) = self.plans[j].units.get(u) else {
             return Err(Replan::NoPlan);
         };
         if slot <= up.slot0 {
             return Err(Replan::NoPlan);
         }
-        if !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j) {
+        // Half a horizon old (or a whole one) and incomplete: rolled forward when nothing
+        // else asks for a re-plan ([`Mlcc::extend`]), else re-planned.
+        let aged = !up.complete && slot - up.slot0 >= self.max_age_incomplete(sim, j);
+        if aged && !self.extend {
             return Err(Replan::Incomplete);
         }
         let o = (slot - up.slot0) as usize;
@@ -922,6 +969,8 @@ impl Mlcc {
             match member_at(up, m, o) {
                 At::Runs => running += 1,
                 At::Finishes => finishing += 1,
+                // Past the plan's last slot when it is a whole horizon old: rolled forward.
+                At::Ended if aged && up.hold => running += 1,
                 At::Ended => return Err(Replan::RanOut),
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
@@ -955,7 +1004,12 @@ impl Mlcc {
         if finishing > 0 && running > 0 {
             return Err(Replan::Completing);
         }
-        Ok(finishing > 0)
+        Ok(match (aged, finishing > 0) {
+            (true, false) => Keep::Extend,
+            (true, true) => return Err(Replan::Incomplete),
+            (false, true) => Keep::Finishing,
+            (false, false) => Keep::Runs,
+        })
     }
 
     /// The groups of unit `u` of job `j` as [`Mlcc::plan_unit`] plans them, over its active
@@ -973,6 +1027,102 @@ impl Mlcc {
                 vec![active(pushes), active(pulls)]
             }
         }
+    }
+
+    /// Rolls the incomplete plan of unit `u` of job `j` forward at `slot` (documented
+    /// approximation, see the module header): per group as [`Mlcc::plan_unit`] plans them, the
+    /// members keep their plan's bytes for its slots still in the horizon and get
+    /// [`extend_group`]'s fill of the slots that joined it since (what a re-plan gives there
+    /// while the group stays incomplete). The unit then holds that as a plan made in `slot` and
+    /// its members take its rate for the slot. False, the unit to be re-planned, when a group
+    /// would complete within the horizon, an active member is not in the plan, or the library
+    /// refuses.
+    fn extend_unit(&mut self, sim: &Sim, j: usize, u: usize, slot: u64) -> bool {
+        let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) else {
+            return false;
+        };
+        let o = slot.saturating_sub(up.slot0) as usize;
+        let job = &sim.jobs[j];
+        let mut out = self.member_vecs.pop().unwrap_or_default();
+        out.clear();
+        let mut ok = o >= 1;
+        let mut buf = std::mem::take(&mut self.req_buf);
+        for group in self.unit_groups(sim, j, u) {
+            if !ok {
+                break;
+            }
+            if group.is_empty() {
+                continue;
+            }
+            // The kept plan's member of each active flow of the group.
+            let old: Vec<&Member> = group
+                .iter()
+                .filter_map(|&f| up.members.iter().find(|m| m.f == f))
+                .collect();
+            if old.len() != group.len() || old.iter().any(|m| m.bytes.len() < o) {
+                ok = false;
+                break;
+            }
+            let n = Self::requests_into(
+                &mut buf,
+                sim,
+                j,
+                group.iter().map(|&f| (f, Dependency::Independent)),
+            );
+            let kept: Vec<&[u64]> = old.iter().map(|m| &m.bytes[o..]).collect();
+            match extend_group(&mut self.table, &buf[..n], &kept) {
+                Ok(Some(bytes)) => {
+                    for (&f, b) in group.iter().zip(bytes) {
+                        let mut m = self.member_pool.pop().unwrap_or(Member {
+                            f,
+                            sent0: 0.0,
+                            first: 1.0,
+                            bytes: Vec::new(),
+                            rates: Vec::new(),
+                            rate0: 0,
+                            change: 0,
+                            last: None,
+                        });
+                        m.f = f;
+                        m.sent0 = job.flows[f].sent;
+                        m.first = 1.0;
+                        m.rates.clear();
+                        m.rates
+                            .extend(b.iter().map(|x| self.clock.rate_bps_for_bytes(*x)));
+                        m.bytes = b;
+                        m.rate0 = m.rates.first().copied().unwrap_or(0);
+                        m.last = m.bytes.iter().rposition(|x| *x > 0);
+                        m.change = (1..m.rates.len())
+                            .find(|&i| m.rates[i] != m.rates[i - 1])
+                            .unwrap_or(m.rates.len());
+                        out.push(m);
+                    }
+                }
+                Ok(None) => ok = false,
+                Err(_) => {
+                    self.refusals += 1;
+                    ok = false;
+                }
+            }
+        }
+        self.req_buf = buf;
+        if !ok {
+            self.member_pool.append(&mut out);
+            self.member_vecs.push(out);
+            self.plans[j].units[u] = Some(up);
+            return false;
+        }
+        let rates: Vec<(usize, u64)> = out.iter().map(|m| (m.f, m.rate0)).collect();
+        for (f, r) in rates {
+            self.set_rate(sim, j, f, r);
+        }
+        let plan = UnitPlan::new(slot, self.seq, false, true, out, |f| {
+            flow_is_internal(sim, j, f)
+        });
+        self.plans[j].units[u] = Some(up);
+        self.recycle(j, u);
+        self.plans[j].units[u] = Some(plan);
+        true
     }
 
     /// A kept unit whose plan completes every network member in the current slot: each is paced
@@ -1067,9 +1217,14 @@ impl Mlcc {
         self.unit_first = 1.0;
         self.unit_plans += 1;
         let members = std::mem::take(&mut self.unit_members);
-        let plan = UnitPlan::new(slot, self.seq, self.unit_complete, members, |f| {
-            flow_is_internal(sim, j, f)
-        });
+        let plan = UnitPlan::new(
+            slot,
+            self.seq,
+            self.unit_complete,
+            self.extend,
+            members,
+            |f| flow_is_internal(sim, j, f),
+        );
         if let Some(x) = self.plans[j].units.get_mut(u) {
             *x = Some(plan);
         }
@@ -1245,8 +1400,14 @@ impl Policy for Mlcc {
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
                         None => {
-                            self.plans[j].units[u] =
-                                Some(UnitPlan::new(slot, self.seq, true, Vec::new(), |_| false))
+                            self.plans[j].units[u] = Some(UnitPlan::new(
+                                slot,
+                                self.seq,
+                                true,
+                                false,
+                                Vec::new(),
+                                |_| false,
+                            ))
                         }
                     }
                 }
@@ -1344,6 +1505,7 @@ impl Policy for Mlcc {
             "unit_plans": self.unit_plans,
             "unit_plans_kept": self.unit_kept,
             "unit_plans_kept_finishing": self.finish_paced,
+            "unit_plans_extended": self.extended,
             "replan_reasons": REPLAN_NAMES.iter().zip(self.replan_reasons).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<String, Value>>(),
         })
     }
