@@ -392,6 +392,11 @@ fn with_first_slots(
     Ok((bytes, cost))
 }
 
+/// True when every kept slot holds the group at nothing (see [`extend_group_bytes`]).
+pub(crate) fn waiting(kept_bytes: &[&[u64]]) -> bool {
+    kept_bytes.iter().all(|b| b.iter().all(|x| *x == 0))
+}
+
 /// The common length of `kept_bytes` (see [`extend_group_bytes`]): one list per member (of
 /// `members`), all of one length at most K.
 pub(crate) fn check_kept(
@@ -433,10 +438,15 @@ pub(crate) fn check_kept(
 /// there, and the members' bytes left shrink in proportion (MADD), so each link's bound
 /// B_l(t) · G / D_l is unchanged. The members' dependencies (Alg. 2) are not re-applied.
 ///
+/// A group held at nothing in every kept slot (its kept bytes all 0: its links were booked
+/// by others) is the exception: those slots carry nothing for it, so Alg. 1 over the whole
+/// horizon never puts bytes there nor completes in them, and its fill from `kept` is the
+/// re-plan's also when the group completes within the horizon.
+///
 /// `members[i].progress.remaining_bytes` is member i's bytes left now (the kept slots
 /// included); `links` as for [`group_schedule`]. Returns per member its bytes over the whole
-/// horizon, or `None` when the group would complete within the horizon (Alg. 1's choice of the
-/// completion slot then spans every slot: re-plan it). Same refusals as [`group_schedule`],
+/// horizon, or `None` when the group (not held at nothing) would complete within the horizon
+/// (Alg. 1's choice of the completion slot then spans every slot: re-plan it). Same refusals as [`group_schedule`],
 /// and [`SchedError::MemberCountMismatch`] / [`SchedError::LengthMismatch`] for `kept_bytes`
 /// not one list per member of one common length at most K.
 pub fn extend_group_bytes(
@@ -458,7 +468,7 @@ pub fn extend_group_bytes(
     let (mut bytes, _) = fill_group(clock, links, &idx, &rest, kept)?;
     let placed: u128 = bytes.iter().flatten().map(|b| u128::from(*b)).sum();
     let wanted: u128 = rest.iter().map(|r| u128::from(*r)).sum();
-    if placed >= wanted {
+    if placed >= wanted && !waiting(kept_bytes) {
         return Ok(None);
     }
     for (b, h) in bytes.iter_mut().zip(kept_bytes) {

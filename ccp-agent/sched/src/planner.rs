@@ -126,62 +126,20 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
-/// True when the members' bytes left after `kept_bytes` (see [`extend_group`]) exceed what the
-/// slots after the kept ones carry for the group even at the full capacity of its `links`: per
-/// slot the least over its links of bytes_in_slot(capacity) · G / D_l (MADD, the bound of
-/// [`crate::coflow`]'s Alg. 1 with nobody else on the links).
-fn cannot_complete(
-    table: &LinkLoadTable,
-    members: &[FlowRequest],
-    links: &[LinkId],
-    kept_bytes: &[&[u64]],
-) -> Result<bool, SchedError> {
-    let clock = table.clock();
-    let kept = crate::coflow::check_kept(clock, members.len(), kept_bytes)?;
-    let new_slots = clock.horizon().saturating_sub(kept) as u128;
-    let rest: Vec<u128> = members
-        .iter()
-        .zip(kept_bytes)
-        .map(|(m, b)| {
-            let held = b.iter().fold(0u64, |a, x| a.saturating_add(*x));
-            u128::from(m.progress.remaining_bytes.saturating_sub(held))
-        })
-        .collect();
-    let g: u128 = rest.iter().sum();
-    let mut per_slot = u128::MAX;
-    for l in links {
-        let d: u128 = members
-            .iter()
-            .zip(&rest)
-            .filter(|(m, _)| m.path.contains(l))
-            .map(|(_, r)| *r)
-            .sum();
-        let carried = u128::from(clock.bytes_in_slot(table.capacity_bps(*l)?));
-        if let Some(x) = carried.saturating_mul(g).checked_div(d) {
-            per_slot = per_slot.min(x);
-        }
-    }
-    Ok(per_slot.saturating_mul(new_slots) < g)
-}
-
 /// Rolls the stored plan of a group forward ([`crate::coflow::extend_group_bytes`]): member i
 /// keeps `kept_bytes[i]` in the first slots from the current one and gets Alg. 1's fill of the
 /// slots that joined the horizon since; the members' entries in `table` are replaced by the
 /// result (a member with nothing planned leaves it). Returns per member its bytes per slot over
 /// the horizon from the current slot, or `None`, the table unchanged, when the group would
-/// complete within the horizon (re-plan it with [`plan_group`]). Refuses what
+/// complete within the horizon and is not held at nothing in every kept slot (re-plan it with
+/// [`plan_group`]). Refuses what
 /// [`crate::coflow::extend_group_bytes`] refuses, and leaves the table unchanged then.
 pub fn extend_group(
     table: &mut LinkLoadTable,
     members: &[FlowRequest],
     kept_bytes: &[&[u64]],
 ) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
-    // At the links' full capacities the new slots would carry all that is left: the group
-    // may complete within the horizon, a re-plan decides (no need to read the load).
     let links = group_links(members);
-    if !cannot_complete(table, members, &links, kept_bytes)? {
-        return Ok(None);
-    }
     let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
     let views = table.link_views(&links, &exclude)?;
     let Some(bytes) =
@@ -388,11 +346,45 @@ mod tests {
             member(1, vec![0, 1], 19_900, 100),
             member(2, vec![2], 8_950, 50),
         ];
-        let kept: Vec<&[u64]> = vec![&[0; 4], &[0; 4]];
+        let kept: Vec<&[u64]> = vec![&[50, 0, 0, 0], &[20, 0, 0, 0]];
         assert_eq!(extend_group(&mut rolled, &small, &kept).unwrap(), None);
         assert_eq!(rolled.snapshot(), before);
         // Kept bytes must be one list per member, of one length.
         assert!(extend_group(&mut rolled, &small, &kept[..1]).is_err());
-        assert!(extend_group(&mut rolled, &small, &[&[0; 4], &[0; 3]]).is_err());
+        assert!(extend_group(&mut rolled, &small, &[&[50; 4], &[0; 3]]).is_err());
+    }
+
+    /// A flow held at nothing by another flow's bookings over its whole plan, rolled forward
+    /// when the link frees up in the slots that joined the horizon: it gets what a re-plan
+    /// gives, although it now completes within the horizon.
+    #[test]
+    fn extending_a_held_group_equals_its_replan_also_when_it_completes() {
+        let mut t = LinkLoadTable::new(SlotClock::new(8_000_000, 6).unwrap(), 0);
+        t.add_link(LinkId(0), 1_000).unwrap();
+        let busy = Schedule {
+            start_slot: 0,
+            rates_bps: vec![1_000; 8],
+        };
+        t.set_schedule(FlowId(9), &[LinkId(0)], &busy).unwrap();
+        let req = |rem| FlowRequest {
+            flow: FlowId(1),
+            path: vec![LinkId(0)],
+            progress: FlowProgress {
+                sent_bytes: 0,
+                remaining_bytes: rem,
+            },
+            dependency: Dependency::Independent,
+        };
+        let g = plan_group(&mut t, &[req(2_500)]).unwrap();
+        assert_eq!(g.decisions[0].plan.bytes, vec![0; 6]);
+        t.advance_to(4).unwrap();
+        let mut replanned = t.clone();
+        let kept: Vec<&[u64]> = vec![&g.decisions[0].plan.bytes[4..]];
+        let ext = extend_group(&mut t, &[req(2_500)], &kept).unwrap().unwrap();
+        let re = plan_group(&mut replanned, &[req(2_500)]).unwrap();
+        assert!(re.decisions[0].plan.is_complete());
+        assert_eq!(ext, vec![re.decisions[0].plan.bytes.clone()]);
+        assert_eq!(ext[0].iter().sum::<u64>(), 2_500);
+        assert_eq!(t.snapshot(), replanned.snapshot());
     }
 }

@@ -1045,7 +1045,9 @@ impl Mlcc {
         let job = &sim.jobs[j];
         let mut out = self.member_vecs.pop().unwrap_or_default();
         out.clear();
-        let mut ok = o >= 1;
+        // A plan a whole horizon old keeps no slot: re-planned (Alg. 2 included), not rolled.
+        let mut ok = o >= 1 && o < self.clock.horizon();
+        let mut complete = true;
         let mut buf = std::mem::take(&mut self.req_buf);
         for group in self.unit_groups(sim, j, u) {
             if !ok {
@@ -1072,6 +1074,9 @@ impl Mlcc {
             let kept: Vec<&[u64]> = old.iter().map(|m| &m.bytes[o..]).collect();
             match extend_group(&mut self.table, &buf[..n], &kept) {
                 Ok(Some(bytes)) => {
+                    for (req, b) in buf[..n].iter().zip(&bytes) {
+                        complete &= b.iter().sum::<u64>() >= req.progress.remaining_bytes;
+                    }
                     for (&f, b) in group.iter().zip(bytes) {
                         let mut m = self.member_pool.pop().unwrap_or(Member {
                             f,
@@ -1116,7 +1121,7 @@ impl Mlcc {
         for (f, r) in rates {
             self.set_rate(sim, j, f, r);
         }
-        let plan = UnitPlan::new(slot, self.seq, false, true, out, |f| {
+        let plan = UnitPlan::new(slot, self.seq, complete, true, out, |f| {
             flow_is_internal(sim, j, f)
         });
         self.plans[j].units[u] = Some(up);
