@@ -71,6 +71,23 @@
 //!   the slot, so the group's dependencies are met but for that slack), and, if load was added
 //!   on its links since it was planned, move bytes to the next slot. Counted in the report as
 //!   `unit_plans_kept_finishing` (also in `unit_plans_kept`).
+//! - Rolling incomplete plans forward (documented approximation, part of plan reuse; the
+//!   CLI's `--no-extend` re-plans instead, as before): when the incomplete-plan rule above
+//!   comes due and nothing else asks for a re-plan, the unit's plan is rolled forward by
+//!   [`extend_group`], per group: the members keep their bytes in the plan's slots still in
+//!   the horizon, and the slots that joined the horizon since get Alg. 1's fill against the
+//!   table (every such slot filled as far as the links allow). That is what the re-plan gives
+//!   while the group stays incomplete and nothing it was planned against changed (the kept
+//!   slots' free capacity is what the group holds there, and MADD keeps the bound of each link
+//!   as it was; `extend_group`'s tests compare the two). A group held at nothing in every kept
+//!   slot is rolled forward also when it then completes (Alg. 1 cannot use those slots). A
+//!   group that would complete otherwise is re-planned (Alg. 1's choice of its completion slot
+//!   spans the whole horizon). What the re-plan would do differently: Alg. 2's raise and the
+//!   receivers' cuts in the current slot, and the rounding of members' bytes (a byte per
+//!   slot). With plans rolled forward, a member of an incomplete plan with nothing planned in
+//!   a slot (its links booked by others there) is held at nothing like the waiting members
+//!   above rather than counted as run out. Counted in the report as `unit_plans_extended`
+//!   (also in `unit_plans_kept`).
 //!
 //! Besides the engine's per-decision time, each group decision (plan + reduction) is timed and
 //! counted per member (its time over its member count): that
