@@ -171,7 +171,7 @@ impl Paths {
 }
 
 /// Bytes link `available_bps` carries in a slot for `n` members (see the module docs).
-fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
+pub(crate) fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
     let slack = n.saturating_sub(1);
     clock
         .bytes_in_slot(available_bps.saturating_sub(slack))
@@ -179,7 +179,7 @@ fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
 }
 
 /// `a · b / c` in `u128`, saturated to `u64` (`c > 0`).
-fn mul_div(a: u64, b: u128, c: u128) -> u64 {
+pub(crate) fn mul_div(a: u64, b: u128, c: u128) -> u64 {
     // In 64 bits when the operands and the product fit: the same quotient without a 128-bit
     // division.
     if let (Ok(b), Ok(c)) = (u64::try_from(b), u64::try_from(c)) {

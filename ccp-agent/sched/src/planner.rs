@@ -126,6 +126,55 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
+/// True when, in every slot after the first `kept` of the horizon, Alg. 1's bound on the
+/// group's bytes X_t ([`crate::coflow`]: the least over its links of B_l(t) · G / D_l) is 0,
+/// so that [`extend_group`]'s fill of those slots is 0 for every member: found from the links'
+/// available bandwidth without building the link views. Only for a group held at nothing,
+/// whose members have no stored schedule (see `publish`): the bandwidth available to it is
+/// then the link's.
+fn held_in_new_slots(
+    table: &LinkLoadTable,
+    members: &[FlowRequest],
+    links: &[LinkId],
+    kept: usize,
+) -> Result<bool, SchedError> {
+    let clock = table.clock();
+    let now = table.current_slot();
+    let g: u128 = members
+        .iter()
+        .map(|m| u128::from(m.progress.remaining_bytes))
+        .sum();
+    // (link, D_l, n_l) over the members with bytes left.
+    let mut demand: Vec<(LinkId, u128, u64)> = Vec::with_capacity(links.len());
+    for l in links {
+        let (mut d, mut n) = (0u128, 0u64);
+        for m in members.iter().filter(|m| m.progress.remaining_bytes > 0) {
+            if m.path.contains(l) {
+                d += u128::from(m.progress.remaining_bytes);
+                n += 1;
+            }
+        }
+        if d > 0 {
+            demand.push((*l, d, n));
+        }
+    }
+    for t in kept..clock.horizon() {
+        let slot = now.saturating_add(t as u64);
+        let mut held = false;
+        for &(l, d, n) in &demand {
+            let b = crate::coflow::budget(clock, table.available_bps_at(l, slot)?, n);
+            if crate::coflow::mul_div(b, g, d) == 0 {
+                held = true;
+                break;
+            }
+        }
+        if !held {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Rolls the stored plan of a group forward ([`crate::coflow::extend_group_bytes`]): member i
 /// keeps `kept_bytes[i]` in the first slots from the current one and gets Alg. 1's fill of the
 /// slots that joined the horizon since; the members' entries in `table` are replaced by the
@@ -140,6 +189,18 @@ pub fn extend_group(
     kept_bytes: &[&[u64]],
 ) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
     let links = group_links(members);
+    let kept = crate::coflow::check_kept(table.clock(), members.len(), kept_bytes)?;
+    if crate::coflow::waiting(kept_bytes) && held_in_new_slots(table, members, &links, kept)? {
+        // Nothing to plan, nothing stored: the members of a group held at nothing have no
+        // entry in the table (see `publish`).
+        for m in members {
+            match table.remove_flow(m.flow) {
+                Ok(_) | Err(SchedError::UnknownFlow(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok(Some(vec![vec![0; table.clock().horizon()]; members.len()]));
+    }
     let exclude: Vec<FlowId> = members.iter().map(|m| m.flow).collect();
     let views = table.link_views(&links, &exclude)?;
     let Some(bytes) =
@@ -354,9 +415,10 @@ mod tests {
         assert!(extend_group(&mut rolled, &small, &[&[50; 4], &[0; 3]]).is_err());
     }
 
-    /// A flow held at nothing by another flow's bookings over its whole plan, rolled forward
-    /// when the link frees up in the slots that joined the horizon: it gets what a re-plan
-    /// gives, although it now completes within the horizon.
+    /// A flow held at nothing by another flow's bookings over its whole plan, rolled forward:
+    /// while the slots that join the horizon are booked it stays held at nothing; when the link
+    /// frees up there it gets what a re-plan gives, although it now completes within the
+    /// horizon.
     #[test]
     fn extending_a_held_group_equals_its_replan_also_when_it_completes() {
         let mut t = LinkLoadTable::new(SlotClock::new(8_000_000, 6).unwrap(), 0);
@@ -377,6 +439,29 @@ mod tests {
         };
         let g = plan_group(&mut t, &[req(2_500)]).unwrap();
         assert_eq!(g.decisions[0].plan.bytes, vec![0; 6]);
+        // One slot on, the slot that joins the horizon is booked too: held at nothing.
+        let mut held = t.clone();
+        held.advance_to(1).unwrap();
+        let busy_on = Schedule {
+            start_slot: 1,
+            rates_bps: vec![1_000; 6],
+        };
+        held.set_schedule(FlowId(9), &[LinkId(0)], &busy_on)
+            .unwrap();
+        let kept: Vec<&[u64]> = vec![&g.decisions[0].plan.bytes[1..]];
+        let ext = extend_group(&mut held, &[req(2_500)], &kept)
+            .unwrap()
+            .unwrap();
+        assert_eq!(ext, vec![vec![0; 6]]);
+        assert_eq!(
+            plan_group(&mut held.clone(), &[req(2_500)])
+                .unwrap()
+                .decisions[0]
+                .plan
+                .bytes,
+            vec![0; 6]
+        );
+        assert_eq!(held.flow_count(), 1);
         t.advance_to(4).unwrap();
         let mut replanned = t.clone();
         let kept: Vec<&[u64]> = vec![&g.decisions[0].plan.bytes[4..]];

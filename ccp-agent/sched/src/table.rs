@@ -565,6 +565,17 @@ impl LinkLoadTable {
         }
     }
 
+    /// Bandwidth available to ML flows on `link` in `slot` (one of the horizon's), bit/s: its
+    /// estimate less the load of every stored schedule there, as [`LinkLoadTable::link_views`]
+    /// gives it with nothing excluded, without building views. Refuses an unknown link.
+    pub fn available_bps_at(&self, link: LinkId, slot: u64) -> Result<u64, SchedError> {
+        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let k = self.clock.horizon();
+        Ok(self
+            .estimate_of(state)
+            .saturating_sub(state.load_at(slot, k)))
+    }
+
     /// What a group of flows sees of each of `links` over the K slots from the current one:
     /// per link, the load of the flows not in `exclude` and the available bandwidth (estimate
     /// less that load), in the order of `links`. Refuses an unknown link.
@@ -727,6 +738,33 @@ mod tests {
             .unwrap();
         assert_eq!(d, sched(100, &[0, 0, 1]));
         assert!(t.admit(FlowId(4), &[LinkId(9)], &sched(100, &[1])).is_err());
+    }
+
+    #[test]
+    fn available_at_a_slot_is_the_views_available_bandwidth() {
+        let mut t = table();
+        t.set_schedule(
+            FlowId(1),
+            &[LinkId(1), LinkId(2)],
+            &sched(100, &[1_000, 6_000, 0, 2_000]),
+        )
+        .unwrap();
+        t.set_schedule(FlowId(2), &[LinkId(1)], &sched(101, &[3_000]))
+            .unwrap();
+        t.advance_to(101).unwrap();
+        let views = t.link_views(&[LinkId(1), LinkId(2)], &[]).unwrap();
+        for v in &views {
+            for (i, a) in v.available_bps.iter().enumerate() {
+                assert_eq!(t.available_bps_at(v.link, 101 + i as u64).unwrap(), *a);
+            }
+        }
+        assert_eq!(t.available_bps_at(LinkId(1), 101).unwrap(), 1_000);
+        assert_eq!(t.available_bps_at(LinkId(2), 101).unwrap(), 0);
+        assert_eq!(t.available_bps_at(LinkId(2), 102).unwrap(), 5_000);
+        assert_eq!(
+            t.available_bps_at(LinkId(7), 101),
+            Err(SchedError::UnknownLink(LinkId(7)))
+        );
     }
 
     #[test]
