@@ -264,19 +264,24 @@ mod tests {
     use super::*;
     use crate::slot::SlotClock;
 
+    /// An independent flow `f` over links `path` with `sent` bytes sent and `rem` left.
+    fn request(f: u64, path: &[u32], sent: u64, rem: u64) -> FlowRequest {
+        FlowRequest {
+            flow: FlowId(f),
+            path: path.iter().map(|l| LinkId(*l)).collect(),
+            progress: FlowProgress {
+                sent_bytes: sent,
+                remaining_bytes: rem,
+            },
+            dependency: Dependency::Independent,
+        }
+    }
+
     #[test]
     fn flows_planned_later_see_the_earlier_ones() {
         let mut t = LinkLoadTable::new(SlotClock::new(8_000_000, 3).unwrap(), 0);
         t.add_link(LinkId(0), 10).unwrap();
-        let req = |f| FlowRequest {
-            flow: FlowId(f),
-            path: vec![LinkId(0)],
-            progress: FlowProgress {
-                sent_bytes: 0,
-                remaining_bytes: 10,
-            },
-            dependency: Dependency::Independent,
-        };
+        let req = |f| request(f, &[0], 0, 10);
         let bad = FlowRequest {
             path: vec![LinkId(5)],
             ..req(9)
@@ -320,30 +325,13 @@ mod tests {
             t.add_link(LinkId(l), 1_000).unwrap();
         }
         // Another flow on link 1, with a schedule that varies.
-        let other = FlowRequest {
-            flow: FlowId(9),
-            path: vec![LinkId(1)],
-            progress: FlowProgress {
-                sent_bytes: 0,
-                remaining_bytes: 0,
-            },
-            dependency: Dependency::Independent,
-        };
         let other_schedule = Schedule {
             start_slot: 0,
             rates_bps: vec![200, 600, 0, 400, 400, 100, 300, 300, 0, 500],
         };
-        t.set_schedule(other.flow, &other.path, &other_schedule)
+        t.set_schedule(FlowId(9), &[LinkId(1)], &other_schedule)
             .unwrap();
-        let member = |f, path: Vec<u32>, sent, rem| FlowRequest {
-            flow: FlowId(f),
-            path: path.into_iter().map(LinkId).collect(),
-            progress: FlowProgress {
-                sent_bytes: sent,
-                remaining_bytes: rem,
-            },
-            dependency: Dependency::Independent,
-        };
+        let member = |f, path: Vec<u32>, sent, rem| request(f, &path, sent, rem);
         let sizes = [20_000u64, 9_000];
         let members = [
             member(1, vec![0, 1], 0, sizes[0]),
@@ -428,15 +416,7 @@ mod tests {
             rates_bps: vec![1_000; 8],
         };
         t.set_schedule(FlowId(9), &[LinkId(0)], &busy).unwrap();
-        let req = |rem| FlowRequest {
-            flow: FlowId(1),
-            path: vec![LinkId(0)],
-            progress: FlowProgress {
-                sent_bytes: 0,
-                remaining_bytes: rem,
-            },
-            dependency: Dependency::Independent,
-        };
+        let req = |rem| request(1, &[0], 0, rem);
         let g = plan_group(&mut t, &[req(2_500)]).unwrap();
         assert_eq!(g.decisions[0].plan.bytes, vec![0; 6]);
         // One slot on, the slot that joins the horizon is booked too: held at nothing.

@@ -536,6 +536,46 @@ impl Mlcc {
         }
     }
 
+    /// A member of a kept plan for flow `f` (its buffers from the pool): `sent0` bytes sent and
+    /// the fraction `first` of the slot left when planned, its plan's `bytes` and `rates` per
+    /// slot with `rate_now` the rate given in the first.
+    fn member(
+        &mut self,
+        f: usize,
+        sent0: f64,
+        first: f64,
+        bytes: &[u64],
+        rates: &[u64],
+        rate_now: u64,
+    ) -> Member {
+        let mut m = self.member_pool.pop().unwrap_or(Member {
+            f,
+            sent0,
+            first,
+            bytes: Vec::new(),
+            rates: Vec::new(),
+            rate0: 0,
+            change: 0,
+            last: None,
+        });
+        m.f = f;
+        m.sent0 = sent0;
+        m.first = first;
+        m.bytes.clear();
+        m.bytes.extend_from_slice(bytes);
+        m.rates.clear();
+        m.rates.extend_from_slice(rates);
+        if let Some(r0) = m.rates.first_mut() {
+            *r0 = rate_now;
+        }
+        m.rate0 = m.rates.first().copied().unwrap_or(0);
+        m.last = m.bytes.iter().rposition(|b| *b > 0);
+        m.change = (1..m.rates.len())
+            .find(|&o| m.rates[o] != m.rates[o - 1])
+            .unwrap_or(m.rates.len());
+        m
+    }
+
     /// Records the current-slot rates of a group's decision: each member paced by
     /// [`mlcc_sched::Decision::pacing_rate_bps`] at its MADD share of the available bandwidth when its plan
     /// completes it in this slot (Alg. 1: slots are filled "with the largest feasible rate"), so
@@ -548,31 +588,9 @@ impl Mlcc {
             let r = d.pacing_rate_bps(req.progress.remaining_bytes, *share);
             self.set_rate(sim, j, f, r);
             if !self.exact {
-                let mut m = self.member_pool.pop().unwrap_or(Member {
-                    f,
-                    sent0: 0.0,
-                    first: 1.0,
-                    bytes: Vec::new(),
-                    rates: Vec::new(),
-                    rate0: 0,
-                    change: 0,
-                    last: None,
-                });
-                m.f = f;
-                m.sent0 = sim.jobs[j].flows[f].sent;
-                m.first = self.unit_first;
-                m.bytes.clear();
-                m.bytes.extend_from_slice(&d.plan.bytes);
-                m.rates.clear();
-                m.rates.extend_from_slice(&d.plan.rates_bps);
-                if let Some(r0) = m.rates.first_mut() {
-                    *r0 = r;
-                }
-                m.rate0 = m.rates.first().copied().unwrap_or(0);
-                m.last = m.bytes.iter().rposition(|b| *b > 0);
-                m.change = (1..m.rates.len())
-                    .find(|&o| m.rates[o] != m.rates[o - 1])
-                    .unwrap_or(m.rates.len());
+                let sent = sim.jobs[j].flows[f].sent;
+                let first = self.unit_first;
+                let m = self.member(f, sent, first, &d.plan.bytes, &d.plan.rates_bps, r);
                 self.unit_complete &= d.plan.is_complete();
                 self.unit_members.push(m);
             }
@@ -1094,30 +1112,13 @@ impl Mlcc {
                     for (req, b) in buf[..n].iter().zip(&bytes) {
                         complete &= b.iter().sum::<u64>() >= req.progress.remaining_bytes;
                     }
-                    for (&f, b) in group.iter().zip(bytes) {
-                        let mut m = self.member_pool.pop().unwrap_or(Member {
-                            f,
-                            sent0: 0.0,
-                            first: 1.0,
-                            bytes: Vec::new(),
-                            rates: Vec::new(),
-                            rate0: 0,
-                            change: 0,
-                            last: None,
-                        });
-                        m.f = f;
-                        m.sent0 = job.flows[f].sent;
-                        m.first = 1.0;
-                        m.rates.clear();
-                        m.rates
-                            .extend(b.iter().map(|x| self.clock.rate_bps_for_bytes(*x)));
-                        m.bytes = b;
-                        m.rate0 = m.rates.first().copied().unwrap_or(0);
-                        m.last = m.bytes.iter().rposition(|x| *x > 0);
-                        m.change = (1..m.rates.len())
-                            .find(|&i| m.rates[i] != m.rates[i - 1])
-                            .unwrap_or(m.rates.len());
-                        out.push(m);
+                    for (&f, b) in group.iter().zip(&bytes) {
+                        let rates: Vec<u64> = b
+                            .iter()
+                            .map(|x| self.clock.rate_bps_for_bytes(*x))
+                            .collect();
+                        let now = rates.first().copied().unwrap_or(0);
+                        out.push(self.member(f, job.flows[f].sent, 1.0, b, &rates, now));
                     }
                 }
                 Ok(None) => ok = false,
