@@ -300,8 +300,10 @@ pub struct Mlcc {
     /// Current slot rate of each planned flow, bit/s, by the engine's allocation id
     /// (`Job::flow_base` + flow index; `NO_RATE`: not planned).
     rates: Vec<u64>,
-    /// Allocation ids (and table ids) of the flows with a rate (compacted now and then).
+    /// Allocation ids (and table ids) of the flows with a rate (compacted now and then), and
+    /// its length after the last compaction.
     planned: Vec<(usize, u64)>,
+    planned_kept: usize,
     /// Liveness marks by allocation id (whole-cluster decisions).
     live_mark: Vec<u32>,
     stamp: u32,
@@ -381,6 +383,7 @@ impl Mlcc {
             slot: None,
             rates: Vec::new(),
             planned: Vec::new(),
+            planned_kept: 0,
             live_mark: Vec::new(),
             stamp: 0,
             exact,
@@ -487,6 +490,7 @@ impl Mlcc {
     fn compact_planned(&mut self) {
         let rates = &self.rates;
         self.planned.retain(|(aid, _)| rates[*aid] != NO_RATE);
+        self.planned_kept = self.planned.len();
     }
 
     /// Fills the front of `buf` with the requests of the flows `fs` of job `j` (each with its
@@ -545,7 +549,7 @@ impl Mlcc {
         sent0: f64,
         first: f64,
         bytes: &[u64],
-        rates: &[u64],
+        rates: impl IntoIterator<Item = u64>,
         rate_now: u64,
     ) -> Member {
         let mut m = self.member_pool.pop().unwrap_or(Member {
@@ -564,7 +568,7 @@ impl Mlcc {
         m.bytes.clear();
         m.bytes.extend_from_slice(bytes);
         m.rates.clear();
-        m.rates.extend_from_slice(rates);
+        m.rates.extend(rates);
         if let Some(r0) = m.rates.first_mut() {
             *r0 = rate_now;
         }
@@ -590,7 +594,14 @@ impl Mlcc {
             if !self.exact {
                 let sent = sim.jobs[j].flows[f].sent;
                 let first = self.unit_first;
-                let m = self.member(f, sent, first, &d.plan.bytes, &d.plan.rates_bps, r);
+                let m = self.member(
+                    f,
+                    sent,
+                    first,
+                    &d.plan.bytes,
+                    d.plan.rates_bps.iter().copied(),
+                    r,
+                );
                 self.unit_complete &= d.plan.is_complete();
                 self.unit_members.push(m);
             }
@@ -950,15 +961,14 @@ impl Mlcc {
                 }
             }
             Ok(Keep::Runs) => {
-                let Some(Some(up)) = self.plans[j].units.get(u) else {
+                let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) else {
                     return false;
                 };
                 let o = (slot - up.slot0) as usize;
-                let rates: Vec<(usize, u64)> =
-                    up.members.iter().map(|m| (m.f, m.rates[o])).collect();
-                for (f, r) in rates {
-                    self.set_rate(sim, j, f, r);
+                for m in &up.members {
+                    self.set_rate(sim, j, m.f, m.rates[o]);
                 }
+                self.plans[j].units[u] = Some(up);
                 true
             }
         }
@@ -1113,12 +1123,10 @@ impl Mlcc {
                         complete &= b.iter().sum::<u64>() >= req.progress.remaining_bytes;
                     }
                     for (&f, b) in group.iter().zip(&bytes) {
-                        let rates: Vec<u64> = b
-                            .iter()
-                            .map(|x| self.clock.rate_bps_for_bytes(*x))
-                            .collect();
-                        let now = rates.first().copied().unwrap_or(0);
-                        out.push(self.member(f, job.flows[f].sent, 1.0, b, &rates, now));
+                        let clock = self.clock;
+                        let rates = b.iter().map(|x| clock.rate_bps_for_bytes(*x));
+                        let now = clock.rate_bps_for_bytes(b.first().copied().unwrap_or(0));
+                        out.push(self.member(f, job.flows[f].sent, 1.0, b, rates, now));
                     }
                 }
                 Ok(None) => ok = false,
@@ -1501,7 +1509,9 @@ impl Policy for Mlcc {
                 k += 1;
             }
         }
-        if self.planned.len() > 2 * sim.jobs.len() + 4096 {
+        // Compacted when it doubled since the last time (not at every decision when many
+        // flows hold a rate).
+        if self.planned.len() > 2 * self.planned_kept.max(sim.jobs.len()) + 4096 {
             self.compact_planned();
         }
         self.at_boundary = false;
