@@ -446,9 +446,10 @@ pub(crate) fn check_kept(
 /// `members[i].progress.remaining_bytes` is member i's bytes left now (the kept slots
 /// included); `links` as for [`group_schedule`]. Returns per member its bytes over the whole
 /// horizon, or `None` when the group (not held at nothing) would complete within the horizon
-/// (Alg. 1's choice of the completion slot then spans every slot: re-plan it). Same refusals as [`group_schedule`],
-/// and [`SchedError::MemberCountMismatch`] / [`SchedError::LengthMismatch`] for `kept_bytes`
-/// not one list per member of one common length at most K.
+/// (Alg. 1's choice of the completion slot then spans every slot: re-plan it). Same refusals
+/// as [`group_schedule`], and [`SchedError::MemberCountMismatch`] /
+/// [`SchedError::LengthMismatch`] for `kept_bytes` not one list per member of one common
+/// length at most K.
 pub fn extend_group_bytes(
     clock: &SlotClock,
     members: &[FlowRequest],

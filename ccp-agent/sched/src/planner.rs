@@ -26,12 +26,17 @@ pub struct FlowRequest {
     pub dependency: Dependency,
 }
 
+/// Takes `flow` off the table, if it is there.
+fn forget(table: &mut LinkLoadTable, flow: FlowId) -> Result<(), SchedError> {
+    match table.remove_flow(flow) {
+        Ok(_) | Err(SchedError::UnknownFlow(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 fn publish(table: &mut LinkLoadTable, req: &FlowRequest, d: &Decision) -> Result<(), SchedError> {
     if d.plan.rates_bps.iter().all(|r| *r == 0) {
-        match table.remove_flow(req.flow) {
-            Ok(_) | Err(SchedError::UnknownFlow(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        forget(table, req.flow)
     } else {
         table.set_schedule(req.flow, &req.path, &d.plan.schedule())
     }
@@ -181,8 +186,8 @@ fn held_in_new_slots(
 /// result (a member with nothing planned leaves it). Returns per member its bytes per slot over
 /// the horizon from the current slot, or `None`, the table unchanged, when the group would
 /// complete within the horizon and is not held at nothing in every kept slot (re-plan it with
-/// [`plan_group`]). Refuses what
-/// [`crate::coflow::extend_group_bytes`] refuses, and leaves the table unchanged then.
+/// [`plan_group`]). Refuses what [`crate::coflow::extend_group_bytes`] refuses, and leaves the
+/// table unchanged then.
 pub fn extend_group(
     table: &mut LinkLoadTable,
     members: &[FlowRequest],
@@ -194,10 +199,7 @@ pub fn extend_group(
         // Nothing to plan, nothing stored: the members of a group held at nothing have no
         // entry in the table (see `publish`).
         for m in members {
-            match table.remove_flow(m.flow) {
-                Ok(_) | Err(SchedError::UnknownFlow(_)) => {}
-                Err(e) => return Err(e),
-            }
+            forget(table, m.flow)?;
         }
         return Ok(Some(vec![vec![0; table.clock().horizon()]; members.len()]));
     }
@@ -211,10 +213,7 @@ pub fn extend_group(
     let start_slot = table.current_slot();
     for (m, b) in members.iter().zip(&bytes) {
         if b.iter().all(|x| *x == 0) {
-            match table.remove_flow(m.flow) {
-                Ok(_) | Err(SchedError::UnknownFlow(_)) => {}
-                Err(e) => return Err(e),
-            }
+            forget(table, m.flow)?;
         } else {
             let schedule = Schedule {
                 start_slot,
