@@ -46,7 +46,8 @@
 //!   has run out with the flow not done (`ran_out`), some network members' plans complete in
 //!   the new slot while others' run on (`completing`), or its plan does not complete within
 //!   the horizon and is half a horizon old while another job crosses its links (its bytes past
-//!   the horizon are not booked until it is re-planned). A member such an incomplete plan
+//!   the horizon are not booked until then; by default such a plan is rolled forward instead
+//!   when nothing else asks for a re-plan, see below). A member such an incomplete plan
 //!   holds at nothing (its links booked by others over the whole horizon) waits under that
 //!   rule like its partners, rather than being re-planned at every slot. Otherwise it
 //!   keeps the plan it published (still in the table, which only advanced) and each member
