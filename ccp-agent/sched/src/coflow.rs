@@ -119,13 +119,21 @@ fn prepare(
             });
         }
     }
+    paths_over(members, links.iter().map(|v| v.link))
+}
+
+/// The members' links as indices into `links` (the group's links, in that order), per member.
+/// Refuses an empty path, a link not in `links` and a link listed twice in a path.
+fn paths_over(
+    members: &[FlowRequest],
+    links: impl Iterator<Item = LinkId>,
+) -> Result<Paths, SchedError> {
     let mut paths = Paths {
         idx: Vec::with_capacity(members.iter().map(|m| m.path.len()).sum()),
         at: Vec::with_capacity(members.len() + 1),
     };
-    // The views' links sorted (with their first place), to find each path link by binary search.
-    let mut sorted: Vec<(LinkId, usize)> =
-        links.iter().enumerate().map(|(i, v)| (v.link, i)).collect();
+    // The links sorted (with their first place), to find each path link by binary search.
+    let mut sorted: Vec<(LinkId, usize)> = links.enumerate().map(|(i, l)| (l, i)).collect();
     sorted.sort_unstable();
     paths.at.push(0);
     for m in members {
@@ -171,15 +179,22 @@ impl Paths {
 }
 
 /// Bytes link `available_bps` carries in a slot for `n` members (see the module docs).
-pub(crate) fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
+fn budget(clock: &SlotClock, available_bps: u64, n: u64) -> u64 {
     let slack = n.saturating_sub(1);
     clock
         .bytes_in_slot(available_bps.saturating_sub(slack))
         .saturating_sub(slack)
 }
 
+/// Alg. 1's bound on the group's bytes in a slot from one link (see the module docs):
+/// B_l(t) · G / D_l, with `available_bps` a_l(t), `n` = n_l members and `d` = D_l bytes left on
+/// the link, `g` = G bytes left in the group.
+fn link_bound(clock: &SlotClock, available_bps: u64, n: u64, g: u128, d: u128) -> u64 {
+    mul_div(budget(clock, available_bps, n), g, d)
+}
+
 /// `a · b / c` in `u128`, saturated to `u64` (`c > 0`).
-pub(crate) fn mul_div(a: u64, b: u128, c: u128) -> u64 {
+fn mul_div(a: u64, b: u128, c: u128) -> u64 {
     // In 64 bits when the operands and the product fit: the same quotient without a 128-bit
     // division.
     if let (Ok(b), Ok(c)) = (u64::try_from(b), u64::try_from(c)) {
@@ -243,7 +258,7 @@ fn fill_group(
             let a = v.available_bps.get(t).copied().unwrap_or(0);
             load = load.saturating_add(v.load_bps.get(t).copied().unwrap_or(0));
             avail_eq = avail_eq.min(mul_div(a, g128, *dl));
-            cap = cap.min(mul_div(budget(clock, a, *nl), g128, *dl));
+            cap = cap.min(link_bound(clock, a, *nl, g128, *dl));
         }
         if let (Some(p), Some(c)) = (slot_prices.get_mut(t), caps.get_mut(t)) {
             *p = byte_price_fx(clock, load, avail_eq);
@@ -423,6 +438,37 @@ pub(crate) fn check_kept(
         }),
         None => Ok(kept),
     }
+}
+
+/// True when, in every slot from offset `from` of the horizon, Alg. 1's bound on the group's
+/// bytes (the least over its `links` of [`link_bound`]) is 0 with `available_bps(l, t)` the
+/// bandwidth available on link `l` (an index into `links`) in slot offset `t`: the group's fill
+/// of those slots ([`fill_group`]) is then 0 for every member. Refuses a path as
+/// [`group_schedule`] does.
+pub(crate) fn held_from(
+    clock: &SlotClock,
+    members: &[FlowRequest],
+    links: &[LinkId],
+    from: usize,
+    mut available_bps: impl FnMut(LinkId, usize) -> Result<u64, SchedError>,
+) -> Result<bool, SchedError> {
+    let idx = paths_over(members, links.iter().copied())?;
+    let rem: Vec<u64> = members.iter().map(|m| m.progress.remaining_bytes).collect();
+    let g: u128 = rem.iter().map(|r| u128::from(*r)).sum();
+    let (d, n) = demand(links.len(), &idx, &rem);
+    for t in from..clock.horizon() {
+        let mut held = false;
+        for ((l, dl), nl) in links.iter().zip(&d).zip(&n) {
+            if *dl > 0 && link_bound(clock, available_bps(*l, t)?, *nl, g, *dl) == 0 {
+                held = true;
+                break;
+            }
+        }
+        if !held {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Rolling a kept plan forward (used by the simulator's plan reuse; our extension, not in the

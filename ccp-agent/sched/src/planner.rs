@@ -131,55 +131,6 @@ pub fn apply_group_reduction(
     Ok(g)
 }
 
-/// True when, in every slot after the first `kept` of the horizon, Alg. 1's bound on the
-/// group's bytes X_t ([`crate::coflow`]: the least over its links of B_l(t) · G / D_l) is 0,
-/// so that [`extend_group`]'s fill of those slots is 0 for every member: found from the links'
-/// available bandwidth without building the link views. Only for a group held at nothing,
-/// whose members have no stored schedule (see `publish`): the bandwidth available to it is
-/// then the link's.
-fn held_in_new_slots(
-    table: &LinkLoadTable,
-    members: &[FlowRequest],
-    links: &[LinkId],
-    kept: usize,
-) -> Result<bool, SchedError> {
-    let clock = table.clock();
-    let now = table.current_slot();
-    let g: u128 = members
-        .iter()
-        .map(|m| u128::from(m.progress.remaining_bytes))
-        .sum();
-    // (link, D_l, n_l) over the members with bytes left.
-    let mut demand: Vec<(LinkId, u128, u64)> = Vec::with_capacity(links.len());
-    for l in links {
-        let (mut d, mut n) = (0u128, 0u64);
-        for m in members.iter().filter(|m| m.progress.remaining_bytes > 0) {
-            if m.path.contains(l) {
-                d += u128::from(m.progress.remaining_bytes);
-                n += 1;
-            }
-        }
-        if d > 0 {
-            demand.push((*l, d, n));
-        }
-    }
-    for t in kept..clock.horizon() {
-        let slot = now.saturating_add(t as u64);
-        let mut held = false;
-        for &(l, d, n) in &demand {
-            let b = crate::coflow::budget(clock, table.available_bps_at(l, slot)?, n);
-            if crate::coflow::mul_div(b, g, d) == 0 {
-                held = true;
-                break;
-            }
-        }
-        if !held {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 /// Rolls the stored plan of a group forward ([`crate::coflow::extend_group_bytes`]): member i
 /// keeps `kept_bytes[i]` in the first slots from the current one and gets Alg. 1's fill of the
 /// slots that joined the horizon since; the members' entries in `table` are replaced by the
@@ -195,9 +146,15 @@ pub fn extend_group(
 ) -> Result<Option<Vec<Vec<u64>>>, SchedError> {
     let links = group_links(members);
     let kept = crate::coflow::check_kept(table.clock(), members.len(), kept_bytes)?;
-    if crate::coflow::waiting(kept_bytes) && held_in_new_slots(table, members, &links, kept)? {
-        // Nothing to plan, nothing stored: the members of a group held at nothing have no
-        // entry in the table (see `publish`).
+    // A group held at nothing (its members have no stored schedule, see `publish`, so the
+    // bandwidth available to it is the links') whose new slots carry nothing either: found
+    // without building the link views.
+    let now = table.current_slot();
+    let held = crate::coflow::waiting(kept_bytes)
+        && crate::coflow::held_from(table.clock(), members, &links, kept, |l, t| {
+            table.available_bps_at(l, now.saturating_add(t as u64))
+        })?;
+    if held {
         for m in members {
             forget(table, m.flow)?;
         }
