@@ -287,11 +287,10 @@ mod tests {
         };
         t.set_schedule(FlowId(9), &[LinkId(1)], &other_schedule)
             .unwrap();
-        let member = |f, path: Vec<u32>, sent, rem| request(f, &path, sent, rem);
         let sizes = [20_000u64, 9_000];
         let members = [
-            member(1, vec![0, 1], 0, sizes[0]),
-            member(2, vec![2], 0, sizes[1]),
+            request(1, &[0, 1], 0, sizes[0]),
+            request(2, &[2], 0, sizes[1]),
         ];
         let g = plan_group(&mut t, &members).unwrap();
         assert!(g.decisions.iter().all(|d| !d.plan.is_complete()));
@@ -305,12 +304,13 @@ mod tests {
                 .zip(&g.decisions)
                 .map(|(m, d)| {
                     let sent: u64 = d.plan.bytes[..a].iter().sum();
-                    member(
-                        m.flow.0,
-                        m.path.iter().map(|l| l.0).collect(),
-                        sent,
-                        m.progress.remaining_bytes - sent,
-                    )
+                    FlowRequest {
+                        progress: FlowProgress {
+                            sent_bytes: sent,
+                            remaining_bytes: m.progress.remaining_bytes - sent,
+                        },
+                        ..m.clone()
+                    }
                 })
                 .collect();
             let kept: Vec<&[u64]> = g.decisions.iter().map(|d| &d.plan.bytes[a..]).collect();
@@ -348,8 +348,8 @@ mod tests {
         rolled.advance_to(2).unwrap();
         let before = rolled.snapshot();
         let small = [
-            member(1, vec![0, 1], 19_900, 100),
-            member(2, vec![2], 8_950, 50),
+            request(1, &[0, 1], 19_900, 100),
+            request(2, &[2], 8_950, 50),
         ];
         let kept: Vec<&[u64]> = vec![&[50, 0, 0, 0], &[20, 0, 0, 0]];
         assert_eq!(extend_group(&mut rolled, &small, &kept).unwrap(), None);

@@ -531,12 +531,17 @@ impl Mlcc {
     /// buffers are reused by [`Mlcc::record`]) and forgets the plan.
     fn recycle(&mut self, j: usize, u: usize) {
         if let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) {
-            let mut members = up.members;
-            if self.member_pool.len() < MEMBER_POOL_MAX {
-                self.member_pool.append(&mut members);
-                if self.member_vecs.len() < MEMBER_POOL_MAX {
-                    self.member_vecs.push(members);
-                }
+            self.give_back(up.members);
+        }
+    }
+
+    /// Moves `members` and the list that holds them to the pools (each up to
+    /// [`MEMBER_POOL_MAX`]), their buffers to be reused.
+    fn give_back(&mut self, mut members: Vec<Member>) {
+        if self.member_pool.len() < MEMBER_POOL_MAX {
+            self.member_pool.append(&mut members);
+            if self.member_vecs.len() < MEMBER_POOL_MAX {
+                self.member_vecs.push(members);
             }
         }
     }
@@ -1139,21 +1144,17 @@ impl Mlcc {
         }
         self.req_buf = buf;
         if !ok {
-            self.member_pool.append(&mut out);
-            self.member_vecs.push(out);
+            self.give_back(out);
             self.plans[j].units[u] = Some(up);
             return false;
         }
-        let rates: Vec<(usize, u64)> = out.iter().map(|m| (m.f, m.rate0)).collect();
-        for (f, r) in rates {
-            self.set_rate(sim, j, f, r);
+        for m in &out {
+            self.set_rate(sim, j, m.f, m.rate0);
         }
-        let plan = UnitPlan::new(slot, self.seq, complete, true, out, |f| {
+        self.plans[j].units[u] = Some(UnitPlan::new(slot, self.seq, complete, true, out, |f| {
             flow_is_internal(sim, j, f)
-        });
-        self.plans[j].units[u] = Some(up);
-        self.recycle(j, u);
-        self.plans[j].units[u] = Some(plan);
+        }));
+        self.give_back(up.members);
         true
     }
 
