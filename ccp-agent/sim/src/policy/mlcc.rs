@@ -210,13 +210,10 @@ enum At {
 fn member_at(up: &UnitPlan, m: &Member, o: usize) -> At {
     // Rolling plans forward: a member of an incomplete plan with nothing planned in a slot is
     // held at nothing there by its links' bookings (its bytes are not all planned), as a
-    // member with nothing planned at all is below, until the plan is rolled forward.
+    // member with nothing planned at all is below, until the plan is rolled forward (at the
+    // latest when it is a whole horizon old, past its last slot).
     if up.hold && !up.complete {
-        return if o < m.bytes.len() {
-            At::Runs
-        } else {
-            At::Ended
-        };
+        return At::Runs;
     }
     match m.last {
         Some(last) if last > o => At::Runs,
@@ -1020,8 +1017,6 @@ impl Mlcc {
             match member_at(up, m, o) {
                 At::Runs => running += 1,
                 At::Finishes => finishing += 1,
-                // Past the plan's last slot when it is a whole horizon old: rolled forward.
-                At::Ended if aged && up.hold => running += 1,
                 At::Ended => return Err(Replan::RanOut),
             }
             // A flow inside a server is planned with its group but not paced by the plan (no
