@@ -76,6 +76,8 @@ pub(crate) fn plan_cost_by(bytes: &[u64], price_fx: impl Fn(usize) -> u128) -> u
     bytes
         .iter()
         .enumerate()
+        // A slot without bytes adds nothing: its price (a 128-bit division) is not computed.
+        .filter(|(_, b)| **b > 0)
         .fold(slots * COST_ONE_SLOT_FX, |c, (i, b)| {
             c.saturating_add(u128::from(*b).saturating_mul(price_fx(i)))
         })

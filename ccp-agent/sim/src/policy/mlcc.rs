@@ -716,17 +716,21 @@ impl Mlcc {
 
     /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
     fn unit_flows(&self, sim: &Sim, j: usize, u: usize) -> Vec<usize> {
+        Self::unit_flow_iter(sim, j, u).collect()
+    }
+
+    /// [`Mlcc::unit_flows`] without a list: the per-slot checks of kept plans walk them.
+    fn unit_flow_iter(sim: &Sim, j: usize, u: usize) -> impl Iterator<Item = usize> {
         let job = &sim.jobs[j];
-        match job.spec.paradigm {
-            Paradigm::Ring => (0..job.flows.len()).collect(),
+        let (first, second) = match job.spec.paradigm {
+            Paradigm::Ring => (0..job.flows.len(), 0..0),
             Paradigm::Ps => {
                 let w = job.spec.workers as usize;
                 let p = job.spec.parameter_servers() as usize;
-                (u * w..(u + 1) * w)
-                    .chain(p * w + u * w..p * w + (u + 1) * w)
-                    .collect()
+                (u * w..(u + 1) * w, p * w + u * w..p * w + (u + 1) * w)
             }
-        }
+        };
+        first.chain(second)
     }
 
     /// Plans coflow `u` of job `j` (its active flows that `todo` selects), in dependency order.
@@ -997,10 +1001,7 @@ impl Mlcc {
         // Members: its network flows (a flow inside a server that ends early changes nothing
         // the plan paces).
         let net = |f: usize| job.flows[f].src != job.flows[f].dst;
-        let mut active = self
-            .unit_flows(sim, j, u)
-            .into_iter()
-            .filter(|&f| !job.flows[f].done && net(f));
+        let mut active = Self::unit_flow_iter(sim, j, u).filter(|&f| !job.flows[f].done && net(f));
         if !up
             .members
             .iter()
@@ -1012,6 +1013,12 @@ impl Mlcc {
         }
         // Members whose plan completes them in this slot, and those it runs past.
         let (mut finishing, mut running) = (0usize, 0usize);
+        // How late this decision comes after the slot's start (events closer than the engine's
+        // least step are handled together), s.
+        let late = self
+            .clock
+            .slot_start_us(slot)
+            .map_or(0.0, |us| (sim.t - us as f64 / 1e6).max(0.0));
         for m in up.members.iter().filter(|m| net(m.f)) {
             let fl = &job.flows[m.f];
             match member_at(up, m, o) {
@@ -1022,12 +1029,7 @@ impl Mlcc {
             // A flow inside a server is planned with its group but not paced by the plan (no
             // policy controls it, see `crate::sim`): its progress is not the plan's.
             // Expected by now: the slots before this one, and, when this decision comes after
-            // the slot's start (events closer than the engine's least step are handled
-            // together), the previous slot's rate since then.
-            let late = self
-                .clock
-                .slot_start_us(slot)
-                .map_or(0.0, |us| (sim.t - us as f64 / 1e6).max(0.0));
+            // the slot's start, the previous slot's rate since then.
             let expected = m.sent0
                 + m.bytes[0] as f64 * m.first
                 + m.bytes[1..o].iter().map(|b| *b as f64).sum::<f64>()
@@ -1200,14 +1202,13 @@ impl Mlcc {
         todo: &dyn Fn(usize) -> bool,
     ) -> Option<PlanningKey> {
         let job = &sim.jobs[j];
-        let all = self.unit_flows(sim, j, u);
+        let all = || Self::unit_flow_iter(sim, j, u);
         let mut flows = std::mem::take(&mut self.req_buf);
         let n = Self::requests_into(
             &mut flows,
             sim,
             j,
-            all.iter()
-                .copied()
+            all()
                 .filter(|&f| !job.flows[f].done && todo(f))
                 .map(|f| (f, Dependency::Independent)),
         );
@@ -1216,7 +1217,7 @@ impl Mlcc {
         if n == 0 {
             return None;
         }
-        let (sent, size) = all.iter().fold((0u64, 0u64), |(s, z), &f| {
+        let (sent, size) = all().fold((0u64, 0u64), |(s, z), f| {
             (
                 s.saturating_add(job.flows[f].sent as u64),
                 z.saturating_add(job.flows[f].size as u64),
@@ -1470,10 +1471,8 @@ impl Policy for Mlcc {
                 for (_, j, u) in units {
                     let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
                     let job = &sim.jobs[j];
-                    let whole = self
-                        .unit_flows(sim, j, u)
-                        .into_iter()
-                        .all(|f| job.flows[f].done || todo(f));
+                    let whole =
+                        Self::unit_flow_iter(sim, j, u).all(|f| job.flows[f].done || todo(f));
                     self.plan_and_keep(sim, j, u, slot, &todo, frac);
                     if !whole {
                         self.recycle(j, u);
