@@ -168,6 +168,10 @@ pub struct Job {
     pub comm_starts: Vec<f64>,
     /// Allocation id of its first flow (flow f has id `flow_base + f`), set at placement.
     pub flow_base: u32,
+    /// How many times the engine has written its flows' rates (the allocation, or a new
+    /// iteration's start): a policy that saw this count knows the rates did not move since.
+    #[serde(skip)]
+    pub rate_writes: u64,
 }
 
 /// How a job's workers and parameter servers are put on GPUs (see the module header).
@@ -451,6 +455,7 @@ impl Sim {
                 shifted_s: 0.0,
                 comm_starts: Vec::new(),
                 flow_base: 0,
+                rate_writes: 0,
             })
             .collect();
         Ok(Sim {
@@ -775,6 +780,7 @@ impl Sim {
             f.done = f.size <= EPS_BYTES;
             f.rate = 0.0;
         }
+        job.rate_writes += 1;
         job.phase = Phase::Communicating;
         if self.config.record {
             job.comm_starts.push(self.t);
@@ -1253,6 +1259,7 @@ impl Sim {
             self.is_dirty[j] = false;
             self.materialise(j);
             if self.jobs[j].phase == Phase::Communicating {
+                self.jobs[j].rate_writes += 1;
                 for f in 0..self.jobs[j].flows.len() {
                     if self.jobs[j].flows[f].done {
                         continue;

@@ -123,6 +123,18 @@ fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
 /// Most members kept in the pool of reusable buffers.
 const MEMBER_POOL_MAX: usize = 1 << 16;
 
+/// [`Verified::slot`] of a job not known to keep its plans.
+const NOT_VERIFIED: u64 = u64::MAX;
+
+/// A job found at a slot boundary to need no look ([`Mlcc::still_keeps`]).
+#[derive(Clone, Copy, Debug)]
+struct Verified {
+    /// The slot (`NOT_VERIFIED`: none, or something changed since).
+    slot: u64,
+    /// [`crate::sim::Job::rate_writes`] then.
+    rate_writes: u64,
+}
+
 /// No rate decided (the flow is not planned).
 const NO_RATE: u64 = u64::MAX;
 
@@ -349,6 +361,9 @@ pub struct Mlcc {
     pub extended: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
     replan_reasons: [u64; 7],
+    /// Per job, the last slot at which [`Mlcc::needs_look`] found that it needs no look, and
+    /// the engine's count of writes of its rates then ([`Mlcc::still_keeps`]).
+    verified: Vec<Verified>,
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
     /// Refusals of the library (should stay 0).
@@ -408,6 +423,7 @@ impl Mlcc {
             extended: 0,
             replan_reasons: [0; 7],
             flow_decisions: TimeHist::default(),
+            verified: Vec::new(),
             refusals: 0,
         })
     }
@@ -430,12 +446,22 @@ impl Mlcc {
         self.rates[aid] = r;
     }
 
-    /// Records that the load of `path`'s links changed (plan reuse).
-    fn links_changed(&mut self, path: &[LinkId]) {
+    /// Records that the load of `path`'s links changed (plan reuse), and that the jobs crossing
+    /// them are no longer known to keep their plans ([`Mlcc::still_keeps`]).
+    fn links_changed(&mut self, sim: &Sim, path: &[LinkId]) {
         self.seq += 1;
         for l in path {
             if let Some(s) = self.link_seq.get_mut(l.0 as usize) {
                 *s = self.seq;
+            }
+            for &x in sim
+                .link_jobs
+                .get(l.0 as usize)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                if let Some(v) = self.verified.get_mut(x) {
+                    v.slot = NOT_VERIFIED;
+                }
             }
         }
     }
@@ -465,7 +491,7 @@ impl Mlcc {
                     .iter()
                     .map(|l| LinkId(*l))
                     .collect();
-                self.links_changed(&path);
+                self.links_changed(sim, &path);
             }
         }
     }
@@ -688,7 +714,7 @@ impl Mlcc {
                     })
                 });
                 if freed {
-                    self.links_changed(&m.path);
+                    self.links_changed(sim, &m.path);
                 }
             }
         }
@@ -904,15 +930,10 @@ impl Mlcc {
         let max_age = self.max_age_incomplete(sim, j);
         for up in &p.units {
             let Some(up) = up else { return true };
-            if slot <= up.slot0 || (!up.complete && slot - up.slot0 >= max_age) {
+            if Self::unit_due(up, slot, max_age) {
                 return true;
             }
             let o = (slot - up.slot0) as usize;
-            // A network member past its plan or whose plan stops holding it, or whose planned
-            // rate changes in `slot`.
-            if o >= up.end_at || up.changes.is_some_and(|c| o < 64 && (c >> o) & 1 == 1) {
-                return true;
-            }
             // Its network members (flows inside a server are not paced by the plan).
             for m in up.members.iter().filter(|m| !flow_is_internal(sim, j, m.f)) {
                 let fl = &job.flows[m.f];
@@ -939,6 +960,48 @@ impl Mlcc {
             }
         }
         false
+    }
+
+    /// Whether kept plan `up` is due for a look at the start of `slot` whatever its members did
+    /// ([`Mlcc::needs_look`]): not made before `slot`, incomplete and `max_age` slots old, a
+    /// network member past its plan or whose plan stops holding it, or whose planned rate
+    /// changes in `slot`.
+    fn unit_due(up: &UnitPlan, slot: u64, max_age: u64) -> bool {
+        if slot <= up.slot0 || (!up.complete && slot - up.slot0 >= max_age) {
+            return true;
+        }
+        let o = (slot - up.slot0) as usize;
+        o >= up.end_at || up.changes.is_some_and(|c| o < 64 && (c >> o) & 1 == 1)
+    }
+
+    /// Whether job `j`, found at the previous slot boundary to need no look, still needs none at
+    /// the start of `slot` (exactly what [`Mlcc::needs_look`] says then, without a pass over the
+    /// members): since then the policy has not decided it (which forgets the finding, as does
+    /// every flow of it that finished or changed dependency state, since the engine then
+    /// touches the job), no link of it changed ([`Mlcc::links_changed`]), the engine has not
+    /// written its rates, and no unit is due ([`Mlcc::unit_due`]). The members' checks of
+    /// `needs_look` then give what they gave: their rates are the same, and the planned rate
+    /// they are compared with did not change between the two slots (no change bit).
+    fn still_keeps(&self, sim: &Sim, j: usize, slot: u64) -> bool {
+        let Some(v) = self.verified.get(j) else {
+            return false;
+        };
+        let Some(p) = self.plans.get(j) else {
+            return false;
+        };
+        if v.slot == NOT_VERIFIED
+            || v.slot.checked_add(1) != Some(slot)
+            || v.rate_writes != sim.jobs[j].rate_writes
+            || p.look
+            || p.units.len() != Self::unit_count(sim, j)
+        {
+            return false;
+        }
+        let max_age = self.max_age_incomplete(sim, j);
+        p.units.iter().all(|up| {
+            up.as_ref()
+                .is_some_and(|up| up.changes.is_some() && !Self::unit_due(up, slot, max_age))
+        })
     }
 
     /// Whether unit `u` of job `j` (brought up to date) keeps its plan in `slot`; if so, its
@@ -1348,20 +1411,41 @@ impl Policy for Mlcc {
         if self.slot == Some(slot) {
             return;
         }
+        if self.verified.len() < sim.jobs.len() {
+            self.verified.resize(
+                sim.jobs.len(),
+                Verified {
+                    slot: NOT_VERIFIED,
+                    rate_writes: 0,
+                },
+            );
+        }
         let mut k = 0;
         while k < self.live.len() {
             let j = self.live[k];
             let job = &sim.jobs[j];
+            k += 1;
             if job.phase != Phase::Communicating {
                 // Its flows leave the table when the engine reports it (it was touched).
+                self.verified[j].slot = NOT_VERIFIED;
                 out.push(j);
-                k += 1;
                 continue;
             }
-            if self.needs_look(sim, j, slot) {
+            if self.still_keeps(sim, j, slot) {
+                debug_assert!(
+                    !self.needs_look(sim, j, slot),
+                    "job {j} found to keep its plans at slot {slot} needs a look"
+                );
+                self.verified[j].slot = slot;
+            } else if self.needs_look(sim, j, slot) {
+                self.verified[j].slot = NOT_VERIFIED;
                 out.push(j);
+            } else {
+                self.verified[j] = Verified {
+                    slot,
+                    rate_writes: job.rate_writes,
+                };
             }
-            k += 1;
         }
     }
 
@@ -1387,7 +1471,11 @@ impl Policy for Mlcc {
             self.in_live.resize(sim.jobs.len(), false);
         }
         // Flows no longer active leave the table; jobs no longer communicating drop their plans.
+        // What was found of the jobs decided now no longer holds ([`Mlcc::still_keeps`]).
         for &j in jobs {
+            if let Some(v) = self.verified.get_mut(j) {
+                v.slot = NOT_VERIFIED;
+            }
             let job = &sim.jobs[j];
             let comm = job.phase == Phase::Communicating;
             for f in 0..job.flows.len() {
