@@ -174,6 +174,86 @@ struct FlowEntry {
     schedule: Schedule,
 }
 
+/// Link ids below this bound are kept by index in [`Links`], the others in a hash map. The
+/// simulator numbers its links densely from 0 (a few thousand) and switch configs number theirs;
+/// the indexed part grows to the largest such id in use, one `LinkState` (~150 bytes) per id.
+const DENSE_LINK_IDS: u32 = 1 << 16;
+
+/// The table's links by id, looked up without hashing for ids below [`DENSE_LINK_IDS`]: the
+/// table looks up every link of a path each time it reads or writes the path's load.
+#[derive(Clone, Debug, Default)]
+struct Links {
+    /// The state of link `i` at index `i`, for the ids below [`DENSE_LINK_IDS`].
+    dense: Vec<Option<LinkState>>,
+    /// The links of larger ids.
+    far: IdMap<LinkId, LinkState>,
+}
+
+impl Links {
+    /// The index of `link` in `dense`, if its id is below [`DENSE_LINK_IDS`].
+    fn dense_index(link: LinkId) -> Option<usize> {
+        if link.0 < DENSE_LINK_IDS {
+            usize::try_from(link.0).ok()
+        } else {
+            None
+        }
+    }
+
+    fn get(&self, link: LinkId) -> Option<&LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get(i)?.as_ref(),
+            None => self.far.get(&link),
+        }
+    }
+
+    fn get_mut(&mut self, link: LinkId) -> Option<&mut LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get_mut(i)?.as_mut(),
+            None => self.far.get_mut(&link),
+        }
+    }
+
+    fn contains(&self, link: LinkId) -> bool {
+        self.get(link).is_some()
+    }
+
+    /// The state of `link`, made by `new` first if the link is not known.
+    fn get_or_insert_with(
+        &mut self,
+        link: LinkId,
+        new: impl FnOnce() -> LinkState,
+    ) -> &mut LinkState {
+        let Some(i) = Self::dense_index(link) else {
+            return self.far.entry(link).or_insert_with(new);
+        };
+        if self.dense.len() <= i {
+            self.dense.resize_with(i + 1, || None);
+        }
+        // In bounds: the vector was just grown past `i`.
+        self.dense[i].get_or_insert_with(new)
+    }
+
+    fn remove(&mut self, link: LinkId) -> Option<LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get_mut(i)?.take(),
+            None => self.far.remove(&link),
+        }
+    }
+
+    /// The known links' ids, in increasing order (the indexed ones are all below the others).
+    fn ids(&self) -> Vec<LinkId> {
+        let mut far: Vec<LinkId> = self.far.keys().copied().collect();
+        far.sort_unstable();
+        self.dense
+            .iter()
+            .zip(0..DENSE_LINK_IDS)
+            .filter(|(s, _)| s.is_some())
+            .map(|(_, i)| LinkId(i))
+            .chain(far)
+            .collect()
+    }
+}
+
 /// The load table of a set of links over the next K slots, and the schedules that make it up.
 ///
 /// Invariant: the load of a link in a slot is the sum of the rates, in that slot, of the stored
@@ -182,7 +262,7 @@ struct FlowEntry {
 pub struct LinkLoadTable {
     clock: SlotClock,
     current_slot: u64,
-    links: IdMap<LinkId, LinkState>,
+    links: Links,
     flows: IdMap<FlowId, FlowEntry>,
 }
 
@@ -217,12 +297,12 @@ impl LinkState {
 }
 
 /// Checks that `path` is non-empty, has no link twice and only links of `links`.
-fn check_path(links: &IdMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
+fn check_path(links: &Links, path: &[LinkId]) -> Result<(), SchedError> {
     if path.is_empty() {
         return Err(SchedError::EmptyPath);
     }
     for (i, l) in path.iter().enumerate() {
-        if !links.contains_key(l) {
+        if !links.contains(*l) {
             return Err(SchedError::UnknownLink(*l));
         }
         if path.get(..i).is_some_and(|before| before.contains(l)) {
@@ -238,7 +318,7 @@ impl LinkLoadTable {
         LinkLoadTable {
             clock,
             current_slot,
-            links: IdMap::default(),
+            links: Links::default(),
             flows: IdMap::default(),
         }
     }
@@ -259,41 +339,43 @@ impl LinkLoadTable {
             return Err(SchedError::InvalidCapacity { link, capacity_bps });
         }
         let k = self.clock.horizon();
-        self.links
-            .entry(link)
-            .and_modify(|s| s.capacity_bps = capacity_bps)
-            .or_insert_with(|| LinkState {
-                capacity_bps,
-                load_bps: vec![0; k],
-                load_slot: vec![u64::MAX; k],
-                samples: [None; RATE_WINDOW_SLOTS],
-            });
+        let state = self.links.get_or_insert_with(link, || LinkState {
+            capacity_bps,
+            load_bps: vec![0; k],
+            load_slot: vec![u64::MAX; k],
+            samples: [None; RATE_WINDOW_SLOTS],
+        });
+        state.capacity_bps = capacity_bps;
         Ok(())
     }
 
-    /// Removes a link no stored flow crosses.
+    /// Removes a link no stored flow crosses; else the error names the least such flow.
     pub fn remove_link(&mut self, link: LinkId) -> Result<(), SchedError> {
-        if !self.links.contains_key(&link) {
+        if !self.links.contains(link) {
             return Err(SchedError::UnknownLink(link));
         }
-        if let Some((flow, _)) = self.flows.iter().find(|(_, e)| e.path.contains(&link)) {
-            return Err(SchedError::LinkInUse { link, flow: *flow });
+        let crossing = self
+            .flows
+            .iter()
+            .filter(|(_, e)| e.path.contains(&link))
+            .map(|(f, _)| *f)
+            .min();
+        if let Some(flow) = crossing {
+            return Err(SchedError::LinkInUse { link, flow });
         }
-        self.links.remove(&link);
+        self.links.remove(link);
         Ok(())
     }
 
     /// The known links, in increasing order.
     pub fn link_ids(&self) -> Vec<LinkId> {
-        let mut v: Vec<LinkId> = self.links.keys().copied().collect();
-        v.sort_unstable();
-        v
+        self.links.ids()
     }
 
     /// The capacity of `link` in bit/s.
     pub fn capacity_bps(&self, link: LinkId) -> Result<u64, SchedError> {
         self.links
-            .get(&link)
+            .get(link)
             .map(|s| s.capacity_bps)
             .ok_or(SchedError::UnknownLink(link))
     }
@@ -317,17 +399,11 @@ impl LinkLoadTable {
 
     /// Adds (or takes off) `e`'s rates from slot `current` on along its path (its slots before
     /// `current` have expired: their cells hold later slots now).
-    fn apply(
-        links: &mut IdMap<LinkId, LinkState>,
-        e: &FlowEntry,
-        k: usize,
-        current: u64,
-        add: bool,
-    ) {
+    fn apply(links: &mut Links, e: &FlowEntry, k: usize, current: u64, add: bool) {
         let skip =
             usize::try_from(current.saturating_sub(e.schedule.start_slot)).unwrap_or(usize::MAX);
         for l in &e.path {
-            if let Some(state) = links.get_mut(l) {
+            if let Some(state) = links.get_mut(*l) {
                 for (i, r) in e.schedule.rates_bps.iter().enumerate().skip(skip) {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
                     if let Some(cell) = state.load_cell(slot, k) {
@@ -475,7 +551,7 @@ impl LinkLoadTable {
 
     /// The load of `link` in each of the K slots from the current one, in bit/s.
     pub fn link_load_bps(&self, link: LinkId) -> Result<Vec<u64>, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         let k = self.clock.horizon();
         Ok((0..k as u64)
             .map(|i| {
@@ -500,7 +576,7 @@ impl LinkLoadTable {
         }
         let state = self
             .links
-            .get_mut(&link)
+            .get_mut(link)
             .ok_or(SchedError::UnknownLink(link))?;
         if let Some(cell) = state
             .samples
@@ -522,7 +598,7 @@ impl LinkLoadTable {
     /// the past [`RATE_WINDOW_SLOTS`] slots if one of them was network-limited, else the link
     /// capacity; never above the capacity (see the module documentation).
     pub fn estimate_bps(&self, link: LinkId) -> Result<u64, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         Ok(self.estimate_of(state))
     }
 
@@ -549,7 +625,7 @@ impl LinkLoadTable {
             .link_ids()
             .into_iter()
             .filter_map(|link| {
-                let state = self.links.get(&link)?;
+                let state = self.links.get(link)?;
                 Some(LinkRow {
                     link,
                     capacity_bps: state.capacity_bps,
@@ -569,7 +645,7 @@ impl LinkLoadTable {
     /// estimate less the load of every stored schedule there, as [`LinkLoadTable::link_views`]
     /// gives it with nothing excluded, without building views. Refuses an unknown link.
     pub fn available_bps_at(&self, link: LinkId, slot: u64) -> Result<u64, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         let k = self.clock.horizon();
         Ok(self
             .estimate_of(state)
@@ -589,7 +665,7 @@ impl LinkLoadTable {
         let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
-            if !self.links.contains_key(l) {
+            if !self.links.contains(*l) {
                 return Err(SchedError::UnknownLink(*l));
             }
             out.push(LinkView {
@@ -622,7 +698,7 @@ impl LinkLoadTable {
             }
         }
         for v in &mut out {
-            let Some(state) = self.links.get(&v.link) else {
+            let Some(state) = self.links.get(v.link) else {
                 continue;
             };
             let est = self.estimate_of(state);
@@ -658,7 +734,7 @@ impl LinkLoadTable {
             available_bps: vec![u64::MAX; k],
         };
         for l in path {
-            let Some(state) = self.links.get(l) else {
+            let Some(state) = self.links.get(*l) else {
                 continue;
             };
             let est = self.estimate_of(state);
@@ -988,5 +1064,79 @@ mod tests {
         );
         let json = serde_json::to_string(&snap).unwrap();
         assert_eq!(serde_json::from_str::<TableSnapshot>(&json).unwrap(), snap);
+    }
+
+    #[test]
+    fn links_of_small_and_large_ids_are_kept_apart_and_listed_in_order() {
+        let mut t = table();
+        let far = [
+            LinkId(DENSE_LINK_IDS),
+            LinkId(u32::MAX),
+            LinkId(DENSE_LINK_IDS + 7),
+        ];
+        let near_edge = LinkId(DENSE_LINK_IDS - 1);
+        for (i, l) in far.iter().chain([&near_edge, &LinkId(0)]).enumerate() {
+            t.add_link(*l, 1_000 * (i as u64 + 1)).unwrap();
+        }
+        assert_eq!(
+            t.link_ids(),
+            vec![
+                LinkId(0),
+                LinkId(1),
+                LinkId(2),
+                near_edge,
+                LinkId(DENSE_LINK_IDS),
+                LinkId(DENSE_LINK_IDS + 7),
+                LinkId(u32::MAX)
+            ]
+        );
+        // A known link's capacity changes; its load stays.
+        t.set_schedule(FlowId(1), &[LinkId(u32::MAX), LinkId(1)], &sched(100, &[5]))
+            .unwrap();
+        t.add_link(LinkId(u32::MAX), 9).unwrap();
+        t.add_link(LinkId(1), 7).unwrap();
+        assert_eq!(t.capacity_bps(LinkId(u32::MAX)), Ok(9));
+        assert_eq!(t.capacity_bps(LinkId(1)), Ok(7));
+        assert_eq!(t.link_load_bps(LinkId(u32::MAX)).unwrap(), vec![5, 0, 0, 0]);
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![5, 0, 0, 0]);
+        // Unknown ids on both sides of the bound, and in the indexed range past its end.
+        for l in [
+            LinkId(3),
+            LinkId(DENSE_LINK_IDS + 1),
+            LinkId(DENSE_LINK_IDS - 2),
+        ] {
+            assert_eq!(t.capacity_bps(l), Err(SchedError::UnknownLink(l)));
+            assert_eq!(t.remove_link(l), Err(SchedError::UnknownLink(l)));
+        }
+        // Links in use stay (the least crossing flow is named); the others go, and come back.
+        t.set_schedule(FlowId(0), &[LinkId(u32::MAX)], &sched(100, &[1]))
+            .unwrap();
+        assert_eq!(
+            t.remove_link(LinkId(u32::MAX)),
+            Err(SchedError::LinkInUse {
+                link: LinkId(u32::MAX),
+                flow: FlowId(0)
+            })
+        );
+        t.remove_link(LinkId(DENSE_LINK_IDS)).unwrap();
+        t.remove_link(near_edge).unwrap();
+        t.remove_link(LinkId(0)).unwrap();
+        assert_eq!(
+            t.capacity_bps(near_edge),
+            Err(SchedError::UnknownLink(near_edge))
+        );
+        let rows: Vec<LinkId> = t.snapshot().links.iter().map(|r| r.link).collect();
+        assert_eq!(
+            rows,
+            vec![
+                LinkId(1),
+                LinkId(2),
+                LinkId(DENSE_LINK_IDS + 7),
+                LinkId(u32::MAX)
+            ]
+        );
+        t.add_link(LinkId(0), 3).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(0)).unwrap(), vec![0; 4]);
+        assert_eq!(t.link_ids().first(), Some(&LinkId(0)));
     }
 }
