@@ -25,6 +25,7 @@
 //! Samples of a slot add up, so each reporter (an agent for its flows, or a switch daemon for
 //! the flows that update their schedule through it) reports each flow once per slot.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -254,6 +255,69 @@ impl Links {
     }
 }
 
+/// The slot after the last slot of `s`: the slot from which it has nothing left.
+fn end_slot(s: &Schedule) -> u64 {
+    s.start_slot.saturating_add(s.rates_bps.len() as u64)
+}
+
+/// The stored flows by the slot their schedule ends ([`end_slot`]), so that `advance_to` finds
+/// the flows with nothing left without a pass over every flow. A ring of K + 1 lists, the entry
+/// `(e, flow)` in list `e % (K + 1)`: a schedule set in slot `c` ends in one of the slots
+/// `c..=c + K` (or later if it is empty and starts after the horizon; such an entry waits in its
+/// list until its slot comes). An entry is added when a flow is stored with a new end, and is
+/// never taken out by `set_schedule` or `remove_flow`: one that no longer gives its flow's end
+/// is dropped the next time its list is visited, within K + 1 slots.
+///
+/// Invariant: each stored flow has an entry giving its end.
+#[derive(Clone, Debug)]
+struct Expiry {
+    lists: Vec<Vec<(u64, FlowId)>>,
+}
+
+impl Expiry {
+    /// An empty ring for a horizon of `k` slots.
+    fn new(k: usize) -> Self {
+        Expiry {
+            lists: vec![Vec::new(); k.saturating_add(1)],
+        }
+    }
+
+    /// Notes that the schedule of `flow` now ends in slot `end`.
+    fn push(&mut self, end: u64, flow: FlowId) {
+        let n = self.lists.len();
+        if let Some(list) = self.lists.get_mut(ring_index(end, n)) {
+            list.push((end, flow));
+        }
+    }
+
+    /// Forgets the flows of `flows` whose schedule ends at or before `slot`, for a table going
+    /// from slot `current` to `slot`: every stored end is at least `current`, so the lists of
+    /// the slots `current..=slot` (all of them after a jump of more than K slots) hold them.
+    fn expire(&mut self, flows: &mut IdMap<FlowId, FlowEntry>, current: u64, slot: u64) {
+        let n = self.lists.len();
+        let last = slot.min(current.saturating_add(n as u64 - 1));
+        for s in current..=last {
+            if let Some(list) = self.lists.get_mut(ring_index(s, n)) {
+                list.retain(|(end, flow)| Self::keep(flows, *end, *flow, slot));
+            }
+        }
+    }
+
+    /// Whether the entry `(end, flow)` stays once the table is at `slot`: only while it gives
+    /// the end of the stored flow, which is after `slot` (else the flow is forgotten here).
+    fn keep(flows: &mut IdMap<FlowId, FlowEntry>, end: u64, flow: FlowId, slot: u64) -> bool {
+        let Entry::Occupied(stored) = flows.entry(flow) else {
+            return false;
+        };
+        let now = end_slot(&stored.get().schedule);
+        if now <= slot {
+            stored.remove();
+            return false;
+        }
+        now == end
+    }
+}
+
 /// The load table of a set of links over the next K slots, and the schedules that make it up.
 ///
 /// Invariant: the load of a link in a slot is the sum of the rates, in that slot, of the stored
@@ -264,10 +328,11 @@ pub struct LinkLoadTable {
     current_slot: u64,
     links: Links,
     flows: IdMap<FlowId, FlowEntry>,
+    expiry: Expiry,
 }
 
 fn ring_index(slot: u64, len: usize) -> usize {
-    // `len` is at most MAX_HORIZON, so the remainder fits any usize.
+    // `len` is at most MAX_HORIZON + 1, so the remainder fits any usize.
     (slot % len as u64) as usize
 }
 
@@ -320,6 +385,7 @@ impl LinkLoadTable {
             current_slot,
             links: Links::default(),
             flows: IdMap::default(),
+            expiry: Expiry::new(clock.horizon()),
         }
     }
 
@@ -432,15 +498,19 @@ impl LinkLoadTable {
         let end = self.current_slot.saturating_add(k as u64);
         let first = schedule.start_slot.max(self.current_slot);
         // The flow's old entry is taken off the links and its buffers reused for the new one.
-        let entry = match self.flows.get_mut(&flow) {
+        let (entry, old_end) = match self.flows.get_mut(&flow) {
             Some(old) => {
                 Self::apply(&mut self.links, old, k, self.current_slot, false);
-                old
+                let old_end = end_slot(&old.schedule);
+                (old, Some(old_end))
             }
-            None => self.flows.entry(flow).or_insert(FlowEntry {
-                path: Vec::new(),
-                schedule: Schedule::default(),
-            }),
+            None => {
+                let new = self.flows.entry(flow).or_insert(FlowEntry {
+                    path: Vec::new(),
+                    schedule: Schedule::default(),
+                });
+                (new, None)
+            }
         };
         entry.path.clear();
         entry.path.extend_from_slice(path);
@@ -456,6 +526,10 @@ impl LinkLoadTable {
         }
         entry.schedule.start_slot = first;
         Self::apply(&mut self.links, entry, k, self.current_slot, true);
+        let new_end = end_slot(&entry.schedule);
+        if old_end != Some(new_end) {
+            self.expiry.push(new_end, flow);
+        }
         Ok(())
     }
 
@@ -537,15 +611,12 @@ impl LinkLoadTable {
                 current_slot: self.current_slot,
             });
         }
-        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
-        self.current_slot = slot;
         // A schedule's expired slots stay until it is replaced or removed (`apply` skips them);
         // a flow whose schedule has no slot left is forgotten (stored schedules never end in
-        // a zero rate, see `set_schedule`).
-        self.flows.retain(|_, e| {
-            let s = &e.schedule;
-            s.start_slot.saturating_add(s.rates_bps.len() as u64) > slot
-        });
+        // a zero rate, see `set_schedule`), found through `expiry`.
+        self.expiry.expire(&mut self.flows, self.current_slot, slot);
+        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
+        self.current_slot = slot;
         Ok(())
     }
 
@@ -662,7 +733,7 @@ impl LinkLoadTable {
     ) -> Result<Vec<LinkView>, SchedError> {
         let k = self.clock.horizon();
         // The excluded flows' stored entries, each looked up once.
-        let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
+        let mut own = exclude.iter().filter_map(|f| self.flows.get(f)).peekable();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
             if !self.links.contains(*l) {
@@ -677,11 +748,11 @@ impl LinkLoadTable {
         // The excluded flows' load per link and slot (their schedules start at or after the
         // current slot, see `set_schedule` and `advance_to`), summed first in `available_bps`:
         // each flow's path is walked once, its links found in `links` by binary search.
-        if !own.is_empty() {
+        if own.peek().is_some() {
             let mut at: Vec<(LinkId, usize)> =
                 links.iter().enumerate().map(|(i, l)| (*l, i)).collect();
             at.sort_unstable();
-            for e in &own {
+            for e in own {
                 for l in &e.path {
                     let lo = at.partition_point(|x| x.0 < *l);
                     for &(x, i) in at.get(lo..).unwrap_or(&[]) {
@@ -760,6 +831,10 @@ impl LinkLoadTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use proptest::sample::subsequence;
+    use std::collections::BTreeMap;
 
     fn table() -> LinkLoadTable {
         let mut t = LinkLoadTable::new(SlotClock::new(1000, 4).unwrap(), 100);
@@ -1138,5 +1213,84 @@ mod tests {
         t.add_link(LinkId(0), 3).unwrap();
         assert_eq!(t.link_load_bps(LinkId(0)).unwrap(), vec![0; 4]);
         assert_eq!(t.link_ids().first(), Some(&LinkId(0)));
+    }
+
+    /// The flows a table keeps, as the table kept them with a pass over every flow at each
+    /// `advance_to`: the reference for the table's expiry index.
+    struct FlowModel {
+        current_slot: u64,
+        horizon: u64,
+        flows: BTreeMap<FlowId, Schedule>,
+    }
+
+    impl FlowModel {
+        fn set(&mut self, flow: FlowId, s: &Schedule) {
+            let first = s.start_slot.max(self.current_slot);
+            let mut rates: Vec<u64> = (first..self.current_slot + self.horizon)
+                .map(|slot| s.rate_bps_at(slot))
+                .collect();
+            while rates.last() == Some(&0) {
+                rates.pop();
+            }
+            self.flows.insert(flow, sched(first, &rates));
+        }
+
+        fn advance_to(&mut self, slot: u64) {
+            self.current_slot = slot;
+            self.flows
+                .retain(|_, s| s.start_slot + s.rates_bps.len() as u64 > slot);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn expiry_forgets_the_same_flows_as_a_pass_over_every_flow(
+            ops in vec((0u8..5, 0u64..6, subsequence(vec![0usize, 1, 2, 3], 1..=3), 0u64..8, vec(prop_oneof![Just(0u64), 1u64..3_000], 0..7)), 1..60),
+        ) {
+            // K = 4; links on both sides of the indexed range.
+            let links = [LinkId(1), LinkId(2), LinkId(DENSE_LINK_IDS), LinkId(u32::MAX)];
+            let mut t = table();
+            t.add_link(links[2], 8_000).unwrap();
+            t.add_link(links[3], 4_000).unwrap();
+            let mut m = FlowModel { current_slot: 100, horizon: 4, flows: BTreeMap::new() };
+            for (op, f, path, off, rates) in ops {
+                let (flow, path): (FlowId, Vec<LinkId>) = (FlowId(f), path.iter().filter_map(|i| links.get(*i).copied()).collect());
+                let s = sched((t.current_slot() + off).saturating_sub(2), &rates);
+                match op {
+                    0 | 1 => {
+                        t.set_schedule(flow, &path, &s).unwrap();
+                        m.set(flow, &s);
+                    }
+                    2 => {
+                        let admitted = t.admit(flow, &path, &s).unwrap();
+                        m.set(flow, &admitted);
+                    }
+                    3 => {
+                        let got = t.remove_flow(flow).ok();
+                        let want = m.flows.remove(&flow).map(|mut w| {
+                            let cut = (t.current_slot() - w.start_slot.min(t.current_slot())) as usize;
+                            w.rates_bps.drain(..cut.min(w.rates_bps.len()));
+                            w.start_slot = w.start_slot.max(t.current_slot());
+                            w
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    _ => {
+                        let slot = t.current_slot() + off % 6;
+                        t.advance_to(slot).unwrap();
+                        m.advance_to(slot);
+                    }
+                }
+                prop_assert_eq!(t.flow_count(), m.flows.len());
+                prop_assert_eq!(t.snapshot().flows, m.flows.len());
+                for g in 0..6 {
+                    prop_assert_eq!(t.flow_schedule(FlowId(g)), m.flows.get(&FlowId(g)));
+                }
+            }
+            // Every entry goes once its slot has passed.
+            t.advance_to(t.current_slot() + 100).unwrap();
+            prop_assert_eq!(t.flow_count(), 0);
+            prop_assert!(t.expiry.lists.iter().all(Vec::is_empty));
+        }
     }
 }
