@@ -25,6 +25,7 @@
 //! Samples of a slot add up, so each reporter (an agent for its flows, or a switch daemon for
 //! the flows that update their schedule through it) reports each flow once per slot.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -174,6 +175,149 @@ struct FlowEntry {
     schedule: Schedule,
 }
 
+/// Link ids below this bound are kept by index in [`Links`], the others in a hash map. The
+/// simulator numbers its links densely from 0 (a few thousand) and switch configs number theirs;
+/// the indexed part grows to the largest such id in use, one `LinkState` (~150 bytes) per id.
+const DENSE_LINK_IDS: u32 = 1 << 16;
+
+/// The table's links by id, looked up without hashing for ids below [`DENSE_LINK_IDS`]: the
+/// table looks up every link of a path each time it reads or writes the path's load.
+#[derive(Clone, Debug, Default)]
+struct Links {
+    /// The state of link `i` at index `i`, for the ids below [`DENSE_LINK_IDS`].
+    dense: Vec<Option<LinkState>>,
+    /// The links of larger ids.
+    far: IdMap<LinkId, LinkState>,
+}
+
+impl Links {
+    /// The index of `link` in `dense`, if its id is below [`DENSE_LINK_IDS`].
+    fn dense_index(link: LinkId) -> Option<usize> {
+        if link.0 < DENSE_LINK_IDS {
+            usize::try_from(link.0).ok()
+        } else {
+            None
+        }
+    }
+
+    fn get(&self, link: LinkId) -> Option<&LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get(i)?.as_ref(),
+            None => self.far.get(&link),
+        }
+    }
+
+    fn get_mut(&mut self, link: LinkId) -> Option<&mut LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get_mut(i)?.as_mut(),
+            None => self.far.get_mut(&link),
+        }
+    }
+
+    fn contains(&self, link: LinkId) -> bool {
+        self.get(link).is_some()
+    }
+
+    /// The state of `link`, made by `new` first if the link is not known.
+    fn get_or_insert_with(
+        &mut self,
+        link: LinkId,
+        new: impl FnOnce() -> LinkState,
+    ) -> &mut LinkState {
+        let Some(i) = Self::dense_index(link) else {
+            return self.far.entry(link).or_insert_with(new);
+        };
+        if self.dense.len() <= i {
+            self.dense.resize_with(i + 1, || None);
+        }
+        // In bounds: the vector was just grown past `i`.
+        self.dense[i].get_or_insert_with(new)
+    }
+
+    fn remove(&mut self, link: LinkId) -> Option<LinkState> {
+        match Self::dense_index(link) {
+            Some(i) => self.dense.get_mut(i)?.take(),
+            None => self.far.remove(&link),
+        }
+    }
+
+    /// The known links' ids, in increasing order (the indexed ones are all below the others).
+    fn ids(&self) -> Vec<LinkId> {
+        let mut far: Vec<LinkId> = self.far.keys().copied().collect();
+        far.sort_unstable();
+        self.dense
+            .iter()
+            .zip(0..DENSE_LINK_IDS)
+            .filter(|(s, _)| s.is_some())
+            .map(|(_, i)| LinkId(i))
+            .chain(far)
+            .collect()
+    }
+}
+
+/// The slot after the last slot of `s`: the slot from which it has nothing left.
+fn end_slot(s: &Schedule) -> u64 {
+    s.start_slot.saturating_add(s.rates_bps.len() as u64)
+}
+
+/// The stored flows by the slot their schedule ends ([`end_slot`]), so that `advance_to` finds
+/// the flows with nothing left without a pass over every flow. A ring of K + 1 lists, the entry
+/// `(e, flow)` in list `e % (K + 1)`: a schedule set in slot `c` ends in one of the slots
+/// `c..=c + K` (or later if it is empty and starts after the horizon; such an entry waits in its
+/// list until its slot comes). An entry is added when a flow is stored with a new end, and is
+/// never taken out by `set_schedule` or `remove_flow`: one that no longer gives its flow's end
+/// is dropped the next time its list is visited, within K + 1 slots.
+///
+/// Invariant: each stored flow has an entry giving its end.
+#[derive(Clone, Debug)]
+struct Expiry {
+    lists: Vec<Vec<(u64, FlowId)>>,
+}
+
+impl Expiry {
+    /// An empty ring for a horizon of `k` slots.
+    fn new(k: usize) -> Self {
+        Expiry {
+            lists: vec![Vec::new(); k.saturating_add(1)],
+        }
+    }
+
+    /// Notes that the schedule of `flow` now ends in slot `end`.
+    fn push(&mut self, end: u64, flow: FlowId) {
+        let n = self.lists.len();
+        if let Some(list) = self.lists.get_mut(ring_index(end, n)) {
+            list.push((end, flow));
+        }
+    }
+
+    /// Forgets the flows of `flows` whose schedule ends at or before `slot`, for a table going
+    /// from slot `current` to `slot`: every stored end is at least `current`, so the lists of
+    /// the slots `current..=slot` (all of them after a jump of more than K slots) hold them.
+    fn expire(&mut self, flows: &mut IdMap<FlowId, FlowEntry>, current: u64, slot: u64) {
+        let n = self.lists.len();
+        let last = slot.min(current.saturating_add(n as u64 - 1));
+        for s in current..=last {
+            if let Some(list) = self.lists.get_mut(ring_index(s, n)) {
+                list.retain(|(end, flow)| Self::keep(flows, *end, *flow, slot));
+            }
+        }
+    }
+
+    /// Whether the entry `(end, flow)` stays once the table is at `slot`: only while it gives
+    /// the end of the stored flow, which is after `slot` (else the flow is forgotten here).
+    fn keep(flows: &mut IdMap<FlowId, FlowEntry>, end: u64, flow: FlowId, slot: u64) -> bool {
+        let Entry::Occupied(stored) = flows.entry(flow) else {
+            return false;
+        };
+        let now = end_slot(&stored.get().schedule);
+        if now <= slot {
+            stored.remove();
+            return false;
+        }
+        now == end
+    }
+}
+
 /// The load table of a set of links over the next K slots, and the schedules that make it up.
 ///
 /// Invariant: the load of a link in a slot is the sum of the rates, in that slot, of the stored
@@ -182,12 +326,13 @@ struct FlowEntry {
 pub struct LinkLoadTable {
     clock: SlotClock,
     current_slot: u64,
-    links: IdMap<LinkId, LinkState>,
+    links: Links,
     flows: IdMap<FlowId, FlowEntry>,
+    expiry: Expiry,
 }
 
 fn ring_index(slot: u64, len: usize) -> usize {
-    // `len` is at most MAX_HORIZON, so the remainder fits any usize.
+    // `len` is at most MAX_HORIZON + 1, so the remainder fits any usize.
     (slot % len as u64) as usize
 }
 
@@ -217,12 +362,12 @@ impl LinkState {
 }
 
 /// Checks that `path` is non-empty, has no link twice and only links of `links`.
-fn check_path(links: &IdMap<LinkId, LinkState>, path: &[LinkId]) -> Result<(), SchedError> {
+fn check_path(links: &Links, path: &[LinkId]) -> Result<(), SchedError> {
     if path.is_empty() {
         return Err(SchedError::EmptyPath);
     }
     for (i, l) in path.iter().enumerate() {
-        if !links.contains_key(l) {
+        if !links.contains(*l) {
             return Err(SchedError::UnknownLink(*l));
         }
         if path.get(..i).is_some_and(|before| before.contains(l)) {
@@ -238,8 +383,9 @@ impl LinkLoadTable {
         LinkLoadTable {
             clock,
             current_slot,
-            links: IdMap::default(),
+            links: Links::default(),
             flows: IdMap::default(),
+            expiry: Expiry::new(clock.horizon()),
         }
     }
 
@@ -259,41 +405,43 @@ impl LinkLoadTable {
             return Err(SchedError::InvalidCapacity { link, capacity_bps });
         }
         let k = self.clock.horizon();
-        self.links
-            .entry(link)
-            .and_modify(|s| s.capacity_bps = capacity_bps)
-            .or_insert_with(|| LinkState {
-                capacity_bps,
-                load_bps: vec![0; k],
-                load_slot: vec![u64::MAX; k],
-                samples: [None; RATE_WINDOW_SLOTS],
-            });
+        let state = self.links.get_or_insert_with(link, || LinkState {
+            capacity_bps,
+            load_bps: vec![0; k],
+            load_slot: vec![u64::MAX; k],
+            samples: [None; RATE_WINDOW_SLOTS],
+        });
+        state.capacity_bps = capacity_bps;
         Ok(())
     }
 
-    /// Removes a link no stored flow crosses.
+    /// Removes a link no stored flow crosses; else the error names the least such flow.
     pub fn remove_link(&mut self, link: LinkId) -> Result<(), SchedError> {
-        if !self.links.contains_key(&link) {
+        if !self.links.contains(link) {
             return Err(SchedError::UnknownLink(link));
         }
-        if let Some((flow, _)) = self.flows.iter().find(|(_, e)| e.path.contains(&link)) {
-            return Err(SchedError::LinkInUse { link, flow: *flow });
+        let crossing = self
+            .flows
+            .iter()
+            .filter(|(_, e)| e.path.contains(&link))
+            .map(|(f, _)| *f)
+            .min();
+        if let Some(flow) = crossing {
+            return Err(SchedError::LinkInUse { link, flow });
         }
-        self.links.remove(&link);
+        self.links.remove(link);
         Ok(())
     }
 
     /// The known links, in increasing order.
     pub fn link_ids(&self) -> Vec<LinkId> {
-        let mut v: Vec<LinkId> = self.links.keys().copied().collect();
-        v.sort_unstable();
-        v
+        self.links.ids()
     }
 
     /// The capacity of `link` in bit/s.
     pub fn capacity_bps(&self, link: LinkId) -> Result<u64, SchedError> {
         self.links
-            .get(&link)
+            .get(link)
             .map(|s| s.capacity_bps)
             .ok_or(SchedError::UnknownLink(link))
     }
@@ -317,17 +465,11 @@ impl LinkLoadTable {
 
     /// Adds (or takes off) `e`'s rates from slot `current` on along its path (its slots before
     /// `current` have expired: their cells hold later slots now).
-    fn apply(
-        links: &mut IdMap<LinkId, LinkState>,
-        e: &FlowEntry,
-        k: usize,
-        current: u64,
-        add: bool,
-    ) {
+    fn apply(links: &mut Links, e: &FlowEntry, k: usize, current: u64, add: bool) {
         let skip =
             usize::try_from(current.saturating_sub(e.schedule.start_slot)).unwrap_or(usize::MAX);
         for l in &e.path {
-            if let Some(state) = links.get_mut(l) {
+            if let Some(state) = links.get_mut(*l) {
                 for (i, r) in e.schedule.rates_bps.iter().enumerate().skip(skip) {
                     let slot = e.schedule.start_slot.saturating_add(i as u64);
                     if let Some(cell) = state.load_cell(slot, k) {
@@ -356,15 +498,19 @@ impl LinkLoadTable {
         let end = self.current_slot.saturating_add(k as u64);
         let first = schedule.start_slot.max(self.current_slot);
         // The flow's old entry is taken off the links and its buffers reused for the new one.
-        let entry = match self.flows.get_mut(&flow) {
+        let (entry, old_end) = match self.flows.get_mut(&flow) {
             Some(old) => {
                 Self::apply(&mut self.links, old, k, self.current_slot, false);
-                old
+                let old_end = end_slot(&old.schedule);
+                (old, Some(old_end))
             }
-            None => self.flows.entry(flow).or_insert(FlowEntry {
-                path: Vec::new(),
-                schedule: Schedule::default(),
-            }),
+            None => {
+                let new = self.flows.entry(flow).or_insert(FlowEntry {
+                    path: Vec::new(),
+                    schedule: Schedule::default(),
+                });
+                (new, None)
+            }
         };
         entry.path.clear();
         entry.path.extend_from_slice(path);
@@ -380,6 +526,10 @@ impl LinkLoadTable {
         }
         entry.schedule.start_slot = first;
         Self::apply(&mut self.links, entry, k, self.current_slot, true);
+        let new_end = end_slot(&entry.schedule);
+        if old_end != Some(new_end) {
+            self.expiry.push(new_end, flow);
+        }
         Ok(())
     }
 
@@ -461,21 +611,18 @@ impl LinkLoadTable {
                 current_slot: self.current_slot,
             });
         }
-        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
-        self.current_slot = slot;
         // A schedule's expired slots stay until it is replaced or removed (`apply` skips them);
         // a flow whose schedule has no slot left is forgotten (stored schedules never end in
-        // a zero rate, see `set_schedule`).
-        self.flows.retain(|_, e| {
-            let s = &e.schedule;
-            s.start_slot.saturating_add(s.rates_bps.len() as u64) > slot
-        });
+        // a zero rate, see `set_schedule`), found through `expiry`.
+        self.expiry.expire(&mut self.flows, self.current_slot, slot);
+        // The links' cells of the expired slots read as 0 from now on (`LinkState::load_at`).
+        self.current_slot = slot;
         Ok(())
     }
 
     /// The load of `link` in each of the K slots from the current one, in bit/s.
     pub fn link_load_bps(&self, link: LinkId) -> Result<Vec<u64>, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         let k = self.clock.horizon();
         Ok((0..k as u64)
             .map(|i| {
@@ -500,7 +647,7 @@ impl LinkLoadTable {
         }
         let state = self
             .links
-            .get_mut(&link)
+            .get_mut(link)
             .ok_or(SchedError::UnknownLink(link))?;
         if let Some(cell) = state
             .samples
@@ -522,7 +669,7 @@ impl LinkLoadTable {
     /// the past [`RATE_WINDOW_SLOTS`] slots if one of them was network-limited, else the link
     /// capacity; never above the capacity (see the module documentation).
     pub fn estimate_bps(&self, link: LinkId) -> Result<u64, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         Ok(self.estimate_of(state))
     }
 
@@ -549,7 +696,7 @@ impl LinkLoadTable {
             .link_ids()
             .into_iter()
             .filter_map(|link| {
-                let state = self.links.get(&link)?;
+                let state = self.links.get(link)?;
                 Some(LinkRow {
                     link,
                     capacity_bps: state.capacity_bps,
@@ -569,7 +716,7 @@ impl LinkLoadTable {
     /// estimate less the load of every stored schedule there, as [`LinkLoadTable::link_views`]
     /// gives it with nothing excluded, without building views. Refuses an unknown link.
     pub fn available_bps_at(&self, link: LinkId, slot: u64) -> Result<u64, SchedError> {
-        let state = self.links.get(&link).ok_or(SchedError::UnknownLink(link))?;
+        let state = self.links.get(link).ok_or(SchedError::UnknownLink(link))?;
         let k = self.clock.horizon();
         Ok(self
             .estimate_of(state)
@@ -586,10 +733,10 @@ impl LinkLoadTable {
     ) -> Result<Vec<LinkView>, SchedError> {
         let k = self.clock.horizon();
         // The excluded flows' stored entries, each looked up once.
-        let own: Vec<&FlowEntry> = exclude.iter().filter_map(|f| self.flows.get(f)).collect();
+        let mut own = exclude.iter().filter_map(|f| self.flows.get(f)).peekable();
         let mut out = Vec::with_capacity(links.len());
         for l in links {
-            if !self.links.contains_key(l) {
+            if !self.links.contains(*l) {
                 return Err(SchedError::UnknownLink(*l));
             }
             out.push(LinkView {
@@ -601,11 +748,11 @@ impl LinkLoadTable {
         // The excluded flows' load per link and slot (their schedules start at or after the
         // current slot, see `set_schedule` and `advance_to`), summed first in `available_bps`:
         // each flow's path is walked once, its links found in `links` by binary search.
-        if !own.is_empty() {
+        if own.peek().is_some() {
             let mut at: Vec<(LinkId, usize)> =
                 links.iter().enumerate().map(|(i, l)| (*l, i)).collect();
             at.sort_unstable();
-            for e in &own {
+            for e in own {
                 for l in &e.path {
                     let lo = at.partition_point(|x| x.0 < *l);
                     for &(x, i) in at.get(lo..).unwrap_or(&[]) {
@@ -622,7 +769,7 @@ impl LinkLoadTable {
             }
         }
         for v in &mut out {
-            let Some(state) = self.links.get(&v.link) else {
+            let Some(state) = self.links.get(v.link) else {
                 continue;
             };
             let est = self.estimate_of(state);
@@ -658,7 +805,7 @@ impl LinkLoadTable {
             available_bps: vec![u64::MAX; k],
         };
         for l in path {
-            let Some(state) = self.links.get(l) else {
+            let Some(state) = self.links.get(*l) else {
                 continue;
             };
             let est = self.estimate_of(state);
@@ -684,6 +831,10 @@ impl LinkLoadTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use proptest::sample::subsequence;
+    use std::collections::BTreeMap;
 
     fn table() -> LinkLoadTable {
         let mut t = LinkLoadTable::new(SlotClock::new(1000, 4).unwrap(), 100);
@@ -988,5 +1139,158 @@ mod tests {
         );
         let json = serde_json::to_string(&snap).unwrap();
         assert_eq!(serde_json::from_str::<TableSnapshot>(&json).unwrap(), snap);
+    }
+
+    #[test]
+    fn links_of_small_and_large_ids_are_kept_apart_and_listed_in_order() {
+        let mut t = table();
+        let far = [
+            LinkId(DENSE_LINK_IDS),
+            LinkId(u32::MAX),
+            LinkId(DENSE_LINK_IDS + 7),
+        ];
+        let near_edge = LinkId(DENSE_LINK_IDS - 1);
+        for (i, l) in far.iter().chain([&near_edge, &LinkId(0)]).enumerate() {
+            t.add_link(*l, 1_000 * (i as u64 + 1)).unwrap();
+        }
+        assert_eq!(
+            t.link_ids(),
+            vec![
+                LinkId(0),
+                LinkId(1),
+                LinkId(2),
+                near_edge,
+                LinkId(DENSE_LINK_IDS),
+                LinkId(DENSE_LINK_IDS + 7),
+                LinkId(u32::MAX)
+            ]
+        );
+        // A known link's capacity changes; its load stays.
+        t.set_schedule(FlowId(1), &[LinkId(u32::MAX), LinkId(1)], &sched(100, &[5]))
+            .unwrap();
+        t.add_link(LinkId(u32::MAX), 9).unwrap();
+        t.add_link(LinkId(1), 7).unwrap();
+        assert_eq!(t.capacity_bps(LinkId(u32::MAX)), Ok(9));
+        assert_eq!(t.capacity_bps(LinkId(1)), Ok(7));
+        assert_eq!(t.link_load_bps(LinkId(u32::MAX)).unwrap(), vec![5, 0, 0, 0]);
+        assert_eq!(t.link_load_bps(LinkId(1)).unwrap(), vec![5, 0, 0, 0]);
+        // Unknown ids on both sides of the bound, and in the indexed range past its end.
+        for l in [
+            LinkId(3),
+            LinkId(DENSE_LINK_IDS + 1),
+            LinkId(DENSE_LINK_IDS - 2),
+        ] {
+            assert_eq!(t.capacity_bps(l), Err(SchedError::UnknownLink(l)));
+            assert_eq!(t.remove_link(l), Err(SchedError::UnknownLink(l)));
+        }
+        // Links in use stay (the least crossing flow is named); the others go, and come back.
+        t.set_schedule(FlowId(0), &[LinkId(u32::MAX)], &sched(100, &[1]))
+            .unwrap();
+        assert_eq!(
+            t.remove_link(LinkId(u32::MAX)),
+            Err(SchedError::LinkInUse {
+                link: LinkId(u32::MAX),
+                flow: FlowId(0)
+            })
+        );
+        t.remove_link(LinkId(DENSE_LINK_IDS)).unwrap();
+        t.remove_link(near_edge).unwrap();
+        t.remove_link(LinkId(0)).unwrap();
+        assert_eq!(
+            t.capacity_bps(near_edge),
+            Err(SchedError::UnknownLink(near_edge))
+        );
+        let rows: Vec<LinkId> = t.snapshot().links.iter().map(|r| r.link).collect();
+        assert_eq!(
+            rows,
+            vec![
+                LinkId(1),
+                LinkId(2),
+                LinkId(DENSE_LINK_IDS + 7),
+                LinkId(u32::MAX)
+            ]
+        );
+        t.add_link(LinkId(0), 3).unwrap();
+        assert_eq!(t.link_load_bps(LinkId(0)).unwrap(), vec![0; 4]);
+        assert_eq!(t.link_ids().first(), Some(&LinkId(0)));
+    }
+
+    /// The flows a table keeps, as the table kept them with a pass over every flow at each
+    /// `advance_to`: the reference for the table's expiry index.
+    struct FlowModel {
+        current_slot: u64,
+        horizon: u64,
+        flows: BTreeMap<FlowId, Schedule>,
+    }
+
+    impl FlowModel {
+        fn set(&mut self, flow: FlowId, s: &Schedule) {
+            let first = s.start_slot.max(self.current_slot);
+            let mut rates: Vec<u64> = (first..self.current_slot + self.horizon)
+                .map(|slot| s.rate_bps_at(slot))
+                .collect();
+            while rates.last() == Some(&0) {
+                rates.pop();
+            }
+            self.flows.insert(flow, sched(first, &rates));
+        }
+
+        fn advance_to(&mut self, slot: u64) {
+            self.current_slot = slot;
+            self.flows
+                .retain(|_, s| s.start_slot + s.rates_bps.len() as u64 > slot);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn expiry_forgets_the_same_flows_as_a_pass_over_every_flow(
+            ops in vec((0u8..5, 0u64..6, subsequence(vec![0usize, 1, 2, 3], 1..=3), 0u64..8, vec(prop_oneof![Just(0u64), 1u64..3_000], 0..7)), 1..60),
+        ) {
+            // K = 4; links on both sides of the indexed range.
+            let links = [LinkId(1), LinkId(2), LinkId(DENSE_LINK_IDS), LinkId(u32::MAX)];
+            let mut t = table();
+            t.add_link(links[2], 8_000).unwrap();
+            t.add_link(links[3], 4_000).unwrap();
+            let mut m = FlowModel { current_slot: 100, horizon: 4, flows: BTreeMap::new() };
+            for (op, f, path, off, rates) in ops {
+                let (flow, path): (FlowId, Vec<LinkId>) = (FlowId(f), path.iter().filter_map(|i| links.get(*i).copied()).collect());
+                let s = sched((t.current_slot() + off).saturating_sub(2), &rates);
+                match op {
+                    0 | 1 => {
+                        t.set_schedule(flow, &path, &s).unwrap();
+                        m.set(flow, &s);
+                    }
+                    2 => {
+                        let admitted = t.admit(flow, &path, &s).unwrap();
+                        m.set(flow, &admitted);
+                    }
+                    3 => {
+                        let got = t.remove_flow(flow).ok();
+                        let want = m.flows.remove(&flow).map(|mut w| {
+                            let cut = (t.current_slot() - w.start_slot.min(t.current_slot())) as usize;
+                            w.rates_bps.drain(..cut.min(w.rates_bps.len()));
+                            w.start_slot = w.start_slot.max(t.current_slot());
+                            w
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    _ => {
+                        let slot = t.current_slot() + off % 6;
+                        t.advance_to(slot).unwrap();
+                        m.advance_to(slot);
+                    }
+                }
+                prop_assert_eq!(t.flow_count(), m.flows.len());
+                prop_assert_eq!(t.snapshot().flows, m.flows.len());
+                for g in 0..6 {
+                    prop_assert_eq!(t.flow_schedule(FlowId(g)), m.flows.get(&FlowId(g)));
+                }
+            }
+            // Every entry goes once its slot has passed.
+            t.advance_to(t.current_slot() + 100).unwrap();
+            prop_assert_eq!(t.flow_count(), 0);
+            prop_assert!(t.expiry.lists.iter().all(Vec::is_empty));
+        }
     }
 }
