@@ -134,6 +134,8 @@ struct Verified {
     slot: u64,
     /// [`crate::sim::Job::rate_writes`] then.
     rate_writes: u64,
+    /// `Mlcc::seq` then.
+    seq: u64,
 }
 
 /// Slots of a member's plan held inside the member (the paper's horizon, K = 10; a longer
@@ -372,6 +374,8 @@ pub struct Mlcc {
     /// Per job, the last slot at which [`Mlcc::needs_look`] found that it needs no look, and
     /// the engine's count of writes of its rates then ([`Mlcc::still_keeps`]).
     verified: Vec<Verified>,
+    /// Per job, the value of `seq` when a link it crosses last changed (0: never).
+    job_link_seq: Vec<u64>,
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
     /// Refusals of the library (should stay 0).
@@ -432,6 +436,7 @@ impl Mlcc {
             replan_reasons: [0; 7],
             flow_decisions: TimeHist::default(),
             verified: Vec::new(),
+            job_link_seq: Vec::new(),
             refusals: 0,
         })
     }
@@ -454,24 +459,28 @@ impl Mlcc {
         self.rates[aid] = r;
     }
 
-    /// Records that the load of `path`'s links changed (plan reuse), and that the jobs crossing
-    /// them are no longer known to keep their plans ([`Mlcc::still_keeps`]).
+    /// Records that the load of `path`'s links changed (plan reuse), on the links and on the
+    /// jobs crossing them ([`Mlcc::job_link_seq`]).
     fn links_changed(&mut self, sim: &Sim, path: &[LinkId]) {
         self.seq += 1;
+        if self.job_link_seq.len() < sim.jobs.len() {
+            self.job_link_seq.resize(sim.jobs.len(), 0);
+        }
         for l in path {
             if let Some(s) = self.link_seq.get_mut(l.0 as usize) {
                 *s = self.seq;
             }
-            for &x in sim
-                .link_jobs
-                .get(l.0 as usize)
-                .map_or(&[][..], Vec::as_slice)
-            {
-                if let Some(v) = self.verified.get_mut(x) {
-                    v.slot = NOT_VERIFIED;
-                }
+            for &x in sim.link_jobs.get(l.0 as usize).map_or(&[][..], Vec::as_slice) {
+                self.job_link_seq[x] = self.seq;
             }
         }
+    }
+
+    /// Whether a link of a network member of kept plan `up` of job `j` may have changed since
+    /// the plan was made: false when no link job `j` crosses changed since (every link a flow of
+    /// the job crosses lists the job in `Sim::link_jobs`), so the members' paths need no look.
+    fn links_may_have_changed(&self, j: usize, up: &UnitPlan) -> bool {
+        self.job_link_seq.get(j).is_some_and(|s| *s > up.seq)
     }
 
     /// Takes flow `f` of job `j` off the table and forgets its rate.
@@ -958,10 +967,11 @@ impl Mlcc {
                 if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 {
                     return true;
                 }
-                if fl
-                    .path
-                    .iter()
-                    .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
+                if self.links_may_have_changed(j, up)
+                    && fl
+                        .path
+                        .iter()
+                        .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
                 {
                     return true;
                 }
@@ -1000,6 +1010,7 @@ impl Mlcc {
         if v.slot == NOT_VERIFIED
             || v.slot.checked_add(1) != Some(slot)
             || v.rate_writes != sim.jobs[j].rate_writes
+            || self.job_link_seq.get(j).is_some_and(|s| *s > v.seq)
             || p.look
             || p.units.len() != Self::unit_count(sim, j)
         {
@@ -1111,10 +1122,11 @@ impl Mlcc {
             if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
                 return Err(Replan::Progress);
             }
-            if fl
-                .path
-                .iter()
-                .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
+            if self.links_may_have_changed(j, up)
+                && fl
+                    .path
+                    .iter()
+                    .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
             {
                 return Err(Replan::Freed);
             }
@@ -1425,6 +1437,7 @@ impl Policy for Mlcc {
                 Verified {
                     slot: NOT_VERIFIED,
                     rate_writes: 0,
+                    seq: 0,
                 },
             );
         }
@@ -1452,6 +1465,7 @@ impl Policy for Mlcc {
                 self.verified[j] = Verified {
                     slot,
                     rate_writes: job.rate_writes,
+                    seq: self.seq,
                 };
             }
         }
