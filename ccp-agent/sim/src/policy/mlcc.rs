@@ -124,13 +124,10 @@ fn flow_is_internal(sim: &Sim, j: usize, f: usize) -> bool {
 /// Most members kept in the pool of reusable buffers.
 const MEMBER_POOL_MAX: usize = 1 << 16;
 
-/// [`Verified::slot`] of a job not known to keep its plans.
-const NOT_VERIFIED: u64 = u64::MAX;
-
 /// A job found at a slot boundary to need no look ([`Mlcc::still_keeps`]).
 #[derive(Clone, Copy, Debug)]
 struct Verified {
-    /// The slot (`NOT_VERIFIED`: none, or something changed since).
+    /// The slot.
     slot: u64,
     /// [`crate::sim::Job::rate_writes`] then.
     rate_writes: u64,
@@ -371,10 +368,11 @@ pub struct Mlcc {
     pub extended: u64,
     /// Re-plans at slot boundaries by reason ([`REPLAN_NAMES`]).
     replan_reasons: [u64; 7],
-    /// Per job, the last slot at which [`Mlcc::needs_look`] found that it needs no look, and
-    /// the engine's count of writes of its rates then ([`Mlcc::still_keeps`]).
-    verified: Vec<Verified>,
-    /// Per job, the value of `seq` when a link it crosses last changed (0: never).
+    /// Per job (sized at placement), the last slot boundary at which it was found to need no
+    /// look, unless it was decided since ([`Mlcc::still_keeps`]).
+    verified: Vec<Option<Verified>>,
+    /// Per job (sized at placement), the value of `seq` when a link it crosses last changed
+    /// (0: never).
     job_link_seq: Vec<u64>,
     /// Per-flow decision times.
     pub flow_decisions: TimeHist,
@@ -463,24 +461,31 @@ impl Mlcc {
     /// jobs crossing them ([`Mlcc::job_link_seq`]).
     fn links_changed(&mut self, sim: &Sim, path: &[LinkId]) {
         self.seq += 1;
-        if self.job_link_seq.len() < sim.jobs.len() {
-            self.job_link_seq.resize(sim.jobs.len(), 0);
-        }
         for l in path {
             if let Some(s) = self.link_seq.get_mut(l.0 as usize) {
                 *s = self.seq;
             }
-            for &x in sim.link_jobs.get(l.0 as usize).map_or(&[][..], Vec::as_slice) {
-                self.job_link_seq[x] = self.seq;
+            for &x in sim
+                .link_jobs
+                .get(l.0 as usize)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                if let Some(s) = self.job_link_seq.get_mut(x) {
+                    *s = self.seq;
+                }
             }
         }
     }
 
-    /// Whether a link of a network member of kept plan `up` of job `j` may have changed since
-    /// the plan was made: false when no link job `j` crosses changed since (every link a flow of
-    /// the job crosses lists the job in `Sim::link_jobs`), so the members' paths need no look.
-    fn links_may_have_changed(&self, j: usize, up: &UnitPlan) -> bool {
+    /// Whether the load of a link of `path` (a network member's of kept plan `up` of job `j`)
+    /// changed since the plan was made. The links are looked at only when a link job `j`
+    /// crosses changed since (every link a flow of the job crosses lists the job in
+    /// `Sim::link_jobs`).
+    fn path_changed(&self, j: usize, up: &UnitPlan, path: &[u32]) -> bool {
         self.job_link_seq.get(j).is_some_and(|s| *s > up.seq)
+            && path
+                .iter()
+                .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
     }
 
     /// Takes flow `f` of job `j` off the table and forgets its rate.
@@ -967,12 +972,7 @@ impl Mlcc {
                 if (fl.rate - prev).abs() > 1e-9 * prev + 1e-6 {
                     return true;
                 }
-                if self.links_may_have_changed(j, up)
-                    && fl
-                        .path
-                        .iter()
-                        .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
-                {
+                if self.path_changed(j, up, &fl.path) {
                     return true;
                 }
             }
@@ -1001,14 +1001,13 @@ impl Mlcc {
     /// `needs_look` then give what they gave: their rates are the same, and the planned rate
     /// they are compared with did not change between the two slots (no change bit).
     fn still_keeps(&self, sim: &Sim, j: usize, slot: u64) -> bool {
-        let Some(v) = self.verified.get(j) else {
+        let Some(Some(v)) = self.verified.get(j) else {
             return false;
         };
         let Some(p) = self.plans.get(j) else {
             return false;
         };
-        if v.slot == NOT_VERIFIED
-            || v.slot.checked_add(1) != Some(slot)
+        if v.slot.checked_add(1) != Some(slot)
             || v.rate_writes != sim.jobs[j].rate_writes
             || self.job_link_seq.get(j).is_some_and(|s| *s > v.seq)
             || p.look
@@ -1122,12 +1121,7 @@ impl Mlcc {
             if (fl.sent - expected).abs() > REUSE_SLACK_BYTES + sim.config.min_step_s * r {
                 return Err(Replan::Progress);
             }
-            if self.links_may_have_changed(j, up)
-                && fl
-                    .path
-                    .iter()
-                    .any(|l| self.link_seq.get(*l as usize).is_some_and(|s| *s > up.seq))
-            {
+            if self.path_changed(j, up, &fl.path) {
                 return Err(Replan::Freed);
             }
         }
@@ -1410,6 +1404,8 @@ impl Policy for Mlcc {
         self.placements += 1;
         if self.shared.len() < sim.jobs.len() {
             self.shared.resize(sim.jobs.len(), Cell::new((0, false)));
+            self.verified.resize(sim.jobs.len(), None);
+            self.job_link_seq.resize(sim.jobs.len(), 0);
         }
         Vec::new()
     }
@@ -1431,42 +1427,33 @@ impl Policy for Mlcc {
         if self.slot == Some(slot) {
             return;
         }
-        if self.verified.len() < sim.jobs.len() {
-            self.verified.resize(
-                sim.jobs.len(),
-                Verified {
-                    slot: NOT_VERIFIED,
-                    rate_writes: 0,
-                    seq: 0,
-                },
-            );
-        }
-        let mut k = 0;
-        while k < self.live.len() {
+        for k in 0..self.live.len() {
             let j = self.live[k];
             let job = &sim.jobs[j];
-            k += 1;
-            if job.phase != Phase::Communicating {
+            // What is found of the job at this slot; nothing when it needs a look.
+            let found = if job.phase != Phase::Communicating {
                 // Its flows leave the table when the engine reports it (it was touched).
-                self.verified[j].slot = NOT_VERIFIED;
-                out.push(j);
-                continue;
-            }
-            if self.still_keeps(sim, j, slot) {
+                None
+            } else if self.still_keeps(sim, j, slot) {
                 debug_assert!(
                     !self.needs_look(sim, j, slot),
                     "job {j} found to keep its plans at slot {slot} needs a look"
                 );
-                self.verified[j].slot = slot;
+                self.verified[j].map(|v| Verified { slot, ..v })
             } else if self.needs_look(sim, j, slot) {
-                self.verified[j].slot = NOT_VERIFIED;
-                out.push(j);
+                None
             } else {
-                self.verified[j] = Verified {
+                Some(Verified {
                     slot,
                     rate_writes: job.rate_writes,
                     seq: self.seq,
-                };
+                })
+            };
+            if found.is_none() {
+                out.push(j);
+            }
+            if let Some(v) = self.verified.get_mut(j) {
+                *v = found;
             }
         }
     }
@@ -1496,7 +1483,7 @@ impl Policy for Mlcc {
         // What was found of the jobs decided now no longer holds ([`Mlcc::still_keeps`]).
         for &j in jobs {
             if let Some(v) = self.verified.get_mut(j) {
-                v.slot = NOT_VERIFIED;
+                *v = None;
             }
             let job = &sim.jobs[j];
             let comm = job.phase == Phase::Communicating;
