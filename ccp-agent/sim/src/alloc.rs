@@ -11,6 +11,8 @@
 
 use std::collections::BinaryHeap;
 
+use crate::topo::Path;
+
 /// Reusable scratch space for [`MaxMin::solve`] (sized by the number of links; the per-flow and
 /// per-solve buffers are kept between calls so a solve allocates nothing once they have grown).
 #[derive(Clone, Debug)]
@@ -354,7 +356,10 @@ pub struct IncMaxMin {
     link_cap: Vec<f64>,
     load: Vec<f64>,
     link_flows: Vec<Vec<u32>>,
-    path: Vec<Vec<u32>>,
+    /// Per flow id, its links, inline ([`Path`]): the solves walk the paths of every flow they
+    /// touch, and one buffer per flow was a pointer to chase each time (~5 % of MLTCP's and
+    /// MCS's default runs).
+    path: Vec<Path>,
     w: Vec<f64>,
     cap: Vec<f64>,
     rate: Vec<f64>,
@@ -448,7 +453,7 @@ impl IncMaxMin {
     fn grow(&mut self, id: usize) {
         if id >= self.w.len() {
             let n = id + 1;
-            self.path.resize(n, Vec::new());
+            self.path.resize(n, Path::new());
             self.w.resize(n, 0.0);
             self.cap.resize(n, 0.0);
             self.rate.resize(n, 0.0);

@@ -59,6 +59,7 @@ use serde::Serialize;
 
 use crate::alloc::IncMaxMin;
 use crate::error::SimError;
+use crate::topo::Path;
 use crate::policy::{Control, DepMode, Policy};
 use crate::topo::Tree;
 use crate::workload::{JobSpec, Paradigm};
@@ -91,7 +92,7 @@ pub struct Flow {
     /// Receiving server.
     pub dst: u32,
     /// Links crossed, in order.
-    pub path: Vec<u32>,
+    pub path: Path,
     /// Bytes per iteration.
     pub size: f64,
     /// Bytes sent in the current iteration.

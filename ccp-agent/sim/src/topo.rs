@@ -16,8 +16,16 @@
 //! not depend on them.
 
 use serde::{Deserialize, Serialize};
+use smallvec::{smallvec, SmallVec};
 
 use crate::error::SimError;
+
+/// Links of a path, held inline up to six, the tree's longest path: the uplinks of the sending
+/// server, its ToR and its edge switch, then the downlinks of the receiving edge switch, ToR and
+/// server (a longer path, on another topology, spills to the heap). Flows and the engine's
+/// allocation keep their paths inside their entries, so the passes over a job's flows do not
+/// chase one buffer per flow.
+pub type Path = SmallVec<[u32; 6]>;
 
 /// Sizes and speeds of the tree (all configurable from the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -184,11 +192,11 @@ impl Tree {
 
     /// The directed links from server `a` to server `b`, in order; when `a == b` (two GPUs of
     /// one server), the server's two internal links: such traffic does not enter the network.
-    pub fn path(&self, a: u32, b: u32) -> Vec<u32> {
+    pub fn path(&self, a: u32, b: u32) -> Path {
         if a == b {
-            return vec![self.intra_link(a, false), self.intra_link(a, true)];
+            return smallvec![self.intra_link(a, false), self.intra_link(a, true)];
         }
-        let mut p = vec![self.server_link(a, false)];
+        let mut p: Path = smallvec![self.server_link(a, false)];
         let (ra, rb) = (self.rack_of(a), self.rack_of(b));
         if ra != rb {
             p.push(self.rack_link(ra, false));
@@ -212,11 +220,11 @@ mod tests {
     fn paths_climb_only_as_high_as_needed() {
         let t = Tree::new(TreeConfig::default()).unwrap();
         assert_eq!(t.links(), 2 * (1000 + 100 + 10) + 2 * 1000);
-        assert_eq!(t.path(3, 3), vec![2 * 1110 + 6, 2 * 1110 + 7]);
+        assert_eq!(t.path(3, 3).as_slice(), [2 * 1110 + 6, 2 * 1110 + 7]);
         assert!(t.path(3, 3).iter().all(|l| t.is_intra(*l)));
         assert_eq!(t.capacity[2 * 1110 + 6], 100e9 / 8.0);
         assert!(t.path(0, 100).iter().all(|l| !t.is_intra(*l)));
-        assert_eq!(t.path(0, 1), vec![0, 3]);
+        assert_eq!(t.path(0, 1).as_slice(), [0, 3]);
         assert_eq!(t.path(0, 10).len(), 4);
         assert_eq!(t.path(0, 100).len(), 6);
         assert_eq!(t.capacity[0], 1.25e9);
