@@ -292,7 +292,10 @@ test_bad_params() {
 }
 
 # lossy ALG: a LOSS_BYTES transfer through 100 Mbit/10 ms with 1% random loss completes and no
-# 1-second interval, on the sender's or on the receiver's side, has zero throughput.
+# 1-second interval of the receiver has zero throughput (the network delivered nothing: the flow
+# stalled). The sender's intervals count what iperf3 wrote into the socket, which pauses while a
+# full send buffer drains after losses even though data keeps arriving (seen: sender 0.0 and
+# receiver 7.7 Mbit/s in the same second), so they are noted, not judged.
 lossy() {
   _alg=$1 _j=$OUT/loss_$1.json
   trap 'vm_net_unshape' EXIT
@@ -308,9 +311,10 @@ lossy() {
   [ -n "$ivals" ] || fail "no receiver-side iperf3 intervals in $_j"
   note "sender intervals (Mbit/s): $(echo "$snd" | awk '{ printf "%s ", $3 }')"
   note "receiver intervals (Mbit/s): $(echo "$ivals" | awk '{ printf "%s ", $3 }')"
-  ivals=$(printf '%s\n%s\n' "$snd" "$ivals")
+  paused=$(echo "$snd" | awk '$3 + 0 == 0 { printf "%s-%s ", $1, $2 }')
+  [ -z "$paused" ] || note "sender's writes paused in interval(s) $paused (send buffer full)"
   zero=$(echo "$ivals" | awk '$3 + 0 == 0 { printf "%s-%s ", $1, $2 }')
-  [ -z "$zero" ] || fail "stall: zero throughput in interval(s) $zero"
+  [ -z "$zero" ] || fail "stall: the receiver got nothing in interval(s) $zero"
 }
 test_loss_mltcp() { lossy "$ALG"; }
 test_loss_mltcp_cubic() { lossy "$ALG_CUBIC"; }
