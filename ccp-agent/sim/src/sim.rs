@@ -59,9 +59,8 @@ use serde::Serialize;
 
 use crate::alloc::IncMaxMin;
 use crate::error::SimError;
-use crate::topo::Path;
 use crate::policy::{Control, DepMode, Policy};
-use crate::topo::Tree;
+use crate::topo::{Path, Tree};
 use crate::workload::{JobSpec, Paradigm};
 
 /// What a flow is in its job.
