@@ -42,7 +42,7 @@
 //!
 //! ## The group's Alg. 2 (our reading)
 //!
-//! Each member keeps its own dependency ([`Dependency`]) and Δ_i = (F − F_i)+ with F_i = sent
+//! Each member keeps its own dependency ([`Dependency`](crate::Dependency)) and Δ_i = (F − F_i)+ with F_i = sent
 //! bytes + its initial current-slot bytes r_i, as in [`crate::decide`]. A member with Δ_i > 0
 //! is raised, in member order, to r_i + Δ_i if that is below B_i and within its bytes left,
 //! else to B_i (capped by its bytes left, never below r_i); B_i is r_i plus the headroom of its
@@ -475,7 +475,7 @@ pub(crate) fn held_from(
 /// paper): a group whose plan did not complete within the horizon, planned `K - kept` slots
 /// ago, keeps its bytes for the `kept` slots of that plan still in the horizon (`kept_bytes[i]`,
 /// member i, offsets `0..kept` from the current slot) and gets, in the slots that joined the
-/// horizon since (offsets `kept..K`), what Alg. 1 gives there: [`fill_group`] from `kept` for
+/// horizon since (offsets `kept..K`), what Alg. 1 gives there: `fill_group` from `kept` for
 /// the bytes the kept slots leave, every such slot filled with the largest feasible X_t.
 ///
 /// This is what re-planning the group would give while its plan is *still incomplete* after

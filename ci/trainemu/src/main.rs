@@ -10,7 +10,7 @@
 //!
 //! `run` (as root, in the VM) builds each scenario's namespaces and links, runs every job alone
 //! (solo runs: M), then all jobs together once per congestion control, and writes
-//! `DIR/<scenario>/` (meta.json, scenario.toml, runs/<run>/{iterations.jsonl,flows.json,samples.csv}).
+//! `DIR/<scenario>/` (meta.json, scenario.toml, `runs/<run>/{iterations.jsonl,flows.json,samples.csv}`).
 //! `report` reads such directories and prints the table (mean/p99 iteration time per job, speedup
 //! vs cubic, ideal C+M, ratio, interleaving iteration), writes summary.txt/summary.json and, unless
 //! `--no-plots`, the PNGs. Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
@@ -76,7 +76,7 @@ fn parse_cc_list(s: &str) -> Result<CcList, String> {
 enum Cmd {
     /// Run scenarios (root; builds network namespaces unless --loopback).
     Run {
-        /// Results directory; each scenario writes DIR/<name>/.
+        /// Results directory; each scenario writes `DIR/<name>/`.
         #[arg(long, default_value = "results/trainemu")]
         out: PathBuf,
         /// Model profiles (default: the built-in ci/scenarios/models.toml).

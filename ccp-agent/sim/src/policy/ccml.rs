@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! CCML, our reading. The mlcc paper (Sec. VII, baseline [47]: Rajasekaran, Ghobadi, Kumar,
+//! CCML, our reading. The mlcc paper (Sec. VII, baseline \[47\]: Rajasekaran, Ghobadi, Kumar,
 //! Akella, "Congestion control in machine learning clusters", HotNets '22) describes it in one
 //! sentence: "It runs on the host side, profiles the iteration time of different jobs in advance,
 //! and aims to maximally interleave the communication phases of co-located jobs based on their

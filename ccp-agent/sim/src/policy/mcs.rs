@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! MCS, our reading. The mlcc paper (Sec. VII, baseline [17]: Tian, Tian, Dai, Wang, "Scheduling
+//! MCS, our reading. The mlcc paper (Sec. VII, baseline \[17\]: Tian, Tian, Dai, Wang, "Scheduling
 //! coflows of multi-stage jobs to minimize the total weighted job completion time", INFOCOM '18):
 //! "MCS addresses the 'start-after' dependency, which requires one coflow to start after the
 //! completion of the other ... in PS architecture, the PS needs to send broadcast flows after the

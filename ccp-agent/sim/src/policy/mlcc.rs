@@ -361,7 +361,7 @@ pub struct Mlcc {
     /// Kept unit-slots (counted in `unit_kept`) in which the plan completes every network
     /// member, paced at its MADD share without a re-plan (see the module documentation).
     pub finish_paced: u64,
-    /// Roll incomplete plans forward instead of re-planning them ([`Mlcc::extend_unit`]; on
+    /// Roll incomplete plans forward instead of re-planning them (`Mlcc::extend_unit`; on
     /// by default, off with the CLI's `--no-extend`, unused in exact mode).
     pub extend: bool,
     /// Kept unit-slots (counted in `unit_kept`) in which an incomplete plan was rolled forward.
