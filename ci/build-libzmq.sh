@@ -6,7 +6,8 @@
 # crate (crates.io, version ZEROMQ_SRC below, which bundles libzmq 4.3.5 under vendor/), fetched
 # by cargo into ~/.cargo/registry/src. Steps: cargo fetch the crate (a throw-away manifest in the
 # cache), copy vendor/ to $MLTCP_CACHE/libzmq/<key>/src, `patch -p1`, build with Debian's cmake
-# (installed by ci/deps.sh when missing), link libmltcp_progress.a (cargo build -p mltcp-progress).
+# (installed by ci/deps.sh when missing, as is python3, which reads cargo metadata), link
+# libmltcp_progress.a (cargo build -p mltcp-progress).
 # The patch is checked against the recorded hashes of the released and patched files
 # (patches/check-patch.sh). The key hashes the patch, its hash lists, the progress library, the test
 # program and this script: a second run with nothing changed does nothing but print the paths.
@@ -29,8 +30,10 @@ JOBS=${JOBS:-1}
 print_only=0
 [ "${1:-}" = "--print-dir" ] && print_only=1
 
-command -v cmake >/dev/null 2>&1 || "$here/deps.sh"
-command -v cmake >/dev/null 2>&1 || die "cmake missing after ci/deps.sh"
+for tool in cmake python3; do
+  command -v "$tool" >/dev/null 2>&1 || "$here/deps.sh"
+  command -v "$tool" >/dev/null 2>&1 || die "$tool missing after ci/deps.sh"
+done
 [ -f "$PATCH" ] || die "patch not found: $PATCH"
 
 # 1. The progress library (static, so the patched libzmq needs nothing at run time).

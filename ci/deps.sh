@@ -20,6 +20,8 @@ APT_PACKAGES=(
   fonts-dejavu-core
   # Patched libzmq (ci/build-libzmq.sh).
   cmake
+  # JSON in scripts: cargo metadata in ci/build-libzmq.sh, results.json in ci/sim-bench.
+  python3
 )
 
 missing=()
