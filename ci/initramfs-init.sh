@@ -3,19 +3,24 @@
 # ci/build-initramfs.sh; runs under dash (/bin/sh in the image), busybox provides most commands.
 # Not run on the host.
 #
-# Contract with ci/vm-run (the host side), all through the virtio-9p share (mount_tag `host`):
+# Contract with ci/vm-run (the host side). Everything the run needs arrives in memory, as a second
+# initramfs archive that the kernel unpacks under /host, so nothing is read from the host while
+# SCRIPT runs (with the virtual clock, host I/O timing would otherwise reach the guest's timing):
 #   /host/script          the user's SCRIPT; run as `sh /host/script ARGS...` (or executed directly
 #                         when vm.conf says SCRIPT_MODE=exec, for ELF binaries), cwd /tmp, root,
 #                         stdin /dev/null, output on the serial console
 #   /host/args/0,1,...    one file per argument, exact bytes
-#   /host/vm.conf         shell assignments: NO_MODULE=0|1, SCRIPT_MODE=sh|exec, SCRIPT_NAME=...
+#   /host/vm.conf         shell assignments: NO_MODULE=0|1, SCRIPT_MODE=sh|exec, SCRIPT_NAME=...,
+#                         VM_CLOCK=virtual|real
 #   /host/modules/*.ko    in-tree modules to load first (tcp_bbr, tcp_dctcp)
 #   /host/tcp_mltcp.ko    our module, loaded unless NO_MODULE=1; a failed insmod fails the run
 #   /host/bin, /host/libs project binaries (first on PATH) and the shared libraries they need
-#   /host/ci/             guest-side helpers (vm-lib.sh)
-#   /host/results         bind-mounted at /results; ci/vm-run copies it back to the host
-#   /host/status          written here: SCRIPT's exit status (absent = the guest crashed)
-#   /host/init-error      written here when /init itself fails (9p, insmod)
+#   /host/ci/             guest-side helpers (vm-lib.sh, vm-tests/)
+# After SCRIPT exits, the virtio-9p share (mount_tag `host`) is mounted at /share and receives:
+#   /share/results        a copy of /results (what SCRIPT left for the host, plus vm-cpu.txt: the
+#                         guest's CPU use while SCRIPT ran)
+#   /share/status         SCRIPT's exit status (absent = the guest crashed)
+#   /share/init-error     written when /init itself fails (insmod, missing payload)
 # Then `poweroff -f` (ACPI), which ends qemu.
 
 export PATH=/host/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -26,11 +31,22 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 exec </dev/console >/dev/console 2>&1
 
 say() { echo "vm-init: $*"; }
+# share_mount: mount the 9p share at /share (once); only used after SCRIPT, or to report a failure.
+share_mount() {
+  grep -q ' /share ' /proc/mounts 2>/dev/null && return 0
+  mkdir -p /share
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 host /share
+}
 fail() {
   say "error: $*"
-  if [ -d /host/args ]; then echo "$*" > /host/init-error; sync; fi
+  if share_mount; then echo "$*" > /share/init-error; sync
+  else say "error: cannot mount the 9p share (mount_tag host) to report this to the host"; fi
   poweroff -f
   sleep 10
+}
+# cpu_jiffies: "busy total" jiffies summed over all CPUs from /proc/stat (busy = not idle/iowait).
+cpu_jiffies() {
+  awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
 }
 
 mount -t proc proc /proc || fail "cannot mount /proc"
@@ -44,15 +60,10 @@ mount -t tmpfs -o mode=755 tmpfs /run || fail "cannot mount tmpfs on /run"
 [ -e /dev/stdout ] || ln -s /proc/self/fd/1 /dev/stdout
 [ -e /dev/stderr ] || ln -s /proc/self/fd/2 /dev/stderr
 
-mkdir -p /host
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 host /host \
-  || fail "cannot mount the 9p share (mount_tag host): is qemu started with -virtfs ...,mount_tag=host?"
-[ -f /host/vm.conf ] || fail "/host/vm.conf missing: the share was not prepared by ci/vm-run"
-NO_MODULE=0 SCRIPT_MODE=sh SCRIPT_NAME=script
+[ -f /host/vm.conf ] || fail "/host/vm.conf missing: the initramfs carries no payload (start the VM with ci/vm-run)"
+NO_MODULE=0 SCRIPT_MODE=sh SCRIPT_NAME=script VM_CLOCK=real
 . /host/vm.conf
-
-mkdir -p /host/results /results
-mount -o bind /host/results /results || fail "cannot bind /host/results to /results"
+mkdir -p /results
 
 ip link set lo up || fail "cannot bring up lo"
 if [ -d /host/libs ] && [ -n "$(ls /host/libs 2>/dev/null)" ]; then
@@ -82,17 +93,27 @@ while [ -e "/host/args/$i" ]; do
   i=$((i + 1))
 done
 
-export MLTCP_VM=1 MLTCP_VM_LIB=/host/ci/vm-lib.sh RESULTS=/results
+export MLTCP_VM=1 MLTCP_VM_LIB=/host/ci/vm-lib.sh RESULTS=/results MLTCP_VM_CLOCK=$VM_CLOCK
 cd /tmp
-say "running $SCRIPT_NAME $*"
+say "running $SCRIPT_NAME $* ($VM_CLOCK clock)"
+cpu0=$(cpu_jiffies) up0=$(cut -d' ' -f1 /proc/uptime)
 if [ "$SCRIPT_MODE" = exec ]; then
   /host/script "$@" </dev/null
 else
   sh /host/script "$@" </dev/null
 fi
 status=$?
+cpu1=$(cpu_jiffies) up1=$(cut -d' ' -f1 /proc/uptime)
 cd /
-echo "$status" > /host/status
+# The guest's CPU use while SCRIPT ran: a run that kept the guest's CPUs busy measured the guest's
+# CPU, not the network, and should not be trusted.
+echo "$cpu0 $cpu1 $up0 $up1 $(nproc)" | awk '{
+  busy = $3 - $1; total = $4 - $2; frac = total > 0 ? busy / total : 0
+  printf "busy %.1f%% of %d CPUs over %.2f s of guest time\n", 100 * frac, $7, $6 - $5 }' > /results/vm-cpu.txt
+share_mount || { say "error: cannot mount the 9p share to return the results"; poweroff -f; sleep 10; }
+mkdir -p /share/results
+cp -a /results/. /share/results/ || say "warning: copying /results to the host failed"
+echo "$status" > /share/status
 sync
 say "$SCRIPT_NAME exited with status $status"
 poweroff -f
