@@ -973,13 +973,19 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
             );
         }
     }
-    for sr in &r.cpu_saturated {
+    if !r.cpu_saturated.is_empty() {
+        let total: usize = r.per_seed.len().max(1);
         let _ = writeln!(
             o,
-            "  warning: run {} had its CPUs {:.0}% busy (> {:.0}%): CPU-saturated, timings untrusted",
-            sr.run,
-            sr.cpu_busy * 100.0,
-            r.cpu_busy_limit * 100.0
+            "  warning: {} runs (of {} seeds) had their CPUs more than {:.0}% busy: CPU-saturated, timings untrusted: {}",
+            r.cpu_saturated.len(),
+            total,
+            r.cpu_busy_limit * 100.0,
+            r.cpu_saturated
+                .iter()
+                .map(|x| format!("{} {:.0}%", x.run, x.cpu_busy * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     // A single seed's table (report_text) already has its net rows and notes.
@@ -1105,4 +1111,243 @@ mod tests {
         assert!(fr[0] > 0.99 && fr[5] < 0.01, "{fr:?}");
     }
 
+
+    // ---- Discovery of seeds from run.json files, merged from several invocations. ----
+
+    use crate::config::{ModelFile, Scenario};
+    use crate::emu::{IterRecord, RunOutput};
+    use crate::results::{scenario_fingerprint, write_run};
+
+    const SCEN: &str = r#"
+name = "m"
+iterations = 12
+warmup_iterations = 1
+ccs = ["cubic", "reno"]
+[topology]
+bottleneck = "h1"
+hosts = [ { name = "h1" }, { name = "h2" } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+[[jobs]]
+name = "B"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+"#;
+
+    /// Records of jobs A and B, `n` iterations of `period_ms` (compute 60 ms) each, B 50 ms
+    /// later: its communication in A's compute phase (interleaved from iteration 0).
+    fn records(jobs: &[&str], n: u32, period_ms: f64) -> Vec<IterRecord> {
+        let p = (period_ms * 1000.0) as u64;
+        let mut v = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            for k in 0..n {
+                let start = k as u64 * p + j as u64 * 50_000;
+                v.push(IterRecord {
+                    run: "t".into(),
+                    job: job.to_string(),
+                    role: "worker".into(),
+                    worker: 0,
+                    host: "h1".into(),
+                    iter: k,
+                    compute_start_us: Some(start),
+                    compute_end_us: Some(start + 60_000),
+                    comm_start_us: start + 60_000,
+                    comm_end_us: start + p,
+                    bytes_sent: 1,
+                    bytes_recv: 1,
+                    burst_wait_us: None,
+                    burst_outcome: None,
+                });
+            }
+        }
+        v
+    }
+
+    fn write(dir: &Path, r: &RunMeta, recs: Vec<IterRecord>) {
+        let d = dir.join("runs").join(r.rel_dir());
+        write_run(
+            &d,
+            &RunOutput {
+                records: recs,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs::write(d.join("run.json"), serde_json::to_string(r).unwrap()).unwrap();
+    }
+
+    fn run_meta(name: &str, kind: &str, seed: u64, fp: &str, busy: f64) -> RunMeta {
+        RunMeta {
+            name: name.into(),
+            kind: kind.into(),
+            cc: if kind == "solo" { "cubic".into() } else { name.into() },
+            jobs: vec![],
+            ok: true,
+            error: None,
+            wall_s: 1.0,
+            seed: Some(seed),
+            cpu_busy: Some(busy),
+            scenario_fp: Some(fp.into()),
+            start_offsets_ms: BTreeMap::new(),
+        }
+    }
+
+    /// One invocation's directory: meta.json listing its own runs, seeds `seeds`. Cubic's
+    /// iterations take 100 + seed ms, reno's 10 % less; the solo runs 90 ms.
+    fn invocation(dir: &Path, seeds: &[u64], fp: &str) -> Meta {
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let plans = s.plans(&models);
+        let mut meta = Meta {
+            scenario: s,
+            plans,
+            runs: vec![],
+            skipped_ccs: vec![],
+            kernel: "test".into(),
+            netns: false,
+            ecn_ports: vec![],
+            scenario_fp: Some(fp.into()),
+            seeds: seeds.to_vec(),
+        };
+        for &k in seeds {
+            for job in ["A", "B"] {
+                let r = run_meta(&format!("solo-{job}"), "solo", k, fp, 0.3);
+                write(dir, &r, records(&[job], 8, 90.0));
+                meta.runs.push(r);
+            }
+            for (cc, f) in [("cubic", 1.0), ("reno", 0.9)] {
+                // Seed 3's reno run had its CPUs saturated.
+                let busy = if cc == "reno" && k == 3 { 0.97 } else { 0.5 };
+                let r = run_meta(cc, "together", k, fp, busy);
+                write(dir, &r, records(&["A", "B"], 12, (100.0 + k as f64) * f));
+                meta.runs.push(r);
+            }
+        }
+        fs::write(dir.join("meta.json"), serde_json::to_string(&meta).unwrap()).unwrap();
+        meta
+    }
+
+    fn tmp(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("trainemu-report-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn report_merges_disjoint_seed_subsets_and_pairs_them() {
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let fp = scenario_fingerprint(&s, &s.plans(&models));
+        // Two invocations (seeds 1-2 and 3-5) in two directories, merged like `cp -r runs`.
+        let (a, b) = (tmp("a"), tmp("b"));
+        invocation(&a, &[1, 2], &fp);
+        invocation(&b, &[3, 4, 5], &fp);
+        let cp = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(b.join("runs"))
+            .arg(&a)
+            .status()
+            .unwrap();
+        assert!(cp.success());
+        // meta.json is invocation a's: it lists only seeds 1-2, the runs are found anyway.
+        let meta = read_meta(&a).unwrap();
+        let r = analyse(&a, &meta).unwrap();
+        assert_eq!(r.seeds, vec![1, 2, 3, 4, 5]);
+        assert_eq!(r.per_seed.len(), 5);
+        let cubic = &r.cc_stats[0];
+        let reno = &r.cc_stats[1];
+        assert_eq!((cubic.cc.as_str(), reno.cc.as_str()), ("cubic", "reno"));
+        // Each seed's ideal is its own solo runs' 90 ms: cubic's ratio (100 + k)/90.
+        let ratio = cubic.ratio.unwrap();
+        assert_eq!(ratio.n, 5);
+        assert!((ratio.mean - 103.0 / 90.0).abs() < 0.005, "{ratio:?}");
+        assert!(ratio.lo.unwrap() < ratio.mean && ratio.hi.unwrap() > ratio.mean);
+        // Paired: reno is exactly 10 % faster on every seed; a zero-width interval below 0.
+        let p = reno.vs_cubic.as_ref().unwrap();
+        assert_eq!(p.seeds, vec![1, 2, 3, 4, 5]);
+        assert!((p.rel_diff.mean + 0.1).abs() < 0.005, "{p:?}");
+        assert_eq!(p.verdict, stats::Verdict::Faster);
+        assert!(cubic.vs_cubic.is_none());
+        assert_eq!(
+            cubic.vs_reno.as_ref().unwrap().verdict,
+            stats::Verdict::Slower
+        );
+        // Interleaved from the first iteration on in every seed.
+        let il = cubic.interleave.as_ref().unwrap();
+        assert_eq!((il.n, il.never, il.median), (5, 0, Some(0)));
+        assert_eq!(il.within_15, 1.0);
+        // The saturated run is flagged, in the cc's stats and the report's list.
+        assert_eq!(reno.cpu_saturated_seeds, vec![3]);
+        assert!(cubic.cpu_saturated_seeds.is_empty());
+        assert_eq!(r.cpu_saturated.len(), 1);
+        assert_eq!(r.cpu_saturated[0].run, "reno/s3");
+        let text = report_text(&r, &meta);
+        assert!(text.contains("CPU-saturated"), "{text}");
+        assert!(text.contains("faster, excludes a loss"), "{text}");
+        // summary.json carries the over-seed statistics.
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["seeds"].as_array().unwrap().len(), 5);
+        assert!(j["cc_stats"][1]["vs_cubic"]["rel_diff"]["hi"].as_f64().unwrap() < 0.0);
+
+        // A run of another scenario mixed in: a clear error naming both.
+        let odd = run_meta("cubic", "together", 9, "0123456789abcdef", 0.5);
+        write(&a, &odd, records(&["A", "B"], 12, 100.0));
+        let e = format!("{:#}", analyse(&a, &meta).unwrap_err());
+        assert!(e.contains("different scenarios") && e.contains("0123456789abcdef"), "{e}");
+        fs::remove_dir_all(a.join("runs/cubic/s9")).unwrap();
+        // A run.json moved to another seed's directory: refused.
+        fs::rename(a.join("runs/cubic/s5"), a.join("runs/cubic/s7")).unwrap();
+        let e = format!("{:#}", analyse(&a, &meta).unwrap_err());
+        assert!(e.contains("cubic/s7"), "{e}");
+        let _ = fs::remove_dir_all(&a);
+        let _ = fs::remove_dir_all(&b);
+    }
+
+    #[test]
+    fn report_reads_an_old_single_run_directory() {
+        let d = tmp("old");
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let mut meta = Meta {
+            plans: s.plans(&models),
+            scenario: s,
+            runs: vec![],
+            skipped_ccs: vec![],
+            kernel: "test".into(),
+            netns: false,
+            ecn_ports: vec![],
+            scenario_fp: None,
+            seeds: vec![],
+        };
+        for (name, kind, jobs, period) in [
+            ("solo-A", "solo", vec!["A"], 90.0),
+            ("solo-B", "solo", vec!["B"], 90.0),
+            ("cubic", "together", vec!["A", "B"], 100.0),
+        ] {
+            let mut r = run_meta(name, kind, 0, "", 0.0);
+            (r.seed, r.cpu_busy, r.scenario_fp) = (None, None, None);
+            write_run(
+                &d.join("runs").join(name),
+                &RunOutput {
+                    records: records(&jobs, 10, period),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            meta.runs.push(r);
+        }
+        let r = analyse(&d, &meta).unwrap();
+        assert!(r.seeds.is_empty());
+        assert_eq!(r.per_seed.len(), 1);
+        assert_eq!(r.per_seed[0].seed, None);
+        let c = &r.cc_stats[0];
+        assert!((c.ratio.unwrap().mean - 100.0 / 90.0).abs() < 0.005);
+        assert_eq!(c.ratio.unwrap().lo, None, "one run: no interval");
+        let _ = fs::remove_dir_all(&d);
+    }
 }

@@ -635,7 +635,8 @@ fn run_with_agent(
     r
 }
 
-fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
+/// Writes one run's data files into `dir`.
+pub(crate) fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
     let (recs, flows, samples) = (&o.records, &o.flows, &o.samples);
     fs::create_dir_all(dir)?;
     let mut w = BufWriter::new(fs::File::create(dir.join("iterations.jsonl"))?);
@@ -926,5 +927,41 @@ mod tests {
         let e = format!("{:#}", read_run(&dir, "r").err().unwrap());
         assert!(e.contains("queue.csv line 2"), "{e}");
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cpu_busy_fraction_from_proc_stat() {
+        let a = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4 5\nintr 1\n";
+        let b = "cpu  400 0 150 1000 50 0 0 0 0 0\n";
+        let (ia, ta) = parse_proc_stat(a).unwrap();
+        assert_eq!((ia, ta), (850, 1000));
+        let pb = parse_proc_stat(b).unwrap();
+        assert_eq!(pb, (1050, 1600));
+        // 600 jiffies passed, 200 of them idle: 2/3 busy.
+        let f = busy_fraction((ia, ta), pb).unwrap();
+        assert!((f - 2.0 / 3.0).abs() < 1e-12, "{f}");
+        assert_eq!(busy_fraction(pb, pb), None);
+        assert_eq!(parse_proc_stat("intr 1\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+    }
+
+    #[test]
+    fn fingerprint_ignores_the_cc_list_but_not_the_rest() {
+        let models = ModelFile::builtin();
+        let text = crate::config::BUILTIN_SCENARIOS
+            .iter()
+            .find(|(n, _)| *n == "a.toml")
+            .unwrap()
+            .1;
+        let s = Scenario::parse(text, "a.toml", &models).unwrap();
+        let fp = scenario_fingerprint(&s, &s.plans(&models));
+        let mut t = s.clone();
+        t.ccs = vec!["reno".into()];
+        assert_eq!(fp, scenario_fingerprint(&t, &t.plans(&models)));
+        t.iterations += 1;
+        assert_ne!(fp, scenario_fingerprint(&t, &t.plans(&models)));
+        let mut t = s.clone();
+        t.jitter.compute.cv = 0.03;
+        assert_ne!(fp, scenario_fingerprint(&t, &t.plans(&models)));
     }
 }
