@@ -989,8 +989,7 @@ impl Scenario {
                 .iter()
                 .map(|p| p.compute_ms)
                 .fold(f64::INFINITY, f64::min)
-                .min(3_600_000.0)
-                .max(0.0)
+                .clamp(0.0, 3_600_000.0)
         })
     }
 

@@ -1610,6 +1610,43 @@ mod tests {
     }
 
     #[test]
+    fn compute_phases_follow_the_seeded_draws() {
+        let j = crate::seeds::ComputeJitter {
+            dist: crate::seeds::JitterDist::Normal,
+            cv: 0.3,
+            per: crate::seeds::JitterPer::Worker,
+        };
+        let mut a = plan("A", Paradigm::Ring, 2, 10_000, 6, 30.0);
+        a.jitter = j;
+        a.index = 3;
+        let spec = RunSpec {
+            seed: 7,
+            ..spec_of(vec![a], "cubic")
+        };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        for w in 0..2 {
+            let mut d = ComputeDraws::new(7, 3, w, 30.0, &j);
+            let mut recs: Vec<&IterRecord> = out
+                .records
+                .iter()
+                .filter(|r| r.role == "worker" && r.worker == w)
+                .collect();
+            recs.sort_by_key(|r| r.iter);
+            assert_eq!(recs.len(), 6);
+            for r in recs {
+                let want = d.next_ms();
+                let got = (r.compute_end_us.unwrap() - r.compute_start_us.unwrap()) as f64 / 1000.0;
+                // Sleeps end no earlier than asked, and late by little on an idle machine.
+                assert!(
+                    got >= want - 0.01 && got < want + 20.0,
+                    "worker {w} iteration {}: {got} ms for a draw of {want} ms",
+                    r.iter
+                );
+            }
+        }
+    }
+
+    #[test]
     fn barrier_releases_all_and_is_reusable() {
         let b = Arc::new(Barrier::new(3));
         let abort = Arc::new(AtomicBool::new(false));

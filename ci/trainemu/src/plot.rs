@@ -359,9 +359,10 @@ fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
         pts.iter()
             .map(|&(x, y)| Circle::new((x + 0.15, y), 3, COLORS[0].filled())),
     )?;
-    ch.draw_series(bars.iter().map(|&(x, m, l, h)| {
-        ErrorBar::new_vertical(x, l, m, h, COLORS[3].stroke_width(2), 12)
-    }))?;
+    ch.draw_series(
+        bars.iter()
+            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[3].stroke_width(2), 12)),
+    )?;
     // Right: paired difference against cubic.
     let diffs: Vec<(f64, f64, f64, f64)> = s
         .cc_stats
@@ -400,9 +401,11 @@ fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
         vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
         BLACK.stroke_width(1),
     ))?;
-    ch.draw_series(diffs.iter().map(|&(x, m, l, h)| {
-        ErrorBar::new_vertical(x, l, m, h, COLORS[2].stroke_width(2), 12)
-    }))?;
+    ch.draw_series(
+        diffs
+            .iter()
+            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[2].stroke_width(2), 12)),
+    )?;
     root.present()?;
     Ok(())
 }

@@ -690,9 +690,8 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
             })
             .collect()
     };
-    let means = |cc: &str| -> Vec<(u64, f64)> {
-        per_cc(cc).iter().map(|(k, c)| (*k, c.mean_ms)).collect()
-    };
+    let means =
+        |cc: &str| -> Vec<(u64, f64)> { per_cc(cc).iter().map(|(k, c)| (*k, c.mean_ms)).collect() };
     let (cubic, reno) = (means("cubic"), means("reno"));
     labels
         .iter()
@@ -718,7 +717,9 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                 vs_cubic: (cc != "cubic")
                     .then(|| stats::paired(&mine, &cubic))
                     .flatten(),
-                vs_reno: (cc != "reno").then(|| stats::paired(&mine, &reno)).flatten(),
+                vs_reno: (cc != "reno")
+                    .then(|| stats::paired(&mine, &reno))
+                    .flatten(),
                 cpu_busy_max: v
                     .iter()
                     .filter_map(|(_, c)| c.cpu_busy)
@@ -766,8 +767,9 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Report> {
             .collect();
         let baseline = if own.is_empty() { &any_baseline } else { &own };
         per_seed.push(
-            analyse_seed(dir, meta, *seed, rs, baseline)
-                .with_context(|| format!("seed {}", seed.map(|k| k.to_string()).unwrap_or("-".into())))?,
+            analyse_seed(dir, meta, *seed, rs, baseline).with_context(|| {
+                format!("seed {}", seed.map(|k| k.to_string()).unwrap_or("-".into()))
+            })?,
         );
     }
     let seeds: Vec<u64> = by_seed.keys().filter_map(|k| *k).collect();
@@ -894,7 +896,15 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
     let _ = writeln!(
         o,
         "  {:>4} {:<16} {:>8} {:>8} {:>10} {:>10} {:>11} {:>7} {:>6}",
-        "seed", "cc", "mean_ms", "p99_ms", "mean/ideal", "conv/ideal", "interleaved", "spread", "cpu"
+        "seed",
+        "cc",
+        "mean_ms",
+        "p99_ms",
+        "mean/ideal",
+        "conv/ideal",
+        "interleaved",
+        "spread",
+        "cpu"
     );
     for s in &r.per_seed {
         for c in &s.ccs {
@@ -912,7 +922,11 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
                 c.cpu_busy
                     .map(|b| format!("{:.0}%", b * 100.0))
                     .unwrap_or("-".into()),
-                if c.cpu_saturated { " CPU-SATURATED" } else { "" }
+                if c.cpu_saturated {
+                    " CPU-SATURATED"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -1111,7 +1125,6 @@ mod tests {
         assert!(fr[0] > 0.99 && fr[5] < 0.01, "{fr:?}");
     }
 
-
     // ---- Discovery of seeds from run.json files, merged from several invocations. ----
 
     use crate::config::{ModelFile, Scenario};
@@ -1184,7 +1197,11 @@ workers = ["h1", "h2"]
         RunMeta {
             name: name.into(),
             kind: kind.into(),
-            cc: if kind == "solo" { "cubic".into() } else { name.into() },
+            cc: if kind == "solo" {
+                "cubic".into()
+            } else {
+                name.into()
+            },
             jobs: vec![],
             ok: true,
             error: None,
@@ -1292,13 +1309,21 @@ workers = ["h1", "h2"]
         // summary.json carries the over-seed statistics.
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["seeds"].as_array().unwrap().len(), 5);
-        assert!(j["cc_stats"][1]["vs_cubic"]["rel_diff"]["hi"].as_f64().unwrap() < 0.0);
+        assert!(
+            j["cc_stats"][1]["vs_cubic"]["rel_diff"]["hi"]
+                .as_f64()
+                .unwrap()
+                < 0.0
+        );
 
         // A run of another scenario mixed in: a clear error naming both.
         let odd = run_meta("cubic", "together", 9, "0123456789abcdef", 0.5);
         write(&a, &odd, records(&["A", "B"], 12, 100.0));
         let e = format!("{:#}", analyse(&a, &meta).unwrap_err());
-        assert!(e.contains("different scenarios") && e.contains("0123456789abcdef"), "{e}");
+        assert!(
+            e.contains("different scenarios") && e.contains("0123456789abcdef"),
+            "{e}"
+        );
         fs::remove_dir_all(a.join("runs/cubic/s9")).unwrap();
         // A run.json moved to another seed's directory: refused.
         fs::rename(a.join("runs/cubic/s5"), a.join("runs/cubic/s7")).unwrap();

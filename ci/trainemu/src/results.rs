@@ -331,8 +331,7 @@ pub fn run_scenario(
                 dir.display()
             );
         } else {
-            fs::remove_dir_all(&dir)
-                .with_context(|| format!("cannot clear {}", dir.display()))?;
+            fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
         }
     }
     fs::create_dir_all(dir.join("runs"))
@@ -474,7 +473,10 @@ pub fn run_scenario(
             spec.name,
             spec.seed
         );
-        let run_dir = dir.join("runs").join(&spec.name).join(format!("s{}", spec.seed));
+        let run_dir = dir
+            .join("runs")
+            .join(&spec.name)
+            .join(format!("s{}", spec.seed));
         if run_dir.exists() {
             fs::remove_dir_all(&run_dir)
                 .with_context(|| format!("cannot clear {}", run_dir.display()))?;
@@ -792,9 +794,7 @@ pub fn discover_runs(dir: &Path, meta: &Meta) -> Result<Vec<RunMeta>> {
         "background" => 1,
         _ => 2,
     };
-    found.sort_by(|a, b| {
-        (a.seed, order(&a.kind), &a.name).cmp(&(b.seed, order(&b.kind), &b.name))
-    });
+    found.sort_by(|a, b| (a.seed, order(&a.kind), &a.name).cmp(&(b.seed, order(&b.kind), &b.name)));
     Ok(found)
 }
 

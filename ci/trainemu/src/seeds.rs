@@ -305,7 +305,11 @@ mod tests {
         assert_eq!(seeded_offset_ms(COLLISION_SEED, 1, 500.0), 0.0);
         assert_eq!(seeded_offset_ms(COLLISION_SEED, 2, 500.0), 0.0);
         assert_eq!(seeded_offset_ms(7, 0, 500.0), 0.0, "job 0 never moves");
-        assert_eq!(seeded_offset_ms(7, 1, 0.0), 0.0, "width 0: fixed offsets only");
+        assert_eq!(
+            seeded_offset_ms(7, 1, 0.0),
+            0.0,
+            "width 0: fixed offsets only"
+        );
         let v: Vec<f64> = (2..202).map(|s| seeded_offset_ms(s, 1, 500.0)).collect();
         assert!(v.iter().all(|&x| (0.0..500.0).contains(&x)));
         let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -320,9 +324,10 @@ mod tests {
         let s: JitterSpec = toml::from_str("").unwrap();
         assert_eq!(s.compute, ComputeJitter::default());
         assert_eq!(s.start_ms, None);
-        let s: JitterSpec =
-            toml::from_str("compute = { dist = \"lognormal\", cv = 0.1, per = \"job\" }\nstart_ms = 0")
-                .unwrap();
+        let s: JitterSpec = toml::from_str(
+            "compute = { dist = \"lognormal\", cv = 0.1, per = \"job\" }\nstart_ms = 0",
+        )
+        .unwrap();
         assert_eq!(s.compute.dist, JitterDist::Lognormal);
         assert_eq!(s.compute.per, JitterPer::Job);
         assert_eq!(s.start_ms, Some(0.0));

@@ -21,16 +21,13 @@ pub fn mean(v: &[f64]) -> Option<f64> {
 /// Sample standard deviation (n − 1 denominator; None below 2 values).
 pub fn sd(v: &[f64]) -> Option<f64> {
     let m = mean(v)?;
-    (v.len() >= 2).then(|| {
-        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
-    })
+    (v.len() >= 2)
+        .then(|| (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
 }
 
 /// The `p` quantile (0 < p < 1) of Student's t distribution with `df` degrees of freedom.
 pub fn t_quantile(p: f64, df: f64) -> f64 {
-    StudentsT::new(0.0, 1.0, df)
-        .expect("df > 0")
-        .inverse_cdf(p)
+    StudentsT::new(0.0, 1.0, df).expect("df > 0").inverse_cdf(p)
 }
 
 /// A mean over `n` values with its two-sided [`LEVEL`] t interval (`lo`/`hi` absent for n < 2).
@@ -62,7 +59,8 @@ pub fn ci95(v: &[f64]) -> Option<Interval> {
     let v: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
     let m = mean(&v)?;
     let s = sd(&v);
-    let half = s.map(|s| t_quantile(0.5 + LEVEL / 2.0, (v.len() - 1) as f64) * s / (v.len() as f64).sqrt());
+    let half = s
+        .map(|s| t_quantile(0.5 + LEVEL / 2.0, (v.len() - 1) as f64) * s / (v.len() as f64).sqrt());
     Some(Interval {
         n: v.len(),
         mean: m,
@@ -186,7 +184,8 @@ pub fn interleave_dist(v: &[Option<u32>]) -> Option<InterleaveDist> {
             .filter(|y| y.is_finite())
             .map(|y| y as u32)
     };
-    let within = |k: u32| v.iter().filter(|i| i.is_some_and(|i| i <= k)).count() as f64 / v.len() as f64;
+    let within =
+        |k: u32| v.iter().filter(|i| i.is_some_and(|i| i <= k)).count() as f64 / v.len() as f64;
     Some(InterleaveDist {
         n: v.len(),
         never: v.iter().filter(|i| i.is_none()).count(),
