@@ -19,6 +19,8 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::seeds::{ComputeJitter, JitterSpec};
+
 pub use dnn_profiles::ModelFile;
 
 /// The default scenarios built into the binary, by file name, so that the guest can run
@@ -415,6 +417,9 @@ pub struct Job {
     /// Stretches the job in time: multiplies both compute time and gradient bytes (default 1).
     #[serde(default = "one")]
     pub time_scale: f64,
+    /// This job's compute-time jitter, replacing the scenario's `[jitter] compute`
+    /// (`{ dist = "none" }` turns it off for this job).
+    pub compute_jitter: Option<ComputeJitter>,
 }
 
 fn one() -> f64 {
@@ -467,6 +472,10 @@ pub struct Scenario {
     /// `before_burst` wait, at most this long, in milliseconds (absent or 0 = no call; with no
     /// agent attached the call returns at once). `trainemu run --before-burst-ms` overrides it.
     pub before_burst_ms: Option<f64>,
+    /// Seeded randomness (`[jitter]`): compute-time jitter and the width of the seeded start
+    /// offsets ([`JitterSpec`]; absent = the defaults).
+    #[serde(default)]
+    pub jitter: JitterSpec,
 }
 
 fn default_warmup() -> u32 {
@@ -507,6 +516,17 @@ pub struct JobPlan {
     /// Gradient bytes G per iteration (ring: each worker sends ~2(W−1)/W·G; PS: each worker
     /// pushes G and receives G).
     pub gradient_bytes: u64,
+    /// Index of the job in the scenario's job list: with the seed, it selects the job's random
+    /// streams ([`crate::seeds`]), also when the job runs alone.
+    #[serde(default)]
+    pub index: usize,
+    /// Compute-time jitter (draws around `compute_ms`; absent in old meta.json files: none).
+    #[serde(default = "no_jitter")]
+    pub jitter: ComputeJitter,
+}
+
+fn no_jitter() -> ComputeJitter {
+    ComputeJitter::NONE
 }
 
 fn valid_name(s: &str, max: usize, extra: &str) -> bool {
@@ -811,7 +831,7 @@ impl Scenario {
             if !(j.time_scale.is_finite() && j.time_scale > 0.0 && j.time_scale <= 1000.0) {
                 refuse!(f("time_scale"), j.time_scale, "must be in (0, 1000]");
             }
-            let plan = self.plan_job(j, models);
+            let plan = self.plan_job(i, j, models);
             if plan.gradient_bytes < plan.workers.len() as u64 {
                 refuse!(
                     f("scale"),
@@ -904,6 +924,23 @@ impl Scenario {
                 refuse!("before_burst_ms", b, "must be in 0..=1000 ms");
             }
         }
+        if let Err(e) = self.jitter.compute.check() {
+            refuse!("jitter.compute.cv", self.jitter.compute.cv, e);
+        }
+        if let Some(w) = self.jitter.start_ms {
+            if !(w.is_finite() && (0.0..=3_600_000.0).contains(&w)) {
+                refuse!("jitter.start_ms", w, "must be in 0..=3600000 ms");
+            }
+        }
+        for (i, j) in self.jobs.iter().enumerate() {
+            if let Some(Err(e)) = j.compute_jitter.map(|c| c.check()) {
+                refuse!(
+                    format!("jobs[{i}].compute_jitter.cv"),
+                    j.compute_jitter.map(|c| c.cv).unwrap_or_default(),
+                    e
+                );
+            }
+        }
         Ok(())
     }
 
@@ -914,7 +951,7 @@ impl Scenario {
             .map(|m| std::time::Duration::from_micros((m * 1000.0).round() as u64))
     }
 
-    fn plan_job(&self, j: &Job, models: &ModelFile) -> JobPlan {
+    fn plan_job(&self, index: usize, j: &Job, models: &ModelFile) -> JobPlan {
         let m = &models.models[&j.model];
         let compute = j.compute_ms.unwrap_or(m.compute_ms) * j.time_scale;
         let bytes = (m.bytes_per_iteration as f64 * j.scale.unwrap_or(m.scale) * j.time_scale)
@@ -929,12 +966,42 @@ impl Scenario {
             start_offset_ms: j.start_offset_ms,
             compute_ms: compute,
             gradient_bytes: bytes,
+            index,
+            jitter: j.compute_jitter.unwrap_or(self.jitter.compute),
         }
     }
 
-    /// Every job resolved against `models` (call after [`Scenario::validate`]).
+    /// Every job resolved against `models` (call after [`Scenario::validate`]), with the
+    /// scenario's fixed start offsets.
     pub fn plans(&self, models: &ModelFile) -> Vec<JobPlan> {
-        self.jobs.iter().map(|j| self.plan_job(j, models)).collect()
+        self.jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| self.plan_job(i, j, models))
+            .collect()
+    }
+
+    /// Width of the seeded extra start offsets, ms: `[jitter] start_ms`, by default the
+    /// smallest compute time of the jobs in `plans`.
+    pub fn start_width_ms(&self, plans: &[JobPlan]) -> f64 {
+        self.jitter.start_ms.unwrap_or_else(|| {
+            plans
+                .iter()
+                .map(|p| p.compute_ms)
+                .fold(f64::INFINITY, f64::min)
+                .clamp(0.0, 3_600_000.0)
+        })
+    }
+
+    /// The plans of a run under `seed`: every job's start offset is its fixed `start_offset_ms`
+    /// plus its seeded extra offset ([`crate::seeds::seeded_offset_ms`]; none under seed 1).
+    pub fn seeded_plans(&self, models: &ModelFile, seed: u64) -> Vec<JobPlan> {
+        let mut plans = self.plans(models);
+        let width = self.start_width_ms(&plans);
+        for p in &mut plans {
+            p.start_offset_ms += crate::seeds::seeded_offset_ms(seed, p.index, width);
+        }
+        plans
     }
 }
 

@@ -7,8 +7,10 @@
 //! before `connect()` on the connecting side and on the listener and the accepted socket on the
 //! other. Connections persist across iterations, as in NCCL and ps-lite.
 //!
-//! Iteration = compute (sleep C) then communication, then an in-process barrier of the job's
-//! workers (the emulator's stand-in for the framework's synchronisation):
+//! Iteration = compute (sleep for a drawn compute time: C with the job's seeded jitter, see
+//! [`crate::seeds`]; worker i's k-th iteration uses its k-th draw) then communication, then an
+//! in-process barrier of the job's workers (the emulator's stand-in for the framework's
+//! synchronisation):
 //! - ring all-reduce: the gradient G is split into W chunks; in 2(W−1) steps (W−1 reduce-scatter,
 //!   W−1 all-gather) worker i sends one chunk to worker i+1; step s+1 starts only when the chunk of
 //!   step s from worker i−1 has arrived. A worker's communication ends when it has received all its
@@ -38,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{CcVariant, JobPlan, Paradigm};
 use crate::progress::{Identity, ProgressDir, Reporter};
 use crate::queue::{QueueProbe, QueueSample};
+use crate::seeds::ComputeDraws;
 use mltcp_progress::{FlowKind, Paradigm as PParadigm, Role};
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.
@@ -83,6 +86,9 @@ pub struct RunSpec {
     pub before_burst: Option<Duration>,
     /// The switch port whose queue is sampled (None: none, e.g. on loopback).
     pub queue: Option<QueueProbe>,
+    /// The run's seed: selects the compute-time draws (the jobs' start offsets come already
+    /// resolved for it in `jobs`).
+    pub seed: u64,
 }
 
 /// A background bulk flow as run.
@@ -245,6 +251,8 @@ struct Ctx {
     has_jobs: bool,
     /// Set when every job's threads have finished (background flows without a stop_ms end then).
     jobs_done: AtomicBool,
+    /// The run's seed.
+    seed: u64,
 }
 
 impl Ctx {
@@ -643,12 +651,13 @@ fn ring_worker(
             r.map(|_| ())
         });
         let mut recs = Vec::new();
+        let mut draws = ComputeDraws::new(ctx.seed, job.index, i, job.compute_ms, &job.jitter);
         let res = (|| -> Result<()> {
             ctx.start(job.start_offset_ms)?;
             for k in 0..iters {
                 let base = k * recv_total;
                 let cs = ctx.us();
-                sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
+                sleep_until(ctx, cs + (draws.next_ms() * 1000.0) as u64)?;
                 let ce = ctx.us();
                 rep.begin_iteration(k);
                 let (burst_wait_us, burst_outcome) = pcn_wait(ctx, &mut rep);
@@ -761,10 +770,11 @@ fn ps_worker(
     rep.add_flow(&s, FlowKind::PsPush, w);
     let mut buf = vec![0u8; 256 * 1024];
     let mut recs = Vec::new();
+    let mut draws = ComputeDraws::new(ctx.seed, job.index, i, job.compute_ms, &job.jitter);
     ctx.start(job.start_offset_ms)?;
     for k in 0..job.iterations {
         let cs = ctx.us();
-        sleep_until(ctx, cs + (job.compute_ms * 1000.0) as u64)?;
+        sleep_until(ctx, cs + (draws.next_ms() * 1000.0) as u64)?;
         let ce = ctx.us();
         rep.begin_iteration(u64::from(k));
         let (burst_wait_us, burst_outcome) = pcn_wait(ctx, &mut rep);
@@ -1122,6 +1132,7 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
         before_burst: spec.before_burst,
         has_jobs: !spec.jobs.is_empty(),
         jobs_done: AtomicBool::new(false),
+        seed: spec.seed,
     };
     let stop_sampler = AtomicBool::new(false);
     let period = Duration::from_micros((spec.sample_ms * 1000.0) as u64);
@@ -1334,6 +1345,8 @@ mod tests {
             start_offset_ms: 0.0,
             compute_ms,
             gradient_bytes: g,
+            index: 0,
+            jitter: crate::seeds::ComputeJitter::NONE,
         }
     }
 
@@ -1348,6 +1361,7 @@ mod tests {
             background: Vec::new(),
             before_burst: None,
             queue: None,
+            seed: 1,
         }
     }
 
@@ -1593,6 +1607,43 @@ mod tests {
             (75_000..200_000).contains(&d),
             "B started {d} µs after A, want ~80 ms"
         );
+    }
+
+    #[test]
+    fn compute_phases_follow_the_seeded_draws() {
+        let j = crate::seeds::ComputeJitter {
+            dist: crate::seeds::JitterDist::Normal,
+            cv: 0.3,
+            per: crate::seeds::JitterPer::Worker,
+        };
+        let mut a = plan("A", Paradigm::Ring, 2, 10_000, 6, 30.0);
+        a.jitter = j;
+        a.index = 3;
+        let spec = RunSpec {
+            seed: 7,
+            ..spec_of(vec![a], "cubic")
+        };
+        let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        for w in 0..2 {
+            let mut d = ComputeDraws::new(7, 3, w, 30.0, &j);
+            let mut recs: Vec<&IterRecord> = out
+                .records
+                .iter()
+                .filter(|r| r.role == "worker" && r.worker == w)
+                .collect();
+            recs.sort_by_key(|r| r.iter);
+            assert_eq!(recs.len(), 6);
+            for r in recs {
+                let want = d.next_ms();
+                let got = (r.compute_end_us.unwrap() - r.compute_start_us.unwrap()) as f64 / 1000.0;
+                // Sleeps end no earlier than asked, and late by little on an idle machine.
+                assert!(
+                    got >= want - 0.01 && got < want + 20.0,
+                    "worker {w} iteration {}: {got} ms for a draw of {want} ms",
+                    r.iter
+                );
+            }
+        }
     }
 
     #[test]

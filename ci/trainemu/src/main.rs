@@ -2,18 +2,22 @@
 //! `trainemu`: DNN-training traffic emulator, scenario runner and report (issue 3).
 //!
 //! ```text
-//! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback] SCENARIO...
+//! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback]
+//!              [--seeds N | --seed-list S1,S2,...] SCENARIO...
 //! trainemu report [--no-plots] DIR...
 //! trainemu validate SCENARIO...
 //! trainemu models
 //! ```
 //!
-//! `run` (as root, in the VM) builds each scenario's namespaces and links, runs every job alone
-//! (solo runs: M), then all jobs together once per congestion control, and writes
-//! `DIR/<scenario>/` (meta.json, scenario.toml, `runs/<run>/{iterations.jsonl,flows.json,samples.csv}`).
-//! `report` reads such directories and prints the table (mean/p99 iteration time per job, speedup
-//! vs cubic, ideal C+M, ratio, interleaving iteration), writes summary.txt/summary.json and, unless
-//! `--no-plots`, the PNGs. Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
+//! `run` (as root, in the VM) builds each scenario's namespaces and links and, for every seed
+//! (`--seeds N`: 1..=N, default 10; or `--seed-list`), runs every job alone (solo runs: M), then
+//! all jobs together once per congestion control, and writes `DIR/<scenario>/` (meta.json,
+//! scenario.toml, `runs/<run>/s<seed>/{run.json,iterations.jsonl,flows.json,samples.csv}`).
+//! `report` reads such directories (also merged from several `run`s with disjoint seeds) and
+//! prints per seed the table (mean/p99 iteration time, ideal C+M, ratio, interleaving iteration)
+//! and over the seeds the means with 95 % confidence intervals and the paired comparisons against
+//! cubic and reno ([`stats`]), writes summary.txt/summary.json and, unless `--no-plots`, the PNGs.
+//! Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
 
 mod agent;
 mod config;
@@ -24,6 +28,8 @@ mod progress;
 mod queue;
 mod report;
 mod results;
+mod seeds;
+mod stats;
 mod topo;
 
 use std::io::IsTerminal;
@@ -44,6 +50,34 @@ use crate::config::{ModelFile, Scenario};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// A `--seed-list`.
+#[derive(Clone, Debug)]
+struct SeedList(Vec<u64>);
+
+/// Parses a `--seed-list` value: comma-separated distinct seeds >= 1.
+fn parse_seed_list(s: &str) -> Result<SeedList, String> {
+    let mut out: Vec<u64> = Vec::new();
+    for x in s.split(',') {
+        let k: u64 = x
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{x}': not a seed (an integer >= 1)"))?;
+        if k == 0 {
+            return Err("seeds start at 1".into());
+        }
+        if out.contains(&k) {
+            return Err(format!("seed {k} twice"));
+        }
+        out.push(k);
+    }
+    Ok(SeedList(out))
+}
+
+/// The seeds of `trainemu run`: `--seed-list` as given, else 1..=`--seeds`.
+fn seeds_of(n: u64, list: Option<SeedList>) -> Vec<u64> {
+    list.map(|l| l.0).unwrap_or_else(|| (1..=n).collect())
 }
 
 /// A `--ccs` list.
@@ -97,6 +131,15 @@ enum Cmd {
         /// scenarios' `before_burst_ms`.
         #[arg(long)]
         before_burst_ms: Option<f64>,
+        /// Run every congestion control (and the solo runs) under seeds 1..=N: the seed draws the
+        /// compute-time jitter and the start offsets (seed 1: the scenario's own offsets, an
+        /// exact collision when they are 0). Results go to `runs/<run>/s<seed>/`.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        seeds: u64,
+        /// Explicit seeds instead of 1..=N (comma-separated, each >= 1), e.g. `6,7,8,9,10` for the
+        /// second half of a run split over two VMs (`report` merges the `runs/` folders).
+        #[arg(long, value_parser = parse_seed_list, conflicts_with = "seeds")]
+        seed_list: Option<SeedList>,
         /// Abort a run that takes longer than this, in seconds.
         #[arg(long, default_value_t = 900.0)]
         run_timeout: f64,
@@ -198,8 +241,11 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             no_progress,
             agent_bin,
             agent_program,
+            seeds,
+            seed_list,
             scenarios,
         } => {
+            let seeds = seeds_of(seeds, seed_list);
             let agent_program = agent_program.unwrap_or_else(|| {
                 let vm = PathBuf::from("/host/datapath-programs/mlcc-slot.ccp");
                 if vm.is_file() {
@@ -259,6 +305,7 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 run_timeout,
                 progress,
                 agent: agent_setup,
+                seeds,
             };
             for (s, text) in &loaded {
                 results::run_scenario(s, text, &models, &out, &opts).map_err(Ok)?;
@@ -314,10 +361,16 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 );
                 for j in s.plans(&models) {
                     println!(
-                        "  job {:<8} {:<14} {:?} W={} compute {:.0} ms, gradient {} bytes, {} iterations, offset {} ms",
-                        j.name, j.model, j.paradigm, j.workers.len(), j.compute_ms, j.gradient_bytes, j.iterations, j.start_offset_ms
+                        "  job {:<8} {:<14} {:?} W={} compute {:.0} ms, gradient {} bytes, {} iterations, offset {} ms, jitter {:?} cv {} per {:?}",
+                        j.name, j.model, j.paradigm, j.workers.len(), j.compute_ms, j.gradient_bytes, j.iterations, j.start_offset_ms,
+                        j.jitter.dist, j.jitter.cv, j.jitter.per
                     );
                 }
+                let plans = s.plans(&models);
+                println!(
+                    "  seeded start offsets of jobs 2..: + uniform [0, {:.0}) ms (none under seed 1)",
+                    s.start_width_ms(&plans)
+                );
                 for b in &s.background {
                     let stop = b
                         .stop_ms

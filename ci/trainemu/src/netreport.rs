@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::emu::{BgRecord, Sample};
 use crate::queue::QueueSample;
-use crate::report::{percentile, JobIter};
+use crate::report::JobIter;
+use crate::stats::percentile;
 
 /// Bin width of the background throughput series, µs.
 pub const BG_BIN_US: u64 = 100_000;

@@ -5,8 +5,12 @@
 //!   throughput (Mbit/s, 50 ms bins, from the sampled tcpi_bytes_acked of its flows crossing the
 //!   bottleneck in the scenario's direction) over the whole run, and zoomed on its last 8 seconds
 //!   (the interleaving picture);
-//! - `cdf.png`: CDF of the counted iteration times of all jobs, one line per congestion control,
-//!   with the ideal C + M marked.
+//!   (of the lowest seed only: seed 1, the collision, when present);
+//! - `cdf.png`: CDF of the counted iteration times of all jobs and seeds, one line per congestion
+//!   control, with the ideal C + M of each seed's solo runs marked;
+//! - `seeds.png`: per congestion control, mean/ideal of every seed (dots) and their mean with its
+//!   95 % confidence interval (error bar); beside it the paired relative difference of the mean
+//!   iteration time against cubic with its 95 % interval.
 //!
 //! Text needs a TrueType font, read at run time: $TRAINEMU_FONT, else DejaVu Sans or Liberation
 //! Sans from the usual Debian paths (package fonts-dejavu-core). Without one, no plot is drawn.
@@ -19,8 +23,9 @@ use anyhow::{anyhow, bail, Result};
 use plotters::prelude::*;
 
 use crate::netreport::bin_bytes;
-use crate::report::{job_iterations, window, Summary};
-use crate::results::{read_run, Meta};
+use crate::report::{job_iterations, window, Report};
+use crate::results::{discover_runs, read_run, Meta, RunMeta};
+use crate::stats::Interval;
 
 const FONT: &str = "sans-serif";
 const BIN_US: u64 = 50_000;
@@ -187,18 +192,18 @@ fn plot_throughput(dir: &Path, meta: &Meta, run: &str, cc: &str, out: &Path) -> 
     Ok(())
 }
 
-fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
+fn plot_cdf(dir: &Path, meta: &Meta, runs: &[RunMeta], s: &Report, out: &Path) -> Result<()> {
     let warm = meta.scenario.warmup_iterations;
     let mut series: Vec<(String, Vec<f64>)> = Vec::new();
-    for r in meta.runs.iter().filter(|r| r.kind == "together" && r.ok) {
-        let d = read_run(dir, &r.name)?;
+    for r in runs.iter().filter(|r| r.kind == "together" && r.ok) {
+        let d = read_run(dir, &r.rel_dir())?;
         let jobs = job_iterations(&d.records);
         let win = if jobs.len() > 1 {
             window(&jobs)
         } else {
             (0, u64::MAX)
         };
-        let mut v: Vec<f64> = jobs
+        let v: Vec<f64> = jobs
             .values()
             .flat_map(|its| {
                 its.iter()
@@ -206,15 +211,23 @@ fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
                     .map(|i| (i.end - i.start) as f64 / 1000.0)
             })
             .collect();
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        if !v.is_empty() {
-            series.push((r.cc.clone(), v));
+        match series.iter_mut().find(|(cc, _)| cc == &r.cc) {
+            Some((_, all)) => all.extend(v),
+            None => series.push((r.cc.clone(), v)),
         }
+    }
+    series.retain(|(_, v)| !v.is_empty());
+    for (_, v) in &mut series {
+        v.sort_by(f64::total_cmp);
     }
     if series.is_empty() {
         bail!("no completed run of all jobs together");
     }
-    let ideal: Vec<f64> = s.solo.values().map(|x| x.ideal_ms).collect();
+    let ideal: Vec<f64> = s
+        .per_seed
+        .iter()
+        .flat_map(|p| p.solo.values().map(|x| x.ideal_ms))
+        .collect();
     let xmax = series
         .iter()
         .flat_map(|(_, v)| v.last().cloned())
@@ -231,8 +244,9 @@ fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
     let mut ch = ChartBuilder::on(&root)
         .caption(
             format!(
-                "{}: iteration-time CDF (all jobs, measured window)",
-                meta.scenario.name
+                "{}: iteration-time CDF (all jobs, measured window, {} seeds)",
+                meta.scenario.name,
+                s.per_seed.len()
             ),
             (FONT, 20),
         )
@@ -277,17 +291,148 @@ fn plot_cdf(dir: &Path, meta: &Meta, s: &Summary, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One error bar: (x, mean, lo, hi); lo = hi = mean without an interval.
+fn bar(x: f64, i: &Interval) -> (f64, f64, f64, f64) {
+    (x, i.mean, i.lo.unwrap_or(i.mean), i.hi.unwrap_or(i.mean))
+}
+
+fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
+    let n = s.cc_stats.len();
+    if n == 0 {
+        bail!("no congestion control with a completed run");
+    }
+    let root = BitMapBackend::new(out, (1300, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(650);
+    let labels: Vec<String> = s.cc_stats.iter().map(|c| c.cc.clone()).collect();
+    let xfmt = |x: &f64| {
+        let k = x.round();
+        if (x - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < labels.len() {
+            labels[k as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    // Left: mean/ideal per seed and over seeds.
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    for (i, c) in s.cc_stats.iter().enumerate() {
+        for p in &s.per_seed {
+            if let Some(r) = p.ccs.iter().find(|x| x.cc == c.cc).and_then(|x| x.ratio) {
+                pts.push((i as f64, r));
+            }
+        }
+    }
+    let bars: Vec<(f64, f64, f64, f64)> = s
+        .cc_stats
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.ratio.as_ref().map(|r| bar(i as f64, r)))
+        .collect();
+    let ys = pts
+        .iter()
+        .map(|p| p.1)
+        .chain(bars.iter().flat_map(|b| [b.2, b.3]))
+        .chain([1.0]);
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    let pad = ((hi - lo) * 0.1).max(0.01);
+    let mut ch = ChartBuilder::on(&left)
+        .caption(
+            format!("{}: mean / ideal (dots: seeds; bar: 95% CI)", s.scenario),
+            (FONT, 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), (lo - pad)..(hi + pad))?;
+    ch.configure_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&xfmt)
+        .y_desc("mean iteration / ideal C+M")
+        .label_style((FONT, 14))
+        .disable_x_mesh()
+        .draw()?;
+    ch.draw_series(LineSeries::new(
+        vec![(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
+        BLACK.stroke_width(1),
+    ))?;
+    ch.draw_series(
+        pts.iter()
+            .map(|&(x, y)| Circle::new((x + 0.15, y), 3, COLORS[0].filled())),
+    )?;
+    ch.draw_series(
+        bars.iter()
+            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[3].stroke_width(2), 12)),
+    )?;
+    // Right: paired difference against cubic.
+    let diffs: Vec<(f64, f64, f64, f64)> = s
+        .cc_stats
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            c.vs_cubic.as_ref().map(|p| {
+                let (x, m, l, h) = bar(i as f64, &p.rel_diff);
+                (x, m * 100.0, l * 100.0, h * 100.0)
+            })
+        })
+        .collect();
+    let (dlo, dhi) = diffs
+        .iter()
+        .flat_map(|b| [b.2, b.3])
+        .chain([0.0])
+        .fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    let dpad = ((dhi - dlo) * 0.1).max(1.0);
+    let mut ch = ChartBuilder::on(&right)
+        .caption(
+            "mean iteration vs cubic, paired over seeds (95% CI)",
+            (FONT, 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), (dlo - dpad)..(dhi + dpad))?;
+    ch.configure_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&xfmt)
+        .y_desc("% vs cubic (negative = faster)")
+        .label_style((FONT, 14))
+        .disable_x_mesh()
+        .draw()?;
+    ch.draw_series(LineSeries::new(
+        vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
+        BLACK.stroke_width(1),
+    ))?;
+    ch.draw_series(
+        diffs
+            .iter()
+            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[2].stroke_width(2), 12)),
+    )?;
+    root.present()?;
+    Ok(())
+}
+
 /// Draws every plot of `dir`; returns the files written.
-pub fn plot_dir(dir: &Path, meta: &Meta, s: &Summary) -> Result<Vec<PathBuf>> {
+pub fn plot_dir(dir: &Path, meta: &Meta, s: &Report) -> Result<Vec<PathBuf>> {
     ensure_font()?;
+    let runs = discover_runs(dir, meta)?;
     let mut written = Vec::new();
-    for r in meta.runs.iter().filter(|r| r.kind == "together" && r.ok) {
+    let first = runs.iter().map(|r| r.seed).min().flatten();
+    for r in runs
+        .iter()
+        .filter(|r| r.kind == "together" && r.ok && r.seed == first)
+    {
         let p = dir.join(format!("throughput-{}.png", r.name));
-        plot_throughput(dir, meta, &r.name, &r.cc, &p)?;
+        let cc = match r.seed {
+            Some(k) => format!("{}, seed {k}", r.cc),
+            None => r.cc.clone(),
+        };
+        plot_throughput(dir, meta, &r.rel_dir(), &cc, &p)?;
         written.push(p);
     }
     let p = dir.join("cdf.png");
-    plot_cdf(dir, meta, s, &p)?;
+    plot_cdf(dir, meta, &runs, s, &p)?;
+    written.push(p);
+    let p = dir.join("seeds.png");
+    plot_seeds(s, &p)?;
     written.push(p);
     Ok(written)
 }

@@ -15,6 +15,13 @@
 //!   jobs' communication phases by less than 10% of its length; the job became interleaved at the
 //!   first iteration k such that k..k+4 all are; the run at the largest such k over its jobs;
 //! - "after convergence": the job's iterations from that k on (absent when it never interleaved).
+//!
+//! Over seeds ([`Report`], [`CcStats`]; every cc ran under the same seeds, each seed with its own
+//! solo runs): per cc the mean over seeds of the run's mean/ideal and of its mean iteration time
+//! with 95 % t intervals, the paired relative difference of the mean iteration time against cubic
+//! and against reno (seed by seed), the distribution of the interleaving iteration, mean/ideal
+//! after convergence and the job spread (max job mean / min job mean − 1: starvation). Runs whose
+//! CPUs were busier than [`CPU_BUSY_LIMIT`] are flagged as CPU-saturated (untrusted).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,7 +33,8 @@ use serde::Serialize;
 
 use crate::emu::IterRecord;
 use crate::netreport::{self, bg_rows, queue_metrics, BgRow, NetRow};
-use crate::results::{read_meta, read_run, Meta, RunData};
+use crate::results::{discover_runs, read_meta, read_run, Meta, RunData, RunMeta, CPU_BUSY_LIMIT};
+use crate::stats::{self, ci95, interleave_dist, InterleaveDist, Interval, Paired};
 
 /// Overlap below which an iteration counts as interleaved (fraction of its communication phase).
 pub const INTERLEAVE_OVERLAP: f64 = 0.10;
@@ -150,20 +158,7 @@ pub fn interleaved_at(
         .map(|k| its[k].iter)
 }
 
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// p-th percentile (0..=100), nearest rank.
-pub fn percentile(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
-    Some(s[rank.min(s.len()) - 1])
-}
+use crate::stats::{mean, percentile};
 
 /// Solo measurements of a job.
 #[derive(Debug, Clone, Serialize)]
@@ -229,11 +224,17 @@ pub struct CcSummary {
     pub spread: f64,
     /// Mean over jobs of cubic mean / this mean.
     pub speedup_vs_cubic: Option<f64>,
+    /// Busy fraction of the CPUs during the run ([`RunMeta::cpu_busy`]).
+    pub cpu_busy: Option<f64>,
+    /// Whether the CPUs were busier than [`CPU_BUSY_LIMIT`] (timings untrusted).
+    pub cpu_saturated: bool,
 }
 
-/// The whole analysis of a scenario directory.
+/// The analysis of one seed's runs of a scenario directory.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// The seed (None: a directory written before seeds existed).
+    pub seed: Option<u64>,
     /// Scenario name.
     pub scenario: String,
     /// Description.
@@ -263,24 +264,28 @@ fn counted(its: &[JobIter], win: (u64, u64), warmup: u32) -> Vec<(u32, f64)> {
         .collect()
 }
 
-/// Analyses `dir` (a scenario results directory).
-pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
+/// Analyses the runs `runs` of one seed of `dir` (a scenario results directory), with the
+/// background-only baseline run(s) `baseline` (that seed's, or another's when it has none).
+pub fn analyse_seed(
+    dir: &Path,
+    meta: &Meta,
+    seed: Option<u64>,
+    runs: &[&RunMeta],
+    baseline_runs: &[&RunMeta],
+) -> Result<Summary> {
     let warm = meta.scenario.warmup_iterations;
     let mut notes = Vec::new();
-    for c in &meta.skipped_ccs {
-        notes.push(format!("{c}: not offered by the kernel, not run"));
-    }
     let mut solo = BTreeMap::new();
-    for r in meta.runs.iter().filter(|r| r.kind == "solo") {
+    for r in runs.iter().filter(|r| r.kind == "solo") {
         if !r.ok {
             notes.push(format!(
                 "run {} failed: {}",
-                r.name,
+                r.rel_dir(),
                 r.error.clone().unwrap_or_default()
             ));
             continue;
         }
-        let d = read_run(dir, &r.name)?;
+        let d = read_run(dir, &r.rel_dir())?;
         let jobs = job_iterations(&d.records);
         for (job, its) in &jobs {
             let w = (0, u64::MAX);
@@ -336,16 +341,16 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
         }
     };
     let mut baseline = BTreeMap::new();
-    for r in meta.runs.iter().filter(|r| r.kind == "background") {
+    for r in baseline_runs {
         if !r.ok {
             notes.push(format!(
                 "run {} failed: {}",
-                r.name,
+                r.rel_dir(),
                 r.error.clone().unwrap_or_default()
             ));
             continue;
         }
-        let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
+        let d = read_run(dir, &r.rel_dir()).with_context(|| format!("run {}", r.rel_dir()))?;
         net_of(&r.name, &d, &BTreeMap::new());
         for b in bg_rows(&r.name, &d.samples, &d.background, &BTreeMap::new()) {
             baseline.insert(b.flow.clone(), b.mbit);
@@ -355,7 +360,7 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
     let mut rows = Vec::new();
     let mut ccs = Vec::new();
     let mut cubic_means: BTreeMap<String, f64> = BTreeMap::new();
-    let together: Vec<_> = meta.runs.iter().filter(|r| r.kind == "together").collect();
+    let together: Vec<_> = runs.iter().filter(|r| r.kind == "together").collect();
     // cubic first, so the speedups can refer to it.
     let mut order: Vec<_> = together
         .iter()
@@ -367,12 +372,12 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
         if !r.ok {
             notes.push(format!(
                 "run {} failed: {}",
-                r.name,
+                r.rel_dir(),
                 r.error.clone().unwrap_or_default()
             ));
             continue;
         }
-        let d = read_run(dir, &r.name).with_context(|| format!("run {}", r.name))?;
+        let d = read_run(dir, &r.rel_dir()).with_context(|| format!("run {}", r.rel_dir()))?;
         let jobs = job_iterations(&d.records);
         let no_ecn: Vec<String> = d
             .flows
@@ -466,10 +471,13 @@ pub fn analyse(dir: &Path, meta: &Meta) -> Result<Summary> {
             },
             spread: (hi - lo) / lo,
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
+            cpu_busy: r.cpu_busy,
+            cpu_saturated: r.cpu_busy.is_some_and(|b| b > CPU_BUSY_LIMIT),
         });
         rows.extend(run_rows);
     }
     Ok(Summary {
+        seed,
         scenario: meta.scenario.name.clone(),
         description: meta.scenario.description.clone(),
         kernel: meta.kernel.clone(),
@@ -586,17 +594,475 @@ pub fn table(s: &Summary, meta: &Meta) -> String {
     o
 }
 
+/// Over seeds, one congestion control.
+#[derive(Debug, Clone, Serialize)]
+pub struct CcStats {
+    /// Congestion control.
+    pub cc: String,
+    /// Seeds with a completed run of this cc.
+    pub seeds: Vec<u64>,
+    /// Mean iteration time (mean over jobs), ms: mean over seeds with 95 % interval.
+    pub mean_ms: Option<Interval>,
+    /// p99 iteration time (mean over jobs), ms, over seeds.
+    pub p99_ms: Option<Interval>,
+    /// mean / ideal (mean over jobs; each seed against its own solo runs), over seeds.
+    pub ratio: Option<Interval>,
+    /// mean / ideal after convergence, over the seeds whose run interleaved (n says how many).
+    pub conv_ratio: Option<Interval>,
+    /// mean / ideal of the second half of the counted iterations, over seeds.
+    pub tail_ratio: Option<Interval>,
+    /// Job spread (max job mean / min job mean − 1, a starvation indicator), over seeds.
+    pub spread: Option<Interval>,
+    /// Largest job spread of any seed.
+    pub spread_max: Option<f64>,
+    /// The interleaving iteration over seeds.
+    pub interleave: Option<InterleaveDist>,
+    /// Paired against cubic: per seed this mean / cubic's mean − 1 (None for cubic itself, or
+    /// without a common seed).
+    pub vs_cubic: Option<Paired>,
+    /// Paired against reno, likewise.
+    pub vs_reno: Option<Paired>,
+    /// Largest CPU busy fraction of its runs.
+    pub cpu_busy_max: Option<f64>,
+    /// Seeds whose run was CPU-saturated (busy > [`CPU_BUSY_LIMIT`]).
+    pub cpu_saturated_seeds: Vec<u64>,
+}
+
+/// A run flagged as CPU-saturated.
+#[derive(Debug, Clone, Serialize)]
+pub struct SaturatedRun {
+    /// Its directory under `runs/`.
+    pub run: String,
+    /// Busy fraction.
+    pub cpu_busy: f64,
+}
+
+/// The whole analysis of a scenario directory (summary.json).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// Description.
+    pub description: String,
+    /// Kernel.
+    pub kernel: String,
+    /// Fingerprint of the scenario the runs share.
+    pub scenario_fp: Option<String>,
+    /// The seeds found (empty for a directory written before seeds existed).
+    pub seeds: Vec<u64>,
+    /// Confidence level of the intervals.
+    pub level: f64,
+    /// Busy fraction above which a run is flagged.
+    pub cpu_busy_limit: f64,
+    /// Per congestion control, over seeds (cubic first).
+    pub cc_stats: Vec<CcStats>,
+    /// Runs flagged as CPU-saturated: their timings are not trusted.
+    pub cpu_saturated: Vec<SaturatedRun>,
+    /// Per seed, the single-run analysis (solo, rows per job, ccs, net, background, notes).
+    pub per_seed: Vec<Summary>,
+    /// Notes: skipped ccs, failed runs, seeds missing for some cc.
+    pub notes: Vec<String>,
+}
+
+fn seed_key(s: Option<u64>) -> u64 {
+    s.unwrap_or(0)
+}
+
+/// Over-seed statistics of the per-seed summaries.
+pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
+    let mut labels: Vec<String> = Vec::new();
+    for s in per_seed {
+        for c in &s.ccs {
+            if !labels.contains(&c.cc) {
+                labels.push(c.cc.clone());
+            }
+        }
+    }
+    labels.sort_by_key(|c| (c != "cubic", c != "reno", c.clone()));
+    let per_cc = |cc: &str| -> Vec<(u64, &CcSummary)> {
+        per_seed
+            .iter()
+            .filter_map(|s| {
+                s.ccs
+                    .iter()
+                    .find(|c| c.cc == cc)
+                    .map(|c| (seed_key(s.seed), c))
+            })
+            .collect()
+    };
+    let means =
+        |cc: &str| -> Vec<(u64, f64)> { per_cc(cc).iter().map(|(k, c)| (*k, c.mean_ms)).collect() };
+    let (cubic, reno) = (means("cubic"), means("reno"));
+    labels
+        .iter()
+        .map(|cc| {
+            let v = per_cc(cc);
+            let col = |f: &dyn Fn(&CcSummary) -> Option<f64>| -> Option<Interval> {
+                ci95(&v.iter().filter_map(|(_, c)| f(c)).collect::<Vec<_>>())
+            };
+            let mine = means(cc);
+            CcStats {
+                cc: cc.clone(),
+                seeds: v.iter().map(|x| x.0).collect(),
+                mean_ms: col(&|c| Some(c.mean_ms)),
+                p99_ms: col(&|c| Some(c.p99_ms)),
+                ratio: col(&|c| c.ratio),
+                conv_ratio: col(&|c| c.conv_ratio),
+                tail_ratio: col(&|c| c.tail_ratio),
+                spread: col(&|c| Some(c.spread)),
+                spread_max: v.iter().map(|(_, c)| c.spread).max_by(f64::total_cmp),
+                interleave: interleave_dist(
+                    &v.iter().map(|(_, c)| c.interleaved_at).collect::<Vec<_>>(),
+                ),
+                vs_cubic: (cc != "cubic")
+                    .then(|| stats::paired(&mine, &cubic))
+                    .flatten(),
+                vs_reno: (cc != "reno")
+                    .then(|| stats::paired(&mine, &reno))
+                    .flatten(),
+                cpu_busy_max: v
+                    .iter()
+                    .filter_map(|(_, c)| c.cpu_busy)
+                    .max_by(f64::total_cmp),
+                cpu_saturated_seeds: v
+                    .iter()
+                    .filter(|(_, c)| c.cpu_saturated)
+                    .map(|(k, _)| *k)
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Analyses every seed of `dir` and the statistics over them.
+pub fn analyse(dir: &Path, meta: &Meta) -> Result<Report> {
+    let runs = discover_runs(dir, meta)?;
+    let mut by_seed: BTreeMap<Option<u64>, Vec<&RunMeta>> = BTreeMap::new();
+    for r in &runs {
+        by_seed.entry(r.seed).or_default().push(r);
+    }
+    // The background-only baseline runs once per `trainemu run` (its first seed): a seed
+    // without one uses the lowest seed's.
+    let any_baseline: Vec<&RunMeta> = by_seed
+        .values()
+        .map(|v| {
+            v.iter()
+                .filter(|r| r.kind == "background")
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .find(|v| !v.is_empty())
+        .unwrap_or_default();
+    let mut notes: Vec<String> = meta
+        .skipped_ccs
+        .iter()
+        .map(|c| format!("{c}: not offered by the kernel, not run"))
+        .collect();
+    let mut per_seed = Vec::new();
+    for (seed, rs) in &by_seed {
+        let own: Vec<&RunMeta> = rs
+            .iter()
+            .filter(|r| r.kind == "background")
+            .copied()
+            .collect();
+        let baseline = if own.is_empty() { &any_baseline } else { &own };
+        per_seed.push(
+            analyse_seed(dir, meta, *seed, rs, baseline).with_context(|| {
+                format!("seed {}", seed.map(|k| k.to_string()).unwrap_or("-".into()))
+            })?,
+        );
+    }
+    let seeds: Vec<u64> = by_seed.keys().filter_map(|k| *k).collect();
+    let cc_stats = cc_stats(&per_seed);
+    for c in &cc_stats {
+        let missing: Vec<String> = seeds
+            .iter()
+            .filter(|k| !c.seeds.contains(k))
+            .map(|k| k.to_string())
+            .collect();
+        if !missing.is_empty() {
+            notes.push(format!(
+                "{}: no completed run for seed(s) {}: its paired comparisons use the other seeds",
+                c.cc,
+                missing.join(", ")
+            ));
+        }
+    }
+    let cpu_saturated = runs
+        .iter()
+        .filter_map(|r| {
+            r.cpu_busy
+                .filter(|&b| b > CPU_BUSY_LIMIT)
+                .map(|b| SaturatedRun {
+                    run: r.rel_dir(),
+                    cpu_busy: b,
+                })
+        })
+        .collect();
+    Ok(Report {
+        scenario: meta.scenario.name.clone(),
+        description: meta.scenario.description.clone(),
+        kernel: meta.kernel.clone(),
+        scenario_fp: runs
+            .iter()
+            .find_map(|r| r.scenario_fp.clone())
+            .or(meta.scenario_fp.clone()),
+        seeds,
+        level: stats::LEVEL,
+        cpu_busy_limit: CPU_BUSY_LIMIT,
+        cc_stats,
+        cpu_saturated,
+        per_seed,
+        notes,
+    })
+}
+
+/// "mean [lo, hi]" with `prec` decimals (scaled by `k`), "-" when absent.
+fn iv(i: &Option<Interval>, k: f64, prec: usize) -> String {
+    match i {
+        None => "-".into(),
+        Some(i) => match (i.lo, i.hi) {
+            (Some(lo), Some(hi)) => format!(
+                "{:.p$} [{:.p$}, {:.p$}]",
+                i.mean * k,
+                lo * k,
+                hi * k,
+                p = prec
+            ),
+            _ => format!("{:.p$} (n=1)", i.mean * k, p = prec),
+        },
+    }
+}
+
+fn paired_text(p: &Option<Paired>) -> String {
+    match p {
+        None => "-".into(),
+        Some(p) => format!(
+            "{:+.1}% [{}, {}] over {} seeds: {}",
+            p.rel_diff.mean * 100.0,
+            p.rel_diff
+                .lo
+                .map(|x| format!("{:+.1}%", x * 100.0))
+                .unwrap_or("-".into()),
+            p.rel_diff
+                .hi
+                .map(|x| format!("{:+.1}%", x * 100.0))
+                .unwrap_or("-".into()),
+            p.seeds.len(),
+            p.verdict.words()
+        ),
+    }
+}
+
+fn iter_text(k: Option<u32>) -> String {
+    k.map(|k| k.to_string()).unwrap_or_else(|| "never".into())
+}
+
+/// The text of a multi-seed report: solo measurements, one line per seed and cc, and the
+/// statistics over seeds.
+pub fn seeds_table(r: &Report, meta: &Meta) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "scenario {}: {} (kernel {}; seeds {})",
+        r.scenario,
+        r.description,
+        r.kernel,
+        r.seeds
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut jobs: BTreeMap<&str, Vec<&Solo>> = BTreeMap::new();
+    for s in &r.per_seed {
+        for (j, so) in &s.solo {
+            jobs.entry(j.as_str()).or_default().push(so);
+        }
+    }
+    for (job, v) in &jobs {
+        let col = |f: &dyn Fn(&Solo) -> f64| ci95(&v.iter().map(|s| f(s)).collect::<Vec<_>>());
+        let _ = writeln!(
+            o,
+            "  solo {job} ({}, {} seeds): C {} ms, M {} ms, ideal C+M {} ms",
+            meta.scenario.solo_cc,
+            v.len(),
+            iv(&col(&|s| s.c_ms), 1.0, 0),
+            iv(&col(&|s| s.m_ms), 1.0, 0),
+            iv(&col(&|s| s.ideal_ms), 1.0, 0)
+        );
+    }
+    let _ = writeln!(o, "per seed (means over jobs):");
+    let _ = writeln!(
+        o,
+        "  {:>4} {:<16} {:>8} {:>8} {:>10} {:>10} {:>11} {:>7} {:>6}",
+        "seed",
+        "cc",
+        "mean_ms",
+        "p99_ms",
+        "mean/ideal",
+        "conv/ideal",
+        "interleaved",
+        "spread",
+        "cpu"
+    );
+    for s in &r.per_seed {
+        for c in &s.ccs {
+            let _ = writeln!(
+                o,
+                "  {:>4} {:<16} {:>8.0} {:>8.0} {:>10} {:>10} {:>11} {:>6.1}% {:>5}{}",
+                s.seed.map(|k| k.to_string()).unwrap_or("-".into()),
+                c.cc,
+                c.mean_ms,
+                c.p99_ms,
+                f2(c.ratio),
+                f2(c.conv_ratio),
+                iter_text(c.interleaved_at),
+                c.spread * 100.0,
+                c.cpu_busy
+                    .map(|b| format!("{:.0}%", b * 100.0))
+                    .unwrap_or("-".into()),
+                if c.cpu_saturated {
+                    " CPU-SATURATED"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "over seeds ({:.0}% t intervals [lo, hi]; paired = same seed under both ccs):",
+        r.level * 100.0
+    );
+    for c in &r.cc_stats {
+        let _ = writeln!(o, "  {} ({} seeds)", c.cc, c.seeds.len());
+        let _ = writeln!(
+            o,
+            "    mean iteration {} ms, p99 {} ms",
+            iv(&c.mean_ms, 1.0, 0),
+            iv(&c.p99_ms, 1.0, 0)
+        );
+        let _ = writeln!(
+            o,
+            "    mean/ideal {}; 2nd half {}; after convergence {}",
+            iv(&c.ratio, 1.0, 3),
+            iv(&c.tail_ratio, 1.0, 3),
+            iv(&c.conv_ratio, 1.0, 3)
+        );
+        if let Some(d) = &c.interleave {
+            let _ = writeln!(
+                o,
+                "    interleaved at: median {}, p90 {}; within 15 iterations {:.0}%, within 30 {:.0}% of seeds; never {}",
+                iter_text(d.median),
+                iter_text(d.p90),
+                d.within_15 * 100.0,
+                d.within_30 * 100.0,
+                d.never
+            );
+        }
+        let _ = writeln!(
+            o,
+            "    job spread {} % (max {})",
+            iv(&c.spread, 100.0, 1),
+            c.spread_max
+                .map(|x| format!("{:.1}%", x * 100.0))
+                .unwrap_or("-".into())
+        );
+        if c.cc != "cubic" {
+            let _ = writeln!(o, "    vs cubic: {}", paired_text(&c.vs_cubic));
+        }
+        if c.cc != "reno" {
+            let _ = writeln!(o, "    vs reno:  {}", paired_text(&c.vs_reno));
+        }
+        if !c.cpu_saturated_seeds.is_empty() {
+            let _ = writeln!(
+                o,
+                "    CPU-saturated (untrusted) seeds: {}",
+                c.cpu_saturated_seeds
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    if !r.cpu_saturated.is_empty() {
+        let total: usize = r.per_seed.len().max(1);
+        let _ = writeln!(
+            o,
+            "  warning: {} runs (of {} seeds) had their CPUs more than {:.0}% busy: CPU-saturated, timings untrusted: {}",
+            r.cpu_saturated.len(),
+            total,
+            r.cpu_busy_limit * 100.0,
+            r.cpu_saturated
+                .iter()
+                .map(|x| format!("{} {:.0}%", x.run, x.cpu_busy * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    // A single seed's table (report_text) already has its net rows and notes.
+    let several = r.per_seed.len() > 1;
+    if let Some(first) = r.per_seed.first().filter(|_| several) {
+        if !first.net.is_empty() || !first.background.is_empty() {
+            let _ = writeln!(
+                o,
+                "seed {} (the others in summary.json):",
+                first.seed.map(|k| k.to_string()).unwrap_or("-".into())
+            );
+            let port = format!(
+                "v-{} in {}",
+                meta.scenario.topology.bottleneck,
+                crate::topo::SWITCH_NS
+            );
+            o.push_str(&netreport::table(&first.net, &first.background, &port));
+        }
+    }
+    for s in r.per_seed.iter().filter(|_| several) {
+        for n in &s.notes {
+            let _ = writeln!(
+                o,
+                "  note (seed {}): {n}",
+                s.seed.map(|k| k.to_string()).unwrap_or("-".into())
+            );
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    let _ = writeln!(
+        o,
+        "  (iteration = earliest compute start to latest comm end of the job's workers; counted while all jobs run, after {} warm-up iterations; interleaved = comm overlap < {:.0}% for {} consecutive iterations; conv = mean from that iteration on; each seed's ideal from its own solo runs)",
+        meta.scenario.warmup_iterations,
+        INTERLEAVE_OVERLAP * 100.0,
+        INTERLEAVE_RUN
+    );
+    o
+}
+
+/// The text of a report: for a single seed (or an old single-run directory) the per-job table
+/// first, then the over-seed table.
+pub fn report_text(r: &Report, meta: &Meta) -> String {
+    let mut o = String::new();
+    if let [only] = r.per_seed.as_slice() {
+        o.push_str(&table(only, meta));
+    }
+    o.push_str(&seeds_table(r, meta));
+    o
+}
+
 /// Analyses `dir`, prints the table, writes summary.txt/summary.json and (when `plots`) PNGs.
 pub fn report_dir(dir: &Path, plots: bool) -> Result<()> {
     let meta = read_meta(dir)?;
-    let s = analyse(dir, &meta)?;
-    let t = table(&s, &meta);
+    let r = analyse(dir, &meta)?;
+    let t = report_text(&r, &meta);
     print!("{t}");
     fs::write(dir.join("summary.txt"), &t)?;
-    fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&s)?)?;
+    fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&r)?)?;
     if plots {
         // The table stands without the plots (e.g. no font installed): a warning, not a failure.
-        match crate::plot::plot_dir(dir, &meta, &s) {
+        match crate::plot::plot_dir(dir, &meta, &r) {
             Ok(written) => {
                 for p in written {
                     println!("  plot: {}", p.display());
@@ -659,11 +1125,254 @@ mod tests {
         assert!(fr[0] > 0.99 && fr[5] < 0.01, "{fr:?}");
     }
 
+    // ---- Discovery of seeds from run.json files, merged from several invocations. ----
+
+    use crate::config::{ModelFile, Scenario};
+    use crate::emu::{IterRecord, RunOutput};
+    use crate::results::{scenario_fingerprint, write_run};
+
+    const SCEN: &str = r#"
+name = "m"
+iterations = 12
+warmup_iterations = 1
+ccs = ["cubic", "reno"]
+[topology]
+bottleneck = "h1"
+hosts = [ { name = "h1" }, { name = "h2" } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+[[jobs]]
+name = "B"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+"#;
+
+    /// Records of jobs A and B, `n` iterations of `period_ms` (compute 60 ms) each, B 50 ms
+    /// later: its communication in A's compute phase (interleaved from iteration 0).
+    fn records(jobs: &[&str], n: u32, period_ms: f64) -> Vec<IterRecord> {
+        let p = (period_ms * 1000.0) as u64;
+        let mut v = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            for k in 0..n {
+                let start = k as u64 * p + j as u64 * 50_000;
+                v.push(IterRecord {
+                    run: "t".into(),
+                    job: job.to_string(),
+                    role: "worker".into(),
+                    worker: 0,
+                    host: "h1".into(),
+                    iter: k,
+                    compute_start_us: Some(start),
+                    compute_end_us: Some(start + 60_000),
+                    comm_start_us: start + 60_000,
+                    comm_end_us: start + p,
+                    bytes_sent: 1,
+                    bytes_recv: 1,
+                    burst_wait_us: None,
+                    burst_outcome: None,
+                });
+            }
+        }
+        v
+    }
+
+    fn write(dir: &Path, r: &RunMeta, recs: Vec<IterRecord>) {
+        let d = dir.join("runs").join(r.rel_dir());
+        write_run(
+            &d,
+            &RunOutput {
+                records: recs,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs::write(d.join("run.json"), serde_json::to_string(r).unwrap()).unwrap();
+    }
+
+    fn run_meta(name: &str, kind: &str, seed: u64, fp: &str, busy: f64) -> RunMeta {
+        RunMeta {
+            name: name.into(),
+            kind: kind.into(),
+            cc: if kind == "solo" {
+                "cubic".into()
+            } else {
+                name.into()
+            },
+            jobs: vec![],
+            ok: true,
+            error: None,
+            wall_s: 1.0,
+            seed: Some(seed),
+            cpu_busy: Some(busy),
+            scenario_fp: Some(fp.into()),
+            start_offsets_ms: BTreeMap::new(),
+        }
+    }
+
+    /// One invocation's directory: meta.json listing its own runs, seeds `seeds`. Cubic's
+    /// iterations take 100 + seed ms, reno's 10 % less; the solo runs 90 ms.
+    fn invocation(dir: &Path, seeds: &[u64], fp: &str) -> Meta {
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let plans = s.plans(&models);
+        let mut meta = Meta {
+            scenario: s,
+            plans,
+            runs: vec![],
+            skipped_ccs: vec![],
+            kernel: "test".into(),
+            netns: false,
+            ecn_ports: vec![],
+            scenario_fp: Some(fp.into()),
+            seeds: seeds.to_vec(),
+        };
+        for &k in seeds {
+            for job in ["A", "B"] {
+                let r = run_meta(&format!("solo-{job}"), "solo", k, fp, 0.3);
+                write(dir, &r, records(&[job], 8, 90.0));
+                meta.runs.push(r);
+            }
+            for (cc, f) in [("cubic", 1.0), ("reno", 0.9)] {
+                // Seed 3's reno run had its CPUs saturated.
+                let busy = if cc == "reno" && k == 3 { 0.97 } else { 0.5 };
+                let r = run_meta(cc, "together", k, fp, busy);
+                write(dir, &r, records(&["A", "B"], 12, (100.0 + k as f64) * f));
+                meta.runs.push(r);
+            }
+        }
+        fs::write(dir.join("meta.json"), serde_json::to_string(&meta).unwrap()).unwrap();
+        meta
+    }
+
+    fn tmp(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("trainemu-report-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
     #[test]
-    fn percentile_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(|x| x as f64).collect();
-        assert_eq!(percentile(&v, 99.0), Some(99.0));
-        assert_eq!(percentile(&v, 50.0), Some(50.0));
-        assert_eq!(percentile(&[3.0], 99.0), Some(3.0));
+    fn report_merges_disjoint_seed_subsets_and_pairs_them() {
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let fp = scenario_fingerprint(&s, &s.plans(&models));
+        // Two invocations (seeds 1-2 and 3-5) in two directories, merged like `cp -r runs`.
+        let (a, b) = (tmp("a"), tmp("b"));
+        invocation(&a, &[1, 2], &fp);
+        invocation(&b, &[3, 4, 5], &fp);
+        let cp = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(b.join("runs"))
+            .arg(&a)
+            .status()
+            .unwrap();
+        assert!(cp.success());
+        // meta.json is invocation a's: it lists only seeds 1-2, the runs are found anyway.
+        let meta = read_meta(&a).unwrap();
+        let r = analyse(&a, &meta).unwrap();
+        assert_eq!(r.seeds, vec![1, 2, 3, 4, 5]);
+        assert_eq!(r.per_seed.len(), 5);
+        let cubic = &r.cc_stats[0];
+        let reno = &r.cc_stats[1];
+        assert_eq!((cubic.cc.as_str(), reno.cc.as_str()), ("cubic", "reno"));
+        // Each seed's ideal is its own solo runs' 90 ms: cubic's ratio (100 + k)/90.
+        let ratio = cubic.ratio.unwrap();
+        assert_eq!(ratio.n, 5);
+        assert!((ratio.mean - 103.0 / 90.0).abs() < 0.005, "{ratio:?}");
+        assert!(ratio.lo.unwrap() < ratio.mean && ratio.hi.unwrap() > ratio.mean);
+        // Paired: reno is exactly 10 % faster on every seed; a zero-width interval below 0.
+        let p = reno.vs_cubic.as_ref().unwrap();
+        assert_eq!(p.seeds, vec![1, 2, 3, 4, 5]);
+        assert!((p.rel_diff.mean + 0.1).abs() < 0.005, "{p:?}");
+        assert_eq!(p.verdict, stats::Verdict::Faster);
+        assert!(cubic.vs_cubic.is_none());
+        assert_eq!(
+            cubic.vs_reno.as_ref().unwrap().verdict,
+            stats::Verdict::Slower
+        );
+        // Interleaved from the first iteration on in every seed.
+        let il = cubic.interleave.as_ref().unwrap();
+        assert_eq!((il.n, il.never, il.median), (5, 0, Some(0)));
+        assert_eq!(il.within_15, 1.0);
+        // The saturated run is flagged, in the cc's stats and the report's list.
+        assert_eq!(reno.cpu_saturated_seeds, vec![3]);
+        assert!(cubic.cpu_saturated_seeds.is_empty());
+        assert_eq!(r.cpu_saturated.len(), 1);
+        assert_eq!(r.cpu_saturated[0].run, "reno/s3");
+        let text = report_text(&r, &meta);
+        assert!(text.contains("CPU-saturated"), "{text}");
+        assert!(text.contains("faster, excludes a loss"), "{text}");
+        // summary.json carries the over-seed statistics.
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["seeds"].as_array().unwrap().len(), 5);
+        assert!(
+            j["cc_stats"][1]["vs_cubic"]["rel_diff"]["hi"]
+                .as_f64()
+                .unwrap()
+                < 0.0
+        );
+
+        // A run of another scenario mixed in: a clear error naming both.
+        let odd = run_meta("cubic", "together", 9, "0123456789abcdef", 0.5);
+        write(&a, &odd, records(&["A", "B"], 12, 100.0));
+        let e = format!("{:#}", analyse(&a, &meta).unwrap_err());
+        assert!(
+            e.contains("different scenarios") && e.contains("0123456789abcdef"),
+            "{e}"
+        );
+        fs::remove_dir_all(a.join("runs/cubic/s9")).unwrap();
+        // A run.json moved to another seed's directory: refused.
+        fs::rename(a.join("runs/cubic/s5"), a.join("runs/cubic/s7")).unwrap();
+        let e = format!("{:#}", analyse(&a, &meta).unwrap_err());
+        assert!(e.contains("cubic/s7"), "{e}");
+        let _ = fs::remove_dir_all(&a);
+        let _ = fs::remove_dir_all(&b);
+    }
+
+    #[test]
+    fn report_reads_an_old_single_run_directory() {
+        let d = tmp("old");
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let mut meta = Meta {
+            plans: s.plans(&models),
+            scenario: s,
+            runs: vec![],
+            skipped_ccs: vec![],
+            kernel: "test".into(),
+            netns: false,
+            ecn_ports: vec![],
+            scenario_fp: None,
+            seeds: vec![],
+        };
+        for (name, kind, jobs, period) in [
+            ("solo-A", "solo", vec!["A"], 90.0),
+            ("solo-B", "solo", vec!["B"], 90.0),
+            ("cubic", "together", vec!["A", "B"], 100.0),
+        ] {
+            let mut r = run_meta(name, kind, 0, "", 0.0);
+            (r.seed, r.cpu_busy, r.scenario_fp) = (None, None, None);
+            write_run(
+                &d.join("runs").join(name),
+                &RunOutput {
+                    records: records(&jobs, 10, period),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            meta.runs.push(r);
+        }
+        let r = analyse(&d, &meta).unwrap();
+        assert!(r.seeds.is_empty());
+        assert_eq!(r.per_seed.len(), 1);
+        assert_eq!(r.per_seed[0].seed, None);
+        let c = &r.cc_stats[0];
+        assert!((c.ratio.unwrap().mean - 100.0 / 90.0).abs() < 0.005);
+        assert_eq!(c.ratio.unwrap().lo, None, "one run: no interval");
+        let _ = fs::remove_dir_all(&d);
     }
 }

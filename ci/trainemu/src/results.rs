@@ -1,19 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Runs one scenario (solo runs, then one run per congestion control) and writes its results
-//! directory; also the types and readers of that directory, used by `report`.
+//! Runs one scenario (per seed: solo runs, then one run per congestion control) and writes its
+//! results directory; also the types and readers of that directory, used by `report`.
 //!
 //! Layout of `OUT/<scenario>/`:
-//! - `scenario.toml`: the scenario text as run; `meta.json`: [`Meta`] (resolved jobs, runs, kernel)
-//! - `runs/<run>/iterations.jsonl`: one [`IterRecord`] per worker (and PS) and iteration
-//! - `runs/<run>/flows.json`: the sampled flows ([`FlowInfo`])
-//! - `runs/<run>/samples.csv`: `t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx`
-//! - `runs/<run>/queue.csv`: `t_us,backlog_bytes,backlog_pkts,drops,marks` ([`QueueSample`]s of
-//!   the bottleneck's switch port, `v-<bottleneck>` in `te-sw`; not on loopback)
-//! - `runs/<run>/background.json`: the background flows ([`BgRecord`]), when the scenario has any
+//! - `scenario.toml`: the scenario text as run; `meta.json`: [`Meta`] (resolved jobs, the runs of
+//!   the last `trainemu run`, kernel, scenario fingerprint)
+//! - `runs/<run>/s<seed>/run.json`: [`RunMeta`] of that run (seed, ok/error, guest CPU busy
+//!   fraction, scenario fingerprint, start offsets): `report` finds the runs from these files,
+//!   so the `runs/` folders of several `trainemu run`s with disjoint seeds can be merged
+//! - `runs/<run>/s<seed>/iterations.jsonl`: one [`IterRecord`] per worker (and PS) and iteration
+//! - `runs/<run>/s<seed>/flows.json`: the sampled flows ([`FlowInfo`])
+//! - `runs/<run>/s<seed>/samples.csv`: `t_us,flow,bytes_acked,cwnd,srtt_us,retrans,bytes_ratio_fx,f_fx`
+//! - `runs/<run>/s<seed>/queue.csv`: `t_us,backlog_bytes,backlog_pkts,drops,marks`
+//!   ([`QueueSample`]s of the bottleneck's switch port, `v-<bottleneck>` in `te-sw`; not on
+//!   loopback)
+//! - `runs/<run>/s<seed>/background.json`: the background flows ([`BgRecord`]), when the scenario
+//!   has any
 //!
 //! Runs are named `solo-<job>` (that job alone under `solo_cc`), `background-only` (the
-//! background flows alone: their baseline throughput) and after their congestion control.
+//! background flows alone: their baseline throughput; run once per `trainemu run`, under its
+//! first seed, as it has no random choice) and after their congestion control. Every seed runs
+//! its own solo runs: the solo run of seed s uses the same compute draws as the runs of seed s,
+//! so each seed's ideal C + M is measured under the compute times of its own runs.
+//!
+//! Directories written before seeds existed (`runs/<run>/iterations.jsonl`, the runs listed
+//! only in meta.json) still read, as one run per congestion control without a seed.
+//!
+//! An existing `OUT/<scenario>/` is kept when its meta.json has the same scenario fingerprint
+//! (the runs of other seeds stay; a run being redone replaces its own directory) and cleared
+//! otherwise.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::Path;
@@ -73,6 +90,74 @@ pub struct RunMeta {
     pub error: Option<String>,
     /// Wall time, seconds.
     pub wall_s: f64,
+    /// The run's seed (None: a run written before seeds existed).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Busy fraction of the CPUs (of the guest, in the VM) during the run, from /proc/stat:
+    /// 1 − (idle + iowait) / total jiffies (None: /proc/stat unreadable, or an old run).
+    #[serde(default)]
+    pub cpu_busy: Option<f64>,
+    /// Fingerprint of the scenario as run ([`scenario_fingerprint`]).
+    #[serde(default)]
+    pub scenario_fp: Option<String>,
+    /// Start offset of each job in this run, ms (fixed + seeded).
+    #[serde(default)]
+    pub start_offsets_ms: BTreeMap<String, f64>,
+}
+
+impl RunMeta {
+    /// Its directory under `runs/`: `<name>/s<seed>`, or `<name>` for an old run.
+    pub fn rel_dir(&self) -> String {
+        match self.seed {
+            Some(k) => format!("{}/s{k}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// Busy fraction above which a run is flagged as CPU-saturated (its timings untrusted).
+pub const CPU_BUSY_LIMIT: f64 = 0.9;
+
+/// Aggregate CPU jiffies of /proc/stat's `cpu` line: (idle + iowait, total of user, nice,
+/// system, idle, iowait, irq, softirq, steal; guest time is already in user/nice).
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().ok())
+        .collect::<Option<Vec<_>>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    Some((v[3] + v[4], v.iter().sum()))
+}
+
+fn cpu_times() -> Option<(u64, u64)> {
+    parse_proc_stat(&fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Busy fraction between two [`parse_proc_stat`] readings (None if no time passed).
+pub fn busy_fraction(before: (u64, u64), after: (u64, u64)) -> Option<f64> {
+    let total = after.1.checked_sub(before.1)?;
+    let idle = after.0.checked_sub(before.0)?;
+    (total > 0).then(|| (1.0 - idle as f64 / total as f64).clamp(0.0, 1.0))
+}
+
+/// Fingerprint of a scenario as run: FNV-1a (64 bit, hex) of the JSON of the scenario (after
+/// command-line overrides, its `ccs` list left out: every run names its own) and of its jobs
+/// resolved against the model profiles. Runs with different fingerprints are not comparable.
+pub fn scenario_fingerprint(s: &Scenario, plans: &[JobPlan]) -> String {
+    let mut s = s.clone();
+    s.ccs.clear();
+    let text = serde_json::to_string(&(&s, plans)).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 /// meta.json of a scenario results directory.
@@ -94,6 +179,13 @@ pub struct Meta {
     /// switch daemon's `tc qdisc change` ([`topo::EcnPort`]).
     #[serde(default)]
     pub ecn_ports: Vec<topo::EcnPort>,
+    /// Fingerprint of the scenario as run ([`scenario_fingerprint`]; None in old files).
+    #[serde(default)]
+    pub scenario_fp: Option<String>,
+    /// The seeds of the last `trainemu run` into this directory (informational: `report` finds
+    /// the runs, and so the seeds, from the run.json files).
+    #[serde(default)]
+    pub seeds: Vec<u64>,
 }
 
 /// Progress display: indicatif bars on a terminal, else a line every 5 s (the VM's console).
@@ -211,6 +303,8 @@ pub struct RunOptions {
     pub progress: ProgressDir,
     /// The agent of `+agent` runs.
     pub agent: AgentSetup,
+    /// The seeds; every congestion control runs under each (paired comparisons).
+    pub seeds: Vec<u64>,
 }
 
 /// Runs scenario `s` (validated) and writes `out/<name>/`.
@@ -224,13 +318,25 @@ pub fn run_scenario(
     let (loopback, run_timeout, progress, agent_setup) =
         (opts.loopback, opts.run_timeout, &opts.progress, &opts.agent);
     let dir = out.join(&s.name);
+    let plans = s.plans(models);
+    let fp = scenario_fingerprint(s, &plans);
     if dir.exists() {
-        fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        let same = read_meta(&dir)
+            .ok()
+            .and_then(|m| m.scenario_fp)
+            .is_some_and(|f| f == fp);
+        if same {
+            tracing::info!(
+                "{}: same scenario as before: runs of other seeds are kept",
+                dir.display()
+            );
+        } else {
+            fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
     }
     fs::create_dir_all(dir.join("runs"))
         .with_context(|| format!("cannot create {}", dir.display()))?;
     fs::write(dir.join("scenario.toml"), text)?;
-    let plans = s.plans(models);
     let osrel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()
         .trim()
@@ -268,60 +374,74 @@ pub fn run_scenario(
         dev: format!("v-{}", s.topology.bottleneck),
     });
     let solo_cc = CcVariant::parse(&s.solo_cc).map_err(anyhow::Error::msg)?;
-    let spec =
-        |name: String, cc: CcVariant, jobs: Vec<JobPlan>, background: Vec<BgPlan>, before_burst| {
-            RunSpec {
-                name,
-                cc,
-                jobs,
-                sample_ms: s.sample_ms,
-                timeout_s: run_timeout,
-                progress: progress.clone(),
-                background,
+    let spec = |name: String,
+                cc: CcVariant,
+                jobs: Vec<JobPlan>,
+                background: Vec<BgPlan>,
                 before_burst,
-                queue: queue.clone(),
-            }
-        };
+                seed| RunSpec {
+        name,
+        cc,
+        jobs,
+        sample_ms: s.sample_ms,
+        timeout_s: run_timeout,
+        progress: progress.clone(),
+        background,
+        before_burst,
+        queue: queue.clone(),
+        seed,
+    };
+    let variants: Vec<CcVariant> = variants
+        .into_iter()
+        .filter(|v| avail.contains(&v.cc))
+        .collect();
+    // Seed by seed, so that an interrupted invocation leaves whole seeds behind.
     let mut runs: Vec<(RunSpec, &str)> = Vec::new();
-    for p in &plans {
-        let mut solo = p.clone();
-        solo.iterations = s.solo_iterations;
-        solo.start_offset_ms = 0.0;
-        runs.push((
-            spec(
-                format!("solo-{}", p.name),
-                solo_cc.clone(),
-                vec![solo],
-                Vec::new(),
-                None,
-            ),
-            "solo",
-        ));
-    }
-    if !s.background.is_empty() {
-        // The flows' own congestion controls apply; the run's cc only labels it.
-        runs.push((
-            spec(
-                BASELINE_RUN.into(),
-                solo_cc.clone(),
-                Vec::new(),
-                bg_plans(s, true),
-                None,
-            ),
-            "background",
-        ));
-    }
-    for v in variants.into_iter().filter(|v| avail.contains(&v.cc)) {
-        runs.push((
-            spec(
-                v.dir_name(),
-                v,
-                plans.clone(),
-                bg_plans(s, false),
-                s.before_burst(),
-            ),
-            "together",
-        ));
+    for (n, &seed) in opts.seeds.iter().enumerate() {
+        let seeded = s.seeded_plans(models, seed);
+        for p in &seeded {
+            let mut solo = p.clone();
+            solo.iterations = s.solo_iterations;
+            solo.start_offset_ms = 0.0;
+            runs.push((
+                spec(
+                    format!("solo-{}", p.name),
+                    solo_cc.clone(),
+                    vec![solo],
+                    Vec::new(),
+                    None,
+                    seed,
+                ),
+                "solo",
+            ));
+        }
+        if !s.background.is_empty() && n == 0 {
+            // The flows' own congestion controls apply; the run's cc only labels it.
+            runs.push((
+                spec(
+                    BASELINE_RUN.into(),
+                    solo_cc.clone(),
+                    Vec::new(),
+                    bg_plans(s, true),
+                    None,
+                    seed,
+                ),
+                "background",
+            ));
+        }
+        for v in &variants {
+            runs.push((
+                spec(
+                    v.dir_name(),
+                    v.clone(),
+                    seeded.clone(),
+                    bg_plans(s, false),
+                    s.before_burst(),
+                    seed,
+                ),
+                "together",
+            ));
+        }
     }
     let mut meta = Meta {
         scenario: s.clone(),
@@ -335,6 +455,8 @@ pub fn run_scenario(
         } else {
             topo::ecn_ports(s)
         },
+        scenario_fp: Some(fp.clone()),
+        seeds: opts.seeds.clone(),
     };
     let t0 = Instant::now();
     let nruns = runs.len();
@@ -343,7 +465,22 @@ pub fn run_scenario(
         if !loopback {
             flush_tcp_metrics(s);
         }
-        let label = format!("[{} {}/{} {}]", s.name, i + 1, nruns, spec.name);
+        let label = format!(
+            "[{} {}/{} {} seed {}]",
+            s.name,
+            i + 1,
+            nruns,
+            spec.name,
+            spec.seed
+        );
+        let run_dir = dir
+            .join("runs")
+            .join(&spec.name)
+            .join(format!("s{}", spec.seed));
+        if run_dir.exists() {
+            fs::remove_dir_all(&run_dir)
+                .with_context(|| format!("cannot clear {}", run_dir.display()))?;
+        }
         tracing::info!(
             "{label} starting: cc {}, jobs {}",
             spec.cc.label,
@@ -357,6 +494,7 @@ pub fn run_scenario(
             label.clone(),
             spec.jobs.iter().map(|j| j.iterations).collect(),
         );
+        let cpu0 = cpu_times();
         let res = match ModuleParams::set(&spec.cc.params) {
             Ok(saved) => {
                 let r = match spec.cc.agent {
@@ -366,7 +504,7 @@ pub fn run_scenario(
                         spec,
                         mode,
                         agent_setup,
-                        &dir.join("runs").join(&spec.name).join("agent"),
+                        &run_dir.join("agent"),
                         &net,
                         &mut prog,
                     ),
@@ -377,6 +515,13 @@ pub fn run_scenario(
             Err(e) => Err(e),
         };
         prog.finish();
+        let cpu_busy = cpu0.zip(cpu_times()).and_then(|(a, b)| busy_fraction(a, b));
+        if let Some(b) = cpu_busy.filter(|&b| b > CPU_BUSY_LIMIT) {
+            tracing::warn!(
+                "{label} CPUs {:.0}% busy: saturated, its timings are not trusted",
+                b * 100.0
+            );
+        }
         let rm = |ok: bool, error: Option<String>, wall_s: f64| RunMeta {
             name: spec.name.clone(),
             kind: kind.to_string(),
@@ -385,10 +530,18 @@ pub fn run_scenario(
             ok,
             error,
             wall_s,
+            seed: Some(spec.seed),
+            cpu_busy,
+            scenario_fp: Some(fp.clone()),
+            start_offsets_ms: spec
+                .jobs
+                .iter()
+                .map(|j| (j.name.clone(), j.start_offset_ms))
+                .collect(),
         };
-        match res {
+        let run_meta = match res {
             Ok(o) => {
-                write_run(&dir.join("runs").join(&spec.name), &o)?;
+                write_run(&run_dir, &o)?;
                 tracing::info!(
                     "{label} done in {:.1} s: {} records, {} flows, {} samples, {} queue samples",
                     o.wall_s,
@@ -397,14 +550,20 @@ pub fn run_scenario(
                     o.samples.len(),
                     o.queue.len()
                 );
-                meta.runs.push(rm(true, None, o.wall_s));
+                rm(true, None, o.wall_s)
             }
             Err(e) => {
                 tracing::error!("{label} failed: {e:#}");
                 failures += 1;
-                meta.runs.push(rm(false, Some(format!("{e:#}")), 0.0));
+                rm(false, Some(format!("{e:#}")), 0.0)
             }
-        }
+        };
+        fs::create_dir_all(&run_dir)?;
+        fs::write(
+            run_dir.join("run.json"),
+            serde_json::to_string_pretty(&run_meta)?,
+        )?;
+        meta.runs.push(run_meta);
         fs::write(dir.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
     }
     if !loopback {
@@ -478,7 +637,8 @@ fn run_with_agent(
     r
 }
 
-fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
+/// Writes one run's data files into `dir`.
+pub(crate) fn write_run(dir: &Path, o: &emu::RunOutput) -> Result<()> {
     let (recs, flows, samples) = (&o.records, &o.flows, &o.samples);
     fs::create_dir_all(dir)?;
     let mut w = BufWriter::new(fs::File::create(dir.join("iterations.jsonl"))?);
@@ -557,7 +717,88 @@ pub fn read_meta(dir: &Path) -> Result<Meta> {
     .with_context(|| format!("{}: bad meta.json", p.display()))
 }
 
-/// Reads `dir/runs/<run>/`.
+/// Every run of the scenario directory `dir`, ordered by (seed, execution order within the
+/// seed: solo, background, together; then name). Runs are found from their
+/// `runs/<run>/s<seed>/run.json` files, so the `runs/` folders of several `trainemu run`s (with
+/// disjoint seeds) can be merged; a directory without any (written before seeds existed) gives
+/// the runs of its meta.json, without seeds. Errors when the runs do not belong together: a
+/// run.json whose name or seed does not match its directory, or runs (or meta.json) with
+/// different scenario fingerprints.
+pub fn discover_runs(dir: &Path, meta: &Meta) -> Result<Vec<RunMeta>> {
+    let runs_dir = dir.join("runs");
+    let mut found = Vec::new();
+    let mut names: Vec<_> = match fs::read_dir(&runs_dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    for run in names.iter().filter(|p| p.is_dir()) {
+        let mut seeds: Vec<_> = fs::read_dir(run)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("run.json").is_file())
+            .collect();
+        seeds.sort();
+        for sd in seeds {
+            let p = sd.join("run.json");
+            let rm: RunMeta = serde_json::from_str(
+                &fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?,
+            )
+            .with_context(|| format!("{}: bad run.json", p.display()))?;
+            let want = runs_dir.join(rm.rel_dir());
+            if rm.seed.is_none() || want != sd {
+                anyhow::bail!(
+                    "{}: names run {} seed {:?}, but lies in {} (moved or renamed?)",
+                    p.display(),
+                    rm.name,
+                    rm.seed,
+                    sd.display()
+                );
+            }
+            found.push(rm);
+        }
+    }
+    if found.is_empty() {
+        return Ok(meta.runs.clone());
+    }
+    // One scenario only: group the runs by fingerprint.
+    let mut fps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &found {
+        fps.entry(r.scenario_fp.clone().unwrap_or_else(|| "none".into()))
+            .or_default()
+            .push(r.rel_dir());
+    }
+    if let Some(m) = &meta.scenario_fp {
+        fps.entry(m.clone()).or_default().push("meta.json".into());
+    }
+    if fps.len() > 1 {
+        let groups: Vec<String> = fps
+            .iter()
+            .map(|(fp, v)| {
+                let more = if v.len() > 4 {
+                    format!(" and {} more", v.len() - 4)
+                } else {
+                    String::new()
+                };
+                format!("scenario {fp}: {}{more}", v[..v.len().min(4)].join(", "))
+            })
+            .collect();
+        anyhow::bail!(
+            "{}: runs of different scenarios are mixed here (changed scenario file, models or \
+             --iterations/--before-burst-ms between the merged runs?): {}",
+            dir.display(),
+            groups.join("; ")
+        );
+    }
+    let order = |k: &str| match k {
+        "solo" => 0,
+        "background" => 1,
+        _ => 2,
+    };
+    found.sort_by(|a, b| (a.seed, order(&a.kind), &a.name).cmp(&(b.seed, order(&b.kind), &b.name)));
+    Ok(found)
+}
+
+/// Reads `dir/runs/<run>/` (`run`: a [`RunMeta::rel_dir`]).
 pub fn read_run(dir: &Path, run: &str) -> Result<RunData> {
     let d = dir.join("runs").join(run);
     let mut records = Vec::new();
@@ -686,5 +927,41 @@ mod tests {
         let e = format!("{:#}", read_run(&dir, "r").err().unwrap());
         assert!(e.contains("queue.csv line 2"), "{e}");
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cpu_busy_fraction_from_proc_stat() {
+        let a = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4 5\nintr 1\n";
+        let b = "cpu  400 0 150 1000 50 0 0 0 0 0\n";
+        let (ia, ta) = parse_proc_stat(a).unwrap();
+        assert_eq!((ia, ta), (850, 1000));
+        let pb = parse_proc_stat(b).unwrap();
+        assert_eq!(pb, (1050, 1600));
+        // 600 jiffies passed, 200 of them idle: 2/3 busy.
+        let f = busy_fraction((ia, ta), pb).unwrap();
+        assert!((f - 2.0 / 3.0).abs() < 1e-12, "{f}");
+        assert_eq!(busy_fraction(pb, pb), None);
+        assert_eq!(parse_proc_stat("intr 1\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+    }
+
+    #[test]
+    fn fingerprint_ignores_the_cc_list_but_not_the_rest() {
+        let models = ModelFile::builtin();
+        let text = crate::config::BUILTIN_SCENARIOS
+            .iter()
+            .find(|(n, _)| *n == "a.toml")
+            .unwrap()
+            .1;
+        let s = Scenario::parse(text, "a.toml", &models).unwrap();
+        let fp = scenario_fingerprint(&s, &s.plans(&models));
+        let mut t = s.clone();
+        t.ccs = vec!["reno".into()];
+        assert_eq!(fp, scenario_fingerprint(&t, &t.plans(&models)));
+        t.iterations += 1;
+        assert_ne!(fp, scenario_fingerprint(&t, &t.plans(&models)));
+        let mut t = s.clone();
+        t.jitter.compute.cv = 0.03;
+        assert_ne!(fp, scenario_fingerprint(&t, &t.plans(&models)));
     }
 }
