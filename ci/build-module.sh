@@ -13,6 +13,10 @@ kdir=$("$here/build-kernel.sh")
 # One build directory per kernel tree, so runs against different kernels never share objects.
 build=$MLTCP_CACHE/kmod-build/$(echo "$kdir $src" | sha256sum | cut -c1-12)
 mkdir -p "$build"
+# One build at a time per directory: several ci/vm-run started together (parallel seeds) would
+# otherwise mirror and compile into the same tree at once. The lock ends with this script.
+exec 9>"$build.lock"
+flock 9
 # Mirror kmod/ (sources only) into the build directory; keep old objects for incremental builds.
 (cd "$src" && find . \( -name target -o -name fuzz \) -prune -o -type f \
    \( -name '*.rs' -o -name Kbuild -o -name Makefile \) -print0 | cpio -0pdmu --quiet "$build")

@@ -12,6 +12,8 @@
 #   --iterations N       iterations per job, replacing the scenarios' (quick checks)
 #   --ccs LIST           comma-separated congestion controls replacing the scenarios'
 #   --agent-log FILTER   the ccp-agent's log filter (MLTCP_AGENT_LOG, RUST_LOG syntax)
+#   --seeds N            seeds 1..N (trainemu run --seeds; default trainemu's, 10)
+#   --seed-list LIST     comma-separated seeds (trainemu run --seed-list)
 # Writes /results/<scenario>/ (see `trainemu run --help`) and prints each scenario's table
 # (`trainemu report --no-plots`; the PNGs are drawn on the host). Exit status: trainemu run's.
 
@@ -31,6 +33,10 @@ while [ $# -gt 0 ]; do
       opts="$opts --iterations $2"; shift 2 ;;
     --ccs) [ $# -ge 2 ] || { echo "in-vm.sh: --ccs needs a list"; exit 2; }
       opts="$opts --ccs $2"; shift 2 ;;
+    --seeds) [ $# -ge 2 ] || { echo "in-vm.sh: --seeds needs N"; exit 2; }
+      opts="$opts --seeds $2"; shift 2 ;;
+    --seed-list) [ $# -ge 2 ] || { echo "in-vm.sh: --seed-list needs a list"; exit 2; }
+      opts="$opts --seed-list $2"; shift 2 ;;
     --agent-log) [ $# -ge 2 ] || { echo "in-vm.sh: --agent-log needs a filter"; exit 2; }
       export MLTCP_AGENT_LOG="$2"; shift 2 ;;
     -*) echo "in-vm.sh: unknown option $1"; exit 2 ;;

@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
+#!/usr/bin/env bash
 # ci/scenarios/run-scenario.sh: run training-traffic scenarios in the VM and report them (issue 3).
 # Host side: validates the scenario files (nothing starts if one is invalid), boots the VM through
 # ci/vm-run with ci/scenarios/in-vm.sh, passing each file by name (the defaults, built into
-# trainemu) or as its text, then runs
-# `trainemu report` on the host (table + PNG plots).
+# trainemu) or as its text, then runs `trainemu report` on the host (table + PNG plots).
+# The seeds are split over parallel VMs (one host core each on the virtual clock, so they do not
+# disturb each other's timing), whose runs/ folders are merged before the report.
 #
 # Usage: ci/scenarios/run-scenario.sh [--results DIR] [--iterations N] [--ccs LIST]
-#                                     [--timeout S] [--no-module] [--agent-log FILTER]
-#                                     SCENARIO.toml...
+#                                     [--seeds N | --seed-list LIST] [--vms J]
+#                                     [--clock virtual|real] [--timeout S] [--no-module]
+#                                     [--agent-log FILTER] SCENARIO.toml...
 #   --results DIR   results directory (default results/trainemu-<UTC time>); each scenario
-#                   writes DIR/<name>/ (meta.json, runs/*, summary.txt, summary.json, *.png)
+#                   writes DIR/<name>/ (meta.json, runs/<run>/s<seed>/, summary.txt,
+#                   summary.json, *.png); DIR/vm-K/ keeps VM K's console log and CPU use
 #   --iterations N  iterations per job, replacing the scenarios' (quick checks)
 #   --ccs LIST      comma-separated congestion controls replacing the scenarios'
-#   --timeout S     VM timeout (default 2400)
+#   --seeds N       seeds 1..N for every congestion control (default 10; paired comparisons)
+#   --seed-list L   explicit comma-separated seeds instead
+#   --vms J         VMs run in parallel, each taking a share of the seeds (default 2, at most
+#                   the number of seeds; each needs one host core and --mem of memory)
+#   --clock C       the VMs' clock (ci/vm-run --clock; default virtual)
+#   --timeout S     per-VM timeout in wall seconds (default 7200)
 #   --no-module     boot without tcp_mltcp.ko (mltcp runs are then skipped)
 #   --agent-log F   the ccp-agent's log filter in the +agent runs (RUST_LOG syntax; default info;
 #                   e.g. "info,ccp_agent::plan=debug,ccp_agent::progress=debug" logs every
-#                   planning decision and iteration change to runs/<run>/agent/agent.log)
+#                   planning decision and iteration change to runs/<run>/s<seed>/agent/agent.log)
 # Model profiles come from ci/scenarios/models.toml, which is built into trainemu.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,12 +33,17 @@ ci=$(dirname "$here")
 # shellcheck source=ci/lib.sh
 . "$ci/lib.sh"
 
-results="" timeout_s=2400 vm_opts=() guest_opts=() files=()
+results="" timeout_s=7200 vm_opts=() guest_opts=() files=() seeds=10 seed_list="" vms=2
+clock=${MLTCP_VM_CLOCK:-virtual}
 while [ $# -gt 0 ]; do
   case "$1" in
     --results) results=$2; shift 2 ;;
     --iterations) guest_opts+=(--iterations "$2"); shift 2 ;;
     --ccs) guest_opts+=(--ccs "$2"); shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --seed-list) seed_list=$2; shift 2 ;;
+    --vms) vms=$2; shift 2 ;;
+    --clock) clock=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --no-module) vm_opts+=(--no-module); shift ;;
     --agent-log) guest_opts+=(--agent-log "$2"); shift 2 ;;
@@ -39,7 +53,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#files[@]} -gt 0 ] || die "no scenario file given (see --help)"
+[[ "$vms" =~ ^[1-9][0-9]*$ ]] || die "--vms must be a positive integer, not '$vms'"
+if [ -n "$seed_list" ]; then
+  [[ "$seed_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--seed-list must be seeds >= 1 separated by commas, not '$seed_list'"
+  IFS=, read -r -a all_seeds <<<"$seed_list"
+else
+  [[ "$seeds" =~ ^[1-9][0-9]*$ ]] || die "--seeds must be a positive integer, not '$seeds'"
+  mapfile -t all_seeds < <(seq 1 "$seeds")
+fi
+[ "$vms" -le "${#all_seeds[@]}" ] || vms=${#all_seeds[@]}
 [ -n "$results" ] || results=$REPO_ROOT/results/trainemu-$(date -u +%Y%m%d-%H%M%S)
+vm_opts+=(--clock "$clock")
 
 (cd "$REPO_ROOT" && cargo build --release --quiet -p trainemu) || die "building trainemu failed"
 trainemu=$REPO_ROOT/target/release/trainemu
@@ -57,11 +81,46 @@ for f in "${files[@]}"; do
   fi
 done
 mkdir -p "$results"
-set +e
-"$ci/vm-run" --results "$results" --timeout "$timeout_s" ${vm_opts[@]+"${vm_opts[@]}"} \
-  "$here/in-vm.sh" ${guest_opts[@]+"${guest_opts[@]}"} "${inline[@]}"
-rc=$?
-set -e
-log "VM exited with status $rc; reporting $results"
-if ! "$trainemu" report "$results" && [ "$rc" = 0 ]; then rc=1; fi
+# Seeds dealt round robin over the VMs (seed k to VM (k-1) mod J), so each VM gets a mix of
+# early and late seeds and the VMs finish at about the same time.
+rc=0 pids=()
+for ((v = 0; v < vms; v++)); do
+  list=""
+  for ((k = v; k < ${#all_seeds[@]}; k += vms)); do list=${list:+$list,}${all_seeds[$k]}; done
+  out=$results/vm-$((v + 1))
+  rm -rf "$out"; mkdir -p "$out"
+  log "VM $((v + 1)) of $vms: seeds $list"
+  "$ci/vm-run" --results "$out" --timeout "$timeout_s" ${vm_opts[@]+"${vm_opts[@]}"} \
+    "$here/in-vm.sh" --seed-list "$list" ${guest_opts[@]+"${guest_opts[@]}"} "${inline[@]}" \
+    > "$out/vm-run.log" 2>&1 &
+  pids+=($!)
+done
+# Follow the first VM's output here; the others' is in DIR/vm-K/vm-run.log.
+tail -n +1 -f --pid="${pids[0]}" "$results/vm-1/vm-run.log" 2>/dev/null || true
+for ((v = 0; v < vms; v++)); do
+  st=0; wait "${pids[$v]}" || st=$?
+  [ "$st" = 0 ] || { log "VM $((v + 1)) exited with status $st (see $results/vm-$((v + 1))/vm-run.log)"; rc=$st; }
+done
+# Merge: each scenario directory of every VM into DIR/<scenario>/ (meta.json from the first VM
+# that has one; runs/<run>/s<seed>/ from all; trainemu report checks they are one scenario).
+for ((v = 0; v < vms; v++)); do
+  for sd in "$results/vm-$((v + 1))"/*/; do
+    [ -f "$sd/meta.json" ] || continue
+    name=$(basename "$sd") dst=$results/$(basename "$sd")
+    mkdir -p "$dst/runs"
+    [ -f "$dst/meta.json" ] || cp "$sd/meta.json" "$dst/"
+    [ -f "$sd/scenario.toml" ] && [ ! -f "$dst/scenario.toml" ] && cp "$sd/scenario.toml" "$dst/"
+    [ -d "$sd/runs" ] && cp -a "$sd/runs/." "$dst/runs/"
+    rm -rf "$sd"
+  done
+done
+log "VMs exited with status $rc; reporting $results"
+scen_dirs=()
+for sd in "$results"/*/; do [ -f "$sd/meta.json" ] && scen_dirs+=("$sd"); done
+if [ ${#scen_dirs[@]} -eq 0 ]; then
+  log "error: no scenario results in $results"
+  [ "$rc" != 0 ] || rc=1
+elif ! "$trainemu" report "${scen_dirs[@]}" && [ "$rc" = 0 ]; then
+  rc=1
+fi
 exit "$rc"

@@ -351,7 +351,7 @@ TOML
   trap 'ccp_agent_stop' EXIT
   sleep 2
   kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent exited: $(tail -n 5 "$log")"
-  trainemu run --out "$CCP_OUT/agent-smoke" --progress-dir "$d/regions" "$d/smoke.toml" > "$CCP_OUT/agent_smoke.trainemu.log" 2>&1 &
+  trainemu run --seeds 1 --out "$CCP_OUT/agent-smoke" --progress-dir "$d/regions" "$d/smoke.toml" > "$CCP_OUT/agent_smoke.trainemu.log" 2>&1 &
   te=$!
   # While the job runs: the agent's view of it.
   i=0 st=""
@@ -367,7 +367,7 @@ TOML
   ccp_agent_stop
   note "agent status during the job:"
   echo "$st" | head -n 6 | sed 's/^/  /'
-  recs=$(cat "$CCP_OUT"/agent-smoke/agent_smoke/runs/mltcp/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
+  recs=$(cat "$CCP_OUT"/agent-smoke/agent_smoke/runs/mltcp/s1/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
   note "trainemu: $recs iteration records (want 2 workers x 25)"
   [ "$recs" = 50 ] || fail "the job did not complete all iterations ($recs records)"
   flows=$(echo "$st" | grep -c "^mltcp.R ")

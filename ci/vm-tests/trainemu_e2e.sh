@@ -45,7 +45,7 @@ _te_count() { grep -cF "$2" "$1" 2>/dev/null || true; }
 
 # _te_check_run DIR RUN JOB ROLE WORKERS ITERS: each (worker, iter) of JOB/ROLE exactly once.
 _te_check_run() {
-  _f=$1/runs/$2/iterations.jsonl
+  _f=$1/runs/$2/s1/iterations.jsonl
   [ -s "$_f" ] || { echo "run $2: $_f missing or empty"; return 1; }
   _n=$(grep -F "\"job\":\"$3\",\"role\":\"$4\"" "$_f" | grep -o '"worker":[0-9]*,"host":"[a-z0-9]*","iter":[0-9]*' \
        | sort -u | wc -l | tr -d ' ')
@@ -94,7 +94,7 @@ TOML
   _te_note "invalid scenario refused: $(head -n 1 /tmp/trainemu-bad.out)"
 
   # 2. The run.
-  trainemu run --out "$_dir" --ccs "cubic,$_cc2" e2e.toml > /tmp/trainemu-e2e.out 2>&1
+  trainemu run --seeds 1 --out "$_dir" --ccs "cubic,$_cc2" e2e.toml > /tmp/trainemu-e2e.out 2>&1
   _rc=$?
   sed 's/^/  /' /tmp/trainemu-e2e.out | tail -n 12 | while IFS= read -r l; do _te_note "$l"; done
   [ "$_rc" = 0 ] || { _te_fail "trainemu run e2e.toml exited with $_rc: $(grep -E 'ERROR|error' /tmp/trainemu-e2e.out | head -n 3)"; return 1; }
@@ -102,9 +102,9 @@ TOML
   [ -s "$_d/meta.json" ] || { _te_fail "$_d/meta.json missing"; return 1; }
   for _r in solo-ring3 solo-ps2 cubic "$_cc2"; do
     for _f in iterations.jsonl flows.json samples.csv; do
-      [ -s "$_d/runs/$_r/$_f" ] || { _te_fail "run $_r: $_f missing or empty"; return 1; }
+      [ -s "$_d/runs/$_r/s1/$_f" ] || { _te_fail "run $_r: $_f missing or empty"; return 1; }
     done
-    [ "$(wc -l < "$_d/runs/$_r/samples.csv")" -gt 10 ] || { _te_fail "run $_r: fewer than 10 throughput samples"; return 1; }
+    [ "$(wc -l < "$_d/runs/$_r/s1/samples.csv")" -gt 10 ] || { _te_fail "run $_r: fewer than 10 throughput samples"; return 1; }
   done
 
   # 3. Every iteration accounted for.
@@ -122,15 +122,15 @@ TOML
   _g_ps=$(tr -d ' \n' < "$_d/meta.json" | grep -o '"name":"ps2","model":"[a-z0-9]*","paradigm":"ps"[^}]*"gradient_bytes":[0-9]*' | grep -o '[0-9]*$')
   [ -n "$_g_ring" ] && [ -n "$_g_ps" ] || { _te_fail "cannot read the gradient sizes from meta.json"; return 1; }
   for _r in cubic "$_cc2"; do
-    _f=$_d/runs/$_r/iterations.jsonl
+    _f=$_d/runs/$_r/s1/iterations.jsonl
     _bad_iter=$(grep -F '"job":"ring3","role":"worker"' "$_f" | sed 's/.*"iter":\([0-9]*\).*"bytes_sent":\([0-9]*\).*/\1 \2/' \
       | awk -v want=$((4 * _g_ring)) '{ s[$1] += $2 } END { for (k in s) if (s[k] != want) print k ": " s[k] " != " want }')
     [ -z "$_bad_iter" ] || { _te_fail "run $_r: ring3 bytes per iteration: $_bad_iter"; return 1; }
     _n=$(grep -F '"job":"ps2","role":"worker"' "$_f" | grep -cF "\"bytes_sent\":$_g_ps,\"bytes_recv\":$_g_ps")
     [ "$_n" = 12 ] || { _te_fail "run $_r: $_n of 12 ps2 worker records carry G = $_g_ps bytes each way"; return 1; }
     # 5. The congestion control read back from every socket.
-    _flows=$(grep -c '"id"' "$_d/runs/$_r/flows.json")
-    _ok=$(grep -c "\"cc\": \"$_r\"" "$_d/runs/$_r/flows.json")
+    _flows=$(grep -c '"id"' "$_d/runs/$_r/s1/flows.json")
+    _ok=$(grep -c "\"cc\": \"$_r\"" "$_d/runs/$_r/s1/flows.json")
     [ "$_flows" = 7 ] && [ "$_ok" = 7 ] \
       || { _te_fail "run $_r: flows.json lists $_flows flows, $_ok with cc $_r (want 7 and 7)"; return 1; }
   done

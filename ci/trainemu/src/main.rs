@@ -5,6 +5,7 @@
 //! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback]
 //!              [--seeds N | --seed-list S1,S2,...] SCENARIO...
 //! trainemu report [--no-plots] DIR...
+//! trainemu compare [--tolerance-pct P] DIR_A DIR_B
 //! trainemu validate SCENARIO...
 //! trainemu models
 //! ```
@@ -20,6 +21,7 @@
 //! Exit status: 0 success, 1 failure, 2 usage error (invalid scenario).
 
 mod agent;
+mod compare;
 mod config;
 mod emu;
 mod netreport;
@@ -171,6 +173,18 @@ enum Cmd {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
+    /// Compare two results directories of the same scenarios (e.g. the same run repeated on the
+    /// virtual clock): pairs every (seed, run, job) mean iteration time, prints the differences
+    /// and exits 1 when one exceeds the tolerance or a quantity is in only one directory.
+    Compare {
+        /// Largest accepted relative difference, percent of the smaller value.
+        #[arg(long, default_value_t = 0.5)]
+        tolerance_pct: f64,
+        /// First results directory (a scenario directory with meta.json, or a parent of them).
+        a: PathBuf,
+        /// Second results directory, likewise; scenario directories are paired by name.
+        b: PathBuf,
+    },
     /// Parse and validate scenario files, print the resolved jobs.
     Validate {
         /// Model profiles (default: built in).
@@ -197,6 +211,78 @@ fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
             Ok(ModelFile::parse(&t, &p.display().to_string())?)
         }
     }
+}
+
+/// The scenario directories (with meta.json) `d` names: itself, or its subdirectories, sorted.
+fn scenario_dirs(d: &std::path::Path) -> Result<Vec<PathBuf>> {
+    if d.join("meta.json").is_file() {
+        return Ok(vec![d.to_path_buf()]);
+    }
+    let mut sub: Vec<PathBuf> = std::fs::read_dir(d)
+        .with_context(|| format!("{}: cannot read", d.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").is_file())
+        .collect();
+    sub.sort();
+    if sub.is_empty() {
+        anyhow::bail!("{}: no meta.json in it or its subdirectories", d.display());
+    }
+    Ok(sub)
+}
+
+/// `trainemu compare`: Ok(true) when every scenario's quantities agree within the tolerance.
+fn compare_dirs(a: &std::path::Path, b: &std::path::Path, tolerance_pct: f64) -> Result<bool> {
+    anyhow::ensure!(
+        tolerance_pct.is_finite() && tolerance_pct >= 0.0,
+        "--tolerance-pct must be a non-negative number, not {tolerance_pct}"
+    );
+    let (da, db) = (scenario_dirs(a)?, scenario_dirs(b)?);
+    let name = |p: &PathBuf| p.file_name().map(|n| n.to_os_string());
+    // A single scenario directory on each side pairs with the other whatever their names.
+    let pairs: Vec<(PathBuf, PathBuf)> = if a.join("meta.json").is_file()
+        || b.join("meta.json").is_file()
+    {
+        anyhow::ensure!(
+            da.len() == 1 && db.len() == 1,
+            "{} and {}: compare a scenario directory with a scenario directory, or two parents of them",
+            a.display(),
+            b.display()
+        );
+        vec![(da[0].clone(), db[0].clone())]
+    } else {
+        let mut v = Vec::new();
+        for x in &da {
+            match db.iter().find(|y| name(y) == name(x)) {
+                Some(y) => v.push((x.clone(), y.clone())),
+                None => anyhow::bail!(
+                    "{}: no scenario of that name in {}",
+                    x.display(),
+                    b.display()
+                ),
+            }
+        }
+        if let Some(y) = db.iter().find(|y| !da.iter().any(|x| name(x) == name(y))) {
+            anyhow::bail!(
+                "{}: no scenario of that name in {}",
+                y.display(),
+                a.display()
+            );
+        }
+        v
+    };
+    let tol = tolerance_pct / 100.0;
+    let mut all_same = true;
+    for (x, y) in pairs {
+        let rx = report::analyse(&x, &results::read_meta(&x)?)
+            .with_context(|| format!("{}: cannot analyse", x.display()))?;
+        let ry = report::analyse(&y, &results::read_meta(&y)?)
+            .with_context(|| format!("{}: cannot analyse", y.display()))?;
+        let c = compare::compare_means(&compare::job_means(&rx), &compare::job_means(&ry));
+        println!("== {} vs {}", x.display(), y.display());
+        print!("{}", c.text(tol));
+        all_same &= c.within(tol);
+    }
+    Ok(all_same)
 }
 
 /// Validation errors exit with 2, everything else with 1.
@@ -312,27 +398,23 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             }
             Ok(())
         }
+        Cmd::Compare {
+            tolerance_pct,
+            a,
+            b,
+        } => match compare_dirs(&a, &b, tolerance_pct) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Ok(anyhow::anyhow!(
+                "{} and {} differ by more than {tolerance_pct} % (see above)",
+                a.display(),
+                b.display()
+            ))),
+            Err(e) => Err(Ok(e)),
+        },
         Cmd::Report { no_plots, dirs } => {
             let mut found = Vec::new();
             for d in &dirs {
-                if d.join("meta.json").is_file() {
-                    found.push(d.clone());
-                } else {
-                    let mut sub: Vec<PathBuf> = std::fs::read_dir(d)
-                        .with_context(|| format!("{}: cannot read", d.display()))
-                        .map_err(Ok)?
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.join("meta.json").is_file())
-                        .collect();
-                    sub.sort();
-                    if sub.is_empty() {
-                        return Err(Ok(anyhow::anyhow!(
-                            "{}: no meta.json in it or its subdirectories",
-                            d.display()
-                        )));
-                    }
-                    found.extend(sub);
-                }
+                found.extend(scenario_dirs(d).map_err(Ok)?);
             }
             let mut failed = Vec::new();
             for d in &found {
