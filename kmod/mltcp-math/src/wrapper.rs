@@ -5,7 +5,8 @@
 //! decisions below say when the CCP datapath runs, when the flow's CCP life ends and when
 //! `get_info` answers. The kernel glue only moves values between these and the socket.
 
-use super::mltcp::ICSK_CA_PRIV_SIZE;
+use super::iteration::Iteration;
+use super::mltcp::{MltcpCubicState, MltcpDctcpState, MltcpRenoState, ICSK_CA_PRIV_SIZE};
 
 /// `TCP_CA_CWR` (`enum tcp_ca_state`, include/uapi/linux/tcp.h): window reduced after ECN.
 pub const CA_CWR: u8 = 2;
@@ -54,13 +55,38 @@ impl<S> WithCcp<S> {
             .filter(|_| matches!(ca_state, CA_CWR | CA_RECOVERY))
     }
 
-    /// Whether the base's native window growth runs on this ACK (`cong_avoid`): always when the
-    /// flow has no CCP socket id; otherwise when `ccp_in_charge(sid)` (the datapath invocation,
-    /// which runs the agent's program) says the agent is not in charge.
-    pub fn native_runs(&self, ccp_in_charge: impl FnOnce(u32) -> bool) -> bool {
-        self.sid().is_none_or(|sid| !ccp_in_charge(sid))
-    }
 }
+
+/// Whether the base's native window growth runs on this ACK (`cong_avoid`) of a flow with CCP
+/// socket id `sid` ([`WithCcp::sid`]): always when it has none; otherwise when
+/// `ccp_in_charge(sid)` (the datapath invocation, which runs the agent's program) says the agent
+/// is not in charge.
+pub fn native_runs(sid: Option<u32>, ccp_in_charge: impl FnOnce(u32) -> bool) -> bool {
+    sid.is_none_or(|sid| !ccp_in_charge(sid))
+}
+
+/// A base algorithm's per-socket state with MLTCP's iteration tracking in it: what the wrapper
+/// starts at `init`, updates on `CA_EVENT_TX_START` and reports in `get_info` for every base.
+pub trait MltcpState: Copy + Default {
+    /// The iteration tracking.
+    fn iter(&self) -> &Iteration;
+    /// The iteration tracking, to update.
+    fn iter_mut(&mut self) -> &mut Iteration;
+}
+
+macro_rules! mltcp_state {
+    ($($t:ty),*) => {$(
+        impl MltcpState for $t {
+            fn iter(&self) -> &Iteration {
+                &self.iter
+            }
+            fn iter_mut(&mut self) -> &mut Iteration {
+                &mut self.iter
+            }
+        }
+    )*};
+}
+mltcp_state!(MltcpRenoState, MltcpCubicState, MltcpDctcpState);
 
 /// Whether `get_info` answers a request with extension bits `ext` (the MLTCP block is sent
 /// for `INET_DIAG_INFO` / `INET_DIAG_VEGASINFO` requests only).

@@ -3,7 +3,9 @@
 //! datapath runs, when a flow's CCP life ends, when `get_info` answers).
 
 use mltcp_math::mltcp::{MltcpCubicState, MltcpDctcpState, MltcpRenoState, ICSK_CA_PRIV_SIZE};
-use mltcp_math::wrapper::{fits_icsk_ca_priv, wants_info, WithCcp, CA_CWR, CA_RECOVERY};
+use mltcp_math::wrapper::{
+    fits_icsk_ca_priv, native_runs, wants_info, MltcpState, WithCcp, CA_CWR, CA_RECOVERY,
+};
 use proptest::prelude::*;
 
 /// `TCP_CA_Open`, `TCP_CA_Disorder`, `TCP_CA_Loss` (include/uapi/linux/tcp.h).
@@ -38,7 +40,7 @@ fn all_zero_is_no_flow() {
     assert_eq!(z2.take_sid(), None, "release without init ends no flow");
     let d: WithCcp<MltcpDctcpState> = zero();
     assert_eq!(d.sid(), None);
-    assert!(d.native_runs(|_| panic!("no datapath call without a flow")));
+    assert!(native_runs(d.sid(), |_| panic!("no datapath call without a flow")));
 }
 
 #[test]
@@ -49,7 +51,7 @@ fn release_ends_the_flow_exactly_once() {
     assert_eq!(d.take_sid(), None);
     assert_eq!(d.sid(), None);
     // After release no callback reaches the datapath.
-    assert!(d.native_runs(|_| panic!("released flow invoked")));
+    assert!(native_runs(d.sid(), |_| panic!("released flow invoked")));
     assert_eq!(d.ccp_runs_in_pkts_acked(CA_RECOVERY), None);
 }
 
@@ -57,14 +59,14 @@ fn release_ends_the_flow_exactly_once() {
 fn native_growth_runs_unless_the_agent_is_in_charge() {
     let d = WithCcp::new(MltcpRenoState::default(), 9);
     let mut seen = None;
-    assert!(!d.native_runs(|sid| {
+    assert!(!native_runs(d.sid(), |sid| {
         seen = Some(sid);
         true
     }));
     assert_eq!(seen, Some(9));
-    assert!(d.native_runs(|_| false), "no program / no agent: native MLTCP");
+    assert!(native_runs(d.sid(), |_| false), "no program / no agent: native MLTCP");
     let none = WithCcp::new(MltcpRenoState::default(), 0);
-    assert!(none.native_runs(|_| true));
+    assert!(native_runs(none.sid(), |_| true));
 }
 
 #[test]
@@ -92,6 +94,20 @@ fn get_info_answers_info_and_vegas_requests_only() {
     assert!(!wants_info(1 | (1 << 3) | (1 << 7)));
 }
 
+/// The wrapper's iteration hooks reach each base's own iteration state.
+#[test]
+fn iteration_state_of_every_base() {
+    fn check<S: MltcpState>() {
+        let mut s = S::default();
+        s.iter_mut().init(12_345);
+        assert_eq!(s.iter().start_bytes_acked, 12_345);
+        assert_eq!(S::default().iter().start_bytes_acked, 0);
+    }
+    check::<MltcpRenoState>();
+    check::<MltcpCubicState>();
+    check::<MltcpDctcpState>();
+}
+
 proptest! {
     /// Any sequence of the wrapper's callbacks ends at most one flow, and only the one `init`
     /// started.
@@ -104,7 +120,7 @@ proptest! {
                 0 => if let Some(s) = d.take_sid() { ended.push(s) },
                 1 => {
                     let mut seen = None;
-                    let _ = d.native_runs(|s| { seen = Some(s); true });
+                    let _ = native_runs(d.sid(), |s| { seen = Some(s); true });
                     prop_assert!(seen.is_none() || seen == Some(sid));
                 }
                 _ => { let _ = d.ccp_runs_in_pkts_acked(CA_RECOVERY); }
