@@ -332,7 +332,11 @@ test_ccp_churn() {
   vm_in_rcv mltcp-burst sink --listen "$VM_DST:5310" > /dev/null 2>&1 &
   sink=$!
   trap 'kill $sink 2>/dev/null; ccp_agent_stop; vm_net_unshape' EXIT
-  sleep 0.5
+  _i=0
+  while ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ":5310 "; do
+    _i=$((_i + 1)); [ $_i -lt 100 ] || fail "the sink did not listen on port 5310"
+    sleep 0.1
+  done
   late0=$(ccp_param ccp_dropped_late) bad0=$(ccp_param ccp_dropped_malformed) full0=$(ccp_param ccp_table_full)
   for cc in mltcp mltcp_cubic mltcp_dctcp; do
     out=$(vm_in_snd ccp-test-agent churn --to "$VM_DST:5310" --cc $cc --connections "$CCP_CHURN_N" --bytes 20000 --parallel 4 2>&1) \
