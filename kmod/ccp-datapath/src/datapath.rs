@@ -222,7 +222,9 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
 
     /// Number of live flows (started and not ended; O(1), from the counters).
     pub fn num_flows(&self) -> usize {
-        self.stats.flows_started.wrapping_sub(self.stats.flows_ended) as usize
+        self.stats
+            .flows_started
+            .wrapping_sub(self.stats.flows_ended) as usize
     }
 
     /// Why [`Datapath::handle_msg`] refused `buf` with `e`: [`DropCause::Late`] when `e` is

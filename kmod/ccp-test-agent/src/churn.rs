@@ -86,7 +86,10 @@ pub fn run(a: &ChurnArgs) -> Result<()> {
         a.connections as f64 / secs.max(1e-9)
     );
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) if failed > 0 => Err(anyhow!("{failed} of {} connections failed; first: {e}", a.connections)),
+        Some(e) if failed > 0 => Err(anyhow!(
+            "{failed} of {} connections failed; first: {e}",
+            a.connections
+        )),
         _ => Ok(()),
     }
 }

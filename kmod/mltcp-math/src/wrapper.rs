@@ -54,7 +54,6 @@ impl<S> WithCcp<S> {
         self.sid()
             .filter(|_| matches!(ca_state, CA_CWR | CA_RECOVERY))
     }
-
 }
 
 /// Whether the base's native window growth runs on this ACK (`cong_avoid`) of a flow with CCP

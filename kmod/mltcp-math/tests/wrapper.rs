@@ -19,7 +19,10 @@ fn every_base_fits_icsk_ca_priv() {
     assert!(fits_icsk_ca_priv::<MltcpCubicState>());
     assert!(fits_icsk_ca_priv::<MltcpDctcpState>());
     // mltcp_cubic uses the whole area: the layout of before the wrapper (state, then the sid).
-    assert_eq!(std::mem::size_of::<WithCcp<MltcpCubicState>>(), ICSK_CA_PRIV_SIZE);
+    assert_eq!(
+        std::mem::size_of::<WithCcp<MltcpCubicState>>(),
+        ICSK_CA_PRIV_SIZE
+    );
     assert_eq!(
         std::mem::offset_of!(WithCcp<MltcpCubicState>, ccp_sid),
         std::mem::size_of::<MltcpCubicState>()
@@ -40,7 +43,9 @@ fn all_zero_is_no_flow() {
     assert_eq!(z2.take_sid(), None, "release without init ends no flow");
     let d: WithCcp<MltcpDctcpState> = zero();
     assert_eq!(d.sid(), None);
-    assert!(native_runs(d.sid(), |_| panic!("no datapath call without a flow")));
+    assert!(native_runs(d.sid(), |_| panic!(
+        "no datapath call without a flow"
+    )));
 }
 
 #[test]
@@ -64,7 +69,10 @@ fn native_growth_runs_unless_the_agent_is_in_charge() {
         true
     }));
     assert_eq!(seen, Some(9));
-    assert!(native_runs(d.sid(), |_| false), "no program / no agent: native MLTCP");
+    assert!(
+        native_runs(d.sid(), |_| false),
+        "no program / no agent: native MLTCP"
+    );
     let none = WithCcp::new(MltcpRenoState::default(), 0);
     assert!(native_runs(none.sid(), |_| true));
 }
@@ -79,7 +87,11 @@ fn pkts_acked_runs_the_program_only_in_window_reductions() {
         (CA_RECOVERY, true),
         (CA_LOSS, false),
     ] {
-        assert_eq!(d.ccp_runs_in_pkts_acked(state), runs.then_some(5), "state {state}");
+        assert_eq!(
+            d.ccp_runs_in_pkts_acked(state),
+            runs.then_some(5),
+            "state {state}"
+        );
     }
 }
 
