@@ -7,7 +7,8 @@
 //! congestion-control decisions to a user-space agent (built on `portus`). This datapath speaks
 //! the portus 0.9 wire protocol over `NETLINK_USERSOCK`, multicast group 22:
 //!
-//! - a new `mltcp`/`mltcp_cubic` connection is announced with CREATE when an agent listens;
+//! - a new `mltcp`/`mltcp_cubic`/`mltcp_dctcp` connection is announced with CREATE when an agent
+//!   listens, and its end with the closing MEASURE when the socket releases the algorithm;
 //! - per ACK, the flow's primitives (derived from the socket's counters) run the agent's
 //!   datapath program, which reports MEASUREs and sets `Cwnd` and `Rate`;
 //! - `Rate` is enforced as the socket's maximum pacing rate with internal pacing on, `Cwnd` as
