@@ -7,7 +7,8 @@
 //! congestion-control decisions to a user-space agent (built on `portus`). This datapath speaks
 //! the portus 0.9 wire protocol over `NETLINK_USERSOCK`, multicast group 22:
 //!
-//! - a new `mltcp`/`mltcp_cubic` connection is announced with CREATE when an agent listens;
+//! - a new `mltcp`/`mltcp_cubic`/`mltcp_dctcp` connection is announced with CREATE when an agent
+//!   listens, and its end with the closing MEASURE when the socket releases the algorithm;
 //! - per ACK, the flow's primitives (derived from the socket's counters) run the agent's
 //!   datapath program, which reports MEASUREs and sets `Cwnd` and `Rate`;
 //! - `Rate` is enforced as the socket's maximum pacing rate with internal pacing on, `Cwnd` as
@@ -17,13 +18,18 @@
 //! group 22 (a killed agent's socket closes, so this is immediate), no program installed for the
 //! flow, an error in its program, or (module parameter `ccp_heartbeat_ms`, 0 = off by default)
 //! no message from the agent for longer than that. Messages from senders without `CAP_NET_ADMIN` are dropped
-//! and counted; so are malformed ones (by the core). One lock (bottom-half safe) serialises the
-//! netlink path and the ACK path, so neither sees a torn update.
+//! and counted; so are the others the core refuses, split in two: late ones (for a flow that has
+//! ended, normal under connection churn) and malformed ones. One lock (bottom-half safe)
+//! serialises the netlink path and the ACK path, so neither sees a torn update.
+//!
+//! Read-only module parameters show the datapath's state: `ccp_live_flows` (CCP flows in the
+//! table now: back to 0 once every offered connection is gone), `ccp_dropped_late`,
+//! `ccp_dropped_malformed`, `ccp_dropped_unprivileged` and `ccp_table_full`.
 
 use super::ccp_datapath::{
-    Datapath, DatapathOps, Error as CcpError, FlowInfo, Invoked, Primitives, SendError,
+    Datapath, DatapathOps, DropCause, Error as CcpError, FlowInfo, Invoked, Primitives, SendError,
 };
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
     alloc::{flags, KBox, VBox},
     net::netlink::{capability, KernelSocket, Message, Receiver},
@@ -67,13 +73,47 @@ struct Tables {
     extra: [FlowExtra; FLOWS],
 }
 
-/// Counters of what the datapath dropped or refused (read with the module's log on unload and
-/// in the rate-limited log lines).
-#[derive(Default)]
-struct Counters {
-    unprivileged: AtomicU64,
-    bad_messages: AtomicU64,
-    table_full: AtomicU64,
+/// Declares a read-only `u64` module parameter through which the datapath reports its state.
+macro_rules! ccp_stat {
+    ($(#[$m:meta])* $id:ident, $name:literal, $desc:literal) => {
+        kernel::module_param!(
+            $(#[$m])*
+            static $id: u64 = 0;
+            module: "tcp_mltcp", name: $name, perm: 0o444, check: kernel::module_param::read_only,
+            desc: $desc
+        );
+    };
+}
+
+ccp_stat!(
+    /// CCP flows in the table now (offered to an agent and not released).
+    LIVE_FLOWS, "ccp_live_flows",
+    "CCP: flows offered to the agent and not yet closed (read-only; 0 when no such connection is left)"
+);
+ccp_stat!(
+    /// Agent messages dropped because their flow has ended.
+    DROPPED_LATE, "ccp_dropped_late",
+    "CCP: agent messages dropped because their flow had ended (normal under connection churn; read-only)"
+);
+ccp_stat!(
+    /// Agent messages dropped as malformed or refused.
+    DROPPED_MALFORMED, "ccp_dropped_malformed",
+    "CCP: agent messages dropped as malformed or refused (read-only)"
+);
+ccp_stat!(
+    /// Messages dropped because their sender lacks CAP_NET_ADMIN.
+    DROPPED_UNPRIVILEGED, "ccp_dropped_unprivileged",
+    "CCP: netlink messages dropped because the sender lacks CAP_NET_ADMIN (read-only)"
+);
+ccp_stat!(
+    /// New flows that found the flow table full (and stayed native).
+    TABLE_FULL, "ccp_table_full",
+    "CCP: new flows that found the flow table full and stayed native (read-only)"
+);
+
+/// Whether the `n`-th (from 0) occurrence of something is logged: the 1st, 2nd, 4th, 8th...
+fn log_now(n: u64) -> bool {
+    n == 0 || n.is_power_of_two()
 }
 
 #[pin_data]
@@ -81,7 +121,6 @@ struct Ccp {
     #[pin]
     tables: SpinLockBh<VBox<Tables>>,
     nl: KernelSocket<NetlinkRx>,
-    counters: Counters,
     /// Whether an agent was listening when last checked (for the transition log lines).
     agent_up: AtomicBool,
     /// CLOCK_MONOTONIC ns of the last message from a privileged sender (the agent).
@@ -111,7 +150,6 @@ impl CcpHandle {
             pin_init!(Ccp {
                 tables <- new_spinlock_bh!(tables, "tcp_mltcp_ccp"),
                 nl,
-                counters: Counters::default(),
                 agent_up: AtomicBool::new(false),
                 last_msg_ns: AtomicI64::new(Ktime::ktime_get().to_ns()),
                 silent: AtomicBool::new(false),
@@ -136,13 +174,13 @@ impl Drop for CcpHandle {
         while INPUT_IN_FLIGHT.load(Ordering::SeqCst) != 0 {
             core::hint::spin_loop();
         }
-        if let Some(ccp) = self.0.take() {
-            let c = &ccp.counters;
+        if self.0.take().is_some() {
             pr_info!(
-                "ccp: dropped {} unprivileged and {} malformed messages; {} flows found the table full\n",
-                c.unprivileged.load(Ordering::Relaxed),
-                c.bad_messages.load(Ordering::Relaxed),
-                c.table_full.load(Ordering::Relaxed)
+                "ccp: dropped {} unprivileged, {} late and {} malformed messages; {} flows found the table full\n",
+                DROPPED_UNPRIVILEGED.get(),
+                DROPPED_LATE.get(),
+                DROPPED_MALFORMED.get(),
+                TABLE_FULL.get()
             );
         }
     }
@@ -226,18 +264,31 @@ impl Ccp {
 
     fn receive(&self, msg: &Message<'_>) {
         if !msg.sender_capable(capability::NET_ADMIN) {
-            let n = self.counters.unprivileged.fetch_add(1, Ordering::Relaxed);
-            if n.is_power_of_two() || n == 0 {
+            let n = DROPPED_UNPRIVILEGED.add(1);
+            if log_now(n) {
                 pr_warn!("ccp: dropped a message from a sender without CAP_NET_ADMIN (total {})\n", n + 1);
             }
             return;
         }
         self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
-        let mut t = self.tables.lock();
-        if t.dp.handle_msg(msg.payload()).is_err() {
-            let n = self.counters.bad_messages.fetch_add(1, Ordering::Relaxed);
-            if n.is_power_of_two() || n == 0 {
-                pr_warn!("ccp: dropped a malformed or unexpected message (total {})\n", n + 1);
+        let payload = msg.payload();
+        let dropped = {
+            let mut t = self.tables.lock();
+            t.dp.handle_msg(payload).err().map(|e| (e, t.dp.drop_cause(payload, e)))
+        };
+        match dropped {
+            None => {}
+            Some((_, DropCause::Late)) => {
+                let n = DROPPED_LATE.add(1);
+                if log_now(n) {
+                    pr_info!("ccp: dropped an agent message for a flow that has ended (normal when connections close; total {})\n", n + 1);
+                }
+            }
+            Some((e, DropCause::Malformed)) => {
+                let n = DROPPED_MALFORMED.add(1);
+                if log_now(n) {
+                    pr_warn!("ccp: dropped a malformed or refused agent message: {:?} (total {})\n", e, n + 1);
+                }
             }
         }
     }
@@ -294,11 +345,12 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
                     dead: false,
                 };
             }
+            LIVE_FLOWS.set(t.dp.num_flows() as u64);
             sid
         }
         Err(CcpError::FlowTableFull) => {
-            let n = c.counters.table_full.fetch_add(1, Ordering::Relaxed);
-            if n.is_power_of_two() || n == 0 {
+            let n = TABLE_FULL.add(1);
+            if log_now(n) {
                 pr_warn!("ccp: flow table full ({} flows): new flow stays native (total {})\n", FLOWS, n + 1);
             }
             0
@@ -422,4 +474,5 @@ pub(crate) fn flow_release<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32) {
     }
     let mut ops = Ops { nl: &c.nl, now_us: sk.tcp_mstamp_us(), cwnd_bytes: None, rate_bps: None };
     let _ = t.dp.flow_end(sid, &mut ops);
+    LIVE_FLOWS.set(t.dp.num_flows() as u64);
 }

@@ -32,6 +32,12 @@
 //! installs a program for a flow the agent sets its rate and cwnd; whenever it does not (no agent,
 //! no program, agent killed), the flow runs native MLTCP.
 //!
+//! Each algorithm is a [`Base`] (its window math, through `mltcp-math`) inside one generic
+//! wrapper, [`Mltcp`], which owns everything the three share: the CCP glue (offer the flow at
+//! `init`, end it at `release`, run the agent's program per ACK and during window reductions),
+//! MLTCP's iteration tracking (`init`, `CA_EVENT_TX_START`) and `get_info`. Adding a base is one
+//! `impl Base` and one `Registration`.
+//!
 //! Operators read the per-socket state (iterations, bytes_ratio, F, bytes per iteration) with
 //! `getsockopt(TCP_CC_INFO)` or the `INET_DIAG_INFO` answer of sock_diag, as the attribute
 //! [`MLTCP_INFO_ATTR`]; `mltcp-stat` prints it for every socket.
@@ -52,12 +58,14 @@ mod ccp;
 
 use mltcp_math::{
     cubic::{Clock, CubicParams},
-    iteration::{slow_start_gain_fx, Snapshot},
     dctcp::{self, Counters},
+    iteration::{slow_start_gain_fx, Iteration, Snapshot},
     mltcp::{DctcpMode, MltcpCubicState, MltcpDctcpState, MltcpRenoState},
     params::{self, ParamError, Params},
     reno::{self, Window},
+    wrapper::{self, MltcpState, WithCcp},
 };
+use core::marker::PhantomData;
 
 module! {
     type: MltcpModule,
@@ -159,10 +167,6 @@ const _: () = assert!(CUBIC.hz == kernel::time::HZ);
 /// kernel's `INET_DIAG_*` types (about 14) so `ss` ignores it.
 pub const MLTCP_INFO_ATTR: u16 = 0x2000;
 
-/// `INET_DIAG_INFO` and `INET_DIAG_VEGASINFO` request bits (`ss -i` sets both): the requests
-/// that get the algorithm block, as in `tcp_bbr.c`'s `bbr_get_info`.
-const DIAG_INFO_EXT: u32 = (1 << (2 - 1)) | (1 << (3 - 1));
-
 /// Encodes a snapshot as the 20-byte `struct tcp_mltcp_info` (little endian):
 /// `u32 iterations, u16 bytes_ratio_fx, u16 f_fx, u64 bytes_per_iteration, u32 flags`
 /// (flags bit 0: bytes per iteration handed down by the agent).
@@ -199,21 +203,6 @@ fn apply<T: ?Sized>(sk: &mut Sock<'_, T>, before: &Window, after: &Window) {
     }
 }
 
-/// Runs the CCP program (flow `sid`, 0 = none) for an ACK of a window reduction, from
-/// `pkts_acked`. In CWR and Recovery TCP runs PRR instead of `cong_avoid`
-/// (`tcp_cong_control()` in net/ipv4/tcp_input.c), so the program, which otherwise runs from
-/// `cong_avoid`, would not see these ACKs: a flow that lost packets at the end of a burst
-/// reported its last acknowledged bytes only at the next burst, and the agent counted them in
-/// the wrong iteration. The state is the one before this ACK; an ACK that ends the reduction
-/// runs the program twice, which is harmless (its counters are deltas since the last run, and
-/// the reporting conditions need a non-zero delta or a new slot).
-fn ccp_in_reduction<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) {
-    if sid != 0 && matches!(sk.ca_state(), cong::state::CWR | cong::state::RECOVERY) {
-        // The window stays PRR's for this ACK: tcp_cwnd_reduction() sets it after us.
-        let _ = ccp::on_ack(sk, sid, acked);
-    }
-}
-
 /// Microseconds the socket was idle before the send that raised `CA_EVENT_TX_START`
 /// (`lsndtime` still holds the previous send's time then).
 fn idle_us<T: ?Sized>(sk: &Sock<'_, T>) -> u32 {
@@ -231,38 +220,158 @@ fn clock<T: ?Sized>(sk: &Sock<'_, T>) -> Clock {
     }
 }
 
-/// Per-socket private data of `mltcp`: the MLTCP state and the flow's CCP socket id
-/// (0: not offered to an agent).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct RenoSock {
-    m: MltcpRenoState,
-    ccp_sid: u32,
-}
+// The wrapper's congestion states are the kernel's.
+const _: () = assert!(wrapper::CA_CWR == cong::state::CWR && wrapper::CA_RECOVERY == cong::state::RECOVERY);
 
-/// Per-socket private data of `mltcp_cubic` (104 bytes: exactly `icsk_ca_priv`).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CubicSock {
-    m: MltcpCubicState,
-    ccp_sid: u32,
-}
-
-/// Per-socket private data of `mltcp_dctcp`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct DctcpSock {
-    m: MltcpDctcpState,
-    ccp_sid: u32,
-}
-
-// SAFETY: All three are integers only; all-zero is the documented initial state of the MLTCP
-// states and means "no CCP flow" for `ccp_sid`.
-unsafe impl kernel::init::Zeroable for RenoSock {}
+// SAFETY: Integers only; all-zero is the documented initial state of every MLTCP state.
+unsafe impl kernel::init::Zeroable for MltcpRenoState {}
 // SAFETY: As above.
-unsafe impl kernel::init::Zeroable for CubicSock {}
+unsafe impl kernel::init::Zeroable for MltcpCubicState {}
 // SAFETY: As above.
-unsafe impl kernel::init::Zeroable for DctcpSock {}
+unsafe impl kernel::init::Zeroable for MltcpDctcpState {}
+// SAFETY: A `Zeroable` state and an integer; a zero `ccp_sid` means "no CCP flow".
+unsafe impl<S: kernel::init::Zeroable> kernel::init::Zeroable for WithCcp<S> {}
+
+/// The socket handle the callbacks of base `B` receive.
+type Sk<'a, B> = Sock<'a, Mltcp<B>>;
+
+/// A base algorithm that [`Mltcp`] wraps: its window math and its own callbacks, nothing of
+/// CCP or of MLTCP's iteration tracking. Its state is `sk.data().m`. Optional callbacks are
+/// registered with the kernel only when the base has them (`HAS_*`, from `#[vtable]`).
+#[vtable]
+trait Base: Sized + 'static {
+    /// The algorithm's name (`TCP_CONGESTION`).
+    const NAME: &'static CStr;
+    /// `TCP_CONG_*` flags.
+    const FLAGS: u32 = 0;
+    /// Per-socket state, with the iteration tracking in it.
+    type State: MltcpState + kernel::init::Zeroable;
+
+    /// Returns the slow-start threshold after a loss.
+    fn ssthresh(sk: &mut Sk<'_, Self>) -> u32;
+    /// Returns the window to restore when a loss was spurious.
+    fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32;
+    /// Native window growth (F-scaled), when the agent is not in charge of the flow.
+    fn cong_avoid(sk: &mut Sk<'_, Self>, acked: u32);
+
+    /// The base's own `init`, after the wrapper reset the state and started iteration tracking.
+    fn init(_sk: &mut Sk<'_, Self>) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// The base's own `pkts_acked`, after the wrapper's.
+    fn pkts_acked(_sk: &mut Sk<'_, Self>, _sample: &AckSample) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// The base's own `cwnd_event`, after the wrapper's iteration tracking.
+    fn cwnd_event(_sk: &mut Sk<'_, Self>, _ev: Event) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// `set_state`.
+    fn set_state(_sk: &mut Sk<'_, Self>, _new_state: u8) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// `in_ack_event`.
+    fn in_ack_event(_sk: &mut Sk<'_, Self>, _flags: u32) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// MLTCP over base `B`, as registered with TCP: the glue every base shares, once.
+///
+/// - `init` offers the flow to the CCP agent (when one listens), resets the state with the
+///   flow's socket id and starts iteration tracking; `release` ends the CCP flow, exactly once
+///   ([`WithCcp::take_sid`]), for every base;
+/// - `cong_avoid` runs the agent's program and leaves the window to it when it is in charge,
+///   else the base grows it; `pkts_acked` runs the program during window reductions (CWR,
+///   Recovery), when TCP calls PRR instead of `cong_avoid`;
+/// - `CA_EVENT_TX_START` updates the iteration tracking; `get_info` reports it.
+struct Mltcp<B>(PhantomData<B>);
+
+#[vtable]
+impl<B: Base> Algorithm for Mltcp<B> {
+    const NAME: &'static CStr = B::NAME;
+    const FLAGS: u32 = B::FLAGS;
+    // Registered only for bases that have them (the wrapper adds nothing there).
+    const HAS_SET_STATE: bool = B::HAS_SET_STATE;
+    const HAS_IN_ACK_EVENT: bool = B::HAS_IN_ACK_EVENT;
+    type Data = WithCcp<B::State>;
+
+    fn init(sk: &mut Sock<'_, Self>) {
+        let bytes = sk.bytes_acked();
+        let sid = ccp::flow_init(sk, B::NAME.as_bytes());
+        let d = sk.data();
+        *d = WithCcp::new(B::State::default(), sid);
+        d.m.iter_mut().init(bytes);
+        if B::HAS_INIT {
+            B::init(sk);
+        }
+    }
+
+    fn release(sk: &mut Sock<'_, Self>) {
+        if let Some(sid) = sk.data().take_sid() {
+            ccp::flow_release(sk, sid);
+        }
+    }
+
+    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+        B::ssthresh(sk)
+    }
+
+    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+        B::undo_cwnd(sk)
+    }
+
+    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
+        let sid = sk.data().sid();
+        if wrapper::native_runs(sid, |sid| ccp::on_ack(sk, sid, acked)) {
+            B::cong_avoid(sk, acked);
+        }
+    }
+
+    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
+        let state = sk.ca_state();
+        if let Some(sid) = sk.data().ccp_runs_in_pkts_acked(state) {
+            // The window stays PRR's for this ACK: tcp_cwnd_reduction() sets it after us. The
+            // state is the one before this ACK; an ACK that ends the reduction runs the program
+            // twice, which is harmless (its counters are deltas since the last run, and the
+            // reporting conditions need a non-zero delta or a new slot).
+            let _ = ccp::on_ack(sk, sid, sample.pkts_acked);
+        }
+        if B::HAS_PKTS_ACKED {
+            B::pkts_acked(sk, sample);
+        }
+    }
+
+    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+        if ev == Event::TxStart {
+            let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
+            sk.data().m.iter_mut().on_tx_start(&params(), idle, srtt, bytes);
+        }
+        if B::HAS_CWND_EVENT {
+            B::cwnd_event(sk, ev);
+        }
+    }
+
+    fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
+        if B::HAS_SET_STATE {
+            B::set_state(sk, new_state);
+        }
+    }
+
+    fn in_ack_event(sk: &mut Sock<'_, Self>, flags: u32) {
+        if B::HAS_IN_ACK_EVENT {
+            B::in_ack_event(sk, flags);
+        }
+    }
+
+    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
+        if !wrapper::wants_info(ext) {
+            return None;
+        }
+        let it: Iteration = *sk.data_snapshot().m.iter();
+        info_block(&it.snapshot(&params(), sk.bytes_acked()))
+    }
+}
 
 /// DCTCP's view of the sender's counters.
 fn dctcp_counters<T: ?Sized>(sk: &Sock<'_, T>) -> Counters {
@@ -270,40 +379,22 @@ fn dctcp_counters<T: ?Sized>(sk: &Sock<'_, T>) -> Counters {
 }
 
 /// `mltcp`: Reno with an F-scaled additive increase.
-struct Mltcp;
+struct Reno;
 
 #[vtable]
-impl Algorithm for Mltcp {
+impl Base for Reno {
     const NAME: &'static CStr = c_str!("mltcp");
-    type Data = RenoSock;
+    type State = MltcpRenoState;
 
-    fn init(sk: &mut Sock<'_, Self>) {
-        let bytes = sk.bytes_acked();
-        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
-        *sk.data() = RenoSock { ccp_sid: sid, ..RenoSock::default() };
-        sk.data().m.iter.init(bytes);
-    }
-
-    fn release(sk: &mut Sock<'_, Self>) {
-        let sid = sk.data().ccp_sid;
-        if sid != 0 {
-            ccp::flow_release(sk, sid);
-        }
-    }
-
-    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+    fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
         reno::ssthresh(sk.snd_cwnd())
     }
 
-    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+    fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {
         reno::undo_cwnd(sk.snd_cwnd(), sk.prior_cwnd())
     }
 
-    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
-        let sid = sk.data().ccp_sid;
-        if sid != 0 && ccp::on_ack(sk, sid, acked) {
-            return;
-        }
+    fn cong_avoid(sk: &mut Sk<'_, Self>, acked: u32) {
         let (p, bytes) = (params(), sk.bytes_acked());
         let f_fx = sk.data().m.iter.scale_fx(&p, bytes);
         let before = window(sk);
@@ -311,62 +402,34 @@ impl Algorithm for Mltcp {
         reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx, slow_start_gain_fx(&p, f_fx));
         apply(sk, &before, &w);
     }
-
-    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
-        let sid = sk.data().ccp_sid;
-        ccp_in_reduction(sk, sid, sample.pkts_acked);
-    }
-
-    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
-        if ev == Event::TxStart {
-            let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-            sk.data().m.iter.on_tx_start(&params(), idle, srtt, bytes);
-        }
-    }
-
-    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
-        if ext & DIAG_INFO_EXT == 0 {
-            return None;
-        }
-        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
-    }
 }
 
 /// `mltcp_cubic`: CUBIC with HyStart whose per-ACK growth is scaled by F.
-struct MltcpCubic;
-
+struct Cubic;
 
 #[vtable]
-impl Algorithm for MltcpCubic {
+impl Base for Cubic {
     const NAME: &'static CStr = c_str!("mltcp_cubic");
-    type Data = CubicSock;
+    type State = MltcpCubicState;
 
-    fn init(sk: &mut Sock<'_, Self>) {
-        let (clk, bytes) = (clock(sk), sk.bytes_acked());
+    fn init(sk: &mut Sk<'_, Self>) {
+        let clk = clock(sk);
         let before = window(sk);
         let mut w = before;
-        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
-        let d = sk.data();
-        *d = CubicSock { ccp_sid: sid, ..CubicSock::default() };
-        d.m.iter.init(bytes);
-        d.m.cubic.init(&CUBIC, &mut w, &clk);
+        sk.data().m.cubic.init(&CUBIC, &mut w, &clk);
         apply(sk, &before, &w);
     }
 
-    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+    fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
         let w = window(sk);
         sk.data().m.cubic.recalc_ssthresh(&CUBIC, &w)
     }
 
-    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+    fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {
         reno::undo_cwnd(sk.snd_cwnd(), sk.prior_cwnd())
     }
 
-    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
-        let sid = sk.data().ccp_sid;
-        if sid != 0 && ccp::on_ack(sk, sid, acked) {
-            return;
-        }
+    fn cong_avoid(sk: &mut Sk<'_, Self>, acked: u32) {
         let (clk, limited, bytes) = (clock(sk), sk.is_cwnd_limited(), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
@@ -377,26 +440,21 @@ impl Algorithm for MltcpCubic {
         apply(sk, &before, &w);
     }
 
-    fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
+    fn set_state(sk: &mut Sk<'_, Self>, new_state: u8) {
         if new_state == cong::state::LOSS {
             let clk = clock(sk);
             sk.data().m.cubic.on_loss_state(&CUBIC, &clk);
         }
     }
 
-    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+    fn cwnd_event(sk: &mut Sk<'_, Self>, ev: Event) {
         if ev == Event::TxStart {
             let (clk, lsnd) = (clock(sk), sk.lsndtime());
-            let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-            let d = &mut sk.data().m;
-            d.cubic.on_tx_start(&clk, lsnd);
-            d.iter.on_tx_start(&params(), idle, srtt, bytes);
+            sk.data().m.cubic.on_tx_start(&clk, lsnd);
         }
     }
 
-    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
-        let sid = sk.data().ccp_sid;
-        ccp_in_reduction(sk, sid, sample.pkts_acked);
+    fn pkts_acked(sk: &mut Sk<'_, Self>, sample: &AckSample) {
         let clk = clock(sk);
         let (pacing, gso) = (sk.pacing_rate(), sk.gso_max_size());
         let before = window(sk);
@@ -404,60 +462,39 @@ impl Algorithm for MltcpCubic {
         sk.data().m.cubic.pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
         apply(sk, &before, &w);
     }
-
-    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
-        if ext & DIAG_INFO_EXT == 0 {
-            return None;
-        }
-        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
-    }
 }
 
 /// `mltcp_dctcp`: DCTCP whose additive increase is scaled by F (the decrease is DCTCP's).
-struct MltcpDctcp;
+struct Dctcp;
 
 #[vtable]
-impl Algorithm for MltcpDctcp {
+impl Base for Dctcp {
     const NAME: &'static CStr = c_str!("mltcp_dctcp");
     const FLAGS: u32 = cong::flags::NEEDS_ECN;
-    type Data = DctcpSock;
+    type State = MltcpDctcpState;
 
-    fn init(sk: &mut Sock<'_, Self>) {
+    fn init(sk: &mut Sk<'_, Self>) {
         let (c, rcv_nxt, bytes) = (dctcp_counters(sk), sk.rcv_nxt(), sk.bytes_acked());
         let not_connected = matches!(sk.sk_state(), tcp_state::LISTEN | tcp_state::CLOSE);
         let ecn_ok = sk.ecn_ok();
-        let sid = ccp::flow_init(sk, Self::NAME.as_bytes());
-        let d = sk.data();
-        *d = DctcpSock { ccp_sid: sid, ..DctcpSock::default() };
-        let mode = d.m.init(&c, rcv_nxt, bytes, ecn_ok, not_connected, DCTCP_ALPHA_ON_INIT.get());
+        let mode = sk.data().m.init(&c, rcv_nxt, bytes, ecn_ok, not_connected, DCTCP_ALPHA_ON_INIT.get());
         if mode == DctcpMode::RenoFallback {
             // As tcp_dctcp.c: ECT was set during the handshake for an ECN-needing algorithm.
             sk.ecn_dontxmit();
         }
     }
 
-    fn release(sk: &mut Sock<'_, Self>) {
-        let sid = sk.data().ccp_sid;
-        if sid != 0 {
-            ccp::flow_release(sk, sid);
-        }
-    }
-
-    fn ssthresh(sk: &mut Sock<'_, Self>) -> u32 {
+    fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
         let cwnd = sk.snd_cwnd();
         sk.data().m.ssthresh(cwnd)
     }
 
-    fn undo_cwnd(sk: &mut Sock<'_, Self>) -> u32 {
+    fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {
         let (cwnd, prior) = (sk.snd_cwnd(), sk.prior_cwnd());
         sk.data().m.undo_cwnd(cwnd, prior)
     }
 
-    fn cong_avoid(sk: &mut Sock<'_, Self>, _ack: u32, acked: u32) {
-        let sid = sk.data().ccp_sid;
-        if sid != 0 && ccp::on_ack(sk, sid, acked) {
-            return;
-        }
+    fn cong_avoid(sk: &mut Sk<'_, Self>, acked: u32) {
         let (limited, bytes) = (sk.is_cwnd_limited(), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
@@ -465,29 +502,20 @@ impl Algorithm for MltcpDctcp {
         apply(sk, &before, &w);
     }
 
-    fn pkts_acked(sk: &mut Sock<'_, Self>, sample: &AckSample) {
-        let sid = sk.data().ccp_sid;
-        ccp_in_reduction(sk, sid, sample.pkts_acked);
-    }
-
-    fn in_ack_event(sk: &mut Sock<'_, Self>, _flags: u32) {
+    fn in_ack_event(sk: &mut Sk<'_, Self>, _flags: u32) {
         let c = dctcp_counters(sk);
         sk.data().m.in_ack_event(&c, DCTCP_SHIFT_G.get());
     }
 
-    fn set_state(sk: &mut Sock<'_, Self>, new_state: u8) {
+    fn set_state(sk: &mut Sk<'_, Self>, new_state: u8) {
         let (old_state, cwnd) = (sk.ca_state(), sk.snd_cwnd());
         if let Some(ssthresh) = sk.data().m.set_state(new_state, old_state, cong::state::RECOVERY, cwnd) {
             sk.set_snd_ssthresh(ssthresh);
         }
     }
 
-    fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
+    fn cwnd_event(sk: &mut Sk<'_, Self>, ev: Event) {
         match ev {
-            Event::TxStart => {
-                let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-                sk.data().m.iter.on_tx_start(&params(), idle, srtt, bytes);
-            }
             Event::Loss => {
                 let cwnd = sk.snd_cwnd();
                 if let Some(ssthresh) = sk.data().m.on_rto(cwnd) {
@@ -512,21 +540,14 @@ impl Algorithm for MltcpDctcp {
             _ => {}
         }
     }
-
-    fn get_info(sk: &Sock<'_, Self>, ext: u32) -> Option<CcInfo> {
-        if ext & DIAG_INFO_EXT == 0 {
-            return None;
-        }
-        info_block(&sk.data_snapshot().m.iter.snapshot(&params(), sk.bytes_acked()))
-    }
 }
 
 // Fields drop in order: the algorithms are unregistered (no socket uses them, or rmmod would
 // have failed) before the CCP datapath and its netlink socket go away.
 struct MltcpModule {
-    _reno: Registration<Mltcp>,
-    _cubic: Registration<MltcpCubic>,
-    _dctcp: Registration<MltcpDctcp>,
+    _reno: Registration<Mltcp<Reno>>,
+    _cubic: Registration<Mltcp<Cubic>>,
+    _dctcp: Registration<Mltcp<Dctcp>>,
     _ccp: ccp::CcpHandle,
 }
 

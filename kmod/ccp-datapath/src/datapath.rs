@@ -6,7 +6,7 @@
 //! ids carry a per-slot generation so that a message for a finished flow never reaches the next
 //! flow in the same slot.
 
-use super::error::{Error, Stats};
+use super::error::{DropCause, Error, Stats};
 use super::machine::{FlowState, Invoked, Primitives, ReportStatus};
 use super::program::{Program, ProgramTable};
 use super::wire::{self, Msg};
@@ -220,9 +220,34 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
         })
     }
 
-    /// Number of live flows.
+    /// Number of live flows (started and not ended; O(1), from the counters).
     pub fn num_flows(&self) -> usize {
-        self.flows.iter().filter(|s| s.used).count()
+        self.stats
+            .flows_started
+            .wrapping_sub(self.stats.flows_ended) as usize
+    }
+
+    /// Why [`Datapath::handle_msg`] refused `buf` with `e`: [`DropCause::Late`] when `e` is
+    /// [`Error::UnknownFlow`] and the message's socket id names a flow this datapath started
+    /// and has since ended (a valid slot whose generation is the id's or up to 32767 later),
+    /// [`DropCause::Malformed`] otherwise.
+    pub fn drop_cause(&self, buf: &[u8], e: Error) -> DropCause {
+        if e != Error::UnknownFlow {
+            return DropCause::Malformed;
+        }
+        let ended = wire::Header::parse(buf)
+            .ok()
+            .and_then(|h| Self::slot_of(h.sid))
+            .and_then(|(idx, gen)| self.flows.get(idx).map(|s| (s, gen)))
+            .is_some_and(|(s, gen)| {
+                let age = s.gen.wrapping_sub(gen);
+                gen != 0 && age < 0x8000 && !(s.used && age == 0)
+            });
+        if ended {
+            DropCause::Late
+        } else {
+            DropCause::Malformed
+        }
     }
 
     /// Starts a flow and sends its CREATE (libccp `ccp_connection_start`). Returns the socket id
@@ -270,6 +295,7 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
             None => Err(Error::UnknownFlow),
             Some(slot) => {
                 slot.used = false;
+                self.stats.flows_ended = self.stats.flows_ended.wrapping_add(1);
                 let mut buf = [0u8; wire::MEASURE_FIXED_LEN];
                 wire::write_measure(&mut buf, sid, 0, &[])
                     .and_then(|n| {

@@ -179,6 +179,19 @@ impl fmt::Display for Error {
 
 impl core::error::Error for Error {}
 
+/// Why [`super::Datapath::handle_msg`] dropped a message from the agent, for a host that counts
+/// and logs the two apart ([`super::Datapath::drop_cause`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropCause {
+    /// A well-formed UPDATE_FIELDS or CHANGE_PROG for a flow that has ended (its slot is free or
+    /// holds a later flow). Normal under connection churn: the agent answers reports of flows
+    /// that close before its answer arrives.
+    Late,
+    /// Anything else: a malformed message, one the datapath does not accept, or one naming a
+    /// socket id the datapath never handed out.
+    Malformed,
+}
+
 /// Counters kept by [`super::Datapath`]: one per [`Error`] kind plus a few event counters.
 ///
 /// All counters wrap (they never panic); the all-zero value is the initial state.
@@ -194,6 +207,9 @@ pub struct Stats {
     pub reports_sent: u64,
     /// Flows started.
     pub flows_started: u64,
+    /// Flows ended ([`super::Datapath::flow_end`] of a live flow); `flows_started - flows_ended`
+    /// flows are live.
+    pub flows_ended: u64,
     /// Program invocations (calls of [`super::Datapath::flow_invoke`] on a live flow).
     pub invocations: u64,
 }
@@ -207,6 +223,7 @@ impl Stats {
             programs_installed: 0,
             reports_sent: 0,
             flows_started: 0,
+            flows_ended: 0,
             invocations: 0,
         }
     }

@@ -75,7 +75,7 @@ pub mod program;
 pub mod wire;
 
 pub use self::datapath::{Datapath, DatapathOps, FlowInfo, Handled, SendError};
-pub use self::error::{Error, Stats};
+pub use self::error::{DropCause, Error, Stats};
 pub use self::machine::{FlowState, Invoked, Primitives, Registers, ReportStatus};
 pub use self::program::{Instr, Op, ProgRef, Program, ProgramTable, Reg, RegKind};
 

@@ -6,7 +6,7 @@ mod common;
 use ccp_datapath::machine::{ewma, max_wrap, CWND, MICROS, RATE};
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, RegMsg, UpdateField};
 use ccp_datapath::{
-    Datapath, Error, FlowInfo, FlowState, Handled, Invoked, Primitives, ReportStatus,
+    Datapath, DropCause, Error, FlowInfo, FlowState, Handled, Invoked, Primitives, ReportStatus,
 };
 use common::*;
 
@@ -167,6 +167,77 @@ fn stale_sid_never_reaches_the_next_flow_in_the_slot() {
         dp.flow_invoke(0, &Primitives::default(), &mut ops),
         Err(Error::UnknownFlow)
     );
+}
+
+#[test]
+fn live_flow_count_follows_starts_and_ends() {
+    let (mut dp, mut ops) = new_dp();
+    assert_eq!(dp.num_flows(), 0);
+    let mut sids = vec![];
+    for k in 0..8 {
+        sids.push(dp.flow_start(&info(), &mut ops).unwrap());
+        assert_eq!(dp.num_flows(), k + 1);
+    }
+    // A full table does not count; ending an unknown or ended flow does not either.
+    assert!(dp.flow_start(&info(), &mut ops).is_err());
+    assert_eq!(dp.num_flows(), 8);
+    for (k, &sid) in sids.iter().enumerate() {
+        dp.flow_end(sid, &mut ops).unwrap();
+        assert!(dp.flow_end(sid, &mut ops).is_err());
+        assert_eq!(dp.num_flows(), 7 - k);
+    }
+    // Many more flows than slots, started and ended in turn (the module's churn): back to 0.
+    for _ in 0..1000 {
+        let a = dp.flow_start(&info(), &mut ops).unwrap();
+        let b = dp.flow_start(&info(), &mut ops).unwrap();
+        dp.flow_end(a, &mut ops).unwrap();
+        dp.flow_end(b, &mut ops).unwrap();
+    }
+    assert_eq!(dp.num_flows(), 0);
+    assert_eq!(dp.stats().flows_started, 2008);
+    assert_eq!(dp.stats().flows_ended, 2008);
+}
+
+#[test]
+fn drops_are_told_apart_late_from_malformed() {
+    let (mut dp, mut ops) = new_dp();
+    let cwnd = [UpdateField {
+        reg_type: CWND_UPD,
+        reg_index: 4,
+        value: 1,
+    }];
+    let sid = dp.flow_start(&info(), &mut ops).unwrap();
+    dp.flow_end(sid, &mut ops).unwrap();
+    // The agent's answer to a flow that just closed: late.
+    let u = upd(sid, &cwnd);
+    let e = dp.handle_msg(&u).unwrap_err();
+    assert_eq!(dp.drop_cause(&u, e), DropCause::Late);
+    // Still late once the slot holds a later flow.
+    let next = dp.flow_start(&info(), &mut ops).unwrap();
+    let e = dp.handle_msg(&u).unwrap_err();
+    assert_eq!(dp.drop_cause(&u, e), DropCause::Late);
+    // A sid never handed out (generation ahead of its slot's, generation 0, slot out of range).
+    for never in [
+        (next & 0xffff) | ((next >> 16).wrapping_add(1) << 16),
+        next & 0xffff,
+        (1 << 16) | 200,
+    ] {
+        let u = upd(never, &cwnd);
+        let e = dp.handle_msg(&u).unwrap_err();
+        assert_eq!(e, Error::UnknownFlow);
+        assert_eq!(dp.drop_cause(&u, e), DropCause::Malformed, "sid {never:#x}");
+    }
+    // Malformed messages.
+    let mut short = upd(next, &cwnd);
+    short.truncate(6);
+    let e = dp.handle_msg(&short).unwrap_err();
+    assert_eq!(dp.drop_cause(&short, e), DropCause::Malformed);
+    let mut bad_type = upd(next, &cwnd);
+    bad_type[0] = 77;
+    let e = dp.handle_msg(&bad_type).unwrap_err();
+    assert_eq!(dp.drop_cause(&bad_type, e), DropCause::Malformed);
+    // The live flow's own message is accepted.
+    assert!(dp.handle_msg(&upd(next, &cwnd)).is_ok());
 }
 
 #[test]

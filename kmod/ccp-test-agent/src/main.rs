@@ -11,7 +11,9 @@
 //!   portus's unix-socket IPC to `userspace-dp` (a user-space datapath on the `ccp-datapath`
 //!   core), for the benchmark's netlink/unix ratio;
 //! - `forge`: drops privileges and sends a well-formed UPDATE_FIELDS to the kernel, to show that
-//!   an unprivileged sender changes nothing.
+//!   an unprivileged sender changes nothing;
+//! - `churn`: many short connections of one algorithm (not an agent: the load a churn test runs
+//!   while an agent controls the flows).
 //!
 //! portus picks the algorithm of a CREATE by its name only among `additional_alg`s; the
 //! `default_alg` gets every name it does not know. Each agent here registers one algorithm as
@@ -23,6 +25,7 @@
 //! `--ipc portus` uses `portus::ipc::netlink::Socket` unchanged.
 
 mod algs;
+mod churn;
 mod forge;
 mod ping;
 
@@ -77,6 +80,8 @@ enum Cmd {
     Ping(ping::PingArgs),
     /// A user-space datapath (the `ccp-datapath` core, one emulated flow) over unix-socket IPC.
     UserspaceDp(ping::UserspaceDpArgs),
+    /// Open many short connections of one congestion-control algorithm (not an agent).
+    Churn(churn::ChurnArgs),
 }
 
 /// Runs `alg` on `ipc` until SIGINT/SIGTERM (or the socket fails).
@@ -183,6 +188,7 @@ fn main() -> Result<()> {
             r
         }
         Cmd::UserspaceDp(a) => ping::run_userspace_dp(a, &cli.unix_name),
+        Cmd::Churn(a) => churn::run(a),
     }
 }
 

@@ -15,7 +15,9 @@
 //! - [`reno`]: `net/ipv4/tcp_cong.c` (slow start, AIMD) and MLTCP-Reno;
 //! - [`cubic`]: `net/ipv4/tcp_cubic.c` (CUBIC + HyStart) and MLTCP-CUBIC;
 //! - [`dctcp`]: `net/ipv4/tcp_dctcp.c` (ECN-fraction window reduction) for MLTCP-DCTCP;
-//! - [`mltcp`]: the per-socket private data of the three algorithms and MLTCP-DCTCP's ops.
+//! - [`mltcp`]: the per-socket private data of the three algorithms and MLTCP-DCTCP's ops;
+//! - [`wrapper`]: the pure part of the module's generic MLTCP wrapper (CCP socket id, when the
+//!   CCP datapath runs, when `get_info` answers).
 //!
 //! Rules this code keeps, because the same files are compiled into the kernel module with
 //! `#[path = "mltcp-math/src/lib.rs"] mod mltcp_math;`: no dependencies, no allocation, no
@@ -45,3 +47,4 @@ pub mod iteration;
 pub mod mltcp;
 pub mod params;
 pub mod reno;
+pub mod wrapper;
