@@ -40,10 +40,8 @@ use kernel::{
     time::Ktime,
 };
 
-/// `NETLINK_USERSOCK`: the netlink protocol portus's netlink backend uses.
-const NETLINK_USERSOCK: i32 = 2;
-/// The multicast group portus listens on.
-pub(crate) const CCP_GROUP: u32 = 22;
+// The netlink protocol and multicast group of the CCP messages (defined with the wire format).
+use super::ccp_datapath::wire::{CCP_GROUP, NETLINK_USERSOCK};
 /// Concurrent CCP flows (a full table leaves new flows on native MLTCP).
 const FLOWS: usize = 4096;
 /// Installed datapath programs.

@@ -59,6 +59,7 @@ mod ccp;
 use mltcp_math::{
     cubic::{Clock, CubicParams},
     dctcp::{self, Counters},
+    info::MltcpInfo,
     iteration::{slow_start_gain_fx, Iteration, Snapshot},
     mltcp::{DctcpMode, MltcpCubicState, MltcpDctcpState, MltcpRenoState},
     params::{self, ParamError, Params},
@@ -163,21 +164,14 @@ fn params() -> Params {
 const CUBIC: CubicParams = CubicParams::LINUX_DEFAULT;
 const _: () = assert!(CUBIC.hz == kernel::time::HZ);
 
-/// Netlink attribute type of the MLTCP block in `INET_DIAG_INFO` answers, chosen far above the
-/// kernel's `INET_DIAG_*` types (about 14) so `ss` ignores it.
-pub const MLTCP_INFO_ATTR: u16 = 0x2000;
+/// Netlink attribute type of the MLTCP block in `INET_DIAG_INFO` answers (defined in
+/// [`mltcp_math::info`], with the block's layout).
+pub const MLTCP_INFO_ATTR: u16 = mltcp_math::info::MLTCP_INFO_ATTR;
 
-/// Encodes a snapshot as the 20-byte `struct tcp_mltcp_info` (little endian):
-/// `u32 iterations, u16 bytes_ratio_fx, u16 f_fx, u64 bytes_per_iteration, u32 flags`
-/// (flags bit 0: bytes per iteration handed down by the agent).
+/// Encodes a snapshot as the 20-byte MLTCP info block ([`MltcpInfo`]: the layout, encoder and
+/// decoder `mltcp-stat` and `trainemu` read it with).
 fn info_block(s: &Snapshot) -> Option<CcInfo> {
-    let mut b = [0u8; 20];
-    b[0..4].copy_from_slice(&s.iterations.to_le_bytes());
-    b[4..6].copy_from_slice(&(s.bytes_ratio_fx.min(u16::MAX.into()) as u16).to_le_bytes());
-    b[6..8].copy_from_slice(&(s.f_fx.min(u16::MAX.into()) as u16).to_le_bytes());
-    b[8..16].copy_from_slice(&s.est_bytes.to_le_bytes());
-    b[16..20].copy_from_slice(&u32::from(s.pinned).to_le_bytes());
-    CcInfo::new(MLTCP_INFO_ATTR, &b).ok()
+    CcInfo::new(MLTCP_INFO_ATTR, &MltcpInfo::from_snapshot(s).encode()).ok()
 }
 
 /// Reads the window fields the math updates.

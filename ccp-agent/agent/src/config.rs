@@ -140,11 +140,11 @@ fn err(
     }
 }
 
-/// Default slot length, ms ("Dynamic Flow Scheduling for DNN Training Workloads in Data
-/// Centers", Sec. VI: 60 ms).
-pub const DEFAULT_SLOT_MS: u64 = 60;
-/// Default horizon K (same paper, Sec. IV-A).
-pub const DEFAULT_HORIZON: usize = 10;
+/// Default slot length, ms: the scheduling library's [`mlcc_sched::DEFAULT_SLOT_US`] ("Dynamic
+/// Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VI: 60 ms).
+pub const DEFAULT_SLOT_MS: u64 = mlcc_sched::DEFAULT_SLOT_US / 1000;
+/// Default horizon K: the scheduling library's (same paper, Sec. IV-A).
+pub use mlcc_sched::DEFAULT_HORIZON;
 
 /// One link of the topology.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

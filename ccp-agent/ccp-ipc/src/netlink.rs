@@ -16,10 +16,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The multicast group portus and the datapath use.
-pub const CCP_GROUP: u32 = 22;
-/// `NETLINK_USERSOCK`.
-pub const NETLINK_USERSOCK: i32 = 2;
+/// The multicast group portus and the datapath use, and `NETLINK_USERSOCK`: defined once with
+/// the wire format in `ccp-datapath`, which the kernel module compiles in.
+pub use ccp_datapath::wire::{CCP_GROUP, NETLINK_USERSOCK};
 /// Size of the netlink message header in front of every CCP message.
 pub const NLMSG_HDRSIZE: usize = 16;
 

@@ -109,9 +109,11 @@ fn run_slot(t: &mut LinkLoadTable, reqs: &mut [FlowRequest], bytes: &[u64]) {
     }
 }
 
-fn percentiles(ns: &mut [u64]) -> (f64, f64, f64) {
-    ns.sort_unstable();
-    let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+/// p50, p90 and p99 (nearest rank, [`mlcc_stats`]) of nanosecond samples, in microseconds.
+fn percentiles(ns: &[u64]) -> (f64, f64, f64) {
+    let mut us: Vec<f64> = ns.iter().map(|&n| n as f64 / 1000.0).collect();
+    mlcc_stats::sort(&mut us);
+    let at = |q: f64| mlcc_stats::quantile_sorted(&us, q).unwrap_or(f64::NAN);
     (at(0.50), at(0.90), at(0.99))
 }
 
@@ -137,7 +139,7 @@ fn report_percentiles() {
             black_box(decide(&clock, &r.progress, &r.dependency, black_box(&view)).unwrap());
             ns.push(s.elapsed().as_nanos() as u64);
         }
-        let (a, b, c) = percentiles(&mut ns);
+        let (a, b, c) = percentiles(&ns);
         println!(
             "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}",
             "decide (Alg. 1 + Alg. 2)"
@@ -150,7 +152,7 @@ fn report_percentiles() {
             black_box(plan_flow(&mut t, black_box(r)).unwrap());
             ns.push(s.elapsed().as_nanos() as u64);
         }
-        let (a, b, c) = percentiles(&mut ns);
+        let (a, b, c) = percentiles(&ns);
         println!(
             "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {samples:>8}",
             "plan_flow (view + decide + publish)"
@@ -167,7 +169,7 @@ fn report_percentiles() {
             let per_flow = s.elapsed().as_nanos() as u64 / g.len() as u64;
             ns.extend(std::iter::repeat_n(per_flow, g.len()));
         }
-        let (a, b, c) = percentiles(&mut ns);
+        let (a, b, c) = percentiles(&ns);
         let m = ns.len();
         println!(
             "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {m:>8}",
@@ -182,7 +184,7 @@ fn report_percentiles() {
             run_slot(&mut t, &mut reqs, &bytes);
             ns.push(s.elapsed().as_nanos() as u64);
         }
-        let (a, b, c) = percentiles(&mut ns);
+        let (a, b, c) = percentiles(&ns);
         println!(
             "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {slots:>8}",
             "whole slot (advance + plan all)"

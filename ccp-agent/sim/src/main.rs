@@ -89,11 +89,11 @@ struct Cli {
     /// Model profiles (default: the built-in ci/scenarios/models.toml).
     #[arg(long)]
     models: Option<PathBuf>,
-    /// mlcc slot length, ms.
-    #[arg(long, default_value_t = 60)]
+    /// mlcc slot length, ms (default: mlcc_sched::DEFAULT_SLOT_US).
+    #[arg(long, default_value_t = mlcc_sched::DEFAULT_SLOT_US / 1000)]
     slot_ms: u64,
-    /// mlcc horizon K, slots.
-    #[arg(long, default_value_t = 10)]
+    /// mlcc horizon K, slots (default: mlcc_sched::DEFAULT_HORIZON).
+    #[arg(long, default_value_t = mlcc_sched::DEFAULT_HORIZON)]
     horizon: usize,
     /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much (0: only at events).
     #[arg(long, default_value_t = 1.0 / 32.0)]

@@ -45,8 +45,8 @@ impl Stats {
             return Stats::default();
         }
         let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        mlcc_stats::sort(&mut s);
+        let rank = |q: f64| mlcc_stats::quantile_sorted(&s, q).unwrap_or(0.0);
         Stats {
             n: s.len(),
             avg: s.iter().sum::<f64>() / s.len() as f64,

@@ -27,7 +27,9 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::ffi::OsString;
+use std::mem::{offset_of, size_of};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -41,7 +43,12 @@ use crate::config::{CcVariant, JobPlan, Paradigm};
 use crate::progress::{Identity, ProgressDir, Reporter};
 use crate::queue::{QueueProbe, QueueSample};
 use crate::seeds::ComputeDraws;
+use mltcp_math::info::{MltcpInfo, MLTCP_INFO_LEN};
 use mltcp_progress::{FlowKind, Paradigm as PParadigm, Role};
+use nix::sys::socket::{
+    connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType,
+    SockaddrIn,
+};
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.
 #[derive(Debug, Clone)]
@@ -280,7 +287,7 @@ impl Ctx {
     }
     /// Adds a flow for the sampler; returns its id.
     fn register(&self, mut info: FlowInfo, s: &TcpStream) -> Result<usize> {
-        info.ecn = ecn_negotiated(s.as_raw_fd());
+        info.ecn = ecn_negotiated(s.as_fd());
         let dup = s.try_clone().context("dup socket for the sampler")?;
         let mut v = self.flows.lock().unwrap();
         let id = v.len();
@@ -367,7 +374,6 @@ impl Counter {
 // ---------------------------------------------------------------------------------------------
 // Sockets.
 
-const TCP_CC_INFO: libc::c_int = 26;
 const IO_TIMEOUT: Duration = Duration::from_millis(500);
 static ZEROS: [u8; 256 * 1024] = [0; 256 * 1024];
 
@@ -381,82 +387,39 @@ fn enter(ns: &Option<PathBuf>) -> Result<()> {
 }
 
 /// Sets the congestion control of socket `fd` (setsockopt TCP_CONGESTION).
-pub fn set_cc(fd: RawFd, cc: &str) -> Result<()> {
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        bail!(
-            "setsockopt(TCP_CONGESTION, {cc}): {}",
-            io::Error::last_os_error()
-        );
-    }
-    Ok(())
+pub fn set_cc(fd: &impl AsFd, cc: &str) -> Result<()> {
+    setsockopt(fd, sockopt::TcpCongestion, &OsString::from(cc))
+        .with_context(|| format!("setsockopt(TCP_CONGESTION, {cc})"))
 }
 
 /// Reads the congestion control of socket `fd` (getsockopt TCP_CONGESTION).
-pub fn get_cc(fd: RawFd) -> Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        bail!("getsockopt(TCP_CONGESTION): {}", io::Error::last_os_error());
-    }
-    let s = &buf[..len as usize];
-    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+pub fn get_cc(fd: &impl AsFd) -> Result<String> {
+    let name = getsockopt(fd, sockopt::TcpCongestion).context("getsockopt(TCP_CONGESTION)")?;
+    Ok(name.to_string_lossy().into_owned())
 }
 
 fn listen_cc(ip: Ipv4Addr, cc: &str) -> Result<TcpListener> {
     let l = TcpListener::bind(SocketAddrV4::new(ip, 0)).with_context(|| format!("bind {ip}:0"))?;
     // No connection can arrive before the address is published, after this.
-    set_cc(l.as_raw_fd(), cc)?;
+    set_cc(&l, cc)?;
     Ok(l)
 }
 
+/// Connects to `addr` with congestion control `cc` set before the SYN (so the whole flow runs it).
 fn connect_cc(addr: SocketAddr, cc: &str) -> Result<TcpStream> {
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        bail!("socket: {}", io::Error::last_os_error());
-    }
-    let s = unsafe { TcpStream::from_raw_fd(fd) };
-    set_cc(fd, cc)?;
     let SocketAddr::V4(a) = addr else {
         bail!("IPv4 only")
     };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let r = unsafe {
-        libc::connect(
-            fd,
-            (&sin as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        bail!("connect {addr}: {}", io::Error::last_os_error());
-    }
-    Ok(s)
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .context("socket(AF_INET, SOCK_STREAM)")?;
+    set_cc(&fd, cc)?;
+    connect(fd.as_raw_fd(), &SockaddrIn::from(a)).with_context(|| format!("connect {addr}"))?;
+    Ok(TcpStream::from(fd))
 }
 
 fn accept_cc(l: &TcpListener, cc: &str, ctx: &Ctx) -> Result<TcpStream> {
@@ -466,7 +429,7 @@ fn accept_cc(l: &TcpListener, cc: &str, ctx: &Ctx) -> Result<TcpStream> {
         match l.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(false)?;
-                set_cc(s.as_raw_fd(), cc)?;
+                set_cc(&s, cc)?;
                 return Ok(s);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -484,7 +447,7 @@ fn accept_cc(l: &TcpListener, cc: &str, ctx: &Ctx) -> Result<TcpStream> {
 fn prepare(s: &TcpStream, cc: &str) -> Result<String> {
     s.set_read_timeout(Some(IO_TIMEOUT))?;
     s.set_write_timeout(Some(IO_TIMEOUT))?;
-    let got = get_cc(s.as_raw_fd())?;
+    let got = get_cc(s)?;
     if got != cc {
         bail!("socket uses congestion control {got}, not {cc}");
     }
@@ -1050,58 +1013,81 @@ fn bg_sender(
 // ---------------------------------------------------------------------------------------------
 // Sampler.
 
-fn sockopt_buf(fd: RawFd, opt: libc::c_int, buf: &mut [u8]) -> Option<usize> {
-    let mut len = buf.len() as libc::socklen_t;
+/// Plain-old-data types that `getsockopt` may fill: every bit pattern is a valid value.
+///
+/// # Safety
+/// Implement only for types made of integers (and arrays of them), without padding invariants.
+unsafe trait SockoptBuf: Sized {}
+// SAFETY: a byte array is valid for any contents.
+unsafe impl<const N: usize> SockoptBuf for [u8; N] {}
+// SAFETY: `struct tcp_info` is integers only (u8, u16, u32, u64 fields).
+unsafe impl SockoptBuf for libc::tcp_info {}
+
+/// getsockopt(IPPROTO_TCP, `opt`) into `out`; the number of bytes the kernel wrote (it writes
+/// at most `size_of::<T>()`, fewer when its struct is shorter: the rest of `out` is kept).
+fn tcp_sockopt<T: SockoptBuf>(fd: BorrowedFd<'_>, opt: libc::c_int, out: &mut T) -> Option<usize> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `fd` is an open descriptor for the call's duration (BorrowedFd); `out` is a valid,
+    // writable `T` of `len` bytes, and any bytes the kernel writes form a valid `T` (SockoptBuf).
     let r = unsafe {
         libc::getsockopt(
-            fd,
+            fd.as_raw_fd(),
             libc::IPPROTO_TCP,
             opt,
-            buf.as_mut_ptr().cast(),
+            (out as *mut T).cast(),
             &mut len,
         )
     };
     (r == 0).then_some(len as usize)
 }
 
-/// TCPI_OPT_ECN in tcp_info's `tcpi_options` (byte 5).
+/// `struct tcp_info` of socket `fd` and the number of its bytes the kernel filled; fields past
+/// that (an older kernel) stay zero.
+fn tcp_info(fd: BorrowedFd<'_>) -> Option<(libc::tcp_info, usize)> {
+    // SAFETY: `tcp_info` is integers only, so all-zero bytes are a valid value.
+    let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let n = tcp_sockopt(fd, libc::TCP_INFO, &mut ti)?;
+    Some((ti, n))
+}
+
+/// TCPI_OPT_ECN in tcp_info's `tcpi_options`.
 const TCPI_OPT_ECN: u8 = 8;
 
 /// Whether connection `fd` negotiated ECN.
-fn ecn_negotiated(fd: RawFd) -> bool {
-    let mut b = [0u8; 256];
-    sockopt_buf(fd, libc::TCP_INFO, &mut b).is_some_and(|n| n > 5 && b[5] & TCPI_OPT_ECN != 0)
+fn ecn_negotiated(fd: BorrowedFd<'_>) -> bool {
+    tcp_info(fd).is_some_and(|(ti, n)| {
+        n > offset_of!(libc::tcp_info, tcpi_options) && ti.tcpi_options & TCPI_OPT_ECN != 0
+    })
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_ne_bytes(b[off..off + 4].try_into().unwrap())
-}
+/// Shortest `struct tcp_info` that holds every field [`sample`] reads (the ABI only appends).
+const TCP_INFO_SAMPLED_LEN: usize = offset_of!(libc::tcp_info, tcpi_bytes_acked) + size_of::<u64>();
 
-/// One sample of socket `fd` (struct tcp_info offsets: rtt 68, snd_cwnd 80, total_retrans 100,
-/// bytes_acked 120; the MLTCP block: u32 iterations, u16 bytes_ratio_fx, u16 f_fx, ...).
-fn sample(fd: RawFd, flow: usize, t_us: u64, mltcp: bool) -> Option<Sample> {
-    let mut b = [0u8; 256];
-    let n = sockopt_buf(fd, libc::TCP_INFO, &mut b)?;
-    if n < 128 {
+/// One sample of socket `fd`: `struct tcp_info` (rtt, snd_cwnd, total_retrans, bytes_acked) and,
+/// for tcp_mltcp's sockets (`mltcp`), the MLTCP block ([`mltcp_math::info::MltcpInfo`]).
+fn sample(fd: BorrowedFd<'_>, flow: usize, t_us: u64, mltcp: bool) -> Option<Sample> {
+    let (ti, n) = tcp_info(fd)?;
+    if n < TCP_INFO_SAMPLED_LEN {
         return None;
     }
     let mut s = Sample {
         t_us,
         flow,
-        bytes_acked: u64::from_ne_bytes(b[120..128].try_into().unwrap()),
-        cwnd: u32_at(&b, 80),
-        srtt_us: u32_at(&b, 68),
-        retrans: u32_at(&b, 100),
+        bytes_acked: ti.tcpi_bytes_acked,
+        cwnd: ti.tcpi_snd_cwnd,
+        srtt_us: ti.tcpi_rtt,
+        retrans: ti.tcpi_total_retrans,
         bytes_ratio_fx: None,
         f_fx: None,
     };
     if mltcp {
-        let mut c = [0u8; 64];
-        if let Some(n) = sockopt_buf(fd, TCP_CC_INFO, &mut c) {
-            if n >= 8 {
-                s.bytes_ratio_fx = Some(u16::from_le_bytes([c[4], c[5]]));
-                s.f_fx = Some(u16::from_le_bytes([c[6], c[7]]));
-            }
+        let mut c = [0u8; MLTCP_INFO_LEN];
+        let info = tcp_sockopt(fd, libc::TCP_CC_INFO, &mut c)
+            .and_then(|n| c.get(..n))
+            .and_then(MltcpInfo::decode);
+        if let Some(i) = info {
+            s.bytes_ratio_fx = Some(i.bytes_ratio_fx);
+            s.f_fx = Some(i.f_fx);
         }
     }
     Some(s)
@@ -1174,7 +1160,7 @@ pub fn run(spec: &RunSpec, net: &Net, progress: ProgressFn) -> Result<RunOutput>
                     for (f, s) in flows.iter() {
                         // The MLTCP block is read from tcp_mltcp's sockets only (a background
                         // dctcp flow's TCP_CC_INFO is DCTCP's).
-                        if let Some(x) = sample(s.as_raw_fd(), f.id, t, f.cc.starts_with("mltcp")) {
+                        if let Some(x) = sample(s.as_fd(), f.id, t, f.cc.starts_with("mltcp")) {
                             out.push(x);
                         }
                     }

@@ -218,7 +218,7 @@ fn plot_cdf(dir: &Path, meta: &Meta, runs: &[RunMeta], s: &Report, out: &Path) -
     }
     series.retain(|(_, v)| !v.is_empty());
     for (_, v) in &mut series {
-        v.sort_by(f64::total_cmp);
+        mlcc_stats::sort(v);
     }
     if series.is_empty() {
         bail!("no completed run of all jobs together");

@@ -141,16 +141,10 @@ pub fn paired(candidate: &[(u64, f64)], base: &[(u64, f64)]) -> Option<Paired> {
     })
 }
 
-/// p-th percentile (0..=100) by nearest rank; NaN sorts above every number (`total_cmp`) and
-/// never panics. None when empty.
+/// p-th percentile (0..=100) by nearest rank ([`mlcc_stats::quantile`] of a copy); NaN sorts
+/// above every number (`total_cmp`) and never panics. None when empty.
 pub fn percentile(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
-    Some(s[rank.min(s.len()) - 1])
+    mlcc_stats::quantile(&mut v.to_vec(), p / 100.0)
 }
 
 /// The interleaving iterations of a congestion control over its seeds.

@@ -10,6 +10,12 @@ use super::{MAX_EVENTS, MAX_INSTRS, MAX_UPDATES};
 
 /// Length of the common header in bytes (portus `serialize::HDR_LENGTH`).
 pub const HDR_LEN: usize = 8;
+
+/// The netlink protocol the CCP messages travel over: `NETLINK_USERSOCK` (2, `linux/netlink.h`),
+/// as portus 0.9's netlink backend uses. The one definition for the module and `ccp-ipc`.
+pub const NETLINK_USERSOCK: i32 = 2;
+/// The netlink multicast group the datapath sends on and the agent joins (portus 0.9's group).
+pub const CCP_GROUP: u32 = 22;
 /// Message type of CREATE (datapath → agent, portus `serialize::create`).
 pub const CREATE: u16 = 0;
 /// Message type of MEASURE (datapath → agent, portus `serialize::measure`).

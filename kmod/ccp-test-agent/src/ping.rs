@@ -195,19 +195,12 @@ impl<I: Ipc> Flow for PingFlow<I> {
     }
 }
 
-/// `p`-quantile (0..=1) of sorted values (nearest rank).
-pub fn quantile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 /// One summary line: "round trip over IPC: n=N mean=.. p50=.. p90=.. p99=.. us".
 pub fn summary(ipc: &str, samples: &Samples) -> String {
     let mut v = samples.rtt_us.clone();
-    v.sort_by(|a, b| a.total_cmp(b));
+    mlcc_stats::sort(&mut v);
+    // Nearest rank; NaN (printed "NaN") when there are no samples.
+    let quantile = |q| mlcc_stats::quantile_sorted(&v, q).unwrap_or(f64::NAN);
     let mean = if v.is_empty() {
         f64::NAN
     } else {
@@ -216,9 +209,9 @@ pub fn summary(ipc: &str, samples: &Samples) -> String {
     format!(
         "round trip over {ipc}: n={} mean={mean:.1} p50={:.1} p90={:.1} p99={:.1} us",
         v.len(),
-        quantile(&v, 0.5),
-        quantile(&v, 0.9),
-        quantile(&v, 0.99)
+        quantile(0.5),
+        quantile(0.9),
+        quantile(0.99)
     )
 }
 

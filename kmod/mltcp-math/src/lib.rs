@@ -11,6 +11,7 @@
 //! Modules:
 //! - [`fixed`]: the fixed-point convention (`FX_ONE` = 1.0 = 1024, as tcp_cubic.c scales beta);
 //! - [`params`]: the tunables (slope, intercept, idle gap, EWMA weight) and their validators;
+//! - [`info`]: the 20-byte MLTCP info block of `get_info` (layout, encoder, decoder);
 //! - [`iteration`]: per-socket training-iteration tracking, `bytes_ratio` and `F`;
 //! - [`reno`]: `net/ipv4/tcp_cong.c` (slow start, AIMD) and MLTCP-Reno;
 //! - [`cubic`]: `net/ipv4/tcp_cubic.c` (CUBIC + HyStart) and MLTCP-CUBIC;
@@ -43,6 +44,7 @@
 pub mod cubic;
 pub mod dctcp;
 pub mod fixed;
+pub mod info;
 pub mod iteration;
 pub mod mltcp;
 pub mod params;

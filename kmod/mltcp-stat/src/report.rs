@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::diag::{state_name, SockEntry};
-use crate::info::{decode_mltcp_info, decode_tcp_info, MltcpInfo};
+use crate::info::{decode_mltcp_info, decode_tcp_info, fx_to_f64, MltcpInfo};
 
 /// Congestion-control names of `tcp_mltcp.ko`: the sockets listed without `--all`.
 pub const MLTCP_ALGORITHMS: [&str; 2] = ["mltcp", "mltcp_cubic"];
@@ -40,9 +40,9 @@ impl From<&MltcpInfo> for MltcpJson {
     fn from(i: &MltcpInfo) -> Self {
         MltcpJson {
             iterations: i.iterations,
-            bytes_ratio: i.bytes_ratio(),
+            bytes_ratio: fx_to_f64(i.bytes_ratio_fx),
             bytes_ratio_fx: i.bytes_ratio_fx,
-            f: i.f(),
+            f: fx_to_f64(i.f_fx),
             f_fx: i.f_fx,
             bytes_per_iteration: i.bytes_per_iteration,
             pinned: i.pinned(),
@@ -202,7 +202,7 @@ mod tests {
             bytes_per_iteration: 2_000_000,
             flags: 0,
         };
-        let e = entry("mltcp", Some(info.to_bytes().to_vec()));
+        let e = entry("mltcp", Some(info.encode().to_vec()));
         assert!(is_mltcp(&e));
         assert_eq!(
             Row::from_entry(&e).to_json(),
