@@ -87,8 +87,9 @@ impl Params {
     /// these defaults. Mean/ideal in (a): defaults 1.058 [1.040, 1.075], `scale_slow_start=0`
     /// 1.070 [1.041, 1.098], 1.0/0.5 1.069 [1.044, 1.095]; in (b) 1.058 [1.036, 1.081], 1.090
     /// [1.053, 1.127], 1.068 [1.025, 1.112]. After convergence in (a) all three sit at
-    /// 1.034-1.036, against CUBIC's 1.009: that cost is not the slow-start scaling nor the
-    /// intercept. The full sweep (issue "virtual-time testbed", part 4) is still to be run.
+    /// 1.034-1.036, against CUBIC's 1.009 (and `mltcp_cubic` at 1.031): that cost is neither the
+    /// slow-start scaling, the intercept nor the Reno base. The full sweep (issue "virtual-time
+    /// testbed", part 4) is still to be run.
     pub const DEFAULT: Params = Params {
         slope_fx: 1536,
         intercept_fx: 256,
