@@ -24,11 +24,11 @@
 //! `sample_ms`. Everything is kept in memory and written after the run, so file I/O (9p in the VM)
 //! does not perturb the flows.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::ffi::OsString;
 use std::mem::{offset_of, size_of};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -46,8 +46,7 @@ use crate::seeds::ComputeDraws;
 use mltcp_math::info::{MltcpInfo, MLTCP_INFO_LEN};
 use mltcp_progress::{FlowKind, Paradigm as PParadigm, Role};
 use nix::sys::socket::{
-    connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType,
-    SockaddrIn,
+    connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
 };
 
 /// Where hosts live: all on loopback (tests, no privileges) or in network namespaces.

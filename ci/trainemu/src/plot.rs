@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::netreport::bin_bytes;
@@ -296,6 +297,60 @@ fn bar(x: f64, i: &Interval) -> (f64, f64, f64, f64) {
     (x, i.mean, i.lo.unwrap_or(i.mean), i.hi.unwrap_or(i.mean))
 }
 
+/// One panel of `seeds.png`: one column per congestion control (`labels`), a horizontal reference
+/// line at `reference.0`, the y range covering `ys` and the reference with 10 % padding (at least
+/// `reference.1`), and an error bar (x, mean, lo, hi) per entry of `bars`. Returns the chart, for
+/// more series.
+#[allow(clippy::too_many_arguments)]
+fn interval_panel<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    labels: &[String],
+    reference: (f64, f64),
+    ys: &[f64],
+    bars: &[(f64, f64, f64, f64)],
+    color: RGBColor,
+) -> Result<ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    let n = labels.len();
+    let (lo, hi) = ys
+        .iter()
+        .copied()
+        .chain([reference.0])
+        .fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    let pad = ((hi - lo) * 0.1).max(reference.1);
+    let xfmt = |x: &f64| {
+        let k = x.round();
+        if (x - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < n {
+            labels[k as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    let mut ch = ChartBuilder::on(area)
+        .caption(caption, (FONT, 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), (lo - pad)..(hi + pad))?;
+    ch.configure_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&xfmt)
+        .y_desc(y_desc)
+        .label_style((FONT, 14))
+        .disable_x_mesh()
+        .draw()?;
+    ch.draw_series(LineSeries::new(
+        vec![(-0.5, reference.0), (n as f64 - 0.5, reference.0)],
+        BLACK.stroke_width(1),
+    ))?;
+    ch.draw_series(
+        bars.iter()
+            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, color.stroke_width(2), 12)),
+    )?;
+    Ok(ch)
+}
+
 fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
     let n = s.cc_stats.len();
     if n == 0 {
@@ -305,14 +360,6 @@ fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(650);
     let labels: Vec<String> = s.cc_stats.iter().map(|c| c.cc.clone()).collect();
-    let xfmt = |x: &f64| {
-        let k = x.round();
-        if (x - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < labels.len() {
-            labels[k as usize].clone()
-        } else {
-            String::new()
-        }
-    };
     // Left: mean/ideal per seed and over seeds.
     let mut pts: Vec<(f64, f64)> = Vec::new();
     for (i, c) in s.cc_stats.iter().enumerate() {
@@ -328,40 +375,24 @@ fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
         .enumerate()
         .filter_map(|(i, c)| c.ratio.as_ref().map(|r| bar(i as f64, r)))
         .collect();
-    let ys = pts
+    let ys: Vec<f64> = pts
         .iter()
         .map(|p| p.1)
         .chain(bars.iter().flat_map(|b| [b.2, b.3]))
-        .chain([1.0]);
-    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
-    let pad = ((hi - lo) * 0.1).max(0.01);
-    let mut ch = ChartBuilder::on(&left)
-        .caption(
-            format!("{}: mean / ideal (dots: seeds; bar: 95% CI)", s.scenario),
-            (FONT, 18),
-        )
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(-0.5..(n as f64 - 0.5), (lo - pad)..(hi + pad))?;
-    ch.configure_mesh()
-        .x_labels(n + 1)
-        .x_label_formatter(&xfmt)
-        .y_desc("mean iteration / ideal C+M")
-        .label_style((FONT, 14))
-        .disable_x_mesh()
-        .draw()?;
-    ch.draw_series(LineSeries::new(
-        vec![(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
-        BLACK.stroke_width(1),
-    ))?;
-    ch.draw_series(
+        .collect();
+    interval_panel(
+        &left,
+        &format!("{}: mean / ideal (dots: seeds; bar: 95% CI)", s.scenario),
+        "mean iteration / ideal C+M",
+        &labels,
+        (1.0, 0.01),
+        &ys,
+        &bars,
+        COLORS[3],
+    )?
+    .draw_series(
         pts.iter()
             .map(|&(x, y)| Circle::new((x + 0.15, y), 3, COLORS[0].filled())),
-    )?;
-    ch.draw_series(
-        bars.iter()
-            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[3].stroke_width(2), 12)),
     )?;
     // Right: paired difference against cubic.
     let diffs: Vec<(f64, f64, f64, f64)> = s
@@ -375,36 +406,16 @@ fn plot_seeds(s: &Report, out: &Path) -> Result<()> {
             })
         })
         .collect();
-    let (dlo, dhi) = diffs
-        .iter()
-        .flat_map(|b| [b.2, b.3])
-        .chain([0.0])
-        .fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
-    let dpad = ((dhi - dlo) * 0.1).max(1.0);
-    let mut ch = ChartBuilder::on(&right)
-        .caption(
-            "mean iteration vs cubic, paired over seeds (95% CI)",
-            (FONT, 18),
-        )
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(-0.5..(n as f64 - 0.5), (dlo - dpad)..(dhi + dpad))?;
-    ch.configure_mesh()
-        .x_labels(n + 1)
-        .x_label_formatter(&xfmt)
-        .y_desc("% vs cubic (negative = faster)")
-        .label_style((FONT, 14))
-        .disable_x_mesh()
-        .draw()?;
-    ch.draw_series(LineSeries::new(
-        vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
-        BLACK.stroke_width(1),
-    ))?;
-    ch.draw_series(
-        diffs
-            .iter()
-            .map(|&(x, m, l, h)| ErrorBar::new_vertical(x, l, m, h, COLORS[2].stroke_width(2), 12)),
+    let dys: Vec<f64> = diffs.iter().flat_map(|b| [b.2, b.3]).collect();
+    interval_panel(
+        &right,
+        "mean iteration vs cubic, paired over seeds (95% CI)",
+        "% vs cubic (negative = faster)",
+        &labels,
+        (0.0, 1.0),
+        &dys,
+        &diffs,
+        COLORS[2],
     )?;
     root.present()?;
     Ok(())
