@@ -31,6 +31,7 @@ mod queue;
 mod report;
 mod results;
 mod seeds;
+mod sharing;
 mod stats;
 mod topo;
 

@@ -34,6 +34,7 @@ use serde::Serialize;
 use crate::emu::IterRecord;
 use crate::netreport::{self, bg_rows, queue_metrics, BgRow, NetRow};
 use crate::results::{discover_runs, read_meta, read_run, Meta, RunData, RunMeta, CPU_BUSY_LIMIT};
+use crate::sharing::weighted_sharing;
 use crate::stats::{self, ci95, interleave_dist, InterleaveDist, Interval, Paired};
 
 /// Overlap below which an iteration counts as interleaved (fraction of its communication phase).
@@ -158,6 +159,35 @@ pub fn interleaved_at(
         .map(|k| its[k].iter)
 }
 
+/// How the communication phases of `job` counted in `win` (after `warmup` iterations) split
+/// into uncontended ones (no overlap at all with another job's communication phase) and
+/// overlapped ones: (durations of the uncontended phases in ms, number overlapped, number
+/// counted). It separates the two parts of an after-convergence cost: what a congestion control
+/// costs a burst that meets an empty link (uncontended duration against the solo run's M) and
+/// how often the jobs' bursts still meet.
+pub fn burst_split(
+    jobs: &BTreeMap<String, Vec<JobIter>>,
+    job: &str,
+    win: (u64, u64),
+    warmup: u32,
+) -> (Vec<f64>, usize, usize) {
+    let fr = overlap_fractions(jobs, job);
+    let mut alone = Vec::new();
+    let (mut overlapped, mut n) = (0, 0);
+    for (i, f) in jobs[job].iter().zip(&fr) {
+        if i.iter < warmup || i.start < win.0 || i.end > win.1 {
+            continue;
+        }
+        n += 1;
+        if *f > 0.0 {
+            overlapped += 1;
+        } else {
+            alone.push((i.end - i.comm_start) as f64 / 1000.0);
+        }
+    }
+    (alone, overlapped, n)
+}
+
 use crate::stats::{mean, percentile};
 
 /// Solo measurements of a job.
@@ -200,6 +230,11 @@ pub struct Row {
     pub interleaved_at: Option<u32>,
     /// Mean of the second half of the counted iterations / ideal.
     pub tail_ratio: Option<f64>,
+    /// Mean duration of the counted communication phases that overlapped no other job's
+    /// ([`burst_split`]) / the solo run's M: the cost of a burst on an empty link.
+    pub alone_m_ratio: Option<f64>,
+    /// Fraction of the counted communication phases that overlapped another job's.
+    pub overlapped_share: Option<f64>,
 }
 
 /// Per congestion control, over its jobs.
@@ -220,6 +255,15 @@ pub struct CcSummary {
     pub tail_ratio: Option<f64>,
     /// Run-level interleaving iteration (max over jobs; None if a job never interleaved).
     pub interleaved_at: Option<u32>,
+    /// Mean over jobs of [`Row::alone_m_ratio`].
+    pub alone_m_ratio: Option<f64>,
+    /// Mean over jobs of [`Row::overlapped_share`].
+    pub overlapped_share: Option<f64>,
+    /// MLTCP runs: the higher-F flow's intended share when two jobs' flows left one host at once
+    /// ([`crate::sharing`]).
+    pub f_share: Option<f64>,
+    /// MLTCP runs: the share it realized in those intervals.
+    pub realized_share: Option<f64>,
     /// (max job mean − min job mean) / min job mean, as a fraction.
     pub spread: f64,
     /// Mean over jobs of cubic mean / this mean.
@@ -331,6 +375,10 @@ pub fn analyse_seed(
         .iter()
         .find(|h| h.name == meta.scenario.topology.bottleneck)
         .and_then(|h| h.rate_mbit);
+    // A flow counts as sending in a sample period when it delivered at least 10 % of the
+    // bottleneck's bytes per period (without a rate: 10 % of 100 Mbit/s).
+    let sharing_min_bytes =
+        (rate.unwrap_or(100.0) * 1e6 / 8.0 * meta.scenario.sample_ms / 1000.0 * 0.1) as u64;
     let mut net_of = |name: &str, d: &RunData, jobs: &BTreeMap<String, Vec<JobIter>>| {
         if !d.queue.is_empty() {
             let waits: Vec<u64> = d.records.iter().filter_map(|r| r.burst_wait_us).collect();
@@ -394,6 +442,7 @@ pub fn analyse_seed(
             ));
         }
         net_of(&r.cc, &d, &jobs);
+        let sharing = weighted_sharing(&d.flows, &d.samples, sharing_min_bytes);
         background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
         let win = if jobs.len() > 1 {
             window(&jobs)
@@ -425,6 +474,10 @@ pub fn analyse_seed(
                 )
             });
             let ideal = solo.get(job).map(|s| s.ideal_ms);
+            let (alone, overlapped, n_bursts) = burst_split(&jobs, job, win, warm);
+            let alone_m_ratio = mean(&alone)
+                .and_then(|a| solo.get(job).filter(|s| s.m_ms > 0.0).map(|s| a / s.m_ms));
+            let overlapped_share = (n_bursts > 0).then(|| overlapped as f64 / n_bursts as f64);
             if r.cc == "cubic" {
                 cubic_means.insert(job.clone(), mn);
             }
@@ -441,6 +494,8 @@ pub fn analyse_seed(
                 conv_ratio: conv.and_then(|c| ideal.map(|i| c / i)),
                 interleaved_at: il,
                 tail_ratio: mean(&times[times.len() / 2..]).and_then(|t| ideal.map(|i| t / i)),
+                alone_m_ratio,
+                overlapped_share,
             });
         }
         if run_rows.is_empty() {
@@ -469,6 +524,10 @@ pub fn analyse_seed(
             } else {
                 None
             },
+            alone_m_ratio: avg(&|r| r.alone_m_ratio),
+            overlapped_share: avg(&|r| r.overlapped_share),
+            f_share: sharing.map(|x| x.f_share),
+            realized_share: sharing.map(|x| x.realized_share),
             spread: (hi - lo) / lo,
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
             cpu_busy: r.cpu_busy,
@@ -611,6 +670,14 @@ pub struct CcStats {
     pub conv_ratio: Option<Interval>,
     /// mean / ideal of the second half of the counted iterations, over seeds.
     pub tail_ratio: Option<Interval>,
+    /// Uncontended communication phase / solo M ([`Row::alone_m_ratio`]), over seeds.
+    pub alone_m_ratio: Option<Interval>,
+    /// Share of communication phases overlapped by another job's, over seeds.
+    pub overlapped_share: Option<Interval>,
+    /// MLTCP's intended share of the higher-F flow ([`CcSummary::f_share`]), over seeds.
+    pub f_share: Option<Interval>,
+    /// The share it realized, over seeds.
+    pub realized_share: Option<Interval>,
     /// Job spread (max job mean / min job mean − 1, a starvation indicator), over seeds.
     pub spread: Option<Interval>,
     /// Largest job spread of any seed.
@@ -709,6 +776,10 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                 ratio: col(&|c| c.ratio),
                 conv_ratio: col(&|c| c.conv_ratio),
                 tail_ratio: col(&|c| c.tail_ratio),
+                alone_m_ratio: col(&|c| c.alone_m_ratio),
+                overlapped_share: col(&|c| c.overlapped_share),
+                f_share: col(&|c| c.f_share),
+                realized_share: col(&|c| c.realized_share),
                 spread: col(&|c| Some(c.spread)),
                 spread_max: v.iter().map(|(_, c)| c.spread).max_by(f64::total_cmp),
                 interleave: interleave_dist(
@@ -950,6 +1021,20 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
             iv(&c.tail_ratio, 1.0, 3),
             iv(&c.conv_ratio, 1.0, 3)
         );
+        let _ = writeln!(
+            o,
+            "    uncontended bursts: M/solo M {}; bursts overlapped by another job's {} %",
+            iv(&c.alone_m_ratio, 1.0, 3),
+            iv(&c.overlapped_share, 100.0, 0)
+        );
+        if c.f_share.is_some() {
+            let _ = writeln!(
+                o,
+                "    F-weighted sharing (two jobs' flows from one host at once): the higher-F flow meant {}, got {}",
+                iv(&c.f_share, 1.0, 2),
+                iv(&c.realized_share, 1.0, 2)
+            );
+        }
         if let Some(d) = &c.interleave {
             let _ = writeln!(
                 o,
@@ -1089,6 +1174,37 @@ mod tests {
             end,
             compute_us: (comm_start - start) as f64,
         }
+    }
+
+    /// A 500 µs communication phase every 1000 µs; B's phases coincide with A's for
+    /// `collide` iterations, then sit in A's compute phases (touching A's, not overlapping).
+    fn sliding_pair(collide: u32) -> BTreeMap<String, Vec<JobIter>> {
+        let job = |shift_from: u32| -> Vec<JobIter> {
+            (0..12)
+                .map(|k| {
+                    let b = k as u64 * 1000 + if k < shift_from { 0 } else { 500 };
+                    it(k, b, b + 500, b + 1000)
+                })
+                .collect()
+        };
+        BTreeMap::from([
+            ("A".to_string(), job(u32::MAX)),
+            ("B".to_string(), job(collide)),
+        ])
+    }
+
+    #[test]
+    fn burst_split_separates_uncontended_from_overlapped_phases() {
+        let jobs = sliding_pair(3);
+        let (alone, overlapped, n) = burst_split(&jobs, "A", (0, u64::MAX), 0);
+        assert_eq!((alone.len(), overlapped, n), (9, 3, 12));
+        assert!(alone.iter().all(|&ms| (ms - 0.5).abs() < 1e-9), "{alone:?}");
+        // Warm-up and the window leave iterations out of both counts.
+        let (alone, overlapped, n) = burst_split(&jobs, "A", (0, 10_000), 2);
+        assert_eq!((alone.len(), overlapped, n), (7, 1, 8));
+        // Never separated: every phase overlapped, none uncontended.
+        let (alone, overlapped, n) = burst_split(&sliding_pair(u32::MAX), "B", (0, u64::MAX), 0);
+        assert_eq!((alone.len(), overlapped, n), (0, 12, 12));
     }
 
     #[test]
