@@ -13,7 +13,10 @@
 #              and so how many RTTs and loss cycles a communication phase spans (about 35 RTTs
 #              of ~8 ms and one or two loss cycles with 5 ms), which MLTCP's window-increase
 #              weighting needs to take effect;
-# becomes a scenario `pair_o<OFFSET>_s<SSAI>_c<CM>_q<QUEUE>` generated from a.toml (each edit
+#   --time-scale: one value for both jobs (a.toml: 2.5): stretches compute time and gradient
+#              bytes alike, so a burst spans proportionally more RTTs and loss cycles (wall time
+#              grows with it); M scales with it;
+# becomes a scenario `pair_o<OFFSET>_s<SSAI>_c<CM>_q<QUEUE>_t<SCALE>` generated from a.toml (each edit
 # checked, so a changed a.toml fails loudly), run with every congestion control under every seed
 # (paired), over --vms parallel VMs. Prints trainemu's summary per scenario: mean/ideal with 95 %
 # intervals, paired differences, the distribution of the interleaving iteration (target: mltcp
@@ -21,10 +24,10 @@
 # that still overlap.
 #
 # Usage: ci/scenarios/pair-sweep.sh [--results DIR] [--offsets LIST] [--ssai LIST] [--cm LIST]
-#                                   [--queue LIST]
+#                                   [--queue LIST] [--time-scale S]
 #                                   [--ccs LIST] [--seeds N] [--vms J] [--iterations N]
 #   defaults: results/pair-sweep, offsets 0,1,5,20, ssai 1,0, cm a, queue 5, cubic,reno,mltcp,
-#   5 seeds, 1 VM, 20 iterations (solo runs: 4 iterations per job and seed)
+#   time scale 2.5, 5 seeds, 1 VM, 20 iterations (solo runs: 4 iterations per job and seed)
 # Examples:
 #   ci/scenarios/pair-sweep.sh --ccs cubic,mltcp --iterations 15            # collision starts
 #   ci/scenarios/pair-sweep.sh --offsets seeded --ssai 1 --cm 2,1.05,0.95   # C/M across C = M
@@ -35,7 +38,7 @@ ci=$(dirname "$here")
 . "$ci/lib.sh"
 
 results=$REPO_ROOT/results/pair-sweep offsets=0,1,5,20 ssais=1,0 cms=a queues=5 ccs=cubic,reno,mltcp
-seeds=5 vms=1 iterations=20
+seeds=5 vms=1 iterations=20 time_scale=2.5
 while [ $# -gt 0 ]; do
   case "$1" in
     --results) results=$2; shift 2 ;;
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --ssai) ssais=$2; shift 2 ;;
     --cm) cms=$2; shift 2 ;;
     --queue) queues=$2; shift 2 ;;
+    --time-scale) time_scale=$2; shift 2 ;;
     --ccs) ccs=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --vms) vms=$2; shift 2 ;;
@@ -52,10 +56,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+[[ $time_scale =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--time-scale: '$time_scale' is not a number"
 # Nominal M of a.toml's jobs, ms: VGG16's gradient x time_scale 2.5 = 3 348 312 bytes (trainemu
-# validate prints it), ring W = 2 sends 2(W-1)/W x G = G per worker, at 100 Mbit/s.
-m_ms=$(awk 'BEGIN { printf "%.3f", 3348312 * 8 / 100e6 * 1000 }')
-time_scale=2.5
+# validate prints it), ring W = 2 sends 2(W-1)/W x G = G per worker, at 100 Mbit/s; M scales
+# with the time scale.
+m_ms=$(awk -v s="$time_scale" 'BEGIN { printf "%.3f", 3348312 / 2.5 * s * 8 / 100e6 * 1000 }')
 gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 files=()
@@ -67,11 +72,14 @@ for pct in ${offsets//,/ }; do
       [[ $cm =~ ^([0-9]+(\.[0-9]+)?|a)$ ]] || die "--cm: '$cm' is neither a number nor 'a'"
      for q in ${queues//,/ }; do
       [[ $q =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--queue: '$q' is not a number of ms"
-      name="pair_o${pct//./p}_s${ssai}_c${cm//./p}_q${q//./p}"
+      name="pair_o${pct//./p}_s${ssai}_c${cm//./p}_q${q//./p}_t${time_scale//./p}"
       f=$gen/$name.toml
       sed -e "s/^name = \"a\"/name = \"$name\"/" -e "s/^solo_iterations = .*/solo_iterations = 4/" \
         "$here/a.toml" > "$f"
       grep -q "^name = \"$name\"" "$f" || die "a.toml no longer has name = \"a\": update $0"
+      sed -i "s/^time_scale = 2.5$/time_scale = $time_scale/" "$f"
+      [ "$(grep -c "^time_scale = $time_scale$" "$f")" = 2 ] \
+        || die "a.toml's two jobs no longer have time_scale = 2.5: update $0"
       if [ "$pct" != seeded ]; then
         off=$(awk -v p="$pct" -v m="$m_ms" 'BEGIN { printf "%.3f", p / 100 * m }')
         sed -i "s/^start_offset_ms = 25$/start_offset_ms = $off/" "$f"
@@ -95,7 +103,7 @@ for pct in ${offsets//,/ }; do
   done
 done
 
-log "pair sweep: M = $m_ms ms; offsets $offsets (% of M); tcp_slow_start_after_idle $ssais; C/M $cms; queue $queues ms"
+log "pair sweep: M = $m_ms ms; offsets $offsets (% of M); tcp_slow_start_after_idle $ssais; C/M $cms; queue $queues ms; time scale $time_scale"
 "$here/run-scenario.sh" --results "$results" --iterations "$iterations" --seeds "$seeds" \
   --vms "$vms" --ccs "$ccs" "${files[@]}"
 for f in "$results"/pair_*/summary.txt; do [ -f "$f" ] && { cat "$f"; echo; }; done
