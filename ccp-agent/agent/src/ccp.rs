@@ -192,7 +192,6 @@ impl<I: Ipc> Shell<I> {
         let key = FlowKey::from_ccp(info.src_ip, info.src_port, info.dst_ip, info.dst_port);
         let local = self.next_local;
         self.next_local += 1;
-        tracing::debug!(sid = info.sock_id, flow = %key, local, "CREATE from the datapath");
         self.flows.insert(
             local,
             DpFlow {
@@ -207,7 +206,11 @@ impl<I: Ipc> Shell<I> {
         {
             self.read_progress();
         }
-        self.feed(Input::FlowCreated { flow: local, key });
+        self.feed(Input::FlowCreated {
+            flow: local,
+            key,
+            sock_id: info.sock_id,
+        });
         local
     }
 

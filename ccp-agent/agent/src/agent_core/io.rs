@@ -64,6 +64,8 @@ pub enum Input {
         flow: LocalFlow,
         /// Its 4-tuple.
         key: FlowKey,
+        /// The datapath's socket id (for the log).
+        sock_id: u32,
     },
     /// A report of an installed flow (MEASURE with fields).
     Report {

@@ -244,7 +244,7 @@ impl Core {
         match input {
             Input::Tick { now_us } => self.on_tick(now_us),
             Input::Progress(r) => self.progress = r,
-            Input::FlowCreated { flow, key } => self.on_created(flow, key),
+            Input::FlowCreated { flow, key, sock_id } => self.on_created(flow, key, sock_id),
             Input::Report { flow, fields } => self.on_report(flow, &fields),
             Input::FlowClosed { flow } => self.on_closed(flow),
             Input::DatapathFailed { flow, command } => self.on_failed(flow, command),
@@ -282,7 +282,7 @@ impl Core {
 
     /// A CREATE: remembers the flow and installs the program at once when its process is
     /// registered.
-    fn on_created(&mut self, local: LocalFlow, key: FlowKey) {
+    fn on_created(&mut self, local: LocalFlow, key: FlowKey, sock_id: u32) {
         if self.flows.contains_key(&local) {
             tracing::warn!(flow = local, key = %key, "CREATE for a flow number already in use: ignored");
             return;
@@ -308,7 +308,7 @@ impl Core {
             unthrottled_bps,
         };
         f.reg = self.registration(&key);
-        tracing::info!(flow = %key, registered = f.reg.is_some(), "CREATE");
+        tracing::info!(sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
         if f.reg.is_some() && self.cfg.schedule {
             self.install(local, &mut f);
         }

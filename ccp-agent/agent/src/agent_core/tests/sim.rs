@@ -427,7 +427,14 @@ impl Sim {
         }
         for i in 0..self.flows.len() {
             let (a, local, key) = (self.flows[i].agent, self.flows[i].local, self.flows[i].key);
-            self.feed(a, Input::FlowCreated { flow: local, key });
+            self.feed(
+                a,
+                Input::FlowCreated {
+                    flow: local,
+                    key,
+                    sock_id: 0,
+                },
+            );
         }
     }
 

@@ -53,10 +53,12 @@ fn core_with_ring(tag: &str, hosts: &[&str], extra: &str) -> Core {
     core.handle(Input::FlowCreated {
         flow: 1,
         key: key(1, 3, 5000),
+        sock_id: 0,
     });
     core.handle(Input::FlowCreated {
         flow: 2,
         key: key(3, 1, 5001),
+        sock_id: 0,
     });
     core
 }
@@ -149,6 +151,7 @@ fn the_program_goes_only_to_registered_flows_of_served_hosts() {
     let a = core.handle(Input::FlowCreated {
         flow: 1,
         key: key(1, 3, 5000),
+        sock_id: 0,
     });
     assert_eq!(
         a,
@@ -165,12 +168,14 @@ fn the_program_goes_only_to_registered_flows_of_served_hosts() {
         .handle(Input::FlowCreated {
             flow: 2,
             key: key(1, 2, 7000),
+            sock_id: 0,
         })
         .is_empty());
     assert!(core
         .handle(Input::FlowCreated {
             flow: 3,
             key: key(3, 1, 5001),
+            sock_id: 0,
         })
         .is_empty());
     assert_eq!(core.counts(), (3, 1));
@@ -360,6 +365,7 @@ fn a_failed_install_is_retried_at_the_next_slot() {
     core.handle(Input::FlowCreated {
         flow: 1,
         key: key(1, 3, 5000),
+        sock_id: 0,
     });
     assert!(core
         .handle(Input::DatapathFailed {
