@@ -265,12 +265,24 @@ pub trait Driver {
 
 impl<I: Ipc> Driver for Shell<I> {
     fn on_wake(&mut self) {
+        let mut notices = Vec::new();
         for input in self.shared.take_inbox() {
+            // Notices that arrived together are handled together (one round of updates).
+            if let Input::Notices(n) = input {
+                notices.extend(n);
+                continue;
+            }
+            if !notices.is_empty() {
+                self.feed(Input::Notices(std::mem::take(&mut notices)));
+            }
             // The slot's work reads the progress regions as of its tick.
             if matches!(input, Input::Tick { .. }) {
                 self.read_progress();
             }
             self.feed(input);
+        }
+        if !notices.is_empty() {
+            self.feed(Input::Notices(notices));
         }
     }
 }

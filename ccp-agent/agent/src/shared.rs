@@ -68,7 +68,7 @@ impl Shared {
     /// Queues another agent's notice for the core (counted) and wakes the portus thread.
     pub fn deliver(&self, n: proto::DependencyNotice) {
         self.notices_received.fetch_add(1, Ordering::Relaxed);
-        self.post(Input::Notice(n));
+        self.post(Input::Notices(vec![n]));
     }
 
     /// Queues an input for the core and wakes the portus thread.

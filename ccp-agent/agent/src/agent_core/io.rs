@@ -108,8 +108,9 @@ pub enum Input {
         /// The reply.
         reply: Option<proto::UpdateReply>,
     },
-    /// Another agent's dependency notice (`Notify`).
-    Notice(proto::DependencyNotice),
+    /// Other agents' dependency notices (`Notify`), in arrival order: handled together, with
+    /// one round of rate updates, schedule updates and status after them.
+    Notices(Vec<proto::DependencyNotice>),
     /// The agent stops (its datapath socket is already closed): the core asks the switches to
     /// drop its schedules.
     Stop {

@@ -259,7 +259,7 @@ impl Core {
                 slot,
                 reply,
             } => self.on_admission(&switch, slot, reply),
-            Input::Notice(n) => self.on_notice(n),
+            Input::Notices(n) => self.on_notices(n),
             Input::Stop { now_us } => self.on_stop(now_us),
         }
         std::mem::take(&mut self.out)
@@ -755,14 +755,19 @@ impl Core {
         self.publish_status(slot);
     }
 
-    /// Another agent's notice: handled at once when no slot's work is waiting for the switches
-    /// (the flows it cuts get their new rates), else when that work ends.
-    fn on_notice(&mut self, n: proto::DependencyNotice) {
-        if !matches!(self.phase, Phase::Idle) {
-            self.inbox.push(n);
+    /// Other agents' notices: handled at once when no slot's work is waiting for the switches
+    /// (the flows they cut get their new rates), else when that work ends.
+    fn on_notices(&mut self, notices: Vec<proto::DependencyNotice>) {
+        if notices.is_empty() {
             return;
         }
-        self.handle_notice(n);
+        if !matches!(self.phase, Phase::Idle) {
+            self.inbox.extend(notices);
+            return;
+        }
+        for n in notices {
+            self.handle_notice(n);
+        }
         self.apply_all();
         if let Some(slot) = self.slot {
             self.flush_updates(slot);

@@ -521,7 +521,7 @@ impl Sim {
                     .iter()
                     .position(|x| x.cfg.listen == peer)
                     .expect("a notice to a known agent");
-                queue.push_back((to, Input::Notice(notice)));
+                queue.push_back((to, Input::Notices(vec![notice])));
             }
             Action::Status(s) => self.agents[a].status = Some(s),
             Action::Rtts(_) => {}

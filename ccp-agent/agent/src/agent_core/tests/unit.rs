@@ -339,7 +339,7 @@ fn a_ring_notice_bounds_the_successor_and_waits_for_the_slot() {
         accumulated_bytes: 100_000,
         bound_bytes: 100_000,
     };
-    assert!(core.handle(Input::Notice(notice)).is_empty());
+    assert!(core.handle(Input::Notices(vec![notice])).is_empty());
     let a = core.handle(feedback(s + 1));
     let admitted = awaited_update(&a).expect("an awaited update").flows.clone();
     let a = core.handle(Input::Admission {
