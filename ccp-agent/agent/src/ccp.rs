@@ -1,58 +1,306 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The portus side: the congestion-control "algorithm" whose flows feed [`AgentCore`], and the
-//! IPC wrapper that drives the per-slot loop from portus's own receive loop.
+//! The portus side of the shell: the congestion-control "algorithm" whose flows feed the agent
+//! core ([`crate::agent_core::Core`]), the [`Shell`] that performs the core's actions, and the
+//! IPC wrapper through which inputs from other threads reach the portus thread.
 //!
-//! portus 0.9 calls an algorithm only on CREATE (`new_flow`) and MEASURE (`Flow::on_report`),
-//! has no timer, and its `Datapath` handle is not `Send`. To act at slot boundaries on the
-//! thread that owns the flows, [`SlotIpc`] wraps the real backend: each time portus asks for the
-//! next message it first runs the slot work when a boundary has passed, then polls the socket
-//! and the agent's wake-up eventfd until the next boundary (at most 100 ms, so portus also sees
-//! its stop flag promptly), and drops datagrams portus could not take safely
-//! ([`ccp_ipc::portus_safe`]). The slot work reaches the flows through a thread-local handle to the
-//! [`AgentCore`] (installed by [`install_driver`] on the portus thread before it runs): the IPC
-//! must be `Send`, the core holds `Rc`s.
+//! portus 0.9's runtime (`RunBuilder::run`) owns its receive loop and calls the algorithm only
+//! on CREATE (`new_flow`), MEASURE (`Flow::on_report`) and a flow's end (`Flow::close`); it has
+//! no timer and no way to inject work, and its `Datapath` handle (which sends UPDATE_FIELDS and
+//! installs programs) is not `Send`. The one place where the portus thread can wait on
+//! something else is the IPC's `recv`. So [`ShellIpc`] wraps the real backend: it polls the
+//! datapath socket *and* the eventfd of [`Shared`], and when the eventfd fires it hands the
+//! posted inputs (ticks of the slot timer [`crate::ticker`], RPC answers of [`crate::net`],
+//! other agents' notices) to the [`Shell`] through a thread-local handle (installed by
+//! [`install_driver`] before portus runs; the IPC must be `Send`, the shell holds `Rc`s). The
+//! slot clock is the timer thread, not the arrival of datapath messages, and no RPC is waited
+//! for on this thread: the core's slot work that needs the switches resumes when their answers
+//! are posted. The wrapper also drops datagrams portus could not take safely
+//! ([`ccp_ipc::portus_safe`]).
 
-use crate::engine::{AgentCore, PROGRAM_NAME};
+use crate::agent_core::{Action, Command, Core, Input, LocalFlow, Measurement};
+use crate::flows::FlowKey;
+use crate::monitor::Monitor;
+use crate::net::Net;
 use crate::shared::Shared;
-use crate::wall_us;
 use ccp_ipc::PollableIpc;
 use portus::ipc::Ipc;
-use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use portus::lang::Scope;
+use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// What [`SlotIpc`] calls on the portus thread.
-pub trait SlotDriver {
-    /// A slot boundary passed; `now_us` is the wall-clock time.
-    fn on_slot(&mut self, now_us: u64);
-    /// Another agent's notice arrived.
+/// Name of the datapath program in portus's table.
+pub const PROGRAM_NAME: &str = "mlcc";
+
+/// The datapath program's report fields and control register the agent uses (`Report.now` is
+/// used when present).
+pub const REQUIRED_FIELDS: [&str; 6] = [
+    "Report.acked",
+    "Report.lost",
+    "Report.rtt",
+    "Report.rate",
+    "Report.micros",
+    "Control.slot_us",
+];
+
+/// One flow's datapath handle and, once installed, the program's scope.
+struct DpFlow<I: Ipc> {
+    dp: Datapath<I>,
+    scope: Option<Scope>,
+    key: FlowKey,
+}
+
+/// The shell around the core on the portus thread: feeds it inputs and performs its actions
+/// (datapath commands here, RPCs through [`Net`], status and RTTs into [`Shared`]).
+pub struct Shell<I: Ipc> {
+    core: Core,
+    flows: HashMap<LocalFlow, DpFlow<I>>,
+    next_local: LocalFlow,
+    monitor: Monitor,
+    last_refresh: Option<Instant>,
+    net: Net,
+    shared: Arc<Shared>,
+    /// Time this thread spent on the current slot's work so far, µs: in the core and its
+    /// actions for the slot's tick and the switches' answers (waits for the switches are not
+    /// work: the thread serves the datapath meanwhile).
+    slot_work_us: u64,
+}
+
+impl<I: Ipc> Shell<I> {
+    /// A shell around `core`, reading the progress regions with `monitor`.
+    pub fn new(core: Core, monitor: Monitor, net: Net, shared: Arc<Shared>) -> Self {
+        Shell {
+            core,
+            flows: HashMap::new(),
+            next_local: 1,
+            monitor,
+            last_refresh: None,
+            net,
+            shared,
+            slot_work_us: 0,
+        }
+    }
+
+    /// Reads the progress regions and hands the reading to the core.
+    fn read_progress(&mut self) {
+        self.monitor.refresh();
+        self.last_refresh = Some(Instant::now());
+        self.feed(Input::Progress(self.monitor.registrations().clone()));
+    }
+
+    /// Hands `input` to the core and performs the actions, with the inputs they produce.
+    fn feed(&mut self, input: Input) {
+        let started = Instant::now();
+        if matches!(input, Input::Tick { .. }) {
+            self.slot_work_us = 0;
+        }
+        let slot_work = matches!(
+            input,
+            Input::Tick { .. } | Input::Feedback { .. } | Input::Admission { .. }
+        );
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            for a in self.core.handle(input) {
+                if let Some(back) = self.perform(a, started) {
+                    queue.push_back(back);
+                }
+            }
+        }
+        if slot_work {
+            let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.slot_work_us = self.slot_work_us.saturating_add(spent);
+        }
+    }
+
+    /// Performs one action; returns the input that reports its failure, if any.
+    fn perform(&mut self, a: Action, started: Instant) -> Option<Input> {
+        match a {
+            Action::Install {
+                flow,
+                rate_bytes,
+                cwnd_bytes,
+                slot_us,
+            } => {
+                let f = self.flows.get_mut(&flow)?;
+                match f.dp.set_program(
+                    PROGRAM_NAME,
+                    Some(&[
+                        ("Cwnd", cwnd_bytes),
+                        ("Rate", rate_bytes),
+                        ("Control.slot_us", slot_us),
+                    ]),
+                ) {
+                    Ok(sc) => {
+                        f.scope = Some(sc);
+                        tracing::info!(flow = %f.key, "program installed");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!(flow = %f.key, error = %e.0, "set_program failed");
+                        Some(Input::DatapathFailed {
+                            flow,
+                            command: Command::Install,
+                        })
+                    }
+                }
+            }
+            Action::SetRate {
+                flow,
+                rate_bytes,
+                cwnd_bytes,
+            } => {
+                let f = self.flows.get(&flow)?;
+                let sc = f.scope.as_ref()?;
+                match f
+                    .dp
+                    .update_field(sc, &[("Rate", rate_bytes), ("Cwnd", cwnd_bytes)])
+                {
+                    Ok(()) => None,
+                    Err(e) => {
+                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Cwnd failed");
+                        Some(Input::DatapathFailed {
+                            flow,
+                            command: Command::SetRate,
+                        })
+                    }
+                }
+            }
+            Action::Rpc(rpc) => {
+                self.net.perform(rpc);
+                None
+            }
+            Action::Status(mut s) => {
+                let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                s.slot_work_us = self.slot_work_us.saturating_add(spent);
+                *self.shared.status.lock().unwrap_or_else(|p| p.into_inner()) = s;
+                None
+            }
+            Action::Rtts(r) => {
+                *self.shared.rtt_us.lock().unwrap_or_else(|p| p.into_inner()) = r;
+                None
+            }
+        }
+    }
+
+    /// A CREATE: numbers the flow, reads the progress regions (at most once a millisecond in
+    /// a burst of CREATEs; a flow whose region was missed gets its program at the next slot)
+    /// and tells the core.
+    fn new_flow(&mut self, dp: Datapath<I>, info: &DatapathInfo) -> LocalFlow {
+        let key = FlowKey::from_ccp(info.src_ip, info.src_port, info.dst_ip, info.dst_port);
+        let local = self.next_local;
+        self.next_local += 1;
+        self.flows.insert(
+            local,
+            DpFlow {
+                dp,
+                scope: None,
+                key,
+            },
+        );
+        if self
+            .last_refresh
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(1))
+        {
+            self.read_progress();
+        }
+        self.feed(Input::FlowCreated {
+            flow: local,
+            key,
+            sock_id: info.sock_id,
+        });
+        local
+    }
+
+    /// A MEASURE of an installed flow: its fields, dated on arrival.
+    fn on_report(&mut self, local: LocalFlow, m: &Report) {
+        let Some(sc) = self.flows.get(&local).and_then(|f| f.scope.as_ref()) else {
+            return;
+        };
+        let get = |name: &str| m.get_field(name, sc).ok();
+        let fields = Measurement {
+            acked: get("Report.acked"),
+            lost: get("Report.lost"),
+            rtt_us: get("Report.rtt"),
+            dp_now_us: get("Report.now"),
+            arrival_ns: mltcp_progress::monotonic_ns(),
+        };
+        self.feed(Input::Report {
+            flow: local,
+            fields,
+        });
+    }
+
+    fn close_flow(&mut self, local: LocalFlow) {
+        self.flows.remove(&local);
+        self.feed(Input::FlowClosed { flow: local });
+    }
+
+    /// Number of flows and how many run the program.
+    pub fn counts(&self) -> (usize, usize) {
+        self.core.counts()
+    }
+
+    /// At shutdown (the datapath socket is closed): the core takes its schedules off the
+    /// switches, waited for here; the monitor detaches from the progress regions.
+    pub fn shutdown(&mut self) {
+        self.monitor.detach();
+        for a in self.core.handle(Input::Stop {
+            now_us: crate::wall_us(),
+        }) {
+            if let Action::Rpc(rpc) = a {
+                self.net.perform_blocking(rpc);
+            }
+        }
+    }
+}
+
+/// What [`ShellIpc`] calls on the portus thread.
+pub trait Driver {
+    /// Inputs were posted to [`Shared`]: hand them to the core.
     fn on_wake(&mut self);
 }
 
-impl<I: Ipc> SlotDriver for AgentCore<I> {
-    fn on_slot(&mut self, now_us: u64) {
-        AgentCore::on_slot(self, now_us)
-    }
+impl<I: Ipc> Driver for Shell<I> {
     fn on_wake(&mut self) {
-        AgentCore::on_wake(self)
+        let mut notices = Vec::new();
+        for input in self.shared.take_inbox() {
+            // Notices that arrived together are handled together (one round of updates).
+            if let Input::Notices(n) = input {
+                notices.extend(n);
+                continue;
+            }
+            if !notices.is_empty() {
+                self.feed(Input::Notices(std::mem::take(&mut notices)));
+            }
+            // The slot's work reads the progress regions as of its tick.
+            if matches!(input, Input::Tick { .. }) {
+                self.read_progress();
+            }
+            self.feed(input);
+        }
+        if !notices.is_empty() {
+            self.feed(Input::Notices(notices));
+        }
     }
 }
 
 thread_local! {
-    static DRIVER: RefCell<Option<Rc<RefCell<dyn SlotDriver>>>> = const { RefCell::new(None) };
+    static DRIVER: RefCell<Option<Rc<RefCell<dyn Driver>>>> = const { RefCell::new(None) };
 }
 
-/// Makes `driver` the slot driver of the current thread (`None` removes it).
-pub fn install_driver(driver: Option<Rc<RefCell<dyn SlotDriver>>>) {
+/// Makes `driver` the driver of the current thread (`None` removes it).
+pub fn install_driver(driver: Option<Rc<RefCell<dyn Driver>>>) {
     DRIVER.with(|d| *d.borrow_mut() = driver);
 }
 
-fn with_driver(f: impl FnOnce(&mut dyn SlotDriver)) {
+fn with_driver(f: impl FnOnce(&mut dyn Driver)) {
     let d = DRIVER.with(|d| d.borrow().clone());
     if let Some(d) = d {
-        // A driver already borrowed (never expected: portus does not nest calls) is skipped.
+        // A driver already borrowed (never expected: portus does not nest calls) is skipped;
+        // the inputs stay queued for the next wake-up.
         if let Ok(mut g) = d.try_borrow_mut() {
             f(&mut *g);
         }
@@ -60,29 +308,22 @@ fn with_driver(f: impl FnOnce(&mut dyn SlotDriver)) {
 }
 
 /// The IPC wrapper (see the module docs).
-pub struct SlotIpc<I: PollableIpc> {
+pub struct ShellIpc<I: PollableIpc> {
     inner: I,
-    slot_us: u64,
-    next_tick: Cell<u64>,
     shared: Arc<Shared>,
 }
 
-impl<I: PollableIpc> SlotIpc<I> {
-    /// Wraps `inner`; slots of `slot_us` (> 0) microseconds.
-    pub fn new(inner: I, slot_us: u64, shared: Arc<Shared>) -> Self {
-        Self {
-            inner,
-            slot_us: slot_us.max(1),
-            next_tick: Cell::new(0),
-            shared,
-        }
+impl<I: PollableIpc> ShellIpc<I> {
+    /// Wraps `inner`; inputs posted to `shared` are handed to the driver.
+    pub fn new(inner: I, shared: Arc<Shared>) -> Self {
+        Self { inner, shared }
     }
 }
 
 /// The longest single wait, so portus's stop flag is seen within it.
-const MAX_WAIT_MS: u64 = 100;
+const MAX_WAIT_MS: libc::c_int = 100;
 
-impl<I: PollableIpc> Ipc for SlotIpc<I> {
+impl<I: PollableIpc> Ipc for ShellIpc<I> {
     type Addr = I::Addr;
 
     fn name() -> String {
@@ -94,18 +335,6 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
     }
 
     fn recv(&self, buf: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
-        let now = wall_us();
-        if now >= self.next_tick.get() {
-            self.next_tick
-                .set((now / self.slot_us + 1).saturating_mul(self.slot_us));
-            with_driver(|d| d.on_slot(now));
-        }
-        let wait_ms = (self
-            .next_tick
-            .get()
-            .saturating_sub(wall_us())
-            .div_ceil(1000))
-        .clamp(1, MAX_WAIT_MS);
         let mut fds = [
             libc::pollfd {
                 fd: self.inner.raw_fd(),
@@ -118,14 +347,9 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
                 revents: 0,
             },
         ];
-        // SAFETY: `fds` is a live array of two initialised pollfd structs.
-        let r = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                wait_ms as libc::c_int,
-            )
-        };
+        // SAFETY: `fds` is a live array of two initialised pollfd structs, and its length is
+        // the count passed.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, MAX_WAIT_MS) };
         if r > 0 && fds[1].revents != 0 {
             with_driver(|d| d.on_wake());
         }
@@ -144,9 +368,7 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
             return Ok((n, addr));
         }
         // portus logs this at trace level, checks its stop flag and asks again.
-        Err(portus::Error(String::from(
-            "no message before the slot boundary",
-        )))
+        Err(portus::Error(String::from("no datapath message yet")))
     }
 
     fn close(&mut self) -> portus::Result<()> {
@@ -155,23 +377,23 @@ impl<I: PollableIpc> Ipc for SlotIpc<I> {
 }
 
 /// The portus algorithm of the agent: every flow, whatever algorithm name its CREATE carries
-/// (`mltcp`, `mltcp_cubic`), goes to the [`AgentCore`].
+/// (`mltcp`, `mltcp_cubic`), goes to the [`Shell`].
 pub struct MlccAlg<I: Ipc> {
-    core: Rc<RefCell<AgentCore<I>>>,
+    shell: Rc<RefCell<Shell<I>>>,
     program: String,
 }
 
 impl<I: Ipc> MlccAlg<I> {
-    /// The algorithm over `core`, installing `program` (the text of the program file).
-    pub fn new(core: Rc<RefCell<AgentCore<I>>>, program: String) -> Self {
-        Self { core, program }
+    /// The algorithm over `shell`, installing `program` (the text of the program file).
+    pub fn new(shell: Rc<RefCell<Shell<I>>>, program: String) -> Self {
+        Self { shell, program }
     }
 }
 
-/// One flow: forwards reports and the close to the core.
+/// One flow: forwards reports and the close to the shell.
 pub struct MlccFlow<I: Ipc> {
-    core: Rc<RefCell<AgentCore<I>>>,
-    local: u64,
+    shell: Rc<RefCell<Shell<I>>>,
+    local: LocalFlow,
 }
 
 impl<I: Ipc> CongAlg<I> for MlccAlg<I> {
@@ -186,12 +408,12 @@ impl<I: Ipc> CongAlg<I> for MlccAlg<I> {
     }
 
     fn new_flow(&self, control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        let local = match self.core.try_borrow_mut() {
-            Ok(mut c) => c.new_flow(control, &info),
+        let local = match self.shell.try_borrow_mut() {
+            Ok(mut s) => s.new_flow(control, &info),
             Err(_) => 0,
         };
         MlccFlow {
-            core: self.core.clone(),
+            shell: self.shell.clone(),
             local,
         }
     }
@@ -199,14 +421,14 @@ impl<I: Ipc> CongAlg<I> for MlccAlg<I> {
 
 impl<I: Ipc> Flow for MlccFlow<I> {
     fn on_report(&mut self, _sock_id: u32, m: Report) {
-        if let Ok(mut c) = self.core.try_borrow_mut() {
-            c.on_report(self.local, &m);
+        if let Ok(mut s) = self.shell.try_borrow_mut() {
+            s.on_report(self.local, &m);
         }
     }
 
     fn close(&mut self) {
-        if let Ok(mut c) = self.core.try_borrow_mut() {
-            c.close_flow(self.local);
+        if let Ok(mut s) = self.shell.try_borrow_mut() {
+            s.close_flow(self.local);
         }
     }
 }

@@ -969,7 +969,7 @@ impl AgentConfig {
                 format!("does not compile: {e:?}"),
             ));
         }
-        for f in crate::engine::REQUIRED_FIELDS {
+        for f in crate::ccp::REQUIRED_FIELDS {
             if !program.contains(f) {
                 return Err(err(
                     file,

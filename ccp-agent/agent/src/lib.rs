@@ -6,11 +6,15 @@
 //!
 //! - [`monitor`]: the monitoring block, over the `mltcp-progress` regions written by the
 //!   communication libraries; flows of unregistered processes get no program (native MLTCP);
-//! - [`engine`]: the per-slot loop (slots of `--slot-ms`, aligned on the wall clock; horizon K),
-//!   Alg. 1 + Alg. 2 through `mlcc_sched`, rates through CCP, feedback from and schedules to the
-//!   switches, dependency notices between agents;
-//! - [`ccp`]: the portus 0.9 algorithm and the IPC wrapper that runs the slot loop on portus's
-//!   thread; the datapath program comes from a file (`datapath-programs/mlcc-slot.ccp`);
+//! - [`agent_core`]: the scheduler as an I/O-free state machine (reports, progress readings,
+//!   switch feedback, notices and the time in; rate updates, RPC requests and notices out): the
+//!   per-slot work (slots of `--slot-ms`, aligned on the wall clock; horizon K), Alg. 1 +
+//!   Alg. 2 through `mlcc_sched`, feedback from and schedules to the switches, dependency
+//!   notices between agents;
+//! - the shell around it: [`ccp`] (the portus 0.9 algorithm, the datapath side of the core's
+//!   actions, and the IPC wrapper through which other threads' inputs reach portus's thread;
+//!   the datapath program comes from a file, `datapath-programs/mlcc-slot.ccp`), [`ticker`]
+//!   (the slot timer thread), [`net`] (the core's RPCs as tokio tasks, answers posted back);
 //! - [`switch`]: the switch daemon (`ccp-agent switch`), a load table per link over K slots
 //!   that admits the agents' schedules, and PCN's ECN thresholds set with `tc`;
 //! - [`burst`]: the PCN burst gate, which answers the libraries' `before_burst` with PCN-START
@@ -30,18 +34,20 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod agent_core;
 pub mod burst;
 pub mod ccp;
 pub mod config;
-pub mod engine;
 pub mod flows;
 pub mod monitor;
+pub mod net;
 pub mod peer;
 pub mod proto;
 pub mod run;
 pub mod shared;
 pub mod status;
 pub mod switch;
+pub mod ticker;
 
 /// Wall-clock time in microseconds since the Unix epoch (0 if the clock is before it). Agents
 /// and switches number slots from it, so their clocks must be synchronised (NTP/PTP) to well

@@ -71,10 +71,14 @@ pub(crate) fn is_sending(role: Role, kind: FlowKind) -> bool {
     }
 }
 
+/// A reading of the progress regions: each registered flow's 4-tuple → its registration. The
+/// agent core takes it as an input (`crate::agent_core::Input::Progress`).
+pub type Registrations = HashMap<FlowKey, Registration>;
+
 /// The registry of the progress regions of one directory.
 pub struct Monitor {
     scanner: Scanner,
-    by_key: HashMap<FlowKey, Registration>,
+    by_key: Registrations,
 }
 
 impl Monitor {
@@ -165,6 +169,11 @@ impl Monitor {
     /// The registration of the flow `key`, if a region lists it.
     pub fn lookup(&self, key: &FlowKey) -> Option<&Registration> {
         self.by_key.get(key)
+    }
+
+    /// The last reading, every registered flow record.
+    pub fn registrations(&self) -> &Registrations {
+        &self.by_key
     }
 
     /// Number of registered flow records.

@@ -302,7 +302,8 @@ pub struct StatusReply {
     pub notices_received: u64,
     #[prost(uint64, tag = "9")]
     pub rpc_failures: u64,
-    /// Time the last slot's work took on the agent, µs (monitoring, feedback, planning, rates).
+    /// Time the agent's datapath thread spent on the last slot's work, µs (its tick and the
+    /// switches' answers: monitoring, planning, rates; the waits for the switches excluded).
     #[prost(uint64, tag = "10")]
     pub slot_work_us: u64,
     /// Burst requests (`before_burst`) granted.

@@ -1,18 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `ccp-agent run` and `ccp-agent switch`: wiring the pieces together.
 //!
-//! The agent's threads: the calling thread runs portus's receive loop (all flows, the per-slot
-//! work of [`crate::engine`]); a tokio runtime (2 worker threads) serves the agent's gRPC
-//! service and carries its RPCs to switches and other agents. Stop: clear the `stop` flag (the
+//! The agent's threads: the calling thread runs portus's receive loop (all flows, and the agent
+//! core [`crate::agent_core`] inside its shell [`crate::ccp::Shell`]); a timer thread
+//! ([`crate::ticker`]) posts the slot ticks; a tokio runtime (2 worker threads) serves the
+//! agent's gRPC service and carries its RPCs to switches and other agents ([`crate::net`]),
+//! posting their answers back. Stop: clear the `stop` flag (the
 //! binary does it on SIGTERM/SIGINT); within 100 ms portus leaves its loop and the datapath
 //! socket is closed, so `tcp_mltcp`'s flows fall back to native MLTCP at once (the module sees
 //! no listener on group 22); then the agent takes its schedules off the switches and detaches
 //! from the progress regions. With `[pcn] enabled` (the default) a third thread runs the PCN
 //! burst gate ([`crate::burst`]); it stops after portus, ending its starts on the switches.
 
-use crate::ccp::{install_driver, MlccAlg, SlotDriver, SlotIpc};
+use crate::agent_core::Core;
+use crate::ccp::{install_driver, Driver, MlccAlg, Shell, ShellIpc};
 use crate::config::{AgentConfig, Switch, Topology};
-use crate::engine::{AgentCore, Net};
+use crate::monitor::Monitor;
+use crate::net::Net;
 use crate::peer::AgentService;
 use crate::proto::agent::agent_server::AgentServer;
 use crate::shared::Shared;
@@ -88,7 +92,7 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
                 }),
         )
     };
-    let net = Net::new(&cfg, rt.handle().clone());
+    let net = Net::new(&cfg, rt.handle().clone(), shared.clone());
     let gate_running = Arc::new(AtomicBool::new(true));
     let gate = if cfg.pcn.enabled {
         let g = crate::burst::BurstGate::new(cfg.clone(), shared.clone(), rt.handle().clone());
@@ -102,7 +106,6 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     } else {
         None
     };
-    let slot_us = cfg.slot_ms * 1000;
     tracing::info!(
         hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
         mode = if cfg.nic_only || cfg.topology.switches.is_empty() { "nic-only" } else { "switch" },
@@ -114,12 +117,12 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         IpcKind::Netlink => {
             let s = ccp_ipc::CheckedNetlink::new().map_err(|e| anyhow!("netlink: {}", e.0))?;
             *shared.drops.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.counters());
-            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
+            run_portus(s, &cfg, shared.clone(), net, opts.stop)
         }
         IpcKind::Unix => {
             let s = ccp_ipc::UnixIpc::bind(&cfg.unix_name)
                 .map_err(|e| anyhow!("unix socket: {}", e.0))?;
-            run_portus(s, slot_us, &cfg, shared.clone(), net, opts.stop)
+            run_portus(s, &cfg, shared.clone(), net, opts.stop)
         }
     };
     gate_running.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -136,30 +139,36 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
 
 fn run_portus<I: PollableIpc>(
     inner: I,
-    slot_us: u64,
     cfg: &Arc<AgentConfig>,
     shared: Arc<Shared>,
     net: Net,
     stop: Arc<AtomicBool>,
 ) -> Result<()> {
-    let core = Rc::new(RefCell::new(AgentCore::<SlotIpc<I>>::new(
-        cfg.clone(),
-        shared.clone(),
+    let core = Core::new(cfg.clone(), crate::wall_us())?;
+    let shell = Rc::new(RefCell::new(Shell::<ShellIpc<I>>::new(
+        core,
+        Monitor::new(&cfg.progress_dir),
         net,
-    )?));
-    let driver: Rc<RefCell<dyn SlotDriver>> = core.clone();
+        shared.clone(),
+    )));
+    let driver: Rc<RefCell<dyn Driver>> = shell.clone();
     install_driver(Some(driver));
-    let alg = MlccAlg::new(core.clone(), cfg.program.clone());
-    let ipc = SlotIpc::new(inner, slot_us, shared.clone());
+    let ticking = Arc::new(AtomicBool::new(true));
+    let ticker = crate::ticker::spawn(cfg.slot_ms * 1000, shared.clone(), ticking.clone())
+        .context("starting the slot timer thread")?;
+    let alg = MlccAlg::new(shell.clone(), cfg.program.clone());
+    let ipc = ShellIpc::new(inner, shared.clone());
     let r = portus::RunBuilder::new(BackendBuilder { sock: ipc })
         .default_alg(alg)
         .with_stop_handle(stop)
         .run();
+    ticking.store(false, std::sync::atomic::Ordering::SeqCst);
+    let _ = ticker.join();
     install_driver(None);
     // The socket is closed (portus dropped it): the flows are native again.
     tracing::info!("datapath socket closed: flows fall back to native MLTCP");
-    if let Ok(mut c) = core.try_borrow_mut() {
-        c.shutdown();
+    if let Ok(mut s) = shell.try_borrow_mut() {
+        s.shutdown();
     }
     r.map_err(|e| anyhow!("portus: {}", e.0))
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! State shared between the agent's portus thread (which owns the flows) and its gRPC tasks:
-//! the status snapshot, the inbox of dependency notices from other agents, counters, the flows'
-//! latest RTTs (for the PCN burst gate), and an eventfd that wakes the portus thread when a
-//! notice arrives.
+//! State shared between the agent's portus thread (which owns the flows and the agent core)
+//! and its other threads (slot timer, gRPC tasks, PCN burst gate): the status snapshot, the
+//! inbox of core inputs posted from other threads (ticks, RPC answers, other agents' notices),
+//! counters, the flows' latest RTTs (for the PCN burst gate), and an eventfd that wakes the
+//! portus thread when an input is posted.
 
+use crate::agent_core::Input;
 use crate::proto;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -14,8 +16,8 @@ use std::sync::{Arc, Mutex};
 pub struct Shared {
     /// The last slot's status, served by `Status`.
     pub status: Mutex<proto::StatusReply>,
-    /// Notices received and not yet handled by the portus thread.
-    pub inbox: Mutex<Vec<proto::DependencyNotice>>,
+    /// Inputs posted and not yet handed to the core by the portus thread.
+    inbox: Mutex<Vec<Input>>,
     /// Notices received over gRPC.
     pub notices_received: AtomicU64,
     /// RPCs that failed or timed out.
@@ -63,18 +65,26 @@ impl Shared {
         }))
     }
 
-    /// Queues a notice and wakes the portus thread.
+    /// Queues another agent's notice for the core (counted) and wakes the portus thread.
     pub fn deliver(&self, n: proto::DependencyNotice) {
-        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(n);
         self.notices_received.fetch_add(1, Ordering::Relaxed);
+        self.post(Input::Notices(vec![n]));
+    }
+
+    /// Queues an input for the core and wakes the portus thread.
+    pub fn post(&self, input: Input) {
+        self.inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(input);
         let one = 1u64.to_ne_bytes();
         // SAFETY: Writes 8 bytes from a live buffer to our eventfd; a full counter (EAGAIN)
         // only means the thread is already woken.
         unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
     }
 
-    /// Takes the queued notices and clears the wake-up.
-    pub fn take_inbox(&self) -> Vec<proto::DependencyNotice> {
+    /// Takes the queued inputs, oldest first, and clears the wake-up.
+    pub fn take_inbox(&self) -> Vec<Input> {
         let mut b = [0u8; 8];
         // SAFETY: Reads at most 8 bytes into a live buffer from our non-blocking eventfd.
         unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Unit tests of the agent core's state machine: one core, inputs fed by hand, the actions
+//! checked one by one (topology and registrations of [`super::sim`]).
+
+use super::sim::{config, host_ip, registration, slot_start_us, FIRST_SLOT, SHARED_LINK};
+use crate::agent_core::{Action, Command, Core, Input, Rpc};
+use crate::flows::FlowKey;
+use crate::monitor::Registrations;
+use crate::proto::{self, notice_kind};
+use mltcp_progress::{FlowKind, Paradigm, Role};
+
+/// Bytes per iteration of the test ring's flows (2 workers: a chunk is half of it).
+const RING_BYTES: u64 = 1_000_000;
+
+fn key(src: u8, dst: u8, port: u16) -> FlowKey {
+    FlowKey {
+        src: host_ip(src),
+        src_port: port,
+        dst: host_ip(dst),
+        dst_port: port + 1000,
+    }
+}
+
+/// A 2-worker ring: rank 0 on h1 sends to rank 1 on h3 (flow `key(1, 3, 5000)`) and back
+/// (`key(3, 1, 5001)`).
+fn ring_regs() -> Registrations {
+    let reg = |rank, peer| {
+        registration(
+            "ring",
+            Paradigm::Ring,
+            Role::Worker,
+            FlowKind::RingSend,
+            (rank, peer),
+            RING_BYTES,
+            2,
+        )
+    };
+    Registrations::from([(key(1, 3, 5000), reg(0, 1)), (key(3, 1, 5001), reg(1, 0))])
+}
+
+fn tick(slot: u64) -> Input {
+    Input::Tick {
+        now_us: slot_start_us(slot) + 1,
+    }
+}
+
+/// A core serving `hosts`, with the ring registered and its flows on those hosts created
+/// (flow numbers 1 and 2).
+fn core_with_ring(tag: &str, hosts: &[&str], extra: &str) -> Core {
+    let cfg = config(tag, hosts, extra);
+    let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
+    assert!(core.handle(Input::Progress(ring_regs())).is_empty());
+    core.handle(Input::FlowCreated {
+        flow: 1,
+        key: key(1, 3, 5000),
+        sock_id: 0,
+    });
+    core.handle(Input::FlowCreated {
+        flow: 2,
+        key: key(3, 1, 5001),
+        sock_id: 0,
+    });
+    core
+}
+
+fn rates(actions: &[Action]) -> Vec<(u64, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetRate {
+                flow, rate_bytes, ..
+            } => Some((*flow, *rate_bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn status(actions: &[Action]) -> Option<&proto::StatusReply> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::Status(s) => Some(s),
+        _ => None,
+    })
+}
+
+fn rpcs(actions: &[Action]) -> Vec<&Rpc> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Rpc(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An empty feedback of switch s1 for link 10 at `slot`.
+fn feedback(slot: u64) -> Input {
+    Input::Feedback {
+        switch: String::from("s1"),
+        slot,
+        at_us: slot_start_us(slot) + 2_000,
+        reply: Ok(proto::FeedbackReply {
+            start_slot: slot,
+            links: vec![proto::LinkFeedback {
+                link: SHARED_LINK,
+                capacity_bps: 100_000_000,
+                estimate_bps: 100_000_000,
+                load_bps: vec![0; 5],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    }
+}
+
+/// The awaited `UpdateSchedule` among `actions`.
+fn awaited_update(actions: &[Action]) -> Option<&proto::ScheduleUpdate> {
+    rpcs(actions).into_iter().find_map(|r| match r {
+        Rpc::UpdateSchedule {
+            request,
+            admission_wait: Some(_),
+            ..
+        } => Some(request),
+        _ => None,
+    })
+}
+
+/// Runs slot `slot` of a switch-mode core to its end, admitting every schedule as asked.
+fn run_switch_slot(core: &mut Core, slot: u64) -> Vec<Action> {
+    let mut all = core.handle(tick(slot));
+    let a = core.handle(feedback(slot));
+    let admitted = awaited_update(&a).map(|u| u.flows.clone());
+    all.extend(a);
+    if let Some(flows) = admitted {
+        all.extend(core.handle(Input::Admission {
+            switch: String::from("s1"),
+            slot,
+            reply: Some(proto::UpdateReply {
+                admitted: flows,
+                ..Default::default()
+            }),
+        }));
+    }
+    all
+}
+
+#[test]
+fn the_program_goes_only_to_registered_flows_of_served_hosts() {
+    let cfg = config("install", &["h1", "h2"], "nic_only = true");
+    let mut core = Core::new(cfg.clone(), slot_start_us(FIRST_SLOT)).expect("a core");
+    core.handle(Input::Progress(ring_regs()));
+    let a = core.handle(Input::FlowCreated {
+        flow: 1,
+        key: key(1, 3, 5000),
+        sock_id: 0,
+    });
+    assert_eq!(
+        a,
+        vec![Action::Install {
+            flow: 1,
+            rate_bytes: 125_000_000,
+            cwnd_bytes: cfg.cwnd_bytes,
+            slot_us: 20_000,
+        }],
+        "at the NIC's capacity (1 Gbit/s) and the configured window"
+    );
+    // Unregistered (native MLTCP), and registered but sent from a host of another agent.
+    assert!(core
+        .handle(Input::FlowCreated {
+            flow: 2,
+            key: key(1, 2, 7000),
+            sock_id: 0,
+        })
+        .is_empty());
+    assert!(core
+        .handle(Input::FlowCreated {
+            flow: 3,
+            key: key(3, 1, 5001),
+            sock_id: 0,
+        })
+        .is_empty());
+    assert_eq!(core.counts(), (3, 1));
+}
+
+#[test]
+fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
+    let mut core = core_with_ring("niconly", &["h1", "h2", "h3", "h4"], "nic_only = true");
+    let a = core.handle(tick(FIRST_SLOT));
+    assert!(rpcs(&a).is_empty(), "no switch, no peer: {a:?}");
+    let r = rates(&a);
+    assert_eq!(r.iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec![1, 2]);
+    let s = status(&a).expect("a status");
+    assert_eq!(
+        (s.slot, s.mode.as_str(), s.flows.len()),
+        (FIRST_SLOT, "nic-only", 2)
+    );
+    // A second tick of the same slot does nothing; the next slot's tick sends the rates
+    // again (the datapath's keepalive).
+    assert!(core.handle(tick(FIRST_SLOT)).is_empty());
+    assert_eq!(rates(&core.handle(tick(FIRST_SLOT + 1))).len(), 2);
+}
+
+#[test]
+fn a_slot_waits_for_the_switch_without_holding_reports() {
+    let mut core = core_with_ring("phases", &["h1", "h2", "h3", "h4"], "");
+    let s = FIRST_SLOT;
+    let a = core.handle(tick(s));
+    let fetch: Vec<_> = rpcs(&a)
+        .into_iter()
+        .filter_map(|r| match r {
+            Rpc::FetchFeedback {
+                switch, request, ..
+            } => Some((switch.clone(), request.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fetch.len(), 1, "{a:?}");
+    assert_eq!((fetch[0].0.as_str(), fetch[0].1.slot), ("s1", s));
+    assert_eq!(fetch[0].1.links, vec![SHARED_LINK]);
+    assert_eq!(fetch[0].1.exclude_flows.len(), 2);
+    assert!(rates(&a).is_empty() && status(&a).is_none(), "{a:?}");
+    // Reports are taken while the slot waits.
+    let report = Input::Report {
+        flow: 1,
+        fields: crate::agent_core::Measurement {
+            acked: Some(1000),
+            rtt_us: Some(500),
+            arrival_ns: slot_start_us(s) * 1000 + 1,
+            ..Default::default()
+        },
+    };
+    assert!(core.handle(report).is_empty());
+    // The feedback: the schedules go out, awaited within the RPC budget.
+    let a = core.handle(feedback(s));
+    let wait = rpcs(&a).iter().find_map(|r| match r {
+        Rpc::UpdateSchedule { admission_wait, .. } => *admission_wait,
+        _ => None,
+    });
+    let budget = std::time::Duration::from_millis(6);
+    assert!(
+        wait.is_some_and(|w| w > std::time::Duration::ZERO && w <= budget),
+        "{a:?}"
+    );
+    assert!(rates(&a).is_empty(), "rates wait for the admission: {a:?}");
+    let update = awaited_update(&a).expect("an awaited update").clone();
+    assert_eq!(update.flows.len(), 2);
+    // The switch admits 10 Mbit/s per flow: the rates follow the admission.
+    let admitted = update
+        .flows
+        .iter()
+        .map(|f| proto::FlowSchedule {
+            rates_bps: f.rates_bps.iter().map(|r| (*r).min(10_000_000)).collect(),
+            ..f.clone()
+        })
+        .collect();
+    let a = core.handle(Input::Admission {
+        switch: String::from("s1"),
+        slot: s,
+        reply: Some(proto::UpdateReply {
+            admitted,
+            ..Default::default()
+        }),
+    });
+    let r = rates(&a);
+    assert_eq!(r.len(), 2, "{a:?}");
+    for (_, bytes) in r {
+        assert!(u64::from(bytes) * 8 <= 10_000_000, "{bytes} bytes/s");
+    }
+    assert_eq!(status(&a).map(|s| s.mode.as_str()), Some("switch"));
+    // A late answer for a slot that is over changes nothing.
+    assert!(core.handle(feedback(s)).is_empty());
+}
+
+#[test]
+fn a_slot_still_waiting_at_the_next_tick_ends_without_the_switch() {
+    let mut core = core_with_ring("late", &["h1", "h2", "h3", "h4"], "");
+    let s = FIRST_SLOT;
+    core.handle(tick(s));
+    let a = core.handle(tick(s + 1));
+    // The old slot ends first (planned as if the switch had failed, its updates not waited
+    // for), then the new one asks for feedback.
+    let old_status = a
+        .iter()
+        .position(|x| matches!(x, Action::Status(st) if st.slot == s))
+        .expect("the late slot's status");
+    let new_fetch = a
+        .iter()
+        .position(|x| {
+            matches!(x, Action::Rpc(Rpc::FetchFeedback { request, .. }) if request.slot == s + 1)
+        })
+        .expect("the new slot's feedback request");
+    assert!(old_status < new_fetch, "{a:?}");
+    assert_eq!(rates(&a).len(), 2);
+    assert!(awaited_update(&a).is_none(), "{a:?}");
+    // The late answer of the old slot is dropped; the new slot goes on with its own.
+    assert!(core.handle(feedback(s)).is_empty());
+    assert!(awaited_update(&core.handle(feedback(s + 1))).is_some());
+}
+
+#[test]
+fn a_ring_notice_bounds_the_successor_and_waits_for_the_slot() {
+    // Agent A (h1, h2) plans rank 0's flow; rank 1 (h3) is another agent's.
+    let mut core = core_with_ring("notice", &["h1", "h2"], "");
+    let s = FIRST_SLOT;
+    let a = run_switch_slot(&mut core, s);
+    let flow = &status(&a).expect("a status").flows[0];
+    assert_eq!(
+        flow.remaining_bytes, RING_BYTES,
+        "no notice yet: independent"
+    );
+    // Rank 0 tells rank 1's agent its accumulated bytes.
+    let sent: Vec<_> = rpcs(&a)
+        .into_iter()
+        .filter_map(|r| match r {
+            Rpc::Notify { peer, notice, .. } => Some((*peer, notice.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1, "{a:?}");
+    assert_eq!(sent[0].0.to_string(), "127.0.0.1:7102");
+    assert_eq!(
+        (
+            sent[0].1.kind,
+            sent[0].1.from_rank,
+            sent[0].1.to_rank,
+            sent[0].1.slot
+        ),
+        (notice_kind::RING, 0, 1, s)
+    );
+    // Rank 1's notice arrives while slot s+1 waits for the switch: nothing happens until the
+    // slot's work ends.
+    assert!(!core.handle(tick(s + 1)).is_empty());
+    let notice = proto::DependencyNotice {
+        job: String::from("ring"),
+        from_rank: 1,
+        to_rank: 0,
+        kind: notice_kind::RING,
+        slot: s + 1,
+        iteration: 0,
+        accumulated_bytes: 100_000,
+        bound_bytes: 100_000,
+    };
+    assert!(core.handle(Input::Notices(vec![notice])).is_empty());
+    let a = core.handle(feedback(s + 1));
+    let admitted = awaited_update(&a).expect("an awaited update").flows.clone();
+    let a = core.handle(Input::Admission {
+        switch: String::from("s1"),
+        slot: s + 1,
+        reply: Some(proto::UpdateReply {
+            admitted,
+            ..Default::default()
+        }),
+    });
+    assert_eq!(rates(&a).len(), 1);
+    // The next slot plans only what the dependency allows: F_pred + one chunk.
+    let a = run_switch_slot(&mut core, s + 2);
+    let flow = &status(&a).expect("a status").flows[0];
+    assert_eq!(flow.remaining_bytes, 100_000 + RING_BYTES / 2);
+}
+
+#[test]
+fn a_failed_install_is_retried_at_the_next_slot() {
+    let cfg = config("retry", &["h1", "h2"], "nic_only = true");
+    let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
+    core.handle(Input::Progress(ring_regs()));
+    core.handle(Input::FlowCreated {
+        flow: 1,
+        key: key(1, 3, 5000),
+        sock_id: 0,
+    });
+    assert!(core
+        .handle(Input::DatapathFailed {
+            flow: 1,
+            command: Command::Install,
+        })
+        .is_empty());
+    assert_eq!(core.counts(), (1, 0));
+    let a = core.handle(tick(FIRST_SLOT));
+    assert!(matches!(a.first(), Some(Action::Rtts(_))), "{a:?}");
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, Action::Install { flow: 1, .. })),
+        "{a:?}"
+    );
+    assert_eq!(core.counts(), (1, 1));
+}
+
+#[test]
+fn a_closed_flow_leaves_the_switch_and_the_status() {
+    let mut core = core_with_ring("close", &["h1", "h2", "h3", "h4"], "");
+    let s = FIRST_SLOT;
+    run_switch_slot(&mut core, s);
+    let gone = key(1, 3, 5000).id();
+    assert!(core.handle(Input::FlowClosed { flow: 1 }).is_empty());
+    let a = run_switch_slot(&mut core, s + 1);
+    let removal = awaited_update(&a)
+        .expect("an update")
+        .flows
+        .iter()
+        .any(|f| f.flow == gone && f.rates_bps.is_empty());
+    assert!(removal, "{a:?}");
+    assert!(rates(&a).iter().all(|(f, _)| *f != 1));
+    let st = status(&a).expect("a status");
+    assert!(st.flows.iter().all(|f| f.flow != gone), "{st:?}");
+    assert_eq!(core.counts(), (1, 1));
+}
+
+#[test]
+fn stopping_takes_the_schedules_off_the_switch() {
+    let mut core = core_with_ring("stop", &["h1", "h2", "h3", "h4"], "");
+    run_switch_slot(&mut core, FIRST_SLOT);
+    let a = core.handle(Input::Stop {
+        now_us: slot_start_us(FIRST_SLOT + 1),
+    });
+    let Some(Rpc::UpdateSchedule {
+        request,
+        admission_wait: None,
+        ..
+    }) = rpcs(&a).first().copied()
+    else {
+        panic!("one update: {a:?}");
+    };
+    let mut removed: Vec<u64> = request.flows.iter().map(|f| f.flow).collect();
+    removed.sort_unstable();
+    let mut ids = vec![key(1, 3, 5000).id(), key(3, 1, 5001).id()];
+    ids.sort_unstable();
+    assert_eq!(removed, ids);
+    assert!(request.flows.iter().all(|f| f.rates_bps.is_empty()));
+}
