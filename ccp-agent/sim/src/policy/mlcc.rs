@@ -101,9 +101,9 @@ use std::collections::HashMap;
 
 use mlcc_sched::policy::{self, group_phase, GroupPhase};
 use mlcc_sched::{
-    extend_group, group_share_now_bps, pacing_rate_bps, Dependency, FlowId, FlowProgress,
-    FlowRequest, FlowRole, FlowState, JobKey, LinkId, LinkLoadTable, PolicyOptions, SlotClock,
-    Snapshot, UnitKind,
+    extend_group, group_share_now_bps, pacing_rate_bps, rank_jobs, Dependency, FlowId,
+    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, JobWork, LinkId, LinkLoadTable,
+    PolicyOptions, Rules, SlotClock, Snapshot, UnitKind,
 };
 use serde_json::{json, Value};
 use smallvec::SmallVec;
@@ -329,8 +329,12 @@ pub struct Mlcc {
     stamp: u32,
     /// Re-plan every unit at every slot (the reference) instead of reusing plans.
     pub exact: bool,
-    /// The policy layer's rule set and options ([`policy::decide`]).
+    /// The policy layer's rule set and options ([`policy::decide`]); under
+    /// [`mlcc_sched::Rules::Interleave`] the job ranks are set at each call
+    /// ([`mlcc_sched::rank_jobs`] of the jobs' iterations left times their iteration time alone).
     pub options: PolicyOptions,
+    /// Its name in tables and files.
+    pub name: String,
     /// Plan reuse: per job, its units' kept plans; the jobs holding one; per link, the value
     /// of `seq` when a schedule on it last changed.
     plans: Vec<JobPlan>,
@@ -410,6 +414,8 @@ impl Mlcc {
             stamp: 0,
             exact,
             options: PolicyOptions::default(),
+            name: "mlcc".into(),
+
             plans: Vec::new(),
             live: Vec::new(),
             in_live: Vec::new(),
@@ -720,6 +726,23 @@ impl Mlcc {
                 if let Some(x) = self.table.flow_schedule(s.flow) {
                     before.insert(s.flow.0, (x.start_slot, x.rates_bps.clone()));
                 }
+            }
+        }
+        if self.options.rules == Rules::Interleave {
+            let work: Vec<JobWork> = jobs
+                .iter()
+                .map(|&j| {
+                    let job = &sim.jobs[j];
+                    let left = job.spec.iterations.saturating_sub(job.iterations_done);
+                    JobWork {
+                        job: JobKey(j as u64),
+                        remaining_us: (f64::from(left) * job.alone_iter_s * 1e6) as u64,
+                    }
+                })
+                .collect();
+            match rank_jobs(&work) {
+                Ok(r) => self.options.job_rank = r,
+                Err(_) => self.refusals += 1,
             }
         }
         let t0 = Instant::now();
@@ -1264,7 +1287,7 @@ impl Mlcc {
 
 impl Policy for Mlcc {
     fn name(&self) -> String {
-        "mlcc".into()
+        self.name.clone()
     }
 
     fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
