@@ -22,6 +22,11 @@
 //! - **Cuts** (the receiver's side of Alg. 2): within a group, member i is cut by
 //!   (F_i − bound)+ with bound its ring predecessor's F plus a chunk, or F_a^min for a
 //!   broadcast flow, and the group is re-planned jointly ([`crate::apply_group_reduction`]).
+//!   One pass, against each predecessor's planned F *before* its own cut (as the paper's
+//!   receiver cuts against the F its predecessor announced): the successor of a flow that was
+//!   cut may end up to that cut ahead of it in this slot (`tests/policy.rs` states the bound);
+//!   a cut to the fixed point over the ring is a candidate change, not made here because it
+//!   changes the simulator's mlcc results.
 //!   *Group cut, not per-flow cut*: the agent used to cut one flow at a time with
 //!   [`crate::reduce`], which breaks MADD's equal progress of the group's members (the cut
 //!   member's freed slots went to nobody in its group); the simulator's group cut keeps the

@@ -135,12 +135,14 @@ fn a_ring_flow_whose_predecessor_is_context_depends_on_its_f_plus_a_chunk() {
     );
     // Its own predecessor's F bounds it through the cut: within a chunk of 250.
     assert!(g.decision.decisions[k].accumulated_bytes <= 350);
-    // Flow 12 follows flow 11 in the same group: bounded by 11's planned F plus a chunk.
+    // Flow 12 follows flow 11 in the same group: cut to 11's planned F (before 11's own cut,
+    // as Alg. 2's receiver cuts against the F its predecessor announced) plus a chunk.
     let (g2, k2) = group(&d, 12);
     assert_eq!(g2.dependencies[k2], Dependency::Independent);
+    assert!(g.cuts_bytes[k] > 0);
     assert!(
         g2.decision.decisions[k2].accumulated_bytes
-            <= g.decision.decisions[k].accumulated_bytes + 100
+            <= g.decision.decisions[k].accumulated_bytes + g.cuts_bytes[k] + 100
     );
     assert!(d.rate_bps(FlowId(10)).is_none());
 }
@@ -343,6 +345,13 @@ proptest! {
         decided.sort_unstable();
         let want: Vec<u64> = flows.iter().filter(|f| f.decide).map(|f| f.flow.0).collect();
         prop_assert_eq!(decided, want);
+        // F of a flow as its successors are cut against: planned now (before its own cut, as
+        // Alg. 2's receiver cuts against the F its predecessor announced), or its bytes sent.
+        let f_planned = |id: u64| -> u64 {
+            d.groups.iter().find_map(|g| g.flows.iter().position(|f| f.0 == id)
+                .map(|k| g.decision.decisions[k].accumulated_bytes + g.cuts_bytes[k]))
+                .unwrap_or_else(|| flows.iter().find(|f| f.flow.0 == id).unwrap().progress.sent_bytes)
+        };
         let f_of = |id: u64| -> u64 {
             d.groups.iter().find_map(|g| g.flows.iter().position(|f| f.0 == id)
                 .map(|k| g.decision.decisions[k].accumulated_bytes))
@@ -357,8 +366,8 @@ proptest! {
                 match fs.role {
                     // Within a chunk of its predecessor's F, or not ahead of where it was.
                     FlowRole::RingSend { predecessor: Some(p), chunk_bytes } => {
-                        prop_assert!(acc <= (f_of(p.0) + chunk_bytes).max(fs.progress.sent_bytes),
-                            "ring flow {} at {} past predecessor {} at {} + {}", id.0, acc, p.0, f_of(p.0), chunk_bytes);
+                        prop_assert!(acc <= (f_planned(p.0) + chunk_bytes).max(fs.progress.sent_bytes),
+                            "ring flow {} at {} past predecessor {} at {} + {}", id.0, acc, p.0, f_planned(p.0), chunk_bytes);
                     }
                     // The broadcast never ahead of the slowest aggregation into its PS.
                     FlowRole::PsPull { ps } => {
