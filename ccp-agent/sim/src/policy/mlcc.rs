@@ -1,22 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! Our scheduler: the agent's scheduling library (`mlcc-sched`) run as the mlcc paper's Sec. IV–V
 //! describe, with switch load tables ("Dynamic Flow Scheduling for DNN Training Workloads in
-//! Data Centers"). Nothing of the algorithm is here: this module only feeds the library.
+//! Data Centers"). Nothing of the algorithm is here: this module only feeds the library. Its
+//! planning rules (groups, dependencies, order, cuts, rates) are the policy layer's,
+//! [`mlcc_sched::policy::decide`], called with a snapshot of the units to plan (the same entry
+//! point the agent is to call); what stays here is the simulator's plan reuse, rolling plans
+//! forward and pacing finishing units (speed-only shortcuts, off with `--exact`). The same
+//! module runs `mlcc-il` (the layer's `Rules::Interleave`, job ranks from
+//! [`mlcc_sched::rank_jobs`], spare sharing), see [`Mlcc::options`].
 //!
 //! - Time is slotted (default 60 ms, K = 10 slots, the paper's values, [`SlotClock`]). One
 //!   [`LinkLoadTable`] holds every link of the tree: the switches' load tables put together (a
 //!   path's view sums its links' rows, whichever switch owns them).
 //! - At each slot boundary the table advances and every job's flows are planned as coflow
-//!   groups by [`plan_group`] (Alg. 1 + Alg. 2 generalised to a group, `mlcc_sched::coflow`:
+//!   groups by [`mlcc_sched::plan_group`] (Alg. 1 + Alg. 2 generalised to a group, `mlcc_sched::coflow`:
 //!   the members advance by the same fraction of their bytes left per slot, Varys's MADD, and
 //!   finish together; the schedules published to the table so later groups see them): a ring
 //!   job's flows as one group (the pipelined ring needs all of them to progress together; a
 //!   member whose predecessor is not planned now depends on its F plus one chunk); per PS, its
 //!   aggregation group (F_b^max of its broadcast flows), then its broadcast group, cut by
-//!   [`apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
+//!   [`mlcc_sched::apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
 //!   pipelines behind the aggregation. Coflow units (a ring; a PS's two groups) go in the
-//!   order of [`planning_key`], as in the agent: further into the iteration first, then
-//!   smallest effective bottleneck first (Varys's SEBF, [`group_bottleneck_us`] at link
+//!   order of [`mlcc_sched::planning_key`], as in the agent: further into the iteration first, then
+//!   smallest effective bottleneck first (Varys's SEBF, [`mlcc_sched::group_bottleneck_us`] at link
 //!   capacity; ties by job and PS). Planned one flow at a time before, Alg. 1 gave a PS's downlink to one push
 //!   for several slots: 1 PS job with 2 workers took 20.96 s against fair's 15.0
 //!   (`examples/cases.rs`; now 15.0).
