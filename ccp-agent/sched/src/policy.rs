@@ -364,7 +364,7 @@ fn units(
             flows,
         });
     }
-    out.sort_by(|a, b| (a.rank, a.order, a.job, a.kind).cmp(&(b.rank, b.order, b.job, b.kind)));
+    out.sort_by_key(|u| (u.rank, u.order, u.job, u.kind));
     Ok(out)
 }
 

@@ -74,7 +74,7 @@ fn snapshot(flows: Vec<FlowState>) -> Snapshot {
     }
 }
 
-fn group<'a>(d: &'a Decisions, id: u64) -> (&'a GroupOutcome, usize) {
+fn group(d: &Decisions, id: u64) -> (&GroupOutcome, usize) {
     d.groups
         .iter()
         .find_map(|g| g.flows.iter().position(|f| f.0 == id).map(|k| (g, k)))
