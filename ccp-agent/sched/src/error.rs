@@ -96,6 +96,15 @@ pub enum SchedError {
         /// The refused value.
         value: u64,
     },
+    /// A policy snapshot for another slot than the load table's current one.
+    SlotMismatch {
+        /// The snapshot's slot.
+        slot: u64,
+        /// The table's current slot.
+        current_slot: u64,
+    },
+    /// A flow listed twice in one policy snapshot.
+    DuplicateFlow(FlowId),
     /// A PCN threshold of zero packets.
     InvalidThreshold {
         /// The refused threshold.
@@ -117,6 +126,11 @@ impl fmt::Display for SchedError {
             }
             Self::UnknownLink(l) => write!(f, "unknown link {}", l.0),
             Self::UnknownFlow(fl) => write!(f, "unknown flow {}", fl.0),
+            Self::SlotMismatch { slot, current_slot } => write!(
+                f,
+                "snapshot slot = {slot} is not the load table's current slot {current_slot}"
+            ),
+            Self::DuplicateFlow(fl) => write!(f, "flow {} listed twice in one snapshot", fl.0),
             Self::EmptyPath => write!(f, "empty path: a flow crosses at least one link"),
             Self::DuplicateLinkInPath(l) => write!(f, "link {} listed twice in one path", l.0),
             Self::LinkInUse { link, flow } => {

@@ -23,6 +23,9 @@
 //! - [`coflow`]: Alg. 1 and 2 for a group of flows of one job planned jointly (Varys's MADD
 //!   shares, SEBF order of the groups);
 //! - [`planner`]: the per-slot step over a table;
+//! - [`policy`]: the policy layer, one entry point ([`policy::decide`]) from a snapshot of
+//!   flows, jobs, progress and the slot to the slot's decisions (groups, dependencies, order,
+//!   cuts, rates), called by the agent and the simulator alike;
 //! - [`cassini`]: unified-circle compatibility score, rotations and Affinity-graph time shifts;
 //! - [`pcn`]: PCN threshold bookkeeping per link;
 //! - [`error`]: [`SchedError`], every refusal naming the refused value.
@@ -68,6 +71,7 @@ pub mod error;
 pub mod greedy;
 pub mod pcn;
 pub mod planner;
+pub mod policy;
 pub mod slot;
 pub mod table;
 
@@ -83,6 +87,10 @@ pub use greedy::{initial_schedule, Plan};
 pub use planner::{
     apply_group_reduction, apply_reduction, extend_group, group_bottleneck_us, group_share_now_bps,
     plan_flow, plan_group, plan_slot, FlowRequest,
+};
+pub use policy::{
+    rank_jobs, Decisions, FlowRole, FlowState, GroupOutcome, GroupPhase, JobKey, JobWork,
+    PolicyOptions, Rules, Snapshot, UnitKind,
 };
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{

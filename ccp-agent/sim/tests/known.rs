@@ -285,17 +285,21 @@ fn mlcc_alone_is_not_stretched_by_its_slots() {
     // One job alone: every policy gives N·(C + M). Before mlcc paced a flow's last slot at
     // bytes/slot, its last bytes were stretched to the slot's end (0.24 s per 0.2 s iteration
     // here, 0.18 s per 0.135 s with M = 35 ms < one 60 ms slot).
-    for (c, m) in [(0.1, 0.1), (0.1, 0.035)] {
+    // Both policies plan through the policy layer (`mlcc_sched::policy::decide`).
+    for ((c, m), name) in [(0.1, 0.1), (0.1, 0.035)]
+        .into_iter()
+        .flat_map(|cm| [(cm, "mlcc"), (cm, "mlcc-il")])
+    {
         let n = 20;
         let tree = small_tree(2);
-        let mut p = make_policy("mlcc", &PolicyConfig::default(), &tree.capacity).unwrap();
+        let mut p = make_policy(name, &PolicyConfig::default(), &tree.capacity).unwrap();
         let mut sim = Sim::new(tree, spread(), vec![ring2(0.0, c, m, n)]).unwrap();
         run(&mut sim, p.as_mut());
         let want = f64::from(n) * (c + m);
         let got = sim.jobs[0].finish_s;
         assert!(
             (got - want).abs() < 1e-3 * want,
-            "C = {c}, M = {m}: JCT {got}, want {want}"
+            "{name}: C = {c}, M = {m}: JCT {got}, want {want}"
         );
     }
 }

@@ -380,6 +380,34 @@ impl Policy for Cassini {
         self.inner.coalesce_within()
     }
 
+    fn is_sparse(&self) -> bool {
+        self.inner.is_sparse()
+    }
+
+    fn select_jobs(
+        &mut self,
+        sim: &Sim,
+        touched: &[usize],
+        at_decision: bool,
+        out: &mut Vec<usize>,
+    ) {
+        self.inner.select_jobs(sim, touched, at_decision, out)
+    }
+
+    fn decide_jobs(
+        &mut self,
+        sim: &Sim,
+        jobs: &[usize],
+        at_decision: bool,
+        out: &mut Vec<(usize, usize, f64, f64)>,
+    ) -> f64 {
+        self.inner.decide_jobs(sim, jobs, at_decision, out)
+    }
+
+    fn backfill(&self) -> bool {
+        self.inner.backfill()
+    }
+
     fn report(&self) -> Value {
         json!({ "cassini": self.stats, "inner": self.inner.report() })
     }

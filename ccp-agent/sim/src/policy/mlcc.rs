@@ -1,22 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! Our scheduler: the agent's scheduling library (`mlcc-sched`) run as the mlcc paper's Sec. IV–V
 //! describe, with switch load tables ("Dynamic Flow Scheduling for DNN Training Workloads in
-//! Data Centers"). Nothing of the algorithm is here: this module only feeds the library.
+//! Data Centers"). Nothing of the algorithm is here: this module only feeds the library. Its
+//! planning rules (groups, dependencies, order, cuts, rates) are the policy layer's,
+//! [`mlcc_sched::policy::decide`], called with a snapshot of the units to plan (the same entry
+//! point the agent is to call); what stays here is the simulator's plan reuse, rolling plans
+//! forward and pacing finishing units (speed-only shortcuts, off with `--exact`). The same
+//! module runs `mlcc-il` (the layer's `Rules::Interleave`, job ranks from
+//! [`mlcc_sched::rank_jobs`], spare sharing), see [`Mlcc::options`].
 //!
 //! - Time is slotted (default 60 ms, K = 10 slots, the paper's values, [`SlotClock`]). One
 //!   [`LinkLoadTable`] holds every link of the tree: the switches' load tables put together (a
 //!   path's view sums its links' rows, whichever switch owns them).
 //! - At each slot boundary the table advances and every job's flows are planned as coflow
-//!   groups by [`plan_group`] (Alg. 1 + Alg. 2 generalised to a group, `mlcc_sched::coflow`:
+//!   groups by [`mlcc_sched::plan_group`] (Alg. 1 + Alg. 2 generalised to a group, `mlcc_sched::coflow`:
 //!   the members advance by the same fraction of their bytes left per slot, Varys's MADD, and
 //!   finish together; the schedules published to the table so later groups see them): a ring
 //!   job's flows as one group (the pipelined ring needs all of them to progress together; a
 //!   member whose predecessor is not planned now depends on its F plus one chunk); per PS, its
 //!   aggregation group (F_b^max of its broadcast flows), then its broadcast group, cut by
-//!   [`apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
+//!   [`mlcc_sched::apply_group_reduction`] to the aggregation group's least F (F_a^min), so the broadcast
 //!   pipelines behind the aggregation. Coflow units (a ring; a PS's two groups) go in the
-//!   order of [`planning_key`], as in the agent: further into the iteration first, then
-//!   smallest effective bottleneck first (Varys's SEBF, [`group_bottleneck_us`] at link
+//!   order of [`mlcc_sched::planning_key`], as in the agent: further into the iteration first, then
+//!   smallest effective bottleneck first (Varys's SEBF, [`mlcc_sched::group_bottleneck_us`] at link
 //!   capacity; ties by job and PS). Planned one flow at a time before, Alg. 1 gave a PS's downlink to one push
 //!   for several slots: 1 PS job with 2 workers took 20.96 s against fair's 15.0
 //!   (`examples/cases.rs`; now 15.0).
@@ -97,10 +103,13 @@
 use std::cell::Cell;
 use std::time::Instant;
 
+use std::collections::HashMap;
+
+use mlcc_sched::policy::{self, group_phase, GroupPhase};
 use mlcc_sched::{
-    apply_group_reduction, excess_bytes, extend_group, group_bottleneck_us, group_share_now_bps,
-    pacing_rate_bps, plan_group, planning_key, Dependency, FlowId, FlowProgress, FlowRequest,
-    GroupDecision, LinkId, LinkLoadTable, PlanningKey, SlotClock,
+    extend_group, group_share_now_bps, pacing_rate_bps, rank_jobs, Dependency, FlowId,
+    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, JobWork, LinkId, LinkLoadTable,
+    PolicyOptions, Rules, SlotClock, Snapshot, UnitKind,
 };
 use serde_json::{json, Value};
 use smallvec::SmallVec;
@@ -326,6 +335,12 @@ pub struct Mlcc {
     stamp: u32,
     /// Re-plan every unit at every slot (the reference) instead of reusing plans.
     pub exact: bool,
+    /// The policy layer's rule set and options ([`policy::decide`]); under
+    /// [`mlcc_sched::Rules::Interleave`] the job ranks are set at each call
+    /// ([`mlcc_sched::rank_jobs`] of the jobs' iterations left times their iteration time alone).
+    pub options: PolicyOptions,
+    /// Its name in tables and files.
+    pub name: String,
     /// Plan reuse: per job, its units' kept plans; the jobs holding one; per link, the value
     /// of `seq` when a schedule on it last changed.
     plans: Vec<JobPlan>,
@@ -345,13 +360,7 @@ pub struct Mlcc {
     member_vecs: Vec<Vec<Member>>,
     /// Requests of the group being planned (scratch; their path buffers reused).
     req_buf: Vec<FlowRequest>,
-    /// The schedules of the group being planned before it (scratch of `plan_members`): per
-    /// member its first slot and the range of its rates in `before_rates`.
-    before: Vec<Option<(u64, std::ops::Range<usize>)>>,
-    before_rates: Vec<u64>,
     unit_complete: bool,
-    /// Fraction of the current slot left (for the members being planned).
-    unit_first: f64,
     /// A slot boundary's decision is under way.
     at_boundary: bool,
     /// Unit plans made, and unit-slots that kept their plan (plan reuse).
@@ -410,6 +419,9 @@ impl Mlcc {
             live_mark: Vec::new(),
             stamp: 0,
             exact,
+            options: PolicyOptions::default(),
+            name: "mlcc".into(),
+
             plans: Vec::new(),
             live: Vec::new(),
             in_live: Vec::new(),
@@ -421,10 +433,7 @@ impl Mlcc {
             member_pool: Vec::new(),
             member_vecs: Vec::new(),
             req_buf: Vec::new(),
-            before: Vec::new(),
-            before_rates: Vec::new(),
             unit_complete: true,
-            unit_first: 1.0,
             at_boundary: false,
             unit_plans: 0,
             unit_kept: 0,
@@ -477,6 +486,16 @@ impl Mlcc {
         }
     }
 
+    /// [`Mlcc::links_changed`] on the path of flow `f` of job `j`.
+    fn flow_links_changed(&mut self, sim: &Sim, j: usize, f: usize) {
+        let path: Vec<LinkId> = sim.jobs[j].flows[f]
+            .path
+            .iter()
+            .map(|l| LinkId(*l))
+            .collect();
+        self.links_changed(sim, &path);
+    }
+
     /// Whether the load of a link of `path` (a network member's of kept plan `up` of job `j`)
     /// changed since the plan was made. The links are looked at only when a link job `j`
     /// crosses changed since (every link a flow of the job crosses lists the job in
@@ -508,12 +527,7 @@ impl Mlcc {
                     .enumerate()
                     .any(|(i, r)| *r > 0 && old.start_slot + i as u64 >= from)
             {
-                let path: Vec<LinkId> = sim.jobs[j].flows[f]
-                    .path
-                    .iter()
-                    .map(|l| LinkId(*l))
-                    .collect();
-                self.links_changed(sim, &path);
+                self.flow_links_changed(sim, j, f);
             }
         }
     }
@@ -575,7 +589,12 @@ impl Mlcc {
     /// Moves the members of unit `u` of job `j`'s kept plan, if any, to the pool (their
     /// buffers are reused by [`Mlcc::record`]) and forgets the plan.
     fn recycle(&mut self, j: usize, u: usize) {
-        if let Some(up) = self.plans[j].units.get_mut(u).and_then(Option::take) {
+        if let Some(up) = self
+            .plans
+            .get_mut(j)
+            .and_then(|p| p.units.get_mut(u))
+            .and_then(Option::take)
+        {
             self.give_back(up.members);
         }
     }
@@ -631,143 +650,237 @@ impl Mlcc {
         m
     }
 
-    /// Records the current-slot rates of a group's decision: each member paced by
-    /// [`mlcc_sched::Decision::pacing_rate_bps`] at its MADD share of the available bandwidth when its plan
-    /// completes it in this slot (Alg. 1: slots are filled "with the largest feasible rate"), so
-    /// it finishes inside the slot instead of being stretched to its end, and the members
-    /// completing together never pace above a shared link. It never sends more than planned
-    /// (what is left is exactly the slot's bytes), and the table still holds the slot's bytes.
-    fn record(&mut self, sim: &Sim, j: usize, members: &[FlowRequest], g: &GroupDecision) {
-        for ((req, d), share) in members.iter().zip(&g.decisions).zip(&g.share_now_bps) {
-            let f = flow_of(req.flow.0);
-            let r = d.pacing_rate_bps(req.progress.remaining_bytes, *share);
-            self.set_rate(sim, j, f, r);
-            if !self.exact {
-                let sent = sim.jobs[j].flows[f].sent;
-                let first = self.unit_first;
-                let m = self.member(
-                    f,
-                    sent,
-                    first,
-                    &d.plan.bytes,
-                    d.plan.rates_bps.iter().copied(),
-                    r,
-                );
-                self.unit_complete &= d.plan.is_complete();
-                self.unit_members.push(m);
+    /// The snapshot entry of flow `f` of job `j` for the policy layer: its role, path and
+    /// progress (F: bytes sent, all of them once done); `decide`: plan it now.
+    fn state(sim: &Sim, j: usize, f: usize, decide: bool) -> FlowState {
+        let fl = &sim.jobs[j].flows[f];
+        let progress = if fl.done {
+            FlowProgress {
+                sent_bytes: fl.size.round() as u64,
+                remaining_bytes: 0,
             }
+        } else {
+            FlowProgress {
+                sent_bytes: fl.sent as u64,
+                remaining_bytes: (fl.size - fl.sent).max(0.0).ceil() as u64,
+            }
+        };
+        FlowState {
+            flow: FlowId(flow_id(j, f)),
+            job: JobKey(j as u64),
+            role: Self::state_role(sim, j, f),
+            path: fl.path.iter().map(|l| LinkId(*l)).collect(),
+            progress,
+            iteration_bytes: fl.size as u64,
+            decide,
         }
     }
 
-    /// Plans `members` (flows of job `j`) jointly ([`plan_group`]), then cuts each by
-    /// `excess(i, decision)` (the receiver's side of Alg. 2) by [`apply_group_reduction`];
-    /// records the rates and the per-flow decision time (the group's time over its members).
-    fn plan_members(
+    /// The role of flow `f` of job `j` in the policy layer's terms.
+    fn state_role(sim: &Sim, j: usize, f: usize) -> FlowRole {
+        let job = &sim.jobs[j];
+        match job.flows[f].role {
+            Role::Ring { pred } => FlowRole::RingSend {
+                predecessor: Some(FlowId(flow_id(j, pred))),
+                chunk_bytes: job.chunk.max(0.0) as u64,
+            },
+            Role::Push { ps } => FlowRole::PsPush { ps: ps as u32 },
+            Role::Pull { ps } => FlowRole::PsPull { ps: ps as u32 },
+        }
+    }
+
+    /// Plans units `units` ((job, unit) pairs; their active flows that `todo` selects) in the
+    /// current slot through the policy layer ([`policy::decide`]: groups, dependencies, order,
+    /// cuts and rates are its rules), of which the fraction `first` is left; sets the rates and,
+    /// with `keep`, keeps each unit's plan (a unit not planned whole, some of its active flows
+    /// not selected, is forgotten again: planned in part inside a slot). The flows of the units'
+    /// jobs that are not planned now are in the snapshot as context (their F bounds the others).
+    /// Each flow's decision time is the call's time over the flows it planned.
+    fn plan_units(
         &mut self,
         sim: &Sim,
-        j: usize,
-        members: &[FlowRequest],
-        excess: &dyn Fn(usize, &GroupDecision) -> u64,
-    ) -> Option<GroupDecision> {
-        if members.is_empty() {
-            return None;
+        units: &[(usize, usize)],
+        todo: &dyn Fn(usize, usize) -> bool,
+        first: f64,
+        keep: bool,
+    ) {
+        let mut jobs: Vec<usize> = units.iter().map(|&(j, _)| j).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        let mut snapshot = Snapshot {
+            slot: self.table.current_slot(),
+            flows: Vec::new(),
+            min_rate_bps: 0,
+        };
+        for &j in &jobs {
+            let job = &sim.jobs[j];
+            let mut chosen = vec![false; job.flows.len()];
+            for &(_, u) in units.iter().filter(|(k, _)| *k == j) {
+                for f in Self::unit_flow_iter(sim, j, u) {
+                    chosen[f] = !job.flows[f].done && todo(j, f);
+                }
+            }
+            for (f, c) in chosen.iter().enumerate() {
+                snapshot.flows.push(Self::state(sim, j, f, *c));
+            }
+        }
+        // Plan reuse: the decided flows' schedules before, to tell whether their links' load
+        // changed.
+        let mut before: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+        if !self.exact {
+            for s in snapshot.flows.iter().filter(|s| s.decide) {
+                if let Some(x) = self.table.flow_schedule(s.flow) {
+                    before.insert(s.flow.0, (x.start_slot, x.rates_bps.clone()));
+                }
+            }
+        }
+        if self.options.rules == Rules::Interleave {
+            let work: Vec<JobWork> = jobs
+                .iter()
+                .map(|&j| {
+                    let job = &sim.jobs[j];
+                    let left = job.spec.iterations.saturating_sub(job.iterations_done);
+                    JobWork {
+                        job: JobKey(j as u64),
+                        remaining_us: (f64::from(left) * job.alone_iter_s * 1e6) as u64,
+                    }
+                })
+                .collect();
+            match rank_jobs(&work) {
+                Ok(r) => self.options.job_rank = r,
+                Err(_) => self.refusals += 1,
+            }
         }
         let t0 = Instant::now();
-        // Plan reuse: the members' schedules before (first slot and rates, in `before_rates`),
-        // to tell whether their links' load changed.
-        let mut before = std::mem::take(&mut self.before);
-        let mut before_rates = std::mem::take(&mut self.before_rates);
-        before.clear();
-        before_rates.clear();
-        if !self.exact {
-            for m in members {
-                let at = before_rates.len();
-                match self.table.flow_schedule(m.flow) {
-                    Some(s) => {
-                        before_rates.extend_from_slice(&s.rates_bps);
-                        before.push(Some((s.start_slot, at..before_rates.len())));
-                    }
-                    None => before.push(None),
-                }
-            }
-        }
-        let g = match plan_group(&mut self.table, members) {
-            Ok(g) => g,
+        let decisions = match policy::decide(&mut self.table, &snapshot, &self.options) {
+            Ok(d) => d,
             Err(_) => {
                 self.refusals += 1;
-                return None;
+                return;
             }
         };
-        let cuts: Vec<u64> = (0..members.len()).map(|i| excess(i, &g)).collect();
-        // A reduction without cuts gives the decision back unchanged, and the table already
-        // holds its schedules: skipped (same result, no second look at the links).
-        let g = if cuts.iter().all(|c| *c == 0) {
-            g
-        } else {
-            match apply_group_reduction(&mut self.table, members, &g, &cuts) {
-                Ok(r) => r,
-                Err(_) => {
-                    self.refusals += 1;
-                    g
-                }
-            }
-        };
-        self.record(sim, j, members, &g);
-        let per_flow_us = t0.elapsed().as_secs_f64() * 1e6 / members.len() as f64;
-        for _ in members {
+        let n: usize = decisions.groups.iter().map(|g| g.flows.len()).sum();
+        let per_flow_us = t0.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
+        for _ in 0..n {
             self.flow_decisions.add(per_flow_us);
         }
-        if !self.exact {
-            for (m, old) in members.iter().zip(&before) {
-                if flow_is_internal(sim, j, flow_of(m.flow.0)) {
-                    continue;
+        let mut current: Option<(usize, usize)> = None;
+        for g in &decisions.groups {
+            let j = g.job.0 as usize;
+            let u = match g.unit {
+                UnitKind::Ps { ps } => ps as usize,
+                UnitKind::Ring | UnitKind::Alone { .. } => 0,
+            };
+            if current != Some((j, u)) {
+                if let Some((pj, pu)) = current {
+                    self.keep_unit(sim, pj, pu, todo, keep);
                 }
-                let slot = self.table.current_slot();
-                let now = self.table.flow_schedule(m.flow);
-                // Bandwidth freed in the current slot is of no use to plans made at the next
-                // slot boundary: only later slots count, and only by at least one MTU in a slot
-                // (a rate rounded by a few bit/s frees nothing a flow could send).
-                let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
-                let freed = old.as_ref().is_some_and(|(start, at)| {
-                    before_rates[at.clone()].iter().enumerate().any(|(i, r)| {
-                        let s = start + i as u64;
-                        s > slot
-                            && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
-                    })
-                });
-                if freed {
-                    self.links_changed(sim, &m.path);
+                current = Some((j, u));
+                self.recycle(j, u);
+                self.unit_members = self.member_vecs.pop().unwrap_or_default();
+                self.unit_members.clear();
+                self.unit_complete = true;
+            }
+            for (k, d) in g.decision.decisions.iter().enumerate() {
+                let f = flow_of(g.flows[k].0);
+                let r = g.rates_bps[k];
+                self.set_rate(sim, j, f, r);
+                if !self.exact {
+                    let sent = sim.jobs[j].flows[f].sent;
+                    let m = self.member(
+                        f,
+                        sent,
+                        first,
+                        &d.plan.bytes,
+                        d.plan.rates_bps.iter().copied(),
+                        r,
+                    );
+                    self.unit_complete &= d.plan.is_complete();
+                    self.unit_members.push(m);
                 }
             }
+            if !self.exact {
+                self.note_freed(sim, j, &g.flows, &before);
+            }
         }
-        self.before = before;
-        self.before_rates = before_rates;
-        Some(g)
+        if let Some((pj, pu)) = current {
+            self.keep_unit(sim, pj, pu, todo, keep);
+        }
+        self.unit_members.clear();
     }
 
-    /// The coflows of job `j` among its active flows that `todo` selects: the ring (all its
-    /// flows, one group) or, per PS, its aggregation and broadcast flows; with their planning
-    /// order (`planning_key`: progress over all the unit's flows, then SEBF over the active ones).
-    fn units(
+    /// Keeps the plan just made of unit `u` of job `j` (its members in `unit_members`), or
+    /// forgets it when it is not to be kept or was planned in part.
+    fn keep_unit(
         &mut self,
         sim: &Sim,
         j: usize,
-        todo: &dyn Fn(usize) -> bool,
-        out: &mut Vec<(PlanningKey, usize, usize)>,
+        u: usize,
+        todo: &dyn Fn(usize, usize) -> bool,
+        keep: bool,
     ) {
-        for u in 0..Self::unit_count(sim, j) {
-            if let Some(key) = self.unit_key(sim, j, u, todo) {
-                out.push((key, j, u));
+        let members = std::mem::take(&mut self.unit_members);
+        if !keep {
+            self.give_back(members);
+            return;
+        }
+        self.unit_plans += 1;
+        let plan = UnitPlan::new(
+            self.table.current_slot(),
+            self.seq,
+            self.unit_complete,
+            self.extend,
+            members,
+            |f| flow_is_internal(sim, j, f),
+        );
+        if let Some(x) = self.plans.get_mut(j).and_then(|p| p.units.get_mut(u)) {
+            *x = Some(plan);
+        } else {
+            self.give_back(plan.members);
+            return;
+        }
+        let job = &sim.jobs[j];
+        let whole = Self::unit_flow_iter(sim, j, u).all(|f| job.flows[f].done || todo(j, f));
+        if !whole {
+            self.recycle(j, u);
+        }
+    }
+
+    /// Plan reuse: records that bandwidth was freed on a link of a network member of a group
+    /// just planned (`flows`, of job `j`) in a later slot by at least an MTU, against its
+    /// schedule `before` the plan.
+    fn note_freed(
+        &mut self,
+        sim: &Sim,
+        j: usize,
+        flows: &[FlowId],
+        before: &HashMap<u64, (u64, Vec<u64>)>,
+    ) {
+        for id in flows {
+            let f = flow_of(id.0);
+            if flow_is_internal(sim, j, f) {
+                continue;
+            }
+            let slot = self.table.current_slot();
+            let now = self.table.flow_schedule(*id);
+            // Bandwidth freed in the current slot is of no use to plans made at the next slot
+            // boundary: only later slots count, and only by at least one MTU in a slot (a rate
+            // rounded by a few bit/s frees nothing a flow could send).
+            let min_bps = self.clock.rate_bps_for_bytes(REUSE_SLACK_BYTES as u64);
+            let freed = before.get(&id.0).is_some_and(|(start, rates)| {
+                rates.iter().enumerate().any(|(i, r)| {
+                    let s = start + i as u64;
+                    s > slot && now.map_or(0, |n| n.rate_bps_at(s)).saturating_add(min_bps) <= *r
+                })
+            });
+            if freed {
+                self.flow_links_changed(sim, j, f);
             }
         }
     }
 
-    /// The flows of coflow `u` of job `j` (ring: all; PS `u`: its pushes then its pulls).
-    fn unit_flows(&self, sim: &Sim, j: usize, u: usize) -> Vec<usize> {
-        Self::unit_flow_iter(sim, j, u).collect()
-    }
-
-    /// [`Mlcc::unit_flows`] without a list: the per-slot checks of kept plans walk them.
+    /// The flows of coflow unit `u` of job `j` (ring: all; PS `u`: its pushes then its pulls),
+    /// by the simulator's layout of a job's flows.
     fn unit_flow_iter(sim: &Sim, j: usize, u: usize) -> impl Iterator<Item = usize> {
         let job = &sim.jobs[j];
         let (first, second) = match job.spec.paradigm {
@@ -781,114 +894,22 @@ impl Mlcc {
         first.chain(second)
     }
 
-    /// Plans coflow `u` of job `j` (its active flows that `todo` selects), in dependency order.
-    fn plan_unit(&mut self, sim: &Sim, j: usize, u: usize, todo: &dyn Fn(usize) -> bool) {
-        let job = &sim.jobs[j];
-        let active = |f: usize| !job.flows[f].done && todo(f);
-        // F of a flow not planned now: its bytes sent (all of them once done).
-        let f_of = |f: usize| {
-            if job.flows[f].done {
-                job.flows[f].size.round() as u64
-            } else {
-                job.flows[f].sent as u64
-            }
-        };
-        match job.spec.paradigm {
-            Paradigm::Ring => {
-                // One group: the ring's flows advance together. A member whose predecessor is not
-                // planned now depends on that predecessor's F (plus the one chunk a worker may be
-                // ahead, as the engine's pipelined bound allows); within the group the
-                // receiver's cut keeps each flow within a chunk of its predecessor's F.
-                let chunk = job.chunk.max(0.0) as u64;
-                let flows: Vec<usize> = (0..job.flows.len()).filter(|f| active(*f)).collect();
-                let pred = |f: usize| match job.flows[f].role {
-                    Role::Ring { pred } => Some(pred),
-                    _ => None,
-                };
-                let mut members = std::mem::take(&mut self.req_buf);
-                let n = Self::requests_into(
-                    &mut members,
-                    sim,
-                    j,
-                    flows.iter().map(|&f| {
-                        let dep = match pred(f) {
-                            // `flows` is ascending.
-                            Some(p) if flows.binary_search(&p).is_err() => Dependency::Ring {
-                                predecessor_bytes: f_of(p).saturating_add(chunk),
-                            },
-                            _ => Dependency::Independent,
-                        };
-                        (f, dep)
-                    }),
-                );
-                let bound = |i: usize, g: &GroupDecision| -> u64 {
-                    let f = flows[i];
-                    let Some(p) = pred(f) else { return 0 };
-                    let pred_f = match flows.binary_search(&p) {
-                        Ok(k) => g.decisions[k].accumulated_bytes,
-                        Err(_) => f_of(p),
-                    };
-                    excess_bytes(
-                        g.decisions[i].accumulated_bytes,
-                        pred_f.saturating_add(chunk),
-                    )
-                };
-                self.plan_members(sim, j, &members[..n], &bound);
-                self.req_buf = members;
-            }
-            Paradigm::Ps => {
-                let w = job.spec.workers as usize;
-                let all = self.unit_flows(sim, j, u);
-                let (pushes, pulls) = all.split_at(w.min(all.len()));
-                let pull_f: Vec<u64> = pulls.iter().map(|&f| f_of(f)).collect();
-                // The aggregation group (F_b^max of this PS's broadcast flows) ...
-                let agg: Vec<usize> = pushes.iter().copied().filter(|f| active(*f)).collect();
-                let mut members = std::mem::take(&mut self.req_buf);
-                let dep = Dependency::ps_aggregation(&pull_f);
-                let n = Self::requests_into(&mut members, sim, j, agg.iter().map(|&f| (f, dep)));
-                let g = self.plan_members(sim, j, &members[..n], &|_, _| 0);
-                let agg_f: Vec<u64> = pushes
-                    .iter()
-                    .map(|f| match (&g, agg.binary_search(f).ok()) {
-                        (Some(g), Some(i)) => g.decisions[i].accumulated_bytes,
-                        _ => f_of(*f),
-                    })
-                    .collect();
-                // ... then the broadcast group, bounded by the aggregation's least F (F_a^min),
-                // so it pipelines behind the aggregation.
-                let dep = Dependency::ps_broadcast(&agg_f);
-                let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                let n = Self::requests_into(
-                    &mut members,
-                    sim,
-                    j,
-                    pulls
-                        .iter()
-                        .copied()
-                        .filter(|f| active(*f))
-                        .map(|f| (f, dep)),
-                );
-                self.plan_members(sim, j, &members[..n], &|i, g| {
-                    excess_bytes(g.decisions[i].accumulated_bytes, a_min)
-                });
-                self.req_buf = members;
-            }
-        }
-    }
-
-    /// Plans the coflows of `jobs` (their active flows that `todo` selects) in the order of
-    /// `mlcc_sched::planning_key`, as the agent does: the unit further into its iteration
-    /// first, then smallest effective bottleneck first (Varys's SEBF; ties by job and PS), so
-    /// one job's coflow completes before another's takes the links it shares, and none starves.
-    fn plan_jobs(&mut self, sim: &Sim, jobs: &[usize], todo: &dyn Fn(usize, usize) -> bool) {
-        let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
+    /// The units of `jobs` with an active flow that `todo` selects.
+    fn units_of(
+        sim: &Sim,
+        jobs: &[usize],
+        todo: &dyn Fn(usize, usize) -> bool,
+    ) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
         for &j in jobs {
-            self.units(sim, j, &|f| todo(j, f), &mut units);
+            let job = &sim.jobs[j];
+            for u in 0..Self::unit_count(sim, j) {
+                if Self::unit_flow_iter(sim, j, u).any(|f| !job.flows[f].done && todo(j, f)) {
+                    out.push((j, u));
+                }
+            }
         }
-        units.sort_unstable();
-        for (_, j, u) in units {
-            self.plan_unit(sim, j, u, &|f| todo(j, f));
-        }
+        out
     }
 }
 
@@ -1137,21 +1158,20 @@ impl Mlcc {
         })
     }
 
-    /// The groups of unit `u` of job `j` as [`Mlcc::plan_unit`] plans them, over its active
-    /// flows: the ring's flows; a PS's pushes, then its pulls.
+    /// The groups of unit `u` of job `j` as the policy layer plans them
+    /// ([`mlcc_sched::policy::group_phase`], in its order), over its active flows.
     fn unit_groups(&self, sim: &Sim, j: usize, u: usize) -> Vec<Vec<usize>> {
         let job = &sim.jobs[j];
-        let all = self.unit_flows(sim, j, u);
-        let active = |fs: &[usize]| -> Vec<usize> {
-            fs.iter().copied().filter(|f| !job.flows[*f].done).collect()
-        };
-        match job.spec.paradigm {
-            Paradigm::Ring => vec![active(&all)],
-            Paradigm::Ps => {
-                let (pushes, pulls) = all.split_at((job.spec.workers as usize).min(all.len()));
-                vec![active(pushes), active(pulls)]
+        let mut groups: Vec<(GroupPhase, Vec<usize>)> = Vec::new();
+        for f in Self::unit_flow_iter(sim, j, u).filter(|&f| !job.flows[f].done) {
+            let phase = group_phase(&Self::state_role(sim, j, f));
+            match groups.iter_mut().find(|(p, _)| *p == phase) {
+                Some((_, g)) => g.push(f),
+                None => groups.push((phase, vec![f])),
             }
         }
+        groups.sort_by_key(|(p, _)| *p);
+        groups.into_iter().map(|(_, g)| g).collect()
     }
 
     /// Rolls the incomplete plan of unit `u` of job `j` forward at `slot` (documented
@@ -1269,77 +1289,11 @@ impl Mlcc {
         }
         true
     }
-
-    /// The planning key of unit `u` of job `j` over its active flows that `todo` selects.
-    fn unit_key(
-        &mut self,
-        sim: &Sim,
-        j: usize,
-        u: usize,
-        todo: &dyn Fn(usize) -> bool,
-    ) -> Option<PlanningKey> {
-        let job = &sim.jobs[j];
-        let all = || Self::unit_flow_iter(sim, j, u);
-        let mut flows = std::mem::take(&mut self.req_buf);
-        let n = Self::requests_into(
-            &mut flows,
-            sim,
-            j,
-            all()
-                .filter(|&f| !job.flows[f].done && todo(f))
-                .map(|f| (f, Dependency::Independent)),
-        );
-        let gamma = group_bottleneck_us(&self.table, &flows[..n]).unwrap_or(u64::MAX);
-        self.req_buf = flows;
-        if n == 0 {
-            return None;
-        }
-        let (sent, size) = all().fold((0u64, 0u64), |(s, z), f| {
-            (
-                s.saturating_add(job.flows[f].sent as u64),
-                z.saturating_add(job.flows[f].size as u64),
-            )
-        });
-        Some(planning_key(sent, size, gamma))
-    }
-
-    /// Plans unit `u` of job `j` (its active flows that `todo` selects) in `slot`, of which
-    /// the fraction `first` is left, and keeps the plan.
-    fn plan_and_keep(
-        &mut self,
-        sim: &Sim,
-        j: usize,
-        u: usize,
-        slot: u64,
-        todo: &dyn Fn(usize) -> bool,
-        first: f64,
-    ) {
-        self.recycle(j, u);
-        self.unit_members = self.member_vecs.pop().unwrap_or_default();
-        self.unit_members.clear();
-        self.unit_complete = true;
-        self.unit_first = first;
-        self.plan_unit(sim, j, u, todo);
-        self.unit_first = 1.0;
-        self.unit_plans += 1;
-        let members = std::mem::take(&mut self.unit_members);
-        let plan = UnitPlan::new(
-            slot,
-            self.seq,
-            self.unit_complete,
-            self.extend,
-            members,
-            |f| flow_is_internal(sim, j, f),
-        );
-        if let Some(x) = self.plans[j].units.get_mut(u) {
-            *x = Some(plan);
-        }
-    }
 }
 
 impl Policy for Mlcc {
     fn name(&self) -> String {
-        "mlcc".into()
+        self.name.clone()
     }
 
     fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
@@ -1370,14 +1324,17 @@ impl Policy for Mlcc {
                 self.refusals += 1;
             }
             self.slot = Some(slot);
-            self.plan_jobs(sim, &jobs, &|_, _| true);
+            let units = Self::units_of(sim, &jobs, &|_, _| true);
+            self.plan_units(sim, &units, &|_, _| true, 1.0, false);
         } else {
             // Flows started inside the slot are planned at once; the others keep their rates.
             let new = self.unplanned(sim, &jobs);
             if !new.is_empty() {
                 jobs.retain(|&j| new.iter().any(|&(k, _)| k == j));
                 jobs.dedup();
-                self.plan_jobs(sim, &jobs, &|j, f| new.binary_search(&(j, f)).is_ok());
+                let todo = |j: usize, f: usize| new.binary_search(&(j, f)).is_ok();
+                let units = Self::units_of(sim, &jobs, &todo);
+                self.plan_units(sim, &units, &todo, 1.0, false);
             }
         }
         ctl.fair(sim.active.len());
@@ -1507,7 +1464,7 @@ impl Policy for Mlcc {
         if new_slot {
             // Units that keep their plan take its rate for the new slot; the others are
             // re-planned in planning order.
-            let mut todo: Vec<(PlanningKey, usize, usize)> = Vec::new();
+            let mut todo: Vec<(usize, usize)> = Vec::new();
             for &j in &comm {
                 let n = Self::unit_count(sim, j);
                 if self.plans[j].units.len() != n {
@@ -1519,13 +1476,14 @@ impl Policy for Mlcc {
                         self.unit_kept += 1;
                         continue;
                     }
-                    match self.unit_key(sim, j, u, &|_| true) {
-                        Some(key) => {
+                    let job = &sim.jobs[j];
+                    match Self::unit_flow_iter(sim, j, u).any(|f| !job.flows[f].done) {
+                        true => {
                             self.recycle(j, u);
-                            todo.push((key, j, u));
+                            todo.push((j, u));
                         }
                         // Nothing left to send in this unit: an empty plan, kept.
-                        None => {
+                        false => {
                             self.plans[j].units[u] = Some(UnitPlan::new(
                                 slot,
                                 self.seq,
@@ -1538,10 +1496,8 @@ impl Policy for Mlcc {
                     }
                 }
             }
-            todo.sort_unstable();
-            for (_, j, u) in todo {
-                self.plan_and_keep(sim, j, u, slot, &|_| true, 1.0);
-            }
+            // The policy layer orders them.
+            self.plan_units(sim, &todo, &|_, _| true, 1.0, true);
         } else {
             // Inside a slot: flows that started are planned at once; a unit planned whole (its
             // iteration starts) keeps that plan, counted from the rest of the slot; every touched
@@ -1560,22 +1516,9 @@ impl Policy for Mlcc {
             if !new.is_empty() {
                 let mut fresh: Vec<usize> = new.iter().map(|&(j, _)| j).collect();
                 fresh.dedup();
-                let mut units: Vec<(PlanningKey, usize, usize)> = Vec::new();
-                for &j in &fresh {
-                    self.units(sim, j, &|f| new.binary_search(&(j, f)).is_ok(), &mut units);
-                }
-                units.sort_unstable();
-                for (_, j, u) in units {
-                    let todo = |f: usize| new.binary_search(&(j, f)).is_ok();
-                    let job = &sim.jobs[j];
-                    let whole =
-                        Self::unit_flow_iter(sim, j, u).all(|f| job.flows[f].done || todo(f));
-                    self.plan_and_keep(sim, j, u, slot, &todo, frac);
-                    if !whole {
-                        self.recycle(j, u);
-                    }
-                }
-                self.unit_members.clear();
+                let todo = |j: usize, f: usize| new.binary_search(&(j, f)).is_ok();
+                let units = Self::units_of(sim, &fresh, &todo);
+                self.plan_units(sim, &units, &todo, frac, true);
             }
         }
         for &j in &comm {

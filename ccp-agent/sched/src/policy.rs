@@ -1,0 +1,656 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The policy layer: one entry point, [`decide`], from a snapshot of the flows a scheduler
+//! controls to the decisions of the current slot (coflow groups, their dependencies, planning
+//! order, the receivers' cuts, the per-slot pacing rates). The agent and the cluster simulator
+//! both call it; the planning rules live here once.
+//!
+//! Rules (the mlcc paper, "Dynamic Flow Scheduling for DNN Training Workloads in Data
+//! Centers", Sec. IV, with the group generalisation of [`crate::coflow`]):
+//!
+//! - **Groups** ([`unit_key`], [`group_phase`]): a job's ring all-reduce flows form one
+//!   coflow unit and one group (the pipelined ring needs them all to progress together); per
+//!   parameter server, a unit of two groups, its aggregation flows (pushes into it), then its
+//!   broadcast flows (pulls out of it); any other flow is a unit and group of its own.
+//! - **Dependencies** (Alg. 2, Sec. IV-C): a ring flow whose predecessor is not decided in
+//!   the same group depends on the predecessor's accumulated bytes F_j plus one chunk (a worker
+//!   may be one chunk ahead of what it received: its own); a PS's aggregation flows on F_b^max
+//!   of its broadcast flows; its broadcast flows on F_a^min of its aggregation flows, taken
+//!   after the aggregation group is planned (its planned F where planned now).
+//! - **Order** ([`crate::planning_key`]): the unit further into its iteration first, then
+//!   Varys's smallest effective bottleneck first at link capacity, ties by job and unit; or,
+//!   under [`Rules::Interleave`], by job rank ([`PolicyOptions::job_rank`]).
+//! - **Cuts** (the receiver's side of Alg. 2): within a group, member i is cut by
+//!   (F_i − bound)+ with bound its ring predecessor's F plus a chunk, or F_a^min for a
+//!   broadcast flow, and the group is re-planned jointly ([`crate::apply_group_reduction`]).
+//!   One pass, against each predecessor's planned F *before* its own cut (as the paper's
+//!   receiver cuts against the F its predecessor announced): the successor of a flow that was
+//!   cut may end up to that cut ahead of it in this slot (`tests/policy.rs` states the bound);
+//!   a cut to the fixed point over the ring is a candidate change, not made here because it
+//!   changes the simulator's mlcc results.
+//!   *Group cut, not per-flow cut*: the agent used to cut one flow at a time with
+//!   [`crate::reduce`], which breaks MADD's equal progress of the group's members (the cut
+//!   member's freed slots went to nobody in its group); the simulator's group cut keeps the
+//!   members level. The per-flow cut remains what an agent can do for a notice from another
+//!   host after its slot's plans are made ([`crate::reduce`]), outside this entry point.
+//! - **Rates**: a member's pacing rate is [`crate::Decision::pacing_rate_bps`] at its MADD
+//!   share of the current slot (a slot that completes it goes at the largest feasible rate,
+//!   Alg. 1). Then, when [`PolicyOptions::share_spare`] is on, work conservation within the
+//!   slot: each flow planned no bytes in the current slot gets an equal
+//!   share, among such flows on the link, of what the slot's plans leave free, the least over
+//!   its path; and every rate is at least [`Snapshot::min_rate_bps`] (a datapath concern: a
+//!   TCP flow paced at 0 stalls; the simulator passes 0).
+//! - **Bytes planned**: with [`PolicyOptions::sendable_only`], a flow is planned only for the
+//!   bytes its dependency lets it send ([`crate::Dependency::sendable_bytes`]), so bytes it
+//!   cannot send reserve nothing (the agent's reading); off, every byte left is planned (the
+//!   paper's Alg. 1, the simulator's `mlcc`).
+//!
+//! Pure: no I/O, no clock. The link load table passed in holds the links, their capacities
+//! and estimates, and the schedules of every flow not decided now; it gets the new schedules.
+
+use serde::{Deserialize, Serialize};
+
+use crate::coflow::{planning_key, GroupDecision, PlanningKey};
+use crate::dependency::{excess_bytes, Dependency, FlowProgress};
+use crate::error::SchedError;
+use crate::planner::{apply_group_reduction, group_bottleneck_us, plan_group, FlowRequest};
+use crate::table::{FlowId, LinkId, LinkLoadTable};
+
+/// A training job, as the caller numbers it (the simulator's job index; the agent maps its
+/// job names to numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobKey(pub u64);
+
+/// What a flow is to its job (its paradigm and role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum FlowRole {
+    /// A ring all-reduce flow from a worker to its successor.
+    RingSend {
+        /// The flow into this flow's worker (from its predecessor), if the snapshot has it.
+        predecessor: Option<FlowId>,
+        /// The ring's chunk G/W, bytes: how far a worker may be ahead of what it received.
+        chunk_bytes: u64,
+    },
+    /// A worker's aggregation flow (push) to parameter server `ps`.
+    PsPush {
+        /// The parameter server's number in its job.
+        ps: u32,
+    },
+    /// Parameter server `ps`'s broadcast flow (pull) to a worker.
+    PsPull {
+        /// The parameter server's number in its job.
+        ps: u32,
+    },
+    /// Any other flow (no dependency).
+    Other,
+}
+
+/// One flow of the snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowState {
+    /// The flow (also its id in the link load table).
+    pub flow: FlowId,
+    /// Its job.
+    pub job: JobKey,
+    /// Its role in the job.
+    pub role: FlowRole,
+    /// The links it crosses, in order.
+    pub path: Vec<LinkId>,
+    /// Bytes sent in the current iteration (F_i before this slot; all of them for a flow that
+    /// is done) and bytes left, bytes.
+    pub progress: FlowProgress,
+    /// Its bytes per iteration (for the planning order), bytes.
+    pub iteration_bytes: u64,
+    /// Decide it now. False: context only (a flow done, or decided earlier and kept, or a flow
+    /// on another host known from a notice): its F bounds the flows that depend on it, and its
+    /// bytes count in its unit's progress, but it gets no decision.
+    pub decide: bool,
+}
+
+/// A scheduler's view at one decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The slot decided (must be the table's current slot).
+    pub slot: u64,
+    /// The flows, each once.
+    pub flows: Vec<FlowState>,
+    /// The least pacing rate given to a decided flow, bit/s (0: none).
+    pub min_rate_bps: u64,
+}
+
+/// Which rule set orders the units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rules {
+    /// The mlcc paper's Alg. 1 + 2 over coflow groups, ordered by [`crate::planning_key`].
+    #[default]
+    Mlcc,
+    /// The same planning, units ordered by their job's rank ([`PolicyOptions::job_rank`],
+    /// ascending: rank 0 first), then by [`crate::planning_key`]: a job-level priority, so
+    /// that on shared links one job's communication phase goes first and the others' slide
+    /// into its gaps (the interleaved state MLTCP converges to, Rajasekaran, MIT thesis, ch. 5;
+    /// least-attained-service job ordering as in Tiresias, NSDI '19).
+    Interleave,
+}
+
+/// How [`decide`] decides.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyOptions {
+    /// The rule set.
+    pub rules: Rules,
+    /// Work conservation within the slot: a flow planned no bytes in the current slot gets an
+    /// equal share, among such flows on the link, of what the slot's plans leave free on each
+    /// link of its path, the least over its path (not in the mlcc paper, whose slots leave
+    /// bandwidth a flow does not use idle until the next slot).
+    pub share_spare: bool,
+    /// Plan only the bytes a flow's dependency lets it send.
+    pub sendable_only: bool,
+    /// Under [`Rules::Interleave`], each job's rank (lower first), as (job, rank); a job not
+    /// listed ranks last. Ignored under [`Rules::Mlcc`].
+    pub job_rank: Vec<(JobKey, u64)>,
+}
+
+/// A job's work left, for [`rank_jobs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobWork {
+    /// The job.
+    pub job: JobKey,
+    /// Its time left to run, µs: iterations left times its iteration time alone.
+    pub remaining_us: u64,
+}
+
+/// The job ranks of [`Rules::Interleave`]: shortest remaining time first (rank 0 is the job
+/// with the least `remaining_us`, ties by job), as (job, rank). On a link shared by jobs of
+/// different ranks, the higher-ranked job's communication phase is planned first and the others
+/// fill its gaps, so their phases interleave (MLTCP's fixed point, Rajasekaran, MIT thesis,
+/// ch. 5), and the order that minimises the average completion time of jobs that only wait for
+/// each other is shortest remaining processing time first (Schrage, Oper. Res. 16(3), 1968).
+/// Refuses a job listed twice, naming it.
+pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    let mut v: Vec<JobWork> = jobs.to_vec();
+    v.sort_by_key(|w| (w.remaining_us, w.job));
+    let mut seen: Vec<JobKey> = v.iter().map(|w| w.job).collect();
+    seen.sort_unstable();
+    if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+        return Err(SchedError::InvalidParameter {
+            name: "job listed twice in rank_jobs (job number)",
+            value: w[0].0,
+        });
+    }
+    Ok(v.iter()
+        .enumerate()
+        .map(|(r, w)| (w.job, r as u64))
+        .collect())
+}
+
+/// A coflow unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "unit", rename_all = "snake_case")]
+pub enum UnitKind {
+    /// A job's ring.
+    Ring,
+    /// A parameter server's aggregation and broadcast.
+    Ps {
+        /// The parameter server's number in its job.
+        ps: u32,
+    },
+    /// A flow alone.
+    Alone {
+        /// The flow.
+        flow: FlowId,
+    },
+}
+
+/// A group's place in its unit, in planning order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupPhase {
+    /// A ring's flows, or a flow alone.
+    All,
+    /// A parameter server's aggregation flows.
+    Aggregation,
+    /// A parameter server's broadcast flows, planned after its aggregation.
+    Broadcast,
+}
+
+/// The coflow unit of a flow of `job` with `role`.
+pub fn unit_key(job: JobKey, flow: FlowId, role: &FlowRole) -> (JobKey, UnitKind) {
+    let kind = match *role {
+        FlowRole::RingSend { .. } => UnitKind::Ring,
+        FlowRole::PsPush { ps } | FlowRole::PsPull { ps } => UnitKind::Ps { ps },
+        FlowRole::Other => UnitKind::Alone { flow },
+    };
+    (job, kind)
+}
+
+/// The group of its unit a flow with `role` belongs to.
+pub fn group_phase(role: &FlowRole) -> GroupPhase {
+    match role {
+        FlowRole::PsPush { .. } => GroupPhase::Aggregation,
+        FlowRole::PsPull { .. } => GroupPhase::Broadcast,
+        FlowRole::RingSend { .. } | FlowRole::Other => GroupPhase::All,
+    }
+}
+
+/// One group's decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupOutcome {
+    /// Its job and unit.
+    pub job: JobKey,
+    /// Its unit.
+    pub unit: UnitKind,
+    /// Its place in the unit.
+    pub phase: GroupPhase,
+    /// Its unit's planning key (the order of units, see the module documentation).
+    pub order: PlanningKey,
+    /// The members, in snapshot order.
+    pub flows: Vec<FlowId>,
+    /// Per member, the dependency it was planned with.
+    pub dependencies: Vec<Dependency>,
+    /// Per member, the progress it was planned with (bytes left bounded by what it may send
+    /// under [`PolicyOptions::sendable_only`]).
+    pub progress: Vec<FlowProgress>,
+    /// Per member, the receiver's cut applied to its current slot, bytes.
+    pub cuts_bytes: Vec<u64>,
+    /// The joint plan after the cuts (per member: schedule, current-slot rate, F_i; MADD
+    /// shares of the current slot).
+    pub decision: GroupDecision,
+    /// Per member, the rate to pace it at in the current slot, bit/s.
+    pub rates_bps: Vec<u64>,
+}
+
+/// The decisions of one slot: the groups in planning order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decisions {
+    /// The groups, in the order they were planned.
+    pub groups: Vec<GroupOutcome>,
+}
+
+impl Decisions {
+    /// The rate decided for `flow` in the current slot, bit/s, if it was decided.
+    pub fn rate_bps(&self, flow: FlowId) -> Option<u64> {
+        self.groups.iter().find_map(|g| {
+            g.flows
+                .iter()
+                .position(|f| *f == flow)
+                .map(|i| g.rates_bps[i])
+        })
+    }
+}
+
+/// A unit to plan: its key, its job and kind, and its flows (indices into the snapshot).
+struct Unit {
+    order: PlanningKey,
+    rank: u64,
+    job: JobKey,
+    kind: UnitKind,
+    flows: Vec<usize>,
+}
+
+/// Checks the snapshot against `table`: the slot is the table's current slot, no flow twice,
+/// every decided flow's links known.
+fn check(table: &LinkLoadTable, snapshot: &Snapshot) -> Result<(), SchedError> {
+    if snapshot.slot != table.current_slot() {
+        return Err(SchedError::SlotMismatch {
+            slot: snapshot.slot,
+            current_slot: table.current_slot(),
+        });
+    }
+    let mut ids: Vec<FlowId> = snapshot.flows.iter().map(|f| f.flow).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(SchedError::DuplicateFlow(w[0]));
+    }
+    for f in snapshot.flows.iter().filter(|f| f.decide) {
+        if f.path.is_empty() {
+            return Err(SchedError::EmptyPath);
+        }
+        for l in &f.path {
+            table.capacity_bps(*l)?;
+        }
+    }
+    Ok(())
+}
+
+/// The units of `snapshot` with at least one flow to decide, in planning order.
+fn units(
+    table: &LinkLoadTable,
+    snapshot: &Snapshot,
+    options: &PolicyOptions,
+) -> Result<Vec<Unit>, SchedError> {
+    let mut by_unit: Vec<((JobKey, UnitKind), Vec<usize>)> = Vec::new();
+    let mut index: std::collections::HashMap<(JobKey, UnitKind), usize> =
+        std::collections::HashMap::new();
+    for (i, f) in snapshot.flows.iter().enumerate() {
+        let k = unit_key(f.job, f.flow, &f.role);
+        let at = *index.entry(k).or_insert_with(|| {
+            by_unit.push((k, Vec::new()));
+            by_unit.len() - 1
+        });
+        by_unit[at].1.push(i);
+    }
+    let mut out = Vec::new();
+    for ((job, kind), flows) in by_unit {
+        let reqs: Vec<FlowRequest> = flows
+            .iter()
+            .map(|&i| &snapshot.flows[i])
+            .filter(|f| f.decide)
+            .map(|f| request(f, Dependency::Independent))
+            .collect();
+        if reqs.is_empty() {
+            continue;
+        }
+        let gamma = group_bottleneck_us(table, &reqs).unwrap_or(u64::MAX);
+        let (sent, size) = flows.iter().fold((0u64, 0u64), |(s, z), &i| {
+            let f = &snapshot.flows[i];
+            (
+                s.saturating_add(f.progress.sent_bytes),
+                z.saturating_add(f.iteration_bytes),
+            )
+        });
+        let rank = match options.rules {
+            Rules::Mlcc => 0,
+            Rules::Interleave => options
+                .job_rank
+                .iter()
+                .find(|(j, _)| *j == job)
+                .map_or(u64::MAX, |(_, r)| *r),
+        };
+        out.push(Unit {
+            order: planning_key(sent, size, gamma),
+            rank,
+            job,
+            kind,
+            flows,
+        });
+    }
+    out.sort_by_key(|u| (u.rank, u.order, u.job, u.kind));
+    Ok(out)
+}
+
+fn request(f: &FlowState, dependency: Dependency) -> FlowRequest {
+    FlowRequest {
+        flow: f.flow,
+        path: f.path.clone(),
+        progress: f.progress,
+        dependency,
+    }
+}
+
+/// The policy layer's entry point: decides the flows of `snapshot` marked `decide` in the
+/// current slot against `table` (see the module documentation for the rules), and stores their
+/// new schedules in `table` (a flow planned nothing leaves it). Returns the groups in planning
+/// order with their dependencies, cuts, plans and rates.
+///
+/// Refuses, naming the value, a snapshot whose slot is not the table's current slot, a flow
+/// listed twice, or a decided flow with an empty path or a link the table does not know;
+/// the table is then unchanged.
+pub fn decide(
+    table: &mut LinkLoadTable,
+    snapshot: &Snapshot,
+    options: &PolicyOptions,
+) -> Result<Decisions, SchedError> {
+    check(table, snapshot)?;
+    let units = units(table, snapshot, options)?;
+    let flows = &snapshot.flows;
+    let at: std::collections::HashMap<FlowId, usize> =
+        flows.iter().enumerate().map(|(i, f)| (f.flow, i)).collect();
+    let pos = |id: FlowId| at.get(&id).copied();
+    // Per flow, whether it is a member of the group being planned (ring).
+    let mut member = vec![false; flows.len()];
+    let mut out = Decisions::default();
+    for u in &units {
+        match u.kind {
+            UnitKind::Ring => {
+                let members: Vec<usize> = u
+                    .flows
+                    .iter()
+                    .copied()
+                    .filter(|&i| flows[i].decide)
+                    .collect();
+                let pred = |i: usize| match flows[i].role {
+                    FlowRole::RingSend {
+                        predecessor,
+                        chunk_bytes,
+                    } => predecessor.and_then(pos).map(|p| (p, chunk_bytes)),
+                    _ => None,
+                };
+                for &i in &members {
+                    member[i] = true;
+                }
+                let deps: Vec<Dependency> = members
+                    .iter()
+                    .map(|&i| match pred(i) {
+                        Some((p, chunk)) if !member[p] => Dependency::Ring {
+                            predecessor_bytes: flows[p].progress.sent_bytes.saturating_add(chunk),
+                        },
+                        _ => Dependency::Independent,
+                    })
+                    .collect();
+                let g = plan_members(
+                    table,
+                    u,
+                    GroupPhase::All,
+                    flows,
+                    &members,
+                    deps,
+                    options,
+                    |i, g| {
+                        let Some((p, chunk)) = pred(members[i]) else {
+                            return 0;
+                        };
+                        let pred_f = if member[p] {
+                            members
+                                .binary_search(&p)
+                                .map_or(flows[p].progress.sent_bytes, |k| {
+                                    g.decisions[k].accumulated_bytes
+                                })
+                        } else {
+                            flows[p].progress.sent_bytes
+                        };
+                        excess_bytes(
+                            g.decisions[i].accumulated_bytes,
+                            pred_f.saturating_add(chunk),
+                        )
+                    },
+                )?;
+                for &i in &members {
+                    member[i] = false;
+                }
+                out.groups.extend(g);
+            }
+            UnitKind::Ps { .. } => {
+                let (pushes, pulls): (Vec<usize>, Vec<usize>) = u
+                    .flows
+                    .iter()
+                    .copied()
+                    .filter(|&i| group_phase(&flows[i].role) != GroupPhase::All)
+                    .partition(|&i| group_phase(&flows[i].role) == GroupPhase::Aggregation);
+                let pull_f: Vec<u64> = pulls
+                    .iter()
+                    .map(|&i| flows[i].progress.sent_bytes)
+                    .collect();
+                let agg: Vec<usize> = pushes
+                    .iter()
+                    .copied()
+                    .filter(|&i| flows[i].decide)
+                    .collect();
+                let dep = Dependency::ps_aggregation(&pull_f);
+                let deps = vec![dep; agg.len()];
+                let g = plan_members(
+                    table,
+                    u,
+                    GroupPhase::Aggregation,
+                    flows,
+                    &agg,
+                    deps,
+                    options,
+                    |_, _| 0,
+                )?;
+                let agg_f: Vec<u64> = pushes
+                    .iter()
+                    .map(|i| match (&g, agg.iter().position(|a| a == i)) {
+                        (Some(g), Some(k)) => g.decision.decisions[k].accumulated_bytes,
+                        _ => flows[*i].progress.sent_bytes,
+                    })
+                    .collect();
+                out.groups.extend(g);
+                let dep = Dependency::ps_broadcast(&agg_f);
+                let a_min = agg_f.iter().min().copied().unwrap_or(0);
+                let bcast: Vec<usize> =
+                    pulls.iter().copied().filter(|&i| flows[i].decide).collect();
+                let deps = vec![dep; bcast.len()];
+                let g = plan_members(
+                    table,
+                    u,
+                    GroupPhase::Broadcast,
+                    flows,
+                    &bcast,
+                    deps,
+                    options,
+                    |i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min),
+                )?;
+                out.groups.extend(g);
+            }
+            UnitKind::Alone { .. } => {
+                let members: Vec<usize> = u
+                    .flows
+                    .iter()
+                    .copied()
+                    .filter(|&i| flows[i].decide)
+                    .collect();
+                let deps = vec![Dependency::Independent; members.len()];
+                let g = plan_members(
+                    table,
+                    u,
+                    GroupPhase::All,
+                    flows,
+                    &members,
+                    deps,
+                    options,
+                    |_, _| 0,
+                )?;
+                out.groups.extend(g);
+            }
+        }
+    }
+    finish_rates(table, snapshot, options, &mut out)?;
+    Ok(out)
+}
+
+/// Plans one group (`members`, indices into `flows`, with their dependencies) jointly, then
+/// cuts member i by `cut(i, decision)` and re-plans; `None` for a group without members.
+#[allow(clippy::too_many_arguments)]
+fn plan_members(
+    table: &mut LinkLoadTable,
+    unit: &Unit,
+    phase: GroupPhase,
+    flows: &[FlowState],
+    members: &[usize],
+    dependencies: Vec<Dependency>,
+    options: &PolicyOptions,
+    cut: impl Fn(usize, &GroupDecision) -> u64,
+) -> Result<Option<GroupOutcome>, SchedError> {
+    if members.is_empty() {
+        return Ok(None);
+    }
+    let reqs: Vec<FlowRequest> = members
+        .iter()
+        .zip(&dependencies)
+        .map(|(&i, d)| {
+            let mut r = request(&flows[i], *d);
+            if options.sendable_only {
+                if let Some(s) = d.sendable_bytes(r.progress.sent_bytes) {
+                    r.progress.remaining_bytes = r.progress.remaining_bytes.min(s);
+                }
+            }
+            r
+        })
+        .collect();
+    let g = plan_group(table, &reqs)?;
+    let cuts: Vec<u64> = (0..reqs.len()).map(|i| cut(i, &g)).collect();
+    // A reduction without cuts gives the decision back unchanged.
+    let g = if cuts.iter().all(|c| *c == 0) {
+        g
+    } else {
+        apply_group_reduction(table, &reqs, &g, &cuts)?
+    };
+    let rates_bps = reqs
+        .iter()
+        .zip(&g.decisions)
+        .zip(&g.share_now_bps)
+        .map(|((r, d), share)| d.pacing_rate_bps(r.progress.remaining_bytes, *share))
+        .collect();
+    Ok(Some(GroupOutcome {
+        job: unit.job,
+        unit: unit.kind,
+        phase,
+        order: unit.order,
+        flows: reqs.iter().map(|r| r.flow).collect(),
+        dependencies,
+        progress: reqs.iter().map(|r| r.progress).collect(),
+        cuts_bytes: cuts,
+        decision: g,
+        rates_bps,
+    }))
+}
+
+/// Spare sharing and the rate floor over the slot's decisions (see the module documentation).
+fn finish_rates(
+    table: &LinkLoadTable,
+    snapshot: &Snapshot,
+    options: &PolicyOptions,
+    out: &mut Decisions,
+) -> Result<(), SchedError> {
+    if options.share_spare {
+        // The idle members (planned no bytes in the current slot), and per link how many of
+        // them cross it.
+        let path_of = |f: FlowId| {
+            snapshot
+                .flows
+                .iter()
+                .find(|s| s.flow == f)
+                .map_or(&[][..], |s| s.path.as_slice())
+        };
+        let idle: Vec<(usize, usize)> = out
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(gi, g)| {
+                g.decision
+                    .decisions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| d.plan.bytes.first().copied().unwrap_or(0) == 0)
+                    .map(move |(k, _)| (gi, k))
+            })
+            .collect();
+        let mut crossing: std::collections::BTreeMap<LinkId, u64> = Default::default();
+        for &(gi, k) in &idle {
+            for l in path_of(out.groups[gi].flows[k]) {
+                *crossing.entry(*l).or_default() += 1;
+            }
+        }
+        let slot = table.current_slot();
+        for (gi, k) in idle {
+            // An idle flow has nothing of its own in the current slot: what the table leaves
+            // free there is what the slot's plans leave it.
+            let mut share: Option<u64> = None;
+            for l in path_of(out.groups[gi].flows[k]) {
+                let n = crossing.get(l).copied().unwrap_or(1).max(1);
+                let s = table.available_bps_at(*l, slot)? / n;
+                share = Some(share.map_or(s, |x| x.min(s)));
+            }
+            let r = &mut out.groups[gi].rates_bps[k];
+            *r = (*r).max(share.unwrap_or(0));
+        }
+    }
+    if snapshot.min_rate_bps > 0 {
+        for g in &mut out.groups {
+            for r in &mut g.rates_bps {
+                *r = (*r).max(snapshot.min_rate_bps);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Tests of the policy layer ([`mlcc_sched::policy::decide`]): its grouping, dependency,
+//! order, cut and rate rules ("Dynamic Flow Scheduling for DNN Training Workloads in Data
+//! Centers", Sec. IV; the group generalisation of `mlcc_sched::coflow`), case by case and as
+//! properties over random ring and parameter-server jobs: ring flows stay within a chunk of
+//! their predecessor, a PS's broadcast never runs ahead of its slowest aggregation, the table
+//! never holds more than a link's capacity, units go in planning order, spare sharing and the
+//! rate floor apply only where they should, bad snapshots are refused naming the value.
+
+use mlcc_sched::policy::{decide, group_phase, unit_key};
+use mlcc_sched::*;
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+/// 8 s slots: bytes per slot equal bit/s.
+const UNIT_SLOT_US: u64 = 8_000_000;
+
+fn table(caps: &[u64], k: usize) -> LinkLoadTable {
+    let clock = SlotClock::new(UNIT_SLOT_US, k).unwrap();
+    let mut t = LinkLoadTable::new(clock, 0);
+    for (l, c) in caps.iter().enumerate() {
+        t.add_link(LinkId(l as u32), *c).unwrap();
+    }
+    t
+}
+
+fn flow(id: u64, job: u64, role: FlowRole, path: &[u32], sent: u64, left: u64) -> FlowState {
+    FlowState {
+        flow: FlowId(id),
+        job: JobKey(job),
+        role,
+        path: path.iter().map(|l| LinkId(*l)).collect(),
+        progress: FlowProgress {
+            sent_bytes: sent,
+            remaining_bytes: left,
+        },
+        iteration_bytes: sent + left,
+        decide: true,
+    }
+}
+
+fn ring(
+    job: u64,
+    first_id: u64,
+    n: u64,
+    chunk: u64,
+    sent_left: &[(u64, u64)],
+    links: &[u32],
+) -> Vec<FlowState> {
+    (0..n)
+        .map(|i| {
+            let pred = first_id + (i + n - 1) % n;
+            let (s, l) = sent_left[i as usize % sent_left.len()];
+            flow(
+                first_id + i,
+                job,
+                FlowRole::RingSend {
+                    predecessor: Some(FlowId(pred)),
+                    chunk_bytes: chunk,
+                },
+                &[links[i as usize % links.len()]],
+                s,
+                l,
+            )
+        })
+        .collect()
+}
+
+fn snapshot(flows: Vec<FlowState>) -> Snapshot {
+    Snapshot {
+        slot: 0,
+        flows,
+        min_rate_bps: 0,
+    }
+}
+
+fn group(d: &Decisions, id: u64) -> (&GroupOutcome, usize) {
+    d.groups
+        .iter()
+        .find_map(|g| g.flows.iter().position(|f| f.0 == id).map(|k| (g, k)))
+        .expect("flow decided")
+}
+
+#[test]
+fn groups_follow_the_paradigm() {
+    let ps = |id, role| flow(id, 7, role, &[0], 0, 100);
+    let flows = vec![
+        ps(1, FlowRole::PsPush { ps: 0 }),
+        ps(2, FlowRole::PsPush { ps: 0 }),
+        ps(3, FlowRole::PsPull { ps: 0 }),
+        ps(4, FlowRole::PsPush { ps: 1 }),
+        flow(5, 8, FlowRole::Other, &[1], 0, 50),
+        flow(6, 8, FlowRole::Other, &[1], 0, 50),
+    ];
+    let mut t = table(&[1_000, 1_000], 4);
+    let d = decide(&mut t, &snapshot(flows), &PolicyOptions::default()).unwrap();
+    let sets: Vec<(GroupPhase, Vec<u64>)> = d
+        .groups
+        .iter()
+        .map(|g| (g.phase, g.flows.iter().map(|f| f.0).collect()))
+        .collect();
+    assert!(sets.contains(&(GroupPhase::Aggregation, vec![1, 2])));
+    assert!(sets.contains(&(GroupPhase::Broadcast, vec![3])));
+    assert!(sets.contains(&(GroupPhase::Aggregation, vec![4])));
+    assert!(sets.contains(&(GroupPhase::All, vec![5])));
+    assert!(sets.contains(&(GroupPhase::All, vec![6])));
+    assert_eq!(sets.len(), 5);
+    // A PS's aggregation group is planned right before its broadcast group.
+    let agg = d
+        .groups
+        .iter()
+        .position(|g| g.flows.contains(&FlowId(1)))
+        .unwrap();
+    assert_eq!(d.groups[agg + 1].flows, vec![FlowId(3)]);
+    assert_eq!(group_phase(&FlowRole::Other), GroupPhase::All);
+    assert_eq!(
+        unit_key(JobKey(1), FlowId(9), &FlowRole::Other).1,
+        UnitKind::Alone { flow: FlowId(9) }
+    );
+}
+
+#[test]
+fn a_ring_flow_whose_predecessor_is_context_depends_on_its_f_plus_a_chunk() {
+    let mut flows = ring(1, 10, 3, 100, &[(0, 900)], &[0, 1, 2]);
+    flows[0].decide = false; // flow 10 is decided elsewhere: context
+    flows[0].progress.sent_bytes = 250;
+    let mut t = table(&[10_000, 10_000, 10_000], 4);
+    let d = decide(&mut t, &snapshot(flows), &PolicyOptions::default()).unwrap();
+    let (g, k) = group(&d, 11);
+    assert_eq!(
+        g.dependencies[k],
+        Dependency::Ring {
+            predecessor_bytes: 350
+        }
+    );
+    // Its own predecessor's F bounds it through the cut: within a chunk of 250.
+    assert!(g.decision.decisions[k].accumulated_bytes <= 350);
+    // Flow 12 follows flow 11 in the same group: cut to 11's planned F (before 11's own cut,
+    // as Alg. 2's receiver cuts against the F its predecessor announced) plus a chunk.
+    let (g2, k2) = group(&d, 12);
+    assert_eq!(g2.dependencies[k2], Dependency::Independent);
+    assert!(g.cuts_bytes[k] > 0);
+    assert!(
+        g2.decision.decisions[k2].accumulated_bytes
+            <= g.decision.decisions[k].accumulated_bytes + g.cuts_bytes[k] + 100
+    );
+    assert!(d.rate_bps(FlowId(10)).is_none());
+}
+
+#[test]
+fn sendable_only_plans_no_more_than_the_dependency_lets_a_flow_send() {
+    let mut flows = ring(1, 10, 2, 0, &[(0, 1_000)], &[0, 1]);
+    flows[0].decide = false;
+    flows[0].progress.sent_bytes = 300;
+    let mut t = table(&[10_000, 10_000], 4);
+    let opts = PolicyOptions {
+        sendable_only: true,
+        ..PolicyOptions::default()
+    };
+    let d = decide(&mut t, &snapshot(flows), &opts).unwrap();
+    let (g, k) = group(&d, 11);
+    assert_eq!(g.progress[k].remaining_bytes, 300);
+    assert_eq!(g.decision.decisions[k].plan.scheduled_bytes(), 300);
+}
+
+#[test]
+fn spare_sharing_and_the_floor() {
+    // Flow 11 waits on its predecessor (F = 0, no chunk): planned nothing now. With spare
+    // sharing it gets what the slot's plans leave on its link, split with the other idle
+    // flow there; without, the floor.
+    let mut flows = ring(1, 10, 2, 0, &[(0, 1_000)], &[0, 0]);
+    flows[0].decide = false;
+    flows.push(flow(20, 2, FlowRole::Other, &[0], 0, 300));
+    let mut other = ring(3, 30, 2, 0, &[(0, 1_000)], &[0, 0]);
+    other[0].decide = false;
+    flows.push(other.pop().unwrap());
+    flows.push(other.pop().unwrap());
+    let caps = [1_000u64];
+    let opts = |spare| PolicyOptions {
+        share_spare: spare,
+        sendable_only: true,
+        ..PolicyOptions::default()
+    };
+    let mut snap = snapshot(flows);
+    let mut t = table(&caps, 4);
+    let d = decide(&mut t, &snap, &opts(true)).unwrap();
+    // Flow 20 plans its 300 bytes in the slot; 700 bit/s are left to flows 11 and 31.
+    let free = t.available_bps_at(LinkId(0), 0).unwrap();
+    assert_eq!(d.rate_bps(FlowId(11)), Some(free / 2));
+    assert_eq!(d.rate_bps(FlowId(31)), Some(free / 2));
+    assert!(d.rate_bps(FlowId(20)).unwrap() >= 300);
+    snap.min_rate_bps = 7;
+    let mut t = table(&caps, 4);
+    let d = decide(&mut t, &snap, &opts(false)).unwrap();
+    assert_eq!(d.rate_bps(FlowId(11)), Some(7));
+    assert_eq!(d.rate_bps(FlowId(31)), Some(7));
+}
+
+#[test]
+fn interleave_orders_units_by_job_rank() {
+    // Two jobs on one link; job 2 is further into its iteration (mlcc plans it first), job 1
+    // ranks first (interleave plans it first and it takes the link).
+    let flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 2_000),
+        flow(2, 2, FlowRole::Other, &[0], 1_500, 2_000),
+    ];
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(flows.clone()), &PolicyOptions::default()).unwrap();
+    assert_eq!(d.groups[0].flows, vec![FlowId(2)]);
+    let ranks = rank_jobs(&[
+        JobWork {
+            job: JobKey(2),
+            remaining_us: 50,
+        },
+        JobWork {
+            job: JobKey(1),
+            remaining_us: 10,
+        },
+    ])
+    .unwrap();
+    assert_eq!(ranks, vec![(JobKey(1), 0), (JobKey(2), 1)]);
+    let opts = PolicyOptions {
+        rules: Rules::Interleave,
+        job_rank: ranks,
+        ..PolicyOptions::default()
+    };
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(flows), &opts).unwrap();
+    assert_eq!(d.groups[0].flows, vec![FlowId(1)]);
+    assert_eq!(d.groups[0].decision.decisions[0].plan.bytes[0], 1_000);
+    assert_eq!(d.groups[1].decision.decisions[0].plan.bytes[0], 0);
+}
+
+#[test]
+fn bad_snapshots_are_refused_naming_the_value() {
+    let mut t = table(&[1_000], 4);
+    let opts = PolicyOptions::default();
+    let mut s = snapshot(vec![flow(1, 1, FlowRole::Other, &[0], 0, 10)]);
+    s.slot = 3;
+    assert_eq!(
+        decide(&mut t, &s, &opts),
+        Err(SchedError::SlotMismatch {
+            slot: 3,
+            current_slot: 0
+        })
+    );
+    let s = snapshot(vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 10),
+        flow(1, 2, FlowRole::Other, &[0], 0, 10),
+    ]);
+    assert_eq!(
+        decide(&mut t, &s, &opts),
+        Err(SchedError::DuplicateFlow(FlowId(1)))
+    );
+    let s = snapshot(vec![flow(1, 1, FlowRole::Other, &[5], 0, 10)]);
+    assert_eq!(
+        decide(&mut t, &s, &opts),
+        Err(SchedError::UnknownLink(LinkId(5)))
+    );
+    let s = snapshot(vec![flow(1, 1, FlowRole::Other, &[], 0, 10)]);
+    assert_eq!(decide(&mut t, &s, &opts), Err(SchedError::EmptyPath));
+    assert_eq!(t.flow_count(), 0);
+    let twice = [
+        JobWork {
+            job: JobKey(4),
+            remaining_us: 1,
+        },
+        JobWork {
+            job: JobKey(4),
+            remaining_us: 2,
+        },
+    ];
+    assert!(matches!(
+        rank_jobs(&twice),
+        Err(SchedError::InvalidParameter { value: 4, .. })
+    ));
+}
+
+/// A random mix: one ring job (2..=4 flows over links 0..3) and one PS job (1..=2 PS, 1..=3
+/// workers, pushes on link 3, pulls on link 4), with random progress; some flows context only.
+fn mix() -> impl Strategy<Value = (Vec<u64>, Vec<FlowState>, bool, bool)> {
+    (
+        vec(1u64..5_000, 5),
+        2u64..=4,
+        0u64..500,
+        vec((0u64..3_000, 0u64..3_000, any::<bool>()), 4),
+        1u32..=2,
+        1u32..=3,
+        vec((0u64..3_000, 1u64..3_000, any::<bool>()), 12),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(caps, n, chunk, rp, nps, w, pp, spare, sendable)| {
+            let mut flows = Vec::new();
+            for i in 0..n {
+                let (s, l, ctx) = rp[i as usize];
+                let mut f = flow(
+                    100 + i,
+                    1,
+                    FlowRole::RingSend {
+                        predecessor: Some(FlowId(100 + (i + n - 1) % n)),
+                        chunk_bytes: chunk,
+                    },
+                    &[(i % 3) as u32],
+                    s,
+                    l,
+                );
+                f.decide = !ctx;
+                flows.push(f);
+            }
+            let mut k = 0;
+            for ps in 0..nps {
+                for (role, link) in [(FlowRole::PsPush { ps }, 3), (FlowRole::PsPull { ps }, 4)] {
+                    for _ in 0..w {
+                        let (s, l, ctx) = pp[k % pp.len()];
+                        let mut f = flow(200 + k as u64, 2, role, &[link], s, l);
+                        f.decide = !ctx;
+                        flows.push(f);
+                        k += 1;
+                    }
+                }
+            }
+            (caps, flows, spare, sendable)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn dependencies_hold_and_links_are_never_overbooked(
+        (caps, flows, spare, sendable) in mix(),
+        interleave in any::<bool>(),
+    ) {
+        let mut t = table(&caps, 4);
+        let opts = PolicyOptions {
+            rules: if interleave { Rules::Interleave } else { Rules::Mlcc },
+            share_spare: spare,
+            sendable_only: sendable,
+            job_rank: vec![(JobKey(2), 0), (JobKey(1), 1)],
+        };
+        let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
+        // Every decided flow once, no context flow.
+        let mut decided: Vec<u64> = d.groups.iter().flat_map(|g| g.flows.iter().map(|f| f.0)).collect();
+        decided.sort_unstable();
+        let want: Vec<u64> = flows.iter().filter(|f| f.decide).map(|f| f.flow.0).collect();
+        prop_assert_eq!(decided, want);
+        // F of a flow as its successors are cut against: planned now (before its own cut, as
+        // Alg. 2's receiver cuts against the F its predecessor announced), or its bytes sent.
+        let f_planned = |id: u64| -> u64 {
+            d.groups.iter().find_map(|g| g.flows.iter().position(|f| f.0 == id)
+                .map(|k| g.decision.decisions[k].accumulated_bytes + g.cuts_bytes[k]))
+                .unwrap_or_else(|| flows.iter().find(|f| f.flow.0 == id).unwrap().progress.sent_bytes)
+        };
+        let f_of = |id: u64| -> u64 {
+            d.groups.iter().find_map(|g| g.flows.iter().position(|f| f.0 == id)
+                .map(|k| g.decision.decisions[k].accumulated_bytes))
+                .unwrap_or_else(|| flows.iter().find(|f| f.flow.0 == id).unwrap().progress.sent_bytes)
+        };
+        for g in &d.groups {
+            for (k, id) in g.flows.iter().enumerate() {
+                let fs = flows.iter().find(|f| f.flow == *id).unwrap();
+                let acc = g.decision.decisions[k].accumulated_bytes;
+                // Never planned beyond its bytes left.
+                prop_assert!(acc <= fs.progress.sent_bytes + fs.progress.remaining_bytes);
+                match fs.role {
+                    // Within a chunk of its predecessor's F, or not ahead of where it was.
+                    FlowRole::RingSend { predecessor: Some(p), chunk_bytes } => {
+                        prop_assert!(acc <= (f_planned(p.0) + chunk_bytes).max(fs.progress.sent_bytes),
+                            "ring flow {} at {} past predecessor {} at {} + {}", id.0, acc, p.0, f_planned(p.0), chunk_bytes);
+                    }
+                    // The broadcast never ahead of the slowest aggregation into its PS.
+                    FlowRole::PsPull { ps } => {
+                        let a_min = flows.iter().filter(|f| f.role == FlowRole::PsPush { ps })
+                            .map(|f| f_of(f.flow.0)).min().unwrap_or(0);
+                        prop_assert!(acc <= a_min.max(fs.progress.sent_bytes));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // The table never holds more than a link's capacity in any slot.
+        for (l, c) in caps.iter().enumerate() {
+            for x in t.link_load_bps(LinkId(l as u32)).unwrap() {
+                prop_assert!(x <= *c, "link {} load {} over {}", l, x, c);
+            }
+        }
+        // Units in planning order: under Interleave, every group of job 2 before job 1's.
+        if interleave {
+            let first_1 = d.groups.iter().position(|g| g.job == JobKey(1));
+            let last_2 = d.groups.iter().rposition(|g| g.job == JobKey(2));
+            if let (Some(a), Some(b)) = (first_1, last_2) {
+                prop_assert!(b < a);
+            }
+        } else {
+            for w in d.groups.windows(2) {
+                prop_assert!(w[0].order <= w[1].order);
+            }
+        }
+        // Spare sharing raises only flows planned nothing now.
+        if !spare {
+            for g in &d.groups {
+                for (k, d) in g.decision.decisions.iter().enumerate() {
+                    prop_assert_eq!(g.rates_bps[k], d.pacing_rate_bps(g.progress[k].remaining_bytes, g.decision.share_now_bps[k]));
+                }
+            }
+        }
+    }
+}
