@@ -30,11 +30,16 @@ pub struct Net {
     shared: Arc<Shared>,
 }
 
-/// A channel to `addr` that connects at its first RPC; each call carries its own deadline.
-fn channel(addr: SocketAddr) -> Option<Channel> {
+/// The endpoint of the agent or switch at `addr`, connecting within a second.
+fn endpoint(addr: impl std::fmt::Display) -> Option<tonic::transport::Endpoint> {
     tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .ok()
-        .map(|e| e.connect_timeout(Duration::from_secs(1)).connect_lazy())
+        .map(|e| e.connect_timeout(Duration::from_secs(1)))
+}
+
+/// A channel to `addr` that connects at its first RPC; each call carries its own deadline.
+fn channel(addr: SocketAddr) -> Option<Channel> {
+    endpoint(addr).map(|e| e.connect_lazy())
 }
 
 impl Net {
@@ -49,12 +54,9 @@ impl Net {
         let switches = rt.block_on(async move {
             let mut out = HashMap::new();
             for s in list {
-                let Ok(ep) =
-                    tonic::transport::Endpoint::from_shared(format!("http://{}", s.listen))
-                else {
+                let Some(ep) = endpoint(s.listen) else {
                     continue;
                 };
-                let ep = ep.connect_timeout(Duration::from_secs(1));
                 let ch = match tokio::time::timeout(Duration::from_secs(1), ep.connect()).await {
                     Ok(Ok(ch)) => ch,
                     _ => ep.connect_lazy(),

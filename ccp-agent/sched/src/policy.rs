@@ -402,12 +402,7 @@ pub fn decide(
     for u in &units {
         match u.kind {
             UnitKind::Ring => {
-                let members: Vec<usize> = u
-                    .flows
-                    .iter()
-                    .copied()
-                    .filter(|&i| flows[i].decide)
-                    .collect();
+                let members = deciding(flows, &u.flows);
                 let pred = |i: usize| match flows[i].role {
                     FlowRole::RingSend {
                         predecessor,
@@ -470,11 +465,7 @@ pub fn decide(
                     .iter()
                     .map(|&i| flows[i].progress.sent_bytes)
                     .collect();
-                let agg: Vec<usize> = pushes
-                    .iter()
-                    .copied()
-                    .filter(|&i| flows[i].decide)
-                    .collect();
+                let agg = deciding(flows, &pushes);
                 let dep = Dependency::ps_aggregation(&pull_f);
                 let deps = vec![dep; agg.len()];
                 let g = plan_members(
@@ -497,8 +488,7 @@ pub fn decide(
                 out.groups.extend(g);
                 let dep = Dependency::ps_broadcast(&agg_f);
                 let a_min = agg_f.iter().min().copied().unwrap_or(0);
-                let bcast: Vec<usize> =
-                    pulls.iter().copied().filter(|&i| flows[i].decide).collect();
+                let bcast = deciding(flows, &pulls);
                 let deps = vec![dep; bcast.len()];
                 let g = plan_members(
                     table,
@@ -513,12 +503,7 @@ pub fn decide(
                 out.groups.extend(g);
             }
             UnitKind::Alone { .. } => {
-                let members: Vec<usize> = u
-                    .flows
-                    .iter()
-                    .copied()
-                    .filter(|&i| flows[i].decide)
-                    .collect();
+                let members = deciding(flows, &u.flows);
                 let deps = vec![Dependency::Independent; members.len()];
                 let g = plan_members(
                     table,
@@ -534,8 +519,17 @@ pub fn decide(
             }
         }
     }
-    finish_rates(table, snapshot, options, &mut out)?;
+    finish_rates(table, snapshot, options, &at, &mut out)?;
     Ok(out)
+}
+
+/// Those of `indices` (into `flows`) whose flow is to be decided now.
+fn deciding(flows: &[FlowState], indices: &[usize]) -> Vec<usize> {
+    indices
+        .iter()
+        .copied()
+        .filter(|&i| flows[i].decide)
+        .collect()
 }
 
 /// Plans one group (`members`, indices into `flows`, with their dependencies) jointly, then
@@ -600,17 +594,15 @@ fn finish_rates(
     table: &LinkLoadTable,
     snapshot: &Snapshot,
     options: &PolicyOptions,
+    at: &std::collections::HashMap<FlowId, usize>,
     out: &mut Decisions,
 ) -> Result<(), SchedError> {
     if options.share_spare {
         // The idle members (planned no bytes in the current slot), and per link how many of
         // them cross it.
         let path_of = |f: FlowId| {
-            snapshot
-                .flows
-                .iter()
-                .find(|s| s.flow == f)
-                .map_or(&[][..], |s| s.path.as_slice())
+            at.get(&f)
+                .map_or(&[][..], |&i| snapshot.flows[i].path.as_slice())
         };
         let idle: Vec<(usize, usize)> = out
             .groups

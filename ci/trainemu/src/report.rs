@@ -140,18 +140,12 @@ pub fn overlap_fractions(jobs: &BTreeMap<String, Vec<JobIter>>, job: &str) -> Ve
         .collect()
 }
 
-/// First iteration index k of `job` from which INTERLEAVE_RUN consecutive iterations inside the
-/// window are interleaved.
-pub fn interleaved_at(
-    jobs: &BTreeMap<String, Vec<JobIter>>,
-    job: &str,
-    win: (u64, u64),
-) -> Option<u32> {
-    let fr = overlap_fractions(jobs, job);
-    let its = &jobs[job];
+/// First iteration index k of a job (its iterations `its`, their [`overlap_fractions`] `fr`)
+/// from which INTERLEAVE_RUN consecutive iterations inside the window are interleaved.
+pub fn interleaved_at(its: &[JobIter], fr: &[f64], win: (u64, u64)) -> Option<u32> {
     let ok: Vec<bool> = its
         .iter()
-        .zip(&fr)
+        .zip(fr)
         .map(|(i, f)| i.end <= win.1 && *f < INTERLEAVE_OVERLAP)
         .collect();
     (0..its.len())
@@ -159,22 +153,22 @@ pub fn interleaved_at(
         .map(|k| its[k].iter)
 }
 
-/// How the communication phases of `job` counted in `win` (after `warmup` iterations) split
+/// How the communication phases of a job (its iterations `its`, their [`overlap_fractions`]
+/// `fr`) counted in `win` (after `warmup` iterations) split
 /// into uncontended ones (no overlap at all with another job's communication phase) and
 /// overlapped ones: (durations of the uncontended phases in ms, number overlapped, number
 /// counted). It separates the two parts of an after-convergence cost: what a congestion control
 /// costs a burst that meets an empty link (uncontended duration against the solo run's M) and
 /// how often the jobs' bursts still meet.
 pub fn burst_split(
-    jobs: &BTreeMap<String, Vec<JobIter>>,
-    job: &str,
+    its: &[JobIter],
+    fr: &[f64],
     win: (u64, u64),
     warmup: u32,
 ) -> (Vec<f64>, usize, usize) {
-    let fr = overlap_fractions(jobs, job);
     let mut alone = Vec::new();
     let (mut overlapped, mut n) = (0, 0);
-    for (i, f) in jobs[job].iter().zip(&fr) {
+    for (i, f) in its.iter().zip(fr) {
         if i.iter < warmup || i.start < win.0 || i.end > win.1 {
             continue;
         }
@@ -460,8 +454,10 @@ pub fn analyse_seed(
                 ));
                 continue;
             };
+            // Per iteration, the share of its communication phase other jobs' overlapped.
+            let fr = overlap_fractions(&jobs, job);
             let il = if jobs.len() > 1 {
-                interleaved_at(&jobs, job, win)
+                interleaved_at(its, &fr, win)
             } else {
                 None
             };
@@ -474,7 +470,7 @@ pub fn analyse_seed(
                 )
             });
             let ideal = solo.get(job).map(|s| s.ideal_ms);
-            let (alone, overlapped, n_bursts) = burst_split(&jobs, job, win, warm);
+            let (alone, overlapped, n_bursts) = burst_split(its, &fr, win, warm);
             let alone_m_ratio = mean(&alone)
                 .and_then(|a| solo.get(job).filter(|s| s.m_ms > 0.0).map(|s| a / s.m_ms));
             let overlapped_share = (n_bursts > 0).then(|| overlapped as f64 / n_bursts as f64);
@@ -1196,14 +1192,17 @@ mod tests {
     #[test]
     fn burst_split_separates_uncontended_from_overlapped_phases() {
         let jobs = sliding_pair(3);
-        let (alone, overlapped, n) = burst_split(&jobs, "A", (0, u64::MAX), 0);
+        let fr = overlap_fractions(&jobs, "A");
+        let (alone, overlapped, n) = burst_split(&jobs["A"], &fr, (0, u64::MAX), 0);
         assert_eq!((alone.len(), overlapped, n), (9, 3, 12));
         assert!(alone.iter().all(|&ms| (ms - 0.5).abs() < 1e-9), "{alone:?}");
         // Warm-up and the window leave iterations out of both counts.
-        let (alone, overlapped, n) = burst_split(&jobs, "A", (0, 10_000), 2);
+        let (alone, overlapped, n) = burst_split(&jobs["A"], &fr, (0, 10_000), 2);
         assert_eq!((alone.len(), overlapped, n), (7, 1, 8));
         // Never separated: every phase overlapped, none uncontended.
-        let (alone, overlapped, n) = burst_split(&sliding_pair(u32::MAX), "B", (0, u64::MAX), 0);
+        let jobs = sliding_pair(u32::MAX);
+        let fr = overlap_fractions(&jobs, "B");
+        let (alone, overlapped, n) = burst_split(&jobs["B"], &fr, (0, u64::MAX), 0);
         assert_eq!((alone.len(), overlapped, n), (0, 12, 12));
     }
 
@@ -1236,8 +1235,8 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         let win = (0, u64::MAX);
-        assert_eq!(interleaved_at(&jobs, "A", win), Some(3));
         let fr = overlap_fractions(&jobs, "A");
+        assert_eq!(interleaved_at(&jobs["A"], &fr, win), Some(3));
         assert!(fr[0] > 0.99 && fr[5] < 0.01, "{fr:?}");
     }
 
