@@ -22,6 +22,11 @@ APT_PACKAGES=(
   cmake
   # JSON in scripts: cargo metadata in ci/build-libzmq.sh, results.json in ci/sim-bench.
   python3
+  # Packaging tests (ci/vm-tests/packaging.sh): systemd-analyze verify of the units, dpkg-deb,
+  # and a venv for the Kubernetes manifest's offline validator.
+  systemd dpkg-dev python3-venv
+  # make bindeb-pkg (ci/package-kernel.sh): its build dependencies.
+  debhelper rsync
 )
 
 missing=()
@@ -42,5 +47,20 @@ if [ ! -x "$BINDGEN" ]; then
   log "installing bindgen-cli 0.69.5 into $MLTCP_CACHE/tools"
   cargo install --locked bindgen-cli --version 0.69.5 --root "$MLTCP_CACHE/tools" >/dev/null 2>&1 \
     || die "cargo install bindgen-cli 0.69.5 failed"
+fi
+# cargo-deb, pinned: builds the user-space .deb packages (ci/package-userspace.sh).
+if [ ! -x "$CARGO_DEB" ]; then
+  log "installing cargo-deb 3.8.0 into $MLTCP_CACHE/tools"
+  cargo install --locked cargo-deb --version 3.8.0 --root "$MLTCP_CACHE/tools" >/dev/null 2>&1 \
+    || die "cargo install cargo-deb 3.8.0 failed"
+fi
+# kubernetes-validate, pinned, in a venv in the cache: validates the Kubernetes manifest offline
+# against the API's JSON schemas it carries (ci/packaging-check.sh).
+if [ ! -x "$K8S_VALIDATE" ]; then
+  log "installing kubernetes-validate 1.37.0 into $MLTCP_CACHE/tools/k8s-venv"
+  rm -rf "$MLTCP_CACHE/tools/k8s-venv"
+  python3 -m venv "$MLTCP_CACHE/tools/k8s-venv" \
+    && "$MLTCP_CACHE/tools/k8s-venv/bin/pip" install -q kubernetes-validate==1.37.0 >/dev/null \
+    || die "installing kubernetes-validate 1.37.0 (PyPI) into a venv failed"
 fi
 log "dependencies ready"

@@ -3,6 +3,8 @@
 # repository, keyed by what each depends on, so a second run is fast and a fresh machine still works.
 MLTCP_CACHE=${MLTCP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mltcp}
 BINDGEN=$MLTCP_CACHE/tools/bin/bindgen
+CARGO_DEB=$MLTCP_CACHE/tools/bin/cargo-deb
+K8S_VALIDATE=$MLTCP_CACHE/tools/k8s-venv/bin/kubernetes-validate
 # The kernel must be built with Debian's rustc-web (matching rust-web-src), never rustup's rustc,
 # which comes first in PATH: a module built with another rustc fails with E0514.
 KRUSTC=/usr/bin/rustc

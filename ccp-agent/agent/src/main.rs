@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `ccp-agent`: command line of the per-host flow scheduler (see the library crate's docs).
 
-use anyhow::{anyhow, Result};
+use anyhow::anyhow;
 use ccp_agent::config::{AgentConfig, Topology};
 use ccp_agent::run::{run_agent, run_switch, IpcKind, RunOptions};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -41,6 +41,11 @@ enum Cmd {
         /// Horizon K: slots planned ahead, the current one included (default 10).
         #[arg(long)]
         horizon: Option<usize>,
+        /// Serve these [[host]]s of the topology instead of agent.toml's `hosts` (repeatable, or
+        /// comma-separated in CCP_AGENT_HOSTS): one agent.toml for every node of a cluster, each
+        /// agent naming its own host, e.g. from the Kubernetes node name.
+        #[arg(long = "host", env = "CCP_AGENT_HOSTS", value_delimiter = ',')]
+        hosts: Vec<String>,
     },
     /// Run an emulated switch daemon: load tables of its links over K slots, served over gRPC
     /// (FetchFeedback, UpdateSchedule -- an admission --, PcnStart, PcnEnd) on the topology's
@@ -62,6 +67,30 @@ enum Cmd {
         /// Horizon K (default: the topology's).
         #[arg(long)]
         horizon: Option<usize>,
+    },
+    /// Validate a configuration without starting anything: agent.toml (and the topology and
+    /// datapath program it names) with --config, or a switch daemon's topo.toml with --topology.
+    /// Exit status 0 when valid, 78 (EX_CONFIG, as for `run` and `switch`) with the file, field
+    /// and value named when not. The systemd units run it before starting.
+    Check {
+        /// agent.toml to check.
+        #[arg(
+            long,
+            conflicts_with = "topology",
+            required_unless_present = "topology"
+        )]
+        config: Option<PathBuf>,
+        /// As `run --host`: check with these hosts instead of the file's.
+        #[arg(
+            long = "host",
+            env = "CCP_AGENT_HOSTS",
+            value_delimiter = ',',
+            requires = "config"
+        )]
+        hosts: Vec<String>,
+        /// topo.toml to check (as `switch` loads it).
+        #[arg(long)]
+        topology: Option<PathBuf>,
     },
     /// Show a running agent's per-flow scheduled and achieved rates (or a switch's load table).
     Status {
@@ -98,6 +127,68 @@ fn stop_on_signals() -> Arc<AtomicBool> {
     flag
 }
 
+/// Exit status of a configuration that fails validation (sysexits.h EX_CONFIG), so that a service
+/// manager does not restart into the same error (`RestartPreventExitStatus=78` in the units).
+const EXIT_CONFIG: i32 = 78;
+
+/// Why the program stopped: a configuration that fails validation, or anything else.
+enum Failure {
+    Config(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Other(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Other(e.into())
+    }
+}
+
+/// Reads agent.toml, with `hosts` (when not empty) in place of its `hosts` field, and checks it
+/// as [`AgentConfig::load`] does.
+fn load_agent_config(
+    file: &Path,
+    hosts: &[String],
+    slot_ms: Option<u64>,
+    horizon: Option<usize>,
+) -> std::result::Result<AgentConfig, Failure> {
+    if hosts.is_empty() {
+        return checked(AgentConfig::load(file, slot_ms, horizon));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::Config(anyhow!("{}: cannot read: {e}", file.display())))?;
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e| Failure::Config(anyhow!("{}: {e}", file.display())))?;
+    table.insert(
+        "hosts".into(),
+        toml::Value::Array(
+            hosts
+                .iter()
+                .map(|h| toml::Value::String(h.clone()))
+                .collect(),
+        ),
+    );
+    let text = toml::to_string(&table).map_err(|e| Failure::Other(e.into()))?;
+    AgentConfig::parse_text(file, &text, slot_ms, horizon).map_err(|e| {
+        Failure::Config(anyhow!(
+            "{e} (hosts given by --host / CCP_AGENT_HOSTS: {hosts:?})"
+        ))
+    })
+}
+
+/// Marks a configuration-loading error as such.
+fn checked<T, E: Into<anyhow::Error>>(
+    r: std::result::Result<T, E>,
+) -> std::result::Result<T, Failure> {
+    r.map_err(|e| Failure::Config(e.into()))
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -107,23 +198,31 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    if let Err(e) = real_main(Cli::parse()) {
-        eprintln!("ccp-agent: {e:#}");
-        std::process::exit(1);
+    match real_main(Cli::parse()) {
+        Ok(()) => {}
+        Err(Failure::Config(e)) => {
+            eprintln!("ccp-agent: invalid configuration: {e:#}");
+            std::process::exit(EXIT_CONFIG);
+        }
+        Err(Failure::Other(e)) => {
+            eprintln!("ccp-agent: {e:#}");
+            std::process::exit(1);
+        }
     }
 }
 
-fn real_main(cli: Cli) -> Result<()> {
+fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
     match cli.cmd {
         Cmd::Run {
             config,
             ipc,
             slot_ms,
             horizon,
+            hosts,
         } => {
-            let cfg = AgentConfig::load(&config, slot_ms, horizon)?;
+            let cfg = load_agent_config(&config, &hosts, slot_ms, horizon)?;
             let stop = stop_on_signals();
-            run_agent(
+            Ok(run_agent(
                 cfg,
                 RunOptions {
                     ipc,
@@ -131,7 +230,7 @@ fn real_main(cli: Cli) -> Result<()> {
                     stop,
                     shared_out: None,
                 },
-            )
+            )?)
         }
         Cmd::Switch {
             config,
@@ -139,9 +238,37 @@ fn real_main(cli: Cli) -> Result<()> {
             slot_ms,
             horizon,
         } => {
-            let topo = Topology::load(&config)?;
+            let topo = checked(Topology::load(&config))?;
             let stop = stop_on_signals();
-            run_switch(&topo, name.as_deref(), slot_ms, horizon, stop)
+            Ok(run_switch(&topo, name.as_deref(), slot_ms, horizon, stop)?)
+        }
+        Cmd::Check {
+            config: agent,
+            hosts,
+            topology,
+        } => {
+            match (agent, topology) {
+                (Some(a), _) => {
+                    let cfg = load_agent_config(&a, &hosts, None, None)?;
+                    println!(
+                        "{}: valid (hosts {:?}, slot {} ms, horizon {})",
+                        a.display(),
+                        cfg.hosts,
+                        cfg.slot_ms,
+                        cfg.horizon
+                    );
+                }
+                (None, Some(t)) => {
+                    checked(Topology::load(&t))?;
+                    println!("{}: valid", t.display());
+                }
+                (None, None) => {
+                    return Err(Failure::Other(anyhow!(
+                        "give --config agent.toml or --topology topo.toml"
+                    )))
+                }
+            }
+            Ok(())
         }
         Cmd::Status {
             agent,
@@ -163,11 +290,11 @@ fn real_main(cli: Cli) -> Result<()> {
             }
             let addr = match (agent, config) {
                 (Some(a), _) => a,
-                (None, Some(c)) => AgentConfig::load(&c, None, None)?.listen,
+                (None, Some(c)) => checked(AgentConfig::load(&c, None, None))?.listen,
                 (None, None) => {
-                    return Err(anyhow!(
+                    return Err(Failure::Other(anyhow!(
                         "give --agent ADDR, --config agent.toml or --switch ADDR"
-                    ))
+                    )))
                 }
             };
             let r = rt.block_on(ccp_agent::status::agent_status(addr))?;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The binary: a bad config refuses to start, naming file, field and value; SIGTERM closes the
-//! datapath socket and exits cleanly; `status` reads a running agent.
+//! The binary: a bad config refuses to start, naming file, field and value, with exit status 78
+//! (EX_CONFIG, which the systemd units do not restart on), and `check` says the same without
+//! starting; SIGTERM closes the datapath socket and exits cleanly; `status` reads a running agent.
 
 mod common;
 
@@ -26,7 +27,7 @@ fn bad_config_refuses_to_start() {
         .arg(&p)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("topo.toml") && err.contains("line 3") && err.contains("-5"),
@@ -37,7 +38,53 @@ fn bad_config_refuses_to_start() {
         .arg(&p)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(78));
+    // `check` finds the same fault without starting anything, in both files.
+    for flag in ["--config", "--topology"] {
+        let file = if flag == "--config" {
+            p.clone()
+        } else {
+            t.0.join("topo.toml")
+        };
+        let (code, _, err) = check(&[flag], &file, None);
+        assert_eq!(code, Some(78), "{flag}");
+        assert!(
+            err.contains("topo.toml") && err.contains("-5"),
+            "{flag}: {err}"
+        );
+    }
+    t.write("topo.toml", "[[link]]\nid = 1\ncapacity_mbps = 100\n[[host]]\nname = \"h1\"\naddrs = [\"10.0.0.1\"]\nnic = 1\nagent = \"127.0.0.1:50061\"\n");
+    let (code, stdout, err) = check(&["--config"], &p, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(stdout.contains("valid"), "{stdout}");
+    // --host / CCP_AGENT_HOSTS replace the file's `hosts` (one agent.toml for every node).
+    let (code, _, err) = check(&["--host", "h9", "--config"], &p, None);
+    assert_eq!(code, Some(78));
+    assert!(err.contains("\"h9\"") && err.contains("--host"), "{err}");
+    let (code, _, err) = check(&["--config"], &p, Some("h1"));
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `ccp-agent check ARGS FILE` (with CCP_AGENT_HOSTS when given): exit code, stdout, stderr.
+fn check(
+    args: &[&str],
+    file: &std::path::Path,
+    hosts_env: Option<&str>,
+) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("check")
+        .args(args)
+        .arg(file)
+        .env_remove("CCP_AGENT_HOSTS");
+    if let Some(h) = hosts_env {
+        cmd.env("CCP_AGENT_HOSTS", h);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# ci/packaging-check.sh: the deployment path of README's "Deploying on real hosts", tested as an
+# operator takes it (a step of ci/test-all):
+#   1. the user-space packages (ci/package-userspace.sh) unpack into a scratch root; systemd accepts
+#      their units there (systemd-analyze verify, which also checks that every ExecStart binary is
+#      where the unit says) with an exposure score of at most 2.5 (systemd-analyze security); the
+#      shipped example configuration passes `ccp-agent check`; the binaries run; the preload shim
+#      loads;
+#   2. the Kubernetes manifest validates against the Kubernetes API schema (kubernetes-validate,
+#      offline, --strict), and its ConfigMap's configuration passes `ccp-agent check` for each node;
+#   3. the testbed's own kernel config goes through ci/package-kernel.sh (cached); the headers
+#      package carries the Rust artefacts; ci/package-module.sh builds tcp_mltcp.ko against that
+#      headers package alone and packages it with its modules-load.d/modprobe.d/sysctl.d snippets;
+#   4. the VM boots the kernel from the linux-image package, loads that module and runs one mltcp
+#      flow (ci/vm-tests/packaged.sh).
+# What it cannot do here: start the units under systemd (no systemd as PID 1 in the CI container).
+# Output: "ok NAME" / "FAIL NAME: reason" per check, then "N passed, M failed". Work files:
+# $MLTCP_CACHE/packaging-check.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+"$here/deps.sh" >&2 || die "ci/deps.sh failed"
+
+work=$MLTCP_CACHE/packaging-check
+rm -rf "$work"; mkdir -p "$work"
+passed=0 failed=0
+ok() { echo "ok $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" = 0 ]; exit; }
+
+# --- 1. user-space packages ---
+if "$here/package-userspace.sh" "$work/debs" > "$work/debs.txt" 2> "$work/package-userspace.log"; then
+  ok "userspace_packages ($(xargs -n1 basename < "$work/debs.txt" | tr '\n' ' '))"
+else
+  bad userspace_packages "ci/package-userspace.sh failed: $(tail -n 5 "$work/package-userspace.log")"
+fi
+root=$work/root
+mkdir -p "$root"
+for d in "$work"/debs/*.deb; do [ -f "$d" ] && dpkg-deb -x "$d" "$root"; done
+# The units' After=/Wants= name the system's own targets: give the scratch root the host's units.
+mkdir -p "$root/lib/systemd/system"
+cp -an /lib/systemd/system/. "$root/lib/systemd/system/" 2>/dev/null
+units="ccp-agent.service ccp-switch@s1.service"
+# shellcheck disable=SC2086
+if out=$(systemd-analyze verify --root="$root" $units 2>&1) && [ -z "$out" ]; then
+  ok "units_verify ($units)"
+else
+  bad units_verify "systemd-analyze verify: ${out:-exit status non-zero}"
+fi
+for u in $units; do
+  line=$(systemd-analyze security --offline=yes --root="$root" "$u" 2>&1 | tail -n 1)
+  score=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) .*/\1/p')
+  if [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 2.5) }'; then ok "units_exposure $u ($score)"
+  else bad "units_exposure" "$u: '$line' (at most 2.5 expected)"; fi
+done
+etc=$work/etc-ccp-agent
+mkdir -p "$etc"
+if cp "$root"/usr/share/doc/ccp-agent/examples/{agent.toml,topo.toml} "$etc/" 2>/dev/null \
+   && [ -f "$root/usr/share/ccp-agent/mlcc-slot.ccp" ]; then
+  # As installed, but with the program path inside the scratch root.
+  sed -i "s#/usr/share/ccp-agent/mlcc-slot.ccp#$root/usr/share/ccp-agent/mlcc-slot.ccp#" "$etc/agent.toml"
+  if out=$("$root/usr/bin/ccp-agent" check --config "$etc/agent.toml" 2>&1); then ok "example_config ($out)"
+  else bad example_config "$out"; fi
+else
+  bad example_config "examples or the datapath program missing from the ccp-agent package"
+fi
+for b in ccp-agent mltcp-stat mltcp-burst ecn-qdisc; do
+  if "$root/usr/bin/$b" --help >/dev/null 2>&1; then ok "binary_help $b"; else bad binary_help "$b --help failed"; fi
+done
+if out=$(LD_PRELOAD="$root/usr/lib/mltcp/libmltcp_preload.so" /bin/true 2>&1) && [ -z "$out" ]; then
+  ok preload_loads
+else
+  bad preload_loads "LD_PRELOAD of the packaged shim: ${out:-failed}"
+fi
+
+# --- 2. Kubernetes manifest ---
+manifest=$REPO_ROOT/ccp-agent/packaging/k8s/ccp-agent.yaml
+if out=$("$K8S_VALIDATE" --strict --quiet "$manifest" 2>&1); then ok "k8s_manifest_schema"
+else bad k8s_manifest_schema "$out"; fi
+k8s_etc=$work/k8s-etc
+mkdir -p "$k8s_etc"
+if "$(dirname "$K8S_VALIDATE")/python" - "$manifest" "$k8s_etc" <<'PY'
+import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc and doc.get("kind") == "ConfigMap":
+        for name, text in doc["data"].items():
+            open(f"{sys.argv[2]}/{name}", "w").write(text)
+PY
+then
+  sed -i "s#/usr/share/ccp-agent/mlcc-slot.ccp#$root/usr/share/ccp-agent/mlcc-slot.ccp#" "$k8s_etc/agent.toml"
+  for node in node-a node-b; do
+    if out=$(CCP_AGENT_HOSTS=$node "$root/usr/bin/ccp-agent" check --config "$k8s_etc/agent.toml" 2>&1); then
+      ok "k8s_config $node"
+    else
+      bad k8s_config "$node: $out"
+    fi
+  done
+else
+  bad k8s_config "cannot read the ConfigMap of $manifest"
+fi
+
+# --- 3. kernel, headers and module packages ---
+kdir=$("$here/build-kernel.sh") || { bad kernel_packages "ci/build-kernel.sh failed"; finish; }
+if "$here/package-kernel.sh" --config "$kdir/.config" --deb "$work/kernel" > "$work/kernel.txt" 2> "$work/package-kernel.log"; then
+  ok "kernel_packages ($(xargs -n1 basename < "$work/kernel.txt" | tr '\n' ' '))"
+else
+  bad kernel_packages "ci/package-kernel.sh failed: $(tail -n 5 "$work/package-kernel.log")"; finish
+fi
+image=$(ls "$work"/kernel/linux-image-*_amd64.deb 2>/dev/null | grep -v -- '-dbg_' | head -n 1)
+headers=$(ls "$work"/kernel/linux-headers-*_amd64.deb 2>/dev/null | head -n 1)
+[ -n "$image" ] && [ -n "$headers" ] || { bad kernel_packages "no linux-image or linux-headers package"; finish; }
+if dpkg-deb -c "$headers" | grep -q '/rust/libkernel.rmeta$' && dpkg-deb -c "$headers" | grep -q '/rust/libmacros.so$'; then
+  ok headers_rust_artefacts
+else
+  bad headers_rust_artefacts "$(basename "$headers") lacks rust/libkernel.rmeta or rust/libmacros.so"
+fi
+if moddeb=$("$here/package-module.sh" --headers-deb "$headers" --deb "$work/module" 2> "$work/package-module.log"); then
+  ok "module_package ($(basename "$moddeb"))"
+else
+  bad module_package "ci/package-module.sh failed: $(tail -n 5 "$work/package-module.log")"; finish
+fi
+modroot=$work/module-root
+dpkg-deb -x "$moddeb" "$modroot"
+ko=$(ls "$modroot"/lib/modules/*/updates/tcp_mltcp.ko 2>/dev/null | head -n 1)
+if [ -n "$ko" ] && [ -f "$modroot/etc/modules-load.d/tcp_mltcp.conf" ] && [ -f "$modroot/etc/modprobe.d/tcp_mltcp.conf" ] \
+   && [ -f "$modroot/etc/sysctl.d/60-mltcp.conf" ]; then
+  ok module_package_files
+else
+  bad module_package_files "the module package lacks tcp_mltcp.ko or its modules-load.d/modprobe.d/sysctl.d files"; finish
+fi
+
+# --- 4. boot the packaged kernel with the packaged module ---
+"$here/vm-run" --results "$work/vm" --timeout 600 --kernel-deb "$image" --module "$ko" \
+  "$here/vm-tests/packaged.sh" > "$work/vm.log" 2>&1
+vm_status=$?
+cat "$work/vm.log" | grep -aE '^(ok|FAIL) ' || true
+line=$(tr -d '\r' < "$work/vm.log" | grep -aE '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+if [ -n "$line" ]; then
+  read -r p _ f _ <<<"$line"
+  passed=$((passed + p)) failed=$((failed + f))
+  [ "$vm_status" = 0 ] || [ "$f" != 0 ] || bad packaged_vm "ci/vm-run exited with $vm_status"
+else
+  bad packaged_vm "the VM with the packaged kernel reported nothing (exit $vm_status): $(tail -n 5 "$work/vm.log")"
+fi
+finish
