@@ -2,7 +2,7 @@
 # ci/package-kernel.sh: a Linux 6.12 kernel that can load tcp_mltcp.ko, as Debian packages built
 # from the operator's own kernel config.
 #
-# Usage: ci/package-kernel.sh --config FILE --deb OUTDIR [--jobs N] [--no-debug-info]
+# Usage: ci/package-kernel.sh --config FILE --deb OUTDIR [--jobs N] [--no-debug-info] [--config-only]
 #
 #   --config FILE   the kernel config to start from, e.g. /boot/config-$(uname -r) (a distribution
 #                   config) or the testbed's (ci/build-kernel.sh's tree/.config).
@@ -11,6 +11,9 @@
 #   --jobs N        parallel make jobs (default: nproc).
 #   --no-debug-info drop the config's debug info (a distribution config's DWARF makes the build
 #                   several times longer and adds a large -dbg package).
+#   --config-only   stop after the configuration: write the merged config to OUTDIR/config-<release>
+#                   and list what the merge changed against FILE (minutes, not hours: check a
+#                   distribution config before committing to its build).
 #
 # What it does: extracts Debian's linux-source-6.12, applies patches/linux-6.12/*.patch (the
 # kernel abstractions the module uses), merges kmod/packaging/kernel-mltcp.config over FILE
@@ -37,7 +40,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
-config="" outdir="" jobs=$(nproc) debug_info=1
+config="" outdir="" jobs=$(nproc) debug_info=1 config_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
     --deb) [ $# -ge 2 ] || die "--deb needs a directory"; outdir=$2; shift 2 ;;
     --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift 2 ;;
     --no-debug-info) debug_info=0; shift ;;
+    --config-only) config_only=1; shift ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
 done
@@ -73,14 +77,18 @@ copy_out() {
   for d in "$work"/debs/*.deb; do cp "$d" "$outdir/"; echo "$outdir/$(basename "$d")"; n=$((n + 1)); done
   [ "$n" -gt 0 ] || die "no packages in $work/debs"
 }
-if [ -f "$work/.done" ]; then
+if [ "$config_only" = 1 ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/mltcp-kconfig.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+elif [ -f "$work/.done" ]; then
   log "kernel packages cached ($key)"
   copy_out; exit 0
 fi
 
-log "building kernel packages from $config (cache key $key)"
+log "kernel packages from $config (cache key $key)"
 start=$(date +%s)
-rm -rf "$work"; mkdir -p "$work/debs"
+[ "$config_only" = 1 ] || rm -rf "$work"
+mkdir -p "$work/debs"
 tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$work"
 mv "$work/linux-source-6.12" "$work/linux"
 cd "$work/linux"
@@ -112,6 +120,12 @@ DEBUG_INFO_BTF with an old pahole, CFI_CLANG): $missing"
 fi
 kmake rustavailable >/dev/null || die "the kernel does not accept rustc $("$KRUSTC" --version) / bindgen"
 release=$(kmake -s kernelrelease)
+if [ "$config_only" = 1 ]; then
+  cp .config "$outdir/config-$release"
+  log "merged config for $release: $outdir/config-$release; changed against $(basename "$config"):"
+  ./scripts/diffconfig "$config" .config >&2 || true
+  exit 0
+fi
 log "building $release with $jobs jobs"
 kmake -j"$jobs" bindeb-pkg >&2 || die "make bindeb-pkg failed"
 mv "$work"/*.deb "$work/debs/"
