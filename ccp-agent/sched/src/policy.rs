@@ -126,7 +126,9 @@ pub enum Rules {
     #[default]
     Mlcc,
     /// The same planning, units ordered by their job's rank ([`PolicyOptions::job_rank`],
-    /// ascending: rank 0 first), then by [`crate::planning_key`]: a job-level priority, so
+    /// ascending: rank 0 first; the simulator ranks with [`rank_jobs`], the agent, which does
+    /// not know the jobs' work left, with [`rank_least_attained`]), then by
+    /// [`crate::planning_key`]: a job-level priority, so
     /// that on shared links one job's communication phase goes first and the others' slide
     /// into its gaps (the interleaved state MLTCP converges to, Rajasekaran, MIT thesis, ch. 5;
     /// least-attained-service job ordering as in Tiresias, NSDI '19).
@@ -167,9 +169,29 @@ pub struct JobWork {
 /// each other is shortest remaining processing time first (Schrage, Oper. Res. 16(3), 1968).
 /// Refuses a job listed twice, naming it.
 pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
-    let mut v: Vec<JobWork> = jobs.to_vec();
-    v.sort_by_key(|w| (w.remaining_us, w.job));
-    let mut seen: Vec<JobKey> = v.iter().map(|w| w.job).collect();
+    rank_ascending(jobs.iter().map(|w| (w.job, w.remaining_us)))
+}
+
+/// The job ranks of [`Rules::Interleave`] for a scheduler that does not know the jobs' work
+/// left (the agent: a progress region tells the iteration, not how many are left): least
+/// attained service first, `attained` listing (job, iterations it has begun), rank 0 the job
+/// with the fewest, ties by job. A job that falls behind goes first until it catches up, so no
+/// job is held back for good (a fixed job order starved the last job of the agent's scenario
+/// test to half the others' iterations); least-attained-service ordering as in Tiresias
+/// (Gu et al., NSDI '19, Sec. 4.1), iterations standing in for attained service. Refuses a job
+/// listed twice, naming it.
+pub fn rank_least_attained(attained: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    rank_ascending(attained.iter().copied())
+}
+
+/// Ranks jobs by ascending value, ties by job: (job, rank), rank 0 first. Refuses a job listed
+/// twice.
+fn rank_ascending(
+    jobs: impl Iterator<Item = (JobKey, u64)>,
+) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    let mut v: Vec<(JobKey, u64)> = jobs.collect();
+    v.sort_by_key(|(job, value)| (*value, *job));
+    let mut seen: Vec<JobKey> = v.iter().map(|(job, _)| *job).collect();
     seen.sort_unstable();
     if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
         return Err(SchedError::InvalidParameter {
@@ -179,7 +201,7 @@ pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
     }
     Ok(v.iter()
         .enumerate()
-        .map(|(r, w)| (w.job, r as u64))
+        .map(|(r, (job, _))| (*job, r as u64))
         .collect())
 }
 

@@ -241,6 +241,15 @@ fn the_receivers_cut_and_the_slot_rate() {
 }
 
 #[test]
+fn least_attained_service_ranks_the_job_behind_first() {
+    let r = rank_least_attained(&[(JobKey(1), 7), (JobKey(2), 5), (JobKey(3), 7)]).unwrap();
+    assert_eq!(r, vec![(JobKey(2), 0), (JobKey(1), 1), (JobKey(3), 2)]);
+    assert!(rank_least_attained(&[]).unwrap().is_empty());
+    let e = rank_least_attained(&[(JobKey(4), 1), (JobKey(4), 2)]).unwrap_err();
+    assert!(e.to_string().contains('4'), "{e}");
+}
+
+#[test]
 fn interleave_orders_units_by_job_rank() {
     // Two jobs on one link; job 2 is further into its iteration (mlcc plans it first), job 1
     // ranks first (interleave plans it first and it takes the link).

@@ -334,13 +334,26 @@ impl Core {
                 return;
             }
         }
+        // Under `Rules::Interleave`: least attained service first (a job's iteration: the
+        // least its flows here are in), ties by name.
+        let job_rank = if self.cfg.rules == mlcc_sched::Rules::Interleave {
+            let mut attained: Vec<(JobKey, u64)> = Vec::new();
+            for c in &candidates {
+                let j = job_key(&c.reg.job);
+                match attained.iter_mut().find(|(k, _)| *k == j) {
+                    Some((_, it)) => *it = (*it).min(c.reg.iteration),
+                    None => attained.push((j, c.reg.iteration)),
+                }
+            }
+            policy::rank_least_attained(&attained).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let options = PolicyOptions {
             rules: self.cfg.rules,
             share_spare: true,
             sendable_only: true,
-            // Under `Rules::Interleave`: jobs ranked by name, an order every agent agrees on
-            // without talking (the agent does not know the jobs' iterations left).
-            job_rank: (0..jobs.len() as u64).map(|i| (JobKey(i), i)).collect(),
+            job_rank,
         };
         let decisions = match policy::decide(&mut table, &snapshot, &options) {
             Ok(d) => d,
