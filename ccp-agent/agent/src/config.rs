@@ -83,6 +83,13 @@ rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot
                           # then UpdateSchedule (admission) in what is left, at least a quarter
                           # of it; Notify and later updates, which nobody waits for, get a slot
 
+[sched]                   # optional: the scheduling rules (mlcc_sched::policy::decide)
+rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over coflow groups,
+                          #  ordered by progress then smallest bottleneck first; "interleave":
+                          #  the same planning with a job-level priority (jobs ranked by name,
+                          #  the order every agent agrees on without talking), so that one job's
+                          #  phase goes first and the others fill its gaps
+
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)
 enabled = true            # attach to the progress regions and answer before_burst (default
@@ -268,6 +275,29 @@ pub struct RawAgentPcn {
     pub default_rtt_us: Option<u64>,
     /// Region poll period, µs.
     pub poll_us: Option<u64>,
+}
+
+/// `[sched]` of `agent.toml` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgentSched {
+    /// The rule set: "mlcc" or "interleave".
+    pub rules: Option<String>,
+}
+
+/// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default
+/// [`mlcc_sched::Rules::Mlcc`]).
+fn check_agent_sched(file: &Path, raw: &RawAgentSched) -> Result<mlcc_sched::Rules, ConfigError> {
+    match raw.rules.as_deref() {
+        None | Some("mlcc") => Ok(mlcc_sched::Rules::Mlcc),
+        Some("interleave") => Ok(mlcc_sched::Rules::Interleave),
+        Some(v) => Err(err(
+            file,
+            "sched.rules",
+            format!("{v:?}"),
+            "must be \"mlcc\" or \"interleave\"",
+        )),
+    }
 }
 
 /// Checked `[pcn]` of `agent.toml`: how the agent answers the writers' `before_burst`.
@@ -833,6 +863,9 @@ pub struct RawAgentConfig {
     /// PCN bursts.
     #[serde(default)]
     pub pcn: RawAgentPcn,
+    /// Scheduling rules.
+    #[serde(default)]
+    pub sched: RawAgentSched,
 }
 
 /// A checked agent configuration with its topology.
@@ -872,6 +905,8 @@ pub struct AgentConfig {
     pub rpc_timeout_ms: u64,
     /// PCN bursts.
     pub pcn: AgentPcn,
+    /// The policy layer's rule set (`[sched] rules`).
+    pub rules: mlcc_sched::Rules,
 }
 
 /// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
@@ -1031,8 +1066,10 @@ impl AgentConfig {
             ));
         }
         let pcn = check_agent_pcn(file, &raw.pcn)?;
+        let rules = check_agent_sched(file, &raw.sched)?;
         Ok(AgentConfig {
             pcn,
+            rules,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,
@@ -1077,6 +1114,7 @@ mod tests {
         let a: RawAgentConfig = toml::from_str(AGENT_HELP).unwrap();
         assert_eq!(a.hosts, ["h1"]);
         assert_eq!(a.pcn.threshold_bytes, Some(DEFAULT_PCN_THRESHOLD_BYTES));
+        assert_eq!(a.sched.rules.as_deref(), Some("mlcc"));
         assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");
     }
 }

@@ -277,3 +277,33 @@ fn pcn_and_ecn_fields_load_with_defaults_and_bad_ones_are_named() {
     );
     assert!(e.contains("threshold"), "{e}");
 }
+
+#[test]
+fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
+    let t = TempDir::new("cfg");
+    t.write("topo.toml", TOPO);
+    let a = t.write("agent.toml", &good_agent());
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(c.rules, mlcc_sched::Rules::Mlcc);
+    let a = t.write(
+        "agent.toml",
+        &format!("{}[sched]\nrules = \"interleave\"\n", good_agent()),
+    );
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(c.rules, mlcc_sched::Rules::Interleave);
+    let e = agent_err(
+        TOPO,
+        &format!("{}[sched]\nrules = \"fifo\"\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("agent.toml") && e.contains("sched.rules") && e.contains("\"fifo\""),
+        "{e}"
+    );
+    let e = agent_err(
+        TOPO,
+        &format!("{}[sched]\norder = \"mlcc\"\n", good_agent()),
+        None,
+    );
+    assert!(e.contains("order"), "{e}");
+}

@@ -89,8 +89,8 @@ pub use planner::{
     plan_flow, plan_group, plan_slot, FlowRequest,
 };
 pub use policy::{
-    rank_jobs, Decisions, FlowRole, FlowState, GroupOutcome, GroupPhase, JobKey, JobWork,
-    PolicyOptions, Rules, Snapshot, UnitKind,
+    rank_jobs, rank_least_attained, receiver_cut_bytes, slot_rate_bps, Decisions, FlowRole,
+    FlowState, GroupOutcome, GroupPhase, JobKey, JobWork, PolicyOptions, Rules, Snapshot, UnitKind,
 };
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{

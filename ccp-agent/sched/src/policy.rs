@@ -50,7 +50,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::coflow::{planning_key, GroupDecision, PlanningKey};
-use crate::dependency::{excess_bytes, Dependency, FlowProgress};
+use crate::dependency::{excess_bytes, Decision, Dependency, FlowProgress};
 use crate::error::SchedError;
 use crate::planner::{apply_group_reduction, group_bottleneck_us, plan_group, FlowRequest};
 use crate::table::{FlowId, LinkId, LinkLoadTable};
@@ -126,7 +126,9 @@ pub enum Rules {
     #[default]
     Mlcc,
     /// The same planning, units ordered by their job's rank ([`PolicyOptions::job_rank`],
-    /// ascending: rank 0 first), then by [`crate::planning_key`]: a job-level priority, so
+    /// ascending: rank 0 first; the simulator ranks with [`rank_jobs`], the agent, which does
+    /// not know the jobs' work left, with [`rank_least_attained`]), then by
+    /// [`crate::planning_key`]: a job-level priority, so
     /// that on shared links one job's communication phase goes first and the others' slide
     /// into its gaps (the interleaved state MLTCP converges to, Rajasekaran, MIT thesis, ch. 5;
     /// least-attained-service job ordering as in Tiresias, NSDI '19).
@@ -167,9 +169,29 @@ pub struct JobWork {
 /// each other is shortest remaining processing time first (Schrage, Oper. Res. 16(3), 1968).
 /// Refuses a job listed twice, naming it.
 pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
-    let mut v: Vec<JobWork> = jobs.to_vec();
-    v.sort_by_key(|w| (w.remaining_us, w.job));
-    let mut seen: Vec<JobKey> = v.iter().map(|w| w.job).collect();
+    rank_ascending(jobs.iter().map(|w| (w.job, w.remaining_us)))
+}
+
+/// The job ranks of [`Rules::Interleave`] for a scheduler that does not know the jobs' work
+/// left (the agent: a progress region tells the iteration, not how many are left): least
+/// attained service first, `attained` listing (job, iterations it has begun), rank 0 the job
+/// with the fewest, ties by job. A job that falls behind goes first until it catches up, so no
+/// job is held back for good (a fixed job order starved the last job of the agent's scenario
+/// test to half the others' iterations); least-attained-service ordering as in Tiresias
+/// (Gu et al., NSDI '19, Sec. 4.1), iterations standing in for attained service. Refuses a job
+/// listed twice, naming it.
+pub fn rank_least_attained(attained: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    rank_ascending(attained.iter().copied())
+}
+
+/// Ranks jobs by ascending value, ties by job: (job, rank), rank 0 first. Refuses a job listed
+/// twice.
+fn rank_ascending(
+    jobs: impl Iterator<Item = (JobKey, u64)>,
+) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    let mut v: Vec<(JobKey, u64)> = jobs.collect();
+    v.sort_by_key(|(job, value)| (*value, *job));
+    let mut seen: Vec<JobKey> = v.iter().map(|(job, _)| *job).collect();
     seen.sort_unstable();
     if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
         return Err(SchedError::InvalidParameter {
@@ -179,7 +201,7 @@ pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
     }
     Ok(v.iter()
         .enumerate()
-        .map(|(r, w)| (w.job, r as u64))
+        .map(|(r, (job, _))| (*job, r as u64))
         .collect())
 }
 
@@ -255,7 +277,10 @@ pub struct GroupOutcome {
     /// The joint plan after the cuts (per member: schedule, current-slot rate, F_i; MADD
     /// shares of the current slot).
     pub decision: GroupDecision,
-    /// Per member, the rate to pace it at in the current slot, bit/s.
+    /// Per member, its share of the spare capacity of the current slot, bit/s (0 for a member
+    /// planned bytes in the current slot, or without [`PolicyOptions::share_spare`]).
+    pub spare_bps: Vec<u64>,
+    /// Per member, the rate to pace it at in the current slot, bit/s ([`slot_rate_bps`]).
     pub rates_bps: Vec<u64>,
 }
 
@@ -275,6 +300,43 @@ impl Decisions {
                 .position(|f| *f == flow)
                 .map(|i| g.rates_bps[i])
         })
+    }
+}
+
+/// The rate to pace a decided flow at in the current slot, bit/s: [`Decision::pacing_rate_bps`]
+/// at its MADD share `share_now_bps` (a slot that completes it goes at the largest feasible
+/// rate, mlcc paper Sec. IV-B), raised to its spare share `spare_bps` (work conservation, see
+/// [`PolicyOptions::share_spare`]) and to the floor `min_rate_bps` ([`Snapshot::min_rate_bps`]).
+/// [`decide`] sets [`GroupOutcome::rates_bps`] with it; a caller that changes a decision later in
+/// the slot (the agent's cut to a switch's admission, or by a notice from another host) takes the
+/// new rate from it too.
+pub fn slot_rate_bps(
+    decision: &Decision,
+    remaining_bytes: u64,
+    share_now_bps: u64,
+    spare_bps: u64,
+    min_rate_bps: u64,
+) -> u64 {
+    decision
+        .pacing_rate_bps(remaining_bytes, share_now_bps)
+        .max(spare_bps)
+        .max(min_rate_bps)
+}
+
+/// The receiver's cut of Alg. 2 (mlcc paper, Sec. IV-C, lines 13-16) for a flow with `role`
+/// whose accumulated bytes are F_i = `accumulated_bytes`, given `bound_bytes`, the F of what it
+/// depends on (a ring flow: its predecessor's F, to which its worker's own chunk is added; a
+/// parameter server's broadcast flow: F_a^min of its aggregation flows), bytes: (F_i − bound)+.
+/// 0 for the other roles (a worker's aggregation flow is only raised, never cut). [`decide`]
+/// cuts its groups with it; an agent cuts with it for a notice that arrives after its slot's
+/// decisions.
+pub fn receiver_cut_bytes(role: &FlowRole, accumulated_bytes: u64, bound_bytes: u64) -> u64 {
+    match *role {
+        FlowRole::RingSend { chunk_bytes, .. } => {
+            excess_bytes(accumulated_bytes, bound_bytes.saturating_add(chunk_bytes))
+        }
+        FlowRole::PsPull { .. } => excess_bytes(accumulated_bytes, bound_bytes),
+        FlowRole::PsPush { .. } | FlowRole::Other => 0,
     }
 }
 
@@ -431,7 +493,7 @@ pub fn decide(
                     deps,
                     options,
                     |i, g| {
-                        let Some((p, chunk)) = pred(members[i]) else {
+                        let Some((p, _)) = pred(members[i]) else {
                             return 0;
                         };
                         let pred_f = if member[p] {
@@ -443,9 +505,10 @@ pub fn decide(
                         } else {
                             flows[p].progress.sent_bytes
                         };
-                        excess_bytes(
+                        receiver_cut_bytes(
+                            &flows[members[i]].role,
                             g.decisions[i].accumulated_bytes,
-                            pred_f.saturating_add(chunk),
+                            pred_f,
                         )
                     },
                 )?;
@@ -498,7 +561,13 @@ pub fn decide(
                     &bcast,
                     deps,
                     options,
-                    |i, g| excess_bytes(g.decisions[i].accumulated_bytes, a_min),
+                    |i, g| {
+                        receiver_cut_bytes(
+                            &flows[bcast[i]].role,
+                            g.decisions[i].accumulated_bytes,
+                            a_min,
+                        )
+                    },
                 )?;
                 out.groups.extend(g);
             }
@@ -573,7 +642,7 @@ fn plan_members(
         .iter()
         .zip(&g.decisions)
         .zip(&g.share_now_bps)
-        .map(|((r, d), share)| d.pacing_rate_bps(r.progress.remaining_bytes, *share))
+        .map(|((r, d), share)| slot_rate_bps(d, r.progress.remaining_bytes, *share, 0, 0))
         .collect();
     Ok(Some(GroupOutcome {
         job: unit.job,
@@ -585,6 +654,7 @@ fn plan_members(
         progress: reqs.iter().map(|r| r.progress).collect(),
         cuts_bytes: cuts,
         decision: g,
+        spare_bps: vec![0; reqs.len()],
         rates_bps,
     }))
 }
@@ -633,14 +703,19 @@ fn finish_rates(
                 let s = table.available_bps_at(*l, slot)? / n;
                 share = Some(share.map_or(s, |x| x.min(s)));
             }
-            let r = &mut out.groups[gi].rates_bps[k];
-            *r = (*r).max(share.unwrap_or(0));
+            out.groups[gi].spare_bps[k] = share.unwrap_or(0);
         }
     }
-    if snapshot.min_rate_bps > 0 {
+    if options.share_spare || snapshot.min_rate_bps > 0 {
         for g in &mut out.groups {
-            for r in &mut g.rates_bps {
-                *r = (*r).max(snapshot.min_rate_bps);
+            for (k, d) in g.decision.decisions.iter().enumerate() {
+                g.rates_bps[k] = slot_rate_bps(
+                    d,
+                    g.progress[k].remaining_bytes,
+                    g.decision.share_now_bps[k],
+                    g.spare_bps[k],
+                    snapshot.min_rate_bps,
+                );
             }
         }
     }

@@ -7,7 +7,7 @@
 //! never holds more than a link's capacity, units go in planning order, spare sharing and the
 //! rate floor apply only where they should, bad snapshots are refused naming the value.
 
-use mlcc_sched::policy::{decide, group_phase, unit_key};
+use mlcc_sched::policy::{decide, group_phase, receiver_cut_bytes, slot_rate_bps, unit_key};
 use mlcc_sched::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -194,6 +194,59 @@ fn spare_sharing_and_the_floor() {
     let d = decide(&mut t, &snap, &opts(false)).unwrap();
     assert_eq!(d.rate_bps(FlowId(11)), Some(7));
     assert_eq!(d.rate_bps(FlowId(31)), Some(7));
+}
+
+#[test]
+fn the_receivers_cut_and_the_slot_rate() {
+    // Ring: (F − (F_pred + chunk))+; PS broadcast: (F − F_a^min)+; never for a push or another
+    // flow.
+    let ring = FlowRole::RingSend {
+        predecessor: None,
+        chunk_bytes: 100,
+    };
+    assert_eq!(receiver_cut_bytes(&ring, 1_000, 800), 100);
+    assert_eq!(receiver_cut_bytes(&ring, 900, 800), 0);
+    assert_eq!(
+        receiver_cut_bytes(&FlowRole::PsPull { ps: 0 }, 1_000, 800),
+        200
+    );
+    assert_eq!(receiver_cut_bytes(&FlowRole::PsPull { ps: 0 }, 700, 800), 0);
+    assert_eq!(receiver_cut_bytes(&FlowRole::PsPush { ps: 0 }, 1_000, 0), 0);
+    assert_eq!(receiver_cut_bytes(&FlowRole::Other, 1_000, 0), 0);
+    // The slot rate: the pacing rate, raised to the spare share and the floor.
+    let mut t = table(&[1_000], 4);
+    let d = decide(
+        &mut t,
+        &snapshot(vec![flow(1, 1, FlowRole::Other, &[0], 0, 2_500)]),
+        &PolicyOptions::default(),
+    )
+    .unwrap();
+    let (g, k) = group(&d, 1);
+    let x = &g.decision.decisions[k];
+    let pace = x.pacing_rate_bps(2_500, g.decision.share_now_bps[k]);
+    assert_eq!(pace, 1_000);
+    assert_eq!(
+        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 0, 0),
+        pace
+    );
+    assert_eq!(
+        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 1_500, 0),
+        1_500
+    );
+    assert_eq!(
+        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 1_500, 2_000),
+        2_000
+    );
+    assert_eq!(g.spare_bps, vec![0]);
+}
+
+#[test]
+fn least_attained_service_ranks_the_job_behind_first() {
+    let r = rank_least_attained(&[(JobKey(1), 7), (JobKey(2), 5), (JobKey(3), 7)]).unwrap();
+    assert_eq!(r, vec![(JobKey(2), 0), (JobKey(1), 1), (JobKey(3), 2)]);
+    assert!(rank_least_attained(&[]).unwrap().is_empty());
+    let e = rank_least_attained(&[(JobKey(4), 1), (JobKey(4), 2)]).unwrap_err();
+    assert!(e.to_string().contains('4'), "{e}");
 }
 
 #[test]
@@ -395,6 +448,16 @@ proptest! {
         } else {
             for w in d.groups.windows(2) {
                 prop_assert!(w[0].order <= w[1].order);
+            }
+        }
+        // Every rate is `slot_rate_bps` of its parts; a spare share goes only to a flow planned
+        // nothing now, and only with spare sharing on.
+        for g in &d.groups {
+            for (k, x) in g.decision.decisions.iter().enumerate() {
+                prop_assert_eq!(g.rates_bps[k], slot_rate_bps(x, g.progress[k].remaining_bytes,
+                    g.decision.share_now_bps[k], g.spare_bps[k], 0));
+                let idle = x.plan.bytes.first().copied().unwrap_or(0) == 0;
+                prop_assert!(g.spare_bps[k] == 0 || (spare && idle), "spare {} to flow {}", g.spare_bps[k], g.flows[k].0);
             }
         }
         // Spare sharing raises only flows planned nothing now.

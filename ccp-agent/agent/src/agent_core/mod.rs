@@ -23,19 +23,23 @@
 //!    and after that its links are planned at their configured capacity less what this agent
 //!    planned on them: the other agents' load is then unknown, but a plan never exceeds the
 //!    link itself (with no switch answering, this is NIC-only planning);
-//! 4. groups the flows it plans into coflows of one job and plans each group jointly
-//!    (`mlcc_sched::decide_group`: Alg. 1 over the group, each member advancing by the same
-//!    fraction of its bytes left per slot, Varys's MADD, then Alg. 2's raise per member) on the
-//!    combined link views (NIC links from the agent's own table, switch links from the feedback
-//!    plus what this agent planned earlier in the slot; the group's own schedules excluded;
-//!    every flow planned this slot leaves the NIC table before the first group is planned, so
-//!    the order decides on NIC links too). Groups: a job's ring flows; per parameter server,
-//!    the aggregation flows into it, then its broadcast flows; any other flow alone. Order
-//!    (`mlcc_sched::planning_key`): the unit further into its iteration first, then smallest
-//!    effective bottleneck first (Varys's SEBF), ties by job. Planned one flow at a time
+//! 4. decides the flows it plans with the scheduling library's policy layer
+//!    (`mlcc_sched::policy::decide`, the same entry point the cluster simulator plans
+//!    through; [`plan`] builds its snapshot): coflow groups (a job's ring flows; per parameter
+//!    server, the aggregation flows into it, then its broadcast flows; any other flow alone),
+//!    each planned jointly (Alg. 1 over the group, each member advancing by the same fraction of
+//!    its bytes left per slot, Varys's MADD, then Alg. 2's raise per member), in the order of
+//!    the configured rules (`[sched] rules`: `mlcc`, the unit further into its iteration first,
+//!    then smallest effective bottleneck first, Varys's SEBF, ties by job; or `interleave`, by
+//!    job first); the dependencies on flows decided together are cut within the group (the
+//!    receiver's cut of Alg. 2), those on other hosts' flows come from their latest notices; only
+//!    the bytes a dependency lets a flow send are planned; then work conservation (a flow
+//!    planned no bytes this slot gets a share of what the plans leave free on its path) and the
+//!    rate floor. The link views: NIC links from the agent's own table, switch links from the
+//!    feedback, the decided flows' own schedules excluded (every flow decided this slot leaves
+//!    the NIC table first, so the order decides on NIC links too). Planned one flow at a time
 //!    (before), Alg. 1 gave each shared link wholly to one flow of each ring job in the VM
-//!    testbed, and both jobs ran 3-6x slower than under cubic. Then work conservation: a flow
-//!    planned no bytes this slot gets a share of what the plans leave free on its path;
+//!    testbed, and both jobs ran 3-6x slower than under cubic;
 //! 5. sends the schedules to the switches ([`Rpc::UpdateSchedule`], one per switch), which
 //!    *admit* them: each is clipped to what is left on the switch's links at that moment
 //!    (`mlcc_sched::LinkLoadTable::admit`), and the core cuts its plan to the admitted rates
@@ -44,9 +48,10 @@
 //!    quarter of it, and not for a switch whose feedback failed this slot (a switch that does
 //!    not answer in time admits nothing the agent knows of: the plan stands as made);
 //! 6. sends each flow's accumulated bytes F_i to the agent of its receiver ([`Rpc::Notify`];
-//!    handled in place when the receiver is one of this agent's hosts); a receiver cuts its
-//!    successor flows by the excess (ring: (F_succ − F_i − chunk)+; PS broadcast:
-//!    (F_j − F_a^min)+) with `mlcc_sched::reduce`. Only a notice of the current slot cuts; the
+//!    none when the receiver is one of this agent's hosts: step 4 decided both together); a
+//!    receiver cuts its successor flows by the excess (`mlcc_sched::receiver_cut_bytes`, ring:
+//!    (F_succ − F_i − chunk)+; PS broadcast: (F_j − F_a^min)+) with `mlcc_sched::reduce`, one
+//!    flow at a time. Only a notice of the current slot cuts; the
 //!    latest notices of the same iteration are the dependencies of the next planning, and are
 //!    forgotten after K slots. Notices that arrive while the slot waits for the switches are
 //!    handled here, in arrival order;
@@ -664,18 +669,7 @@ impl Core {
     /// the switches that answered this slot's feedback when `may_wait`, for what is left of
     /// the RPC budget after `elapsed` (the feedback's round trip), at least a quarter of it.
     fn plan_slot(&mut self, slot: u64, elapsed: Duration, may_wait: bool) {
-        let groups = self.groups();
-        // Every flow planned this slot first leaves the NIC table: the groups then meet on the
-        // NIC links in this slot's SEBF order, as they meet on the switch links (whose feedback
-        // excludes all of this agent's flows), instead of behind the plans the other groups
-        // made in the slot before (which made the NIC links first come, first served).
-        for m in groups.iter().flatten() {
-            let _ = self.table.remove_flow(FlowId(m.id));
-        }
-        for group in groups {
-            self.plan_group(&group, slot);
-        }
-        self.share_spare(slot);
+        self.plan_flows(slot);
         let budget = self.rpc.timeout;
         let wait = budget.saturating_sub(elapsed).max(budget / 4);
         let mut waiting = HashSet::new();
@@ -822,11 +816,15 @@ impl Core {
     /// The rate flow `f` should run at in the current slot, bit/s.
     fn target_bps(&self, f: &FlowEntry) -> u64 {
         match (&f.reg, &f.plan) {
-            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => p
-                .decision
-                .pacing_rate_bps(p.progress.remaining_bytes, p.available_now_bps)
-                .max(p.spare_bps)
-                .max(self.cfg.min_rate_bps),
+            (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
+                mlcc_sched::slot_rate_bps(
+                    &p.decision,
+                    p.progress.remaining_bytes,
+                    p.available_now_bps,
+                    p.spare_bps,
+                    self.cfg.min_rate_bps,
+                )
+            }
             _ => f.unthrottled_bps,
         }
     }

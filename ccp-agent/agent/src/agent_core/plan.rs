@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The agent core's planning rules: coflow groups and their order, the dependency each
-//! paradigm implies, Alg. 1 + Alg. 2 per group (through `mlcc_sched`), work conservation within
-//! a slot, the cut of a plan to the switches' admission, and the dependency notices (sent and
-//! received).
+//! The agent core's planning step: the flows it controls, the latest dependency notices of
+//! other hosts and the switches' feedback, turned into one `mlcc_sched::policy::decide` call
+//! per slot (the scheduling rules themselves live there, once, for the agent and the cluster
+//! simulator); then what only a distributed agent does around it: the cut of a plan to the
+//! switches' admission, and the dependency notices (sent, and received after the slot's
+//! decisions).
 //!
 //! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A (Alg. 1),
 //! IV-B (Alg. 2, dependencies) and IV-C (the control protocol); the steps are described in
 //! [`crate::agent_core`]'s module docs. These functions read and write the core's state and
-//! queue RPCs as [`Action`]s; they do no I/O. They are kept together here, apart from the
-//! core's state machine, so that `mlcc_sched`'s policy layer can replace them as one piece.
+//! queue RPCs as [`Action`]s; they do no I/O.
 
 use super::Core;
 use crate::agent_core::io::{Action, Rpc};
 use crate::flows::FlowKey;
 use crate::monitor::Registration;
 use crate::proto::{self, notice_kind};
-use mlcc_sched::{Decision, Dependency, FlowId, FlowProgress, LinkId, LinkView, PathView};
+use mlcc_sched::policy::{self, FlowRole, FlowState, JobKey, PolicyOptions, Snapshot};
+use mlcc_sched::{
+    Decision, FlowId, FlowProgress, LinkId, LinkLoadTable, LinkView, PathView, RateSample, Schedule,
+};
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The least of the switches' `admitted` schedules of a flow, slot by slot over its `planned`
 /// one. A slot before a switch's admitted schedule begins (the switch had moved on to a later
@@ -59,122 +63,90 @@ pub(super) struct Planned {
     pub(super) available_now_bps: u64,
     /// For a flow planned no bytes in the current slot (between iterations, waiting on a
     /// dependency, or deferred by Alg. 1): its share of what every plan of the slot leaves
-    /// free on its path, bit/s ([`Core::share_spare`]); 0 for a flow with bytes planned.
+    /// free on its path, bit/s (`GroupOutcome::spare_bps`); 0 for a flow with bytes planned.
     pub(super) spare_bps: u64,
+    /// The progress it was planned with (bytes left bounded by what its dependency lets it
+    /// send).
     pub(super) progress: FlowProgress,
+    /// What it is to its job, as the policy layer saw it (for the receiver's cut of a late
+    /// notice, `mlcc_sched::receiver_cut_bytes`).
+    pub(super) role: FlowRole,
     pub(super) local: Vec<LinkId>,
     pub(super) remote: Vec<u32>,
 }
 
-/// A flow to plan in the current slot, as one member of its group.
-#[derive(Clone, Debug)]
-pub(super) struct Member {
+/// Whether a flow with registration `r` is a ring flow (to its successor).
+fn is_ring(r: &Registration) -> bool {
+    r.paradigm == Paradigm::Ring && matches!(r.kind, FlowKind::RingSend | FlowKind::Unspecified)
+}
+
+/// Whether a flow with registration `r` is a worker's aggregation flow (push) to its PS.
+fn is_push(r: &Registration) -> bool {
+    r.paradigm == Paradigm::ParameterServer && r.role == Role::Worker && r.kind == FlowKind::PsPush
+}
+
+/// Whether a flow with registration `r` is a parameter server's broadcast flow (pull).
+fn is_pull(r: &Registration) -> bool {
+    r.paradigm == Paradigm::ParameterServer
+        && r.role == Role::ParameterServer
+        && r.kind == FlowKind::PsPull
+}
+
+/// A flow this agent decides in the current slot.
+struct Candidate {
     local: u64,
-    pub(super) id: u64,
     key: FlowKey,
     reg: Registration,
     local_links: Vec<LinkId>,
     remote: Vec<u32>,
-    progress: FlowProgress,
-    dependency: Dependency,
+    state: FlowState,
 }
 
-impl Member {
-    fn request(&self) -> mlcc_sched::FlowRequest {
-        mlcc_sched::FlowRequest {
-            flow: FlowId(self.id),
-            path: self
-                .local_links
-                .iter()
-                .copied()
-                .chain(self.remote.iter().map(|l| LinkId(*l)))
-                .collect(),
-            progress: self.progress,
-            dependency: self.dependency,
-        }
+/// A context flow of the snapshot (not decided here): another host's flow that `dependent`
+/// depends on, at the F its agent announced (`sent_bytes`), with `dependent`'s bytes per
+/// iteration (a notice does not carry the other flow's; within a ring or a PS they are the
+/// same), so that its progress counts in its unit's planning order.
+fn context_flow(
+    flow: FlowId,
+    job: JobKey,
+    role: FlowRole,
+    sent_bytes: u64,
+    dependent: &Candidate,
+) -> FlowState {
+    FlowState {
+        flow,
+        job,
+        role,
+        path: Vec::new(),
+        progress: FlowProgress {
+            sent_bytes,
+            remaining_bytes: 0,
+        },
+        iteration_bytes: dependent.state.iteration_bytes,
+        decide: false,
     }
 }
 
-/// A coflow group of this agent's flows: (job, class, unit, phase). Class 0: a ring (unit 0);
-/// class 1: a parameter server (unit: the PS's rank; phase 0 its aggregation flows, 1 its
-/// broadcast flows); class 2: any other flow alone (unit: its local id).
-type GroupKey = (String, u8, u64, u8);
-
-/// Each idle flow's share of the spare capacity, bit/s: `paths` lists (flow id, links of its
-/// path); `free(link, id)` is what the slot's plans leave free on the link (bit/s, the flow's
-/// own plan excluded). A link's free capacity is split equally among the idle flows that cross
-/// it, and a flow gets the least of its links' shares (0 for a flow without links). Same order
-/// as `paths`.
-fn spare_shares(paths: &[(u64, Vec<u32>)], free: impl Fn(u32, u64) -> u64) -> Vec<u64> {
-    let mut per_link: HashMap<u32, u64> = HashMap::new();
-    for (_, links) in paths {
-        for l in links {
-            *per_link.entry(*l).or_insert(0) += 1;
-        }
-    }
-    paths
-        .iter()
-        .map(|(id, links)| {
-            links
-                .iter()
-                .map(|l| free(*l, *id) / per_link.get(l).copied().unwrap_or(1).max(1))
-                .min()
-                .unwrap_or(0)
-        })
-        .collect()
+/// Flow ids for the snapshot's context flows and the planning table's stand-ins for the other
+/// agents' load: counting down from `u64::MAX`, skipping every id in use (the agent's flow ids
+/// are hashes of 4-tuples, `FlowKey::id`).
+struct FreshIds {
+    next: u64,
+    used: HashSet<u64>,
 }
 
-fn group_key(r: &Registration, local: u64) -> GroupKey {
-    match (r.paradigm, r.role, r.kind) {
-        (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => (r.job.clone(), 0, 0, 0),
-        (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
-            (r.job.clone(), 1, u64::from(r.peer_rank), 0)
+impl FreshIds {
+    fn take(&mut self) -> FlowId {
+        while self.used.contains(&self.next) {
+            self.next = self.next.wrapping_sub(1);
         }
-        (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
-            (r.job.clone(), 1, u64::from(r.rank), 1)
-        }
-        _ => (r.job.clone(), 2, local, 0),
+        let id = self.next;
+        self.used.insert(id);
+        FlowId(id)
     }
 }
 
 impl Core {
-    fn dependency(&self, r: &Registration) -> Dependency {
-        let same = |n: &&proto::DependencyNotice, kind: u32| {
-            n.job == r.job && n.kind == kind && n.to_rank == r.rank && n.iteration == r.iteration
-        };
-        match (r.paradigm, r.role, r.kind) {
-            (Paradigm::Ring, _, FlowKind::RingSend | FlowKind::Unspecified) => self
-                .notices
-                .values()
-                .filter(|n| same(n, notice_kind::RING))
-                .map(|n| n.accumulated_bytes)
-                .max()
-                .map_or(Dependency::Independent, |f| Dependency::Ring {
-                    // A worker may be one chunk ahead of what it received: its own chunk.
-                    predecessor_bytes: f.saturating_add(r.ring_chunk_bytes.unwrap_or(0)),
-                }),
-            (Paradigm::ParameterServer, Role::Worker, FlowKind::PsPush) => {
-                let b: Vec<u64> = self
-                    .notices
-                    .values()
-                    .filter(|n| same(n, notice_kind::PS_BROADCAST) && n.from_rank == r.peer_rank)
-                    .map(|n| n.bound_bytes)
-                    .collect();
-                Dependency::ps_aggregation(&b)
-            }
-            (Paradigm::ParameterServer, Role::ParameterServer, FlowKind::PsPull) => {
-                let a: Vec<u64> = self
-                    .notices
-                    .values()
-                    .filter(|n| same(n, notice_kind::PS_AGGREGATION))
-                    .map(|n| n.accumulated_bytes)
-                    .collect();
-                Dependency::ps_broadcast(&a)
-            }
-            _ => Dependency::Independent,
-        }
-    }
-
     /// What a flow sees of its path this slot: its NIC links from the agent's table (its own
     /// schedule excluded), its switch links from this slot's feedback plus what the agent
     /// planned on them so far in the slot, less `own` (the flow's own rates, when they are
@@ -225,58 +197,268 @@ impl Core {
         }
     }
 
-    /// The flows this agent plans this slot, as coflow groups in planning order (see the
-    /// module docs): a job's ring flows; per PS, its aggregation flows, then its broadcast
-    /// flows; any other flow alone. Groups of one coflow unit (a ring, or a PS's aggregation and
-    /// broadcast) are ordered by `mlcc_sched::planning_key`: the unit further into its
-    /// iteration first, then Varys's smallest effective bottleneck first
-    /// (`mlcc_sched::effective_bottleneck_us` at the links' configured capacities), ties by
-    /// job and unit; members by rank.
-    pub(super) fn groups(&self) -> Vec<Vec<Member>> {
-        let mut groups: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
-        for (local, f) in &self.flows {
-            if !f.installed {
-                continue;
-            }
-            let Some(m) = self.member(*local) else {
-                continue;
-            };
-            groups.entry(group_key(&m.reg, *local)).or_default().push(m);
-        }
-        // Per unit (job, class, unit), over all its members: bytes sent and per iteration,
-        // and the SEBF bottleneck; the order is `mlcc_sched::planning_key` of them.
-        let mut unit_key: HashMap<(String, u8, u64), (u64, u64, u64)> = HashMap::new();
-        for (k, members) in &groups {
-            let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
-            let links = &self.cfg.topology.links;
-            let gamma = mlcc_sched::effective_bottleneck_us(&reqs, |l| links.get(&l.0).copied())
-                .unwrap_or(u64::MAX);
-            let e = unit_key.entry((k.0.clone(), k.1, k.2)).or_insert((0, 0, 0));
-            for m in members {
-                e.0 = e.0.saturating_add(m.progress.sent_bytes);
-                e.1 = e.1.saturating_add(m.reg.iteration_bytes.unwrap_or(0));
-            }
-            e.2 = e.2.max(gamma);
-        }
-        let mut out: Vec<(mlcc_sched::PlanningKey, GroupKey, Vec<Member>)> = groups
-            .into_iter()
-            .map(|(k, mut members)| {
-                members.sort_by_key(|m| (m.reg.rank, m.local));
-                let (sent, total, gamma) = unit_key
-                    .get(&(k.0.clone(), k.1, k.2))
-                    .copied()
-                    .unwrap_or((0, 0, u64::MAX));
-                (mlcc_sched::planning_key(sent, total, gamma), k, members)
-            })
+    /// Step 4: decides every flow this agent plans in `slot` with `mlcc_sched::policy::decide`
+    /// (coflow groups, dependencies, order, the receivers' cuts, rates, work conservation and
+    /// the rate floor: see that module), then stores, tallies and queues each flow's plan.
+    ///
+    /// The snapshot: each installed, registered flow with bytes per iteration and a link this
+    /// agent or its switches know, decided; its ring predecessor when that flow is this
+    /// agent's too and in the same iteration (the layer then plans and cuts them together); and,
+    /// for dependencies on other hosts' flows, context flows from the latest notices of the same
+    /// iteration (a ring predecessor at the F it announced; a PS's broadcast at F_b^max; a
+    /// worker's aggregation at its F). The planning table: the agent's NIC table without the
+    /// flows decided now (so that the groups meet on the NIC links in this slot's order, as on
+    /// the switch links), plus each switch link at its configured capacity, its estimate from
+    /// this slot's feedback, and the other agents' load as one schedule (a switch link without
+    /// feedback: its capacity and no load).
+    pub(super) fn plan_flows(&mut self, slot: u64) {
+        let candidates: Vec<Candidate> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.installed)
+            .filter_map(|(local, _)| self.candidate(*local))
             .collect();
-        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        out.into_iter().map(|(_, _, m)| m).collect()
+        if candidates.is_empty() {
+            return;
+        }
+        let mut jobs: Vec<&str> = candidates.iter().map(|c| c.reg.job.as_str()).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        let job_key = |name: &str| JobKey(jobs.binary_search(&name).unwrap_or(jobs.len()) as u64);
+        let mut fresh = FreshIds {
+            next: u64::MAX,
+            used: candidates.iter().map(|c| c.state.flow.0).collect(),
+        };
+        let mut snapshot = Snapshot {
+            slot,
+            flows: Vec::new(),
+            min_rate_bps: self.cfg.min_rate_bps,
+        };
+        // Context flows from notices, one per (job, kind, from rank, to rank, iteration).
+        let mut context: BTreeMap<(String, u32, u32, u32, u64), FlowState> = BTreeMap::new();
+        let mut decided = Vec::with_capacity(candidates.len());
+        for c in &candidates {
+            let r = &c.reg;
+            let job = job_key(&r.job);
+            let mut state = c.state.clone();
+            state.job = job;
+            state.role = if is_ring(r) {
+                let chunk_bytes = r.ring_chunk_bytes.unwrap_or(0);
+                let local_pred = candidates.iter().find(|p| {
+                    p.local != c.local
+                        && is_ring(&p.reg)
+                        && p.reg.job == r.job
+                        && p.reg.peer_rank == r.rank
+                        && p.reg.iteration == r.iteration
+                });
+                let predecessor = match local_pred {
+                    Some(p) => Some(p.state.flow),
+                    None => self
+                        .notices
+                        .values()
+                        .filter(|n| {
+                            n.job == r.job
+                                && n.kind == notice_kind::RING
+                                && n.to_rank == r.rank
+                                && n.iteration == r.iteration
+                        })
+                        .max_by_key(|n| n.accumulated_bytes)
+                        .map(|n| {
+                            let k = (r.job.clone(), n.kind, n.from_rank, n.to_rank, n.iteration);
+                            let role = FlowRole::RingSend {
+                                predecessor: None,
+                                chunk_bytes,
+                            };
+                            context
+                                .entry(k)
+                                .or_insert_with(|| {
+                                    context_flow(fresh.take(), job, role, n.accumulated_bytes, c)
+                                })
+                                .flow
+                        }),
+                };
+                FlowRole::RingSend {
+                    predecessor,
+                    chunk_bytes,
+                }
+            } else if is_push(r) {
+                // The PS's broadcast flows of other hosts: F_b^max, as their agent announced.
+                for n in self.notices.values().filter(|n| {
+                    n.job == r.job
+                        && n.kind == notice_kind::PS_BROADCAST
+                        && n.from_rank == r.peer_rank
+                        && n.to_rank == r.rank
+                        && n.iteration == r.iteration
+                }) {
+                    let k = (r.job.clone(), n.kind, n.from_rank, n.to_rank, n.iteration);
+                    let role = FlowRole::PsPull { ps: r.peer_rank };
+                    context
+                        .entry(k)
+                        .or_insert_with(|| context_flow(fresh.take(), job, role, n.bound_bytes, c));
+                }
+                FlowRole::PsPush { ps: r.peer_rank }
+            } else if is_pull(r) {
+                // The aggregation flows of other hosts into this PS, at their announced F.
+                for n in self.notices.values().filter(|n| {
+                    n.job == r.job
+                        && n.kind == notice_kind::PS_AGGREGATION
+                        && n.to_rank == r.rank
+                        && n.iteration == r.iteration
+                }) {
+                    let k = (r.job.clone(), n.kind, n.from_rank, n.to_rank, n.iteration);
+                    let role = FlowRole::PsPush { ps: r.rank };
+                    context.entry(k).or_insert_with(|| {
+                        context_flow(fresh.take(), job, role, n.accumulated_bytes, c)
+                    });
+                }
+                FlowRole::PsPull { ps: r.rank }
+            } else {
+                FlowRole::Other
+            };
+            decided.push(state);
+        }
+        snapshot.flows = decided;
+        snapshot.flows.extend(context.into_values());
+        // The planning table.
+        let mut table = self.table.clone();
+        for c in &candidates {
+            let _ = self.table.remove_flow(c.state.flow);
+            let _ = table.remove_flow(c.state.flow);
+        }
+        let mut switch_links: Vec<u32> = candidates.iter().flat_map(|c| c.remote.clone()).collect();
+        switch_links.sort_unstable();
+        switch_links.dedup();
+        for l in switch_links {
+            if let Err(e) = self.switch_link(&mut table, l, slot, &mut fresh) {
+                tracing::warn!(link = l, error = %e, "switch link refused by the planning table: not planned");
+                return;
+            }
+        }
+        // Under `Rules::Interleave`: least attained service first (a job's iteration: the
+        // least its flows here are in), ties by name.
+        let job_rank = if self.cfg.rules == mlcc_sched::Rules::Interleave {
+            let mut attained: Vec<(JobKey, u64)> = Vec::new();
+            for c in &candidates {
+                let j = job_key(&c.reg.job);
+                match attained.iter_mut().find(|(k, _)| *k == j) {
+                    Some((_, it)) => *it = (*it).min(c.reg.iteration),
+                    None => attained.push((j, c.reg.iteration)),
+                }
+            }
+            policy::rank_least_attained(&attained).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let options = PolicyOptions {
+            rules: self.cfg.rules,
+            share_spare: true,
+            sendable_only: true,
+            job_rank,
+        };
+        let decisions = match policy::decide(&mut table, &snapshot, &options) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(flows = candidates.len(), error = %e, "the policy layer refused the slot's snapshot");
+                return;
+            }
+        };
+        let by_id: HashMap<FlowId, &Candidate> =
+            candidates.iter().map(|c| (c.state.flow, c)).collect();
+        for g in decisions.groups {
+            for (k, d) in g.decision.decisions.into_iter().enumerate() {
+                let Some(c) = g.flows.get(k).and_then(|f| by_id.get(f)) else {
+                    continue;
+                };
+                let role = snapshot
+                    .flows
+                    .iter()
+                    .find(|s| s.flow == c.state.flow)
+                    .map_or(FlowRole::Other, |s| s.role);
+                self.tally(&c.remote, &d.plan.rates_bps, true);
+                let planned = Planned {
+                    slot,
+                    decision: d,
+                    view: g.decision.views.get(k).cloned().unwrap_or_default(),
+                    available_now_bps: g.decision.share_now_bps.get(k).copied().unwrap_or(0),
+                    spare_bps: g.spare_bps.get(k).copied().unwrap_or(0),
+                    progress: g.progress.get(k).copied().unwrap_or(c.state.progress),
+                    role,
+                    local: c.local_links.clone(),
+                    remote: c.remote.clone(),
+                };
+                tracing::debug!(
+                    target: "ccp_agent::plan",
+                    slot,
+                    flow = %c.key,
+                    job = %c.reg.job,
+                    rank = c.reg.rank,
+                    iteration = c.reg.iteration,
+                    sent_bytes = planned.progress.sent_bytes,
+                    remaining_bytes = planned.progress.remaining_bytes,
+                    cut_bytes = g.cuts_bytes.get(k).copied().unwrap_or(0),
+                    rate_bps = planned.decision.rate_bps,
+                    available_now_bps = planned.available_now_bps,
+                    spare_bps = planned.spare_bps,
+                    "planned"
+                );
+                self.publish_local(c.state.flow.0, &planned);
+                self.queue_update(c.state.flow.0, &planned);
+                if let Some(f) = self.flows.get_mut(&c.local) {
+                    f.plan = Some(planned);
+                }
+            }
+        }
     }
 
-    /// What planning flow `local` needs: its path split into NIC links and switch links, its
-    /// progress and dependency. `None` for a flow not planned (no bytes per iteration, no
-    /// registration, no link the agent knows of).
-    fn member(&self, local: u64) -> Option<Member> {
+    /// Adds switch link `l` to the slot's planning `table`: its configured capacity, this
+    /// slot's feedback estimate as a network-limited rate sample of the slot before (the
+    /// table's estimate is then min(estimate, capacity)), and the other agents' load as one
+    /// schedule under a fresh id.
+    fn switch_link(
+        &self,
+        table: &mut LinkLoadTable,
+        l: u32,
+        slot: u64,
+        fresh: &mut FreshIds,
+    ) -> Result<(), mlcc_sched::SchedError> {
+        let cap = self.cfg.topology.links.get(&l).copied().unwrap_or(0);
+        table.add_link(LinkId(l), cap)?;
+        let Some((est, load)) = self.feedback.get(&l) else {
+            return Ok(());
+        };
+        if slot > 0 {
+            table.record_rate(
+                LinkId(l),
+                RateSample {
+                    slot: slot - 1,
+                    rate_bps: *est,
+                    app_limited: false,
+                },
+            )?;
+        }
+        if load.iter().any(|r| *r > 0) {
+            let id = loop {
+                let id = fresh.take();
+                if table.flow_schedule(id).is_none() {
+                    break id;
+                }
+            };
+            table.set_schedule(
+                id,
+                &[LinkId(l)],
+                &Schedule {
+                    start_slot: slot,
+                    rates_bps: load.clone(),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A flow to decide now: its path split into NIC links and switch links, its progress.
+    /// `None` for a flow not planned (no bytes per iteration, no registration, no link the
+    /// agent knows of). Its job and role are filled in by [`Core::plan_flows`].
+    fn candidate(&self, local: u64) -> Option<Candidate> {
         let f = self.flows.get(&local)?;
         let reg = f.reg.clone()?;
         let iteration_bytes = reg.iteration_bytes?;
@@ -301,44 +483,30 @@ impl Core {
             tracing::warn!(flow = %f.key, "no link of this agent or its switches on the path: not planned");
             return None;
         }
-        let dependency = self.dependency(&reg);
-        // Only what the flow may send before its dependencies deliver more is planned (ring:
-        // its predecessor's F plus its own chunk; PS broadcast: F_a^min): bytes it cannot send
-        // yet reserve nothing, so the links they would hold go to the flows that can send.
-        let left = iteration_bytes.saturating_sub(f.acked_iter);
-        let remaining_bytes = dependency
-            .sendable_bytes(f.acked_iter)
-            .map_or(left, |s| s.min(left));
-        let progress = FlowProgress {
-            sent_bytes: f.acked_iter,
-            remaining_bytes,
+        let state = FlowState {
+            flow: FlowId(f.id),
+            job: JobKey(0),
+            role: FlowRole::Other,
+            path: local_links
+                .iter()
+                .copied()
+                .chain(remote.iter().map(|l| LinkId(*l)))
+                .collect(),
+            progress: FlowProgress {
+                sent_bytes: f.acked_iter,
+                remaining_bytes: iteration_bytes.saturating_sub(f.acked_iter),
+            },
+            iteration_bytes,
+            decide: true,
         };
-        Some(Member {
+        Some(Candidate {
             local,
-            id: f.id,
             key: f.key,
             reg,
             local_links,
             remote,
-            progress,
-            dependency,
+            state,
         })
-    }
-
-    /// What a group sees of link `l` this slot, its members' own schedules excluded: a NIC
-    /// link from the agent's table; a switch link from this slot's feedback (or, without it,
-    /// its configured capacity) plus what the agent planned on it so far in the slot.
-    fn link_view(&self, l: u32, exclude: &[FlowId]) -> Option<LinkView> {
-        if self.local_links.contains(&l) {
-            return match self.table.link_views(&[LinkId(l)], exclude) {
-                Ok(mut v) => v.pop(),
-                Err(e) => {
-                    tracing::warn!(link = l, error = %e, "no link view");
-                    None
-                }
-            };
-        }
-        self.switch_link_view(l, None)
     }
 
     /// What switch link `l` leaves this slot: this slot's feedback (for a switch link without
@@ -374,111 +542,6 @@ impl Core {
             *va = est.saturating_sub(*vl);
         }
         Some(v)
-    }
-
-    /// Alg. 1 + Alg. 2 for one group, jointly (`mlcc_sched::decide_group`), against the
-    /// combined link views; stores, tallies and queues each member's schedule.
-    pub(super) fn plan_group(&mut self, members: &[Member], slot: u64) {
-        if members.is_empty() {
-            return;
-        }
-        let exclude: Vec<FlowId> = members.iter().map(|m| FlowId(m.id)).collect();
-        let mut links: Vec<u32> = Vec::new();
-        for m in members {
-            for l in m
-                .local_links
-                .iter()
-                .map(|l| l.0)
-                .chain(m.remote.iter().copied())
-            {
-                if !links.contains(&l) {
-                    links.push(l);
-                }
-            }
-        }
-        let Some(views) = links
-            .iter()
-            .map(|l| self.link_view(*l, &exclude))
-            .collect::<Option<Vec<LinkView>>>()
-        else {
-            return;
-        };
-        let reqs: Vec<mlcc_sched::FlowRequest> = members.iter().map(Member::request).collect();
-        let g = match mlcc_sched::decide_group(
-            &self.clock,
-            self.table.current_slot(),
-            &reqs,
-            &views,
-        ) {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!(job = %members[0].reg.job, flows = members.len(), error = %e, "Alg. 2 refused");
-                return;
-            }
-        };
-        for (i, (m, d)) in members.iter().zip(g.decisions).enumerate() {
-            self.tally(&m.remote, &d.plan.rates_bps, true);
-            let planned = Planned {
-                slot,
-                decision: d,
-                view: g.views.get(i).cloned().unwrap_or_default(),
-                available_now_bps: g.share_now_bps.get(i).copied().unwrap_or(0),
-                spare_bps: 0,
-                progress: m.progress,
-                local: m.local_links.clone(),
-                remote: m.remote.clone(),
-            };
-            tracing::debug!(
-                target: "ccp_agent::plan",
-                slot,
-                flow = %m.key,
-                job = %m.reg.job,
-                rank = m.reg.rank,
-                iteration = m.reg.iteration,
-                sent_bytes = m.progress.sent_bytes,
-                remaining_bytes = m.progress.remaining_bytes,
-                rate_bps = planned.decision.rate_bps,
-                available_now_bps = planned.available_now_bps,
-                "planned"
-            );
-            self.publish_local(m.id, &planned);
-            self.queue_update(m.id, &planned);
-            if let Some(f) = self.flows.get_mut(&m.local) {
-                f.plan = Some(planned);
-            }
-        }
-    }
-
-    /// Work conservation within the slot: every flow planned no bytes in the current slot gets,
-    /// instead of the rate floor, an equal share (among such flows on the link) of what this
-    /// slot's plans leave free on each link of its path, the least over its path. A burst that
-    /// begins mid-slot (a new iteration, a ring chunk that just arrived) then starts at once on
-    /// capacity nobody planned, instead of at the floor until the next slot's plan, and takes
-    /// nothing any plan holds. The plans and the load tables are unchanged: the share is not a
-    /// reservation, and the next slot plans the flow by Alg. 1 and Alg. 2 as before.
-    pub(super) fn share_spare(&mut self, slot: u64) {
-        let (locals, paths): (Vec<u64>, Vec<(u64, Vec<u32>)>) = self
-            .flows
-            .iter()
-            .filter_map(|(local, f)| {
-                let p = f.plan.as_ref().filter(|p| p.slot == slot)?;
-                if p.decision.plan.bytes.first().copied().unwrap_or(0) > 0 {
-                    return None;
-                }
-                let links = p.local.iter().map(|l| l.0).chain(p.remote.iter().copied());
-                Some((*local, (f.id, links.collect())))
-            })
-            .unzip();
-        let spares = spare_shares(&paths, |l, id| {
-            self.link_view(l, &[FlowId(id)])
-                .and_then(|v| v.available_bps.first().copied())
-                .unwrap_or(0)
-        });
-        for (local, spare) in locals.into_iter().zip(spares) {
-            if let Some(p) = self.flows.get_mut(&local).and_then(|f| f.plan.as_mut()) {
-                p.spare_bps = spare;
-            }
-        }
     }
 
     pub(super) fn publish_local(&mut self, id: u64, p: &Planned) {
@@ -564,9 +627,8 @@ impl Core {
     }
 
     /// Alg. 2's sender side: each flow planned this slot tells its receiver's agent its
-    /// accumulated bytes F_i (`Notify`; handled in place when the receiver is one of this
-    /// agent's hosts); a PS's broadcast notices carry F_b^max over its broadcast flows as
-    /// `bound_bytes`.
+    /// accumulated bytes F_i (`Notify`; none when the receiver is one of this agent's hosts);
+    /// a PS's broadcast notices carry F_b^max over its broadcast flows as `bound_bytes`.
     pub(super) fn send_notices(&mut self, slot: u64) {
         let mut out = Vec::new();
         let mut bcast_max: HashMap<(String, u32), u64> = HashMap::new();
@@ -623,11 +685,12 @@ impl Core {
             let Some(dst) = self.cfg.topology.host_of(key.dst) else {
                 continue;
             };
-            let (local, addr) = (self.cfg.hosts.contains(&dst.name), dst.agent);
-            if local {
-                self.handle_notice(n);
+            // A receiver served here needs no notice: its flows and this one were decided
+            // together ([`Core::plan_flows`]), dependencies and cuts included.
+            if self.cfg.hosts.contains(&dst.name) {
                 continue;
             }
+            let addr = dst.agent;
             self.out.push(Action::Rpc(Rpc::Notify {
                 peer: addr,
                 notice: n,
@@ -636,8 +699,11 @@ impl Core {
         }
     }
 
-    /// Alg. 2's receiver side for one notice: remembers F_i, and cuts the successor flows of the
-    /// receiving process that are ahead of it by the excess.
+    /// Alg. 2's receiver side for one notice of another host's agent: remembers F_i (the next
+    /// slot's snapshot takes it as a context flow), and cuts the successor flows of the
+    /// receiving process that are ahead of it by the excess, one flow at a time with
+    /// `mlcc_sched::reduce` (the policy layer cuts a whole group, but only of the flows it
+    /// decides together; this notice comes after the slot's decisions).
     pub(super) fn handle_notice(&mut self, n: proto::DependencyNotice) {
         let Some(slot) = self.slot else { return };
         self.notices
@@ -687,13 +753,10 @@ impl Core {
                 continue;
             };
             let Some(p) = f.plan.clone() else { continue };
-            // Ring: the successor flow may run one chunk ahead (its worker's own chunk).
-            let slack = match (n.kind, &f.reg) {
-                (notice_kind::RING, Some(r)) => r.ring_chunk_bytes.unwrap_or(0),
-                _ => 0,
-            };
+            // The layer's receiver's cut (a ring successor may run one chunk ahead), applied to
+            // this one flow: the slot's other decisions are made and published.
             let excess =
-                mlcc_sched::excess_bytes(p.decision.accumulated_bytes, bound.saturating_add(slack));
+                mlcc_sched::receiver_cut_bytes(&p.role, p.decision.accumulated_bytes, bound);
             if excess == 0 {
                 continue;
             }
@@ -727,99 +790,8 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_key, least_admitted, spare_shares};
-    use crate::agent_core::tests::sim::registration;
-    use crate::monitor::Registration;
+    use super::least_admitted;
     use mlcc_sched::Schedule;
-    use mltcp_progress::{FlowKind, Paradigm, Role};
-
-    fn reg(
-        paradigm: Paradigm,
-        role: Role,
-        kind: FlowKind,
-        rank: u32,
-        peer_rank: u32,
-    ) -> Registration {
-        registration("j", paradigm, role, kind, (rank, peer_rank), 1, 0)
-    }
-
-    #[test]
-    fn spare_capacity_is_split_among_the_idle_flows_of_a_link() {
-        // Link 1 has 40 free, link 2 has 10 free; flows 7 and 8 cross link 1, flow 8 also link 2,
-        // flow 9 only link 2; flow 10 has no link.
-        let free = |l: u32, _id: u64| if l == 1 { 40 } else { 10 };
-        let paths = vec![(7, vec![1]), (8, vec![1, 2]), (9, vec![2]), (10, vec![])];
-        assert_eq!(spare_shares(&paths, free), vec![20, 5, 5, 0]);
-        // The shares never oversubscribe a link.
-        let s = spare_shares(&paths, free);
-        assert!(s[0] + s[1] <= 40 && s[1] + s[2] <= 10);
-        assert!(spare_shares(&[], free).is_empty());
-    }
-
-    #[test]
-    fn coflow_groups() {
-        // A ring's flows are one group whatever their ranks.
-        let a = group_key(
-            &reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 0, 1),
-            1,
-        );
-        let b = group_key(
-            &reg(Paradigm::Ring, Role::Worker, FlowKind::RingSend, 1, 0),
-            2,
-        );
-        assert_eq!(a, b);
-        // Pushes into PS 5 are one group, planned before PS 5's broadcast group (same unit).
-        let push = |w| {
-            group_key(
-                &reg(
-                    Paradigm::ParameterServer,
-                    Role::Worker,
-                    FlowKind::PsPush,
-                    w,
-                    5,
-                ),
-                u64::from(w),
-            )
-        };
-        assert_eq!(push(0), push(1));
-        let pull = group_key(
-            &reg(
-                Paradigm::ParameterServer,
-                Role::ParameterServer,
-                FlowKind::PsPull,
-                5,
-                0,
-            ),
-            9,
-        );
-        assert_eq!(
-            (&pull.0, pull.1, pull.2),
-            (&push(0).0, push(0).1, push(0).2)
-        );
-        assert!(push(0) < pull);
-        // Pushes into another PS are another group.
-        let other = group_key(
-            &reg(
-                Paradigm::ParameterServer,
-                Role::Worker,
-                FlowKind::PsPush,
-                0,
-                6,
-            ),
-            3,
-        );
-        assert_ne!(other, push(0));
-        // Anything else is alone.
-        let x = group_key(
-            &reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1),
-            7,
-        );
-        let y = group_key(
-            &reg(Paradigm::Ring, Role::Worker, FlowKind::PsPush, 0, 1),
-            8,
-        );
-        assert_ne!(x, y);
-    }
 
     fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
         Schedule {
