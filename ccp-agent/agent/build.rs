@@ -1,48 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Generates the gRPC stubs of the `Switch` and `Agent` services with tonic-build's manual
-//! (protoc-free) path: the messages are prost-derived structs written by hand in
-//! `src/proto.rs`, whose doc comment carries the equivalent `.proto` schema.
+//! Compiles the gRPC schema `proto/mlcc.proto` (package `mlcc.v1`: the `Switch` and `Agent`
+//! services and their messages) into prost messages and tonic clients and servers, included
+//! by `src/proto.rs`. `protox` parses the schema in Rust, so no `protoc` is needed.
 
-fn method(name: &str, route: &str, input: &str, output: &str) -> tonic_build::manual::Method {
-    tonic_build::manual::Method::builder()
-        .name(name)
-        .route_name(route)
-        .input_type(format!("crate::proto::{input}"))
-        .output_type(format!("crate::proto::{output}"))
-        .codec_path("tonic_prost::ProstCodec")
-        .build()
-}
+use std::error::Error;
 
-fn main() {
+const SCHEMA: &str = "proto/mlcc.proto";
+
+fn main() -> Result<(), Box<dyn Error>> {
     println!("cargo:rerun-if-changed=build.rs");
-    let switch = tonic_build::manual::Service::builder()
-        .name("Switch")
-        .package("mlcc.v1")
-        .method(method(
-            "fetch_feedback",
-            "FetchFeedback",
-            "FeedbackRequest",
-            "FeedbackReply",
-        ))
-        .method(method(
-            "update_schedule",
-            "UpdateSchedule",
-            "ScheduleUpdate",
-            "UpdateReply",
-        ))
-        .method(method("pcn_start", "PcnStart", "PcnStart", "PcnAck"))
-        .method(method("pcn_end", "PcnEnd", "PcnEnd", "PcnAck"))
-        .build();
-    let agent = tonic_build::manual::Service::builder()
-        .name("Agent")
-        .package("mlcc.v1")
-        .method(method(
-            "notify",
-            "Notify",
-            "DependencyNotice",
-            "NoticeReply",
-        ))
-        .method(method("status", "Status", "StatusRequest", "StatusReply"))
-        .build();
-    tonic_build::manual::Builder::new().compile(&[switch, agent]);
+    println!("cargo:rerun-if-changed={SCHEMA}");
+    let descriptors =
+        protox::compile([SCHEMA], ["proto"]).map_err(|e| format!("compiling {SCHEMA}: {e:?}"))?;
+    tonic_prost_build::configure()
+        .compile_fds(descriptors)
+        .map_err(|e| format!("generating the gRPC code of {SCHEMA}: {e}"))?;
+    Ok(())
 }

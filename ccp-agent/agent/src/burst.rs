@@ -38,7 +38,7 @@
 use crate::config::AgentConfig;
 use crate::flows::FlowKey;
 use crate::monitor::is_sending;
-use crate::proto::{self, switch::switch_client::SwitchClient};
+use crate::proto::{self, switch_client::SwitchClient};
 use crate::shared::Shared;
 use mltcp_progress::{FlowKind, Role, Scanner};
 use std::collections::{BTreeMap, HashMap};

@@ -23,6 +23,7 @@ use crate::monitor::Monitor;
 use crate::net::Net;
 use crate::shared::Shared;
 use ccp_ipc::PollableIpc;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
@@ -320,8 +321,14 @@ impl<I: PollableIpc> ShellIpc<I> {
     }
 }
 
-/// The longest single wait, so portus's stop flag is seen within it.
-const MAX_WAIT_MS: libc::c_int = 100;
+/// The longest single wait, ms, so portus's stop flag is seen within it.
+const MAX_WAIT_MS: u16 = 100;
+
+/// Whether `poll` reported anything on `fd` (input, an error or a hang-up; flags nix does not
+/// know count too).
+fn fired(fd: &PollFd<'_>) -> bool {
+    fd.any() != Some(false)
+}
 
 impl<I: PollableIpc> Ipc for ShellIpc<I> {
     type Addr = I::Addr;
@@ -336,24 +343,16 @@ impl<I: PollableIpc> Ipc for ShellIpc<I> {
 
     fn recv(&self, buf: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
         let mut fds = [
-            libc::pollfd {
-                fd: self.inner.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.shared.wake_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::new(self.inner.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.shared.wake_fd(), PollFlags::POLLIN),
         ];
-        // SAFETY: `fds` is a live array of two initialised pollfd structs, and its length is
-        // the count passed.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, MAX_WAIT_MS) };
-        if r > 0 && fds[1].revents != 0 {
+        // An error (EINTR) is a wait without news: portus asks again.
+        let ready = poll(&mut fds, PollTimeout::from(MAX_WAIT_MS)).is_ok_and(|n| n > 0);
+        let (datapath, wake) = (ready && fired(&fds[0]), ready && fired(&fds[1]));
+        if wake {
             with_driver(|d| d.on_wake());
         }
-        if r > 0 && fds[0].revents != 0 {
+        if datapath {
             let (n, addr) = self.inner.recv(buf)?;
             if !ccp_ipc::portus_safe(buf.get(..n).unwrap_or(&[])) {
                 self.shared

@@ -12,7 +12,7 @@
 
 use crate::agent_core::{Input, Rpc};
 use crate::config::AgentConfig;
-use crate::proto::{agent::agent_client::AgentClient, switch::switch_client::SwitchClient};
+use crate::proto::{agent_client::AgentClient, switch_client::SwitchClient};
 use crate::shared::Shared;
 use crate::wall_us;
 use std::collections::HashMap;

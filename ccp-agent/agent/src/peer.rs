@@ -2,7 +2,7 @@
 //! The agent's gRPC service: `Notify` (another agent's dependency notice, queued for the portus
 //! thread, which it wakes) and `Status` (the last slot's per-flow scheduled and achieved rates).
 
-use crate::proto::{self, agent::agent_server};
+use crate::proto::{self, agent_server};
 use crate::shared::Shared;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};

@@ -18,196 +18,23 @@
 //! threshold in bytes) to the switches on the path; the switch lowers the ECN marking threshold
 //! of those links and acknowledges; the threshold comes back when the burst arrives (the flow's
 //! next `UpdateSchedule` reports bytes in or after the start's slot), on `PcnEnd`, or when the
-//! start times out. Messages are prost structs written by hand (no protoc); this is their
-//! schema:
+//! start times out.
 //!
-//! ```proto
-//! syntax = "proto3";
-//! package mlcc.v1;
-//!
-//! service Switch {
-//!   rpc FetchFeedback(FeedbackRequest) returns (FeedbackReply);
-//!   rpc UpdateSchedule(ScheduleUpdate) returns (UpdateReply);
-//!   rpc PcnStart(PcnStart) returns (PcnAck);
-//!   rpc PcnEnd(PcnEnd) returns (PcnAck);
-//! }
-//! service Agent {
-//!   rpc Notify(DependencyNotice) returns (NoticeReply);
-//!   rpc Status(StatusRequest) returns (StatusReply);
-//! }
-//! message FeedbackRequest { repeated uint32 links = 1; repeated uint64 exclude_flows = 2; uint64 slot = 3; }
-//! message LinkFeedback { uint32 link = 1; uint64 capacity_bps = 2; uint64 estimate_bps = 3;
-//!                        repeated uint64 load_bps = 4; uint32 ecn_threshold_bytes = 5;
-//!                        uint32 pcn_outstanding = 6; }
-//! message FeedbackReply { uint64 start_slot = 1; repeated LinkFeedback links = 2; uint32 flows = 3;
-//!                         uint64 pcn_starts = 4; uint64 pcn_expired = 5; uint64 threshold_failures = 6; }
-//! message FlowSchedule { uint64 flow = 1; repeated uint32 links = 2; uint64 start_slot = 3;
-//!                        repeated uint64 rates_bps = 4; uint64 achieved_bps = 5;
-//!                        uint64 achieved_slot = 6; bool app_limited = 7; }
-//! message ScheduleUpdate { string agent = 1; uint64 slot = 2; repeated FlowSchedule flows = 3; }
-//! message UpdateReply { uint32 accepted = 1; repeated string errors = 2;
-//!                       repeated FlowSchedule admitted = 3; }
-//! message PcnStart { string job = 1; uint32 rank = 2; repeated uint64 flows = 3;
-//!                    repeated uint32 links = 4; uint32 threshold_bytes = 5; string agent = 6; }
-//! message PcnEnd { string job = 1; uint32 rank = 2; }
-//! message PcnAck { uint32 ecn_links = 1; repeated string errors = 2; }
-//! message DependencyNotice { string job = 1; uint32 from_rank = 2; uint32 to_rank = 3;
-//!                            uint32 kind = 4; uint64 slot = 5; uint64 iteration = 6;
-//!                            uint64 accumulated_bytes = 7; uint64 bound_bytes = 8; }
-//! message NoticeReply { uint64 reduced_bytes = 1; }
-//! message StatusRequest {}
-//! message FlowStatus { string job = 1; uint32 rank = 2; string src = 3; string dst = 4;
-//!                      uint64 flow = 5; uint64 scheduled_bps = 6; uint64 achieved_bps = 7;
-//!                      uint64 remaining_bytes = 8; uint64 rtt_us = 9; uint64 lost = 10;
-//!                      string outcome = 11; uint64 iteration = 12; }
-//! message StatusReply { uint64 slot = 1; uint64 slot_us = 2; string mode = 3;
-//!                       repeated FlowStatus flows = 4; uint32 native_flows = 5;
-//!                       uint64 dropped_foreign = 6; uint64 dropped_bad = 7;
-//!                       uint64 notices_received = 8; uint64 rpc_failures = 9;
-//!                       uint64 slot_work_us = 10; uint64 bursts_granted = 11;
-//!                       uint64 bursts_granted_on_ack = 12; uint64 pcn_starts = 13;
-//!                       uint64 pcn_ends_on_burst = 14; }
-//! ```
+//! The schema is `proto/mlcc.proto`, the one definition of this wire; `build.rs` compiles it
+//! (protox and tonic-prost-build, no protoc) into the messages re-exported here, the `Switch`
+//! client and server ([`switch_client`], [`switch_server`]) and the `Agent` ones ([`agent_client`],
+//! [`agent_server`]).
 //!
 //! Units: rates in bit/s, sizes in bytes, slots are numbers on the wall-clock grid
 //! (`floor(unix_time_us / slot_us)`), flows are [`crate::flows::flow_id`]s of their 4-tuple.
 
-#![allow(missing_docs)]
-
-/// `FetchFeedback` request: the links wanted (empty: all of the switch's), the flows whose own
-/// stored schedules are left out of the load (the caller's), and the caller's current slot.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FeedbackRequest {
-    #[prost(uint32, repeated, tag = "1")]
-    pub links: Vec<u32>,
-    #[prost(uint64, repeated, tag = "2")]
-    pub exclude_flows: Vec<u64>,
-    #[prost(uint64, tag = "3")]
-    pub slot: u64,
+/// The code generated from `proto/mlcc.proto`.
+#[allow(clippy::all, clippy::pedantic, unused_qualifications)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/mlcc.v1.rs"));
 }
 
-/// One link's feedback: capacity, available-bandwidth estimate (bit/s), and the load of the
-/// other flows in each of the K slots from `FeedbackReply::start_slot`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LinkFeedback {
-    #[prost(uint32, tag = "1")]
-    pub link: u32,
-    #[prost(uint64, tag = "2")]
-    pub capacity_bps: u64,
-    #[prost(uint64, tag = "3")]
-    pub estimate_bps: u64,
-    #[prost(uint64, repeated, tag = "4")]
-    pub load_bps: Vec<u64>,
-    /// The link's ECN marking threshold now, bytes (0: the link has no `[link.ecn]`).
-    #[prost(uint32, tag = "5")]
-    pub ecn_threshold_bytes: u32,
-    /// PCN starts outstanding on the link.
-    #[prost(uint32, tag = "6")]
-    pub pcn_outstanding: u32,
-}
-
-/// `FetchFeedback` reply.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FeedbackReply {
-    #[prost(uint64, tag = "1")]
-    pub start_slot: u64,
-    #[prost(message, repeated, tag = "2")]
-    pub links: Vec<LinkFeedback>,
-    #[prost(uint32, tag = "3")]
-    pub flows: u32,
-    /// `PcnStart`s received since the daemon started.
-    #[prost(uint64, tag = "4")]
-    pub pcn_starts: u64,
-    /// PCN starts dropped because their burst never arrived within the timeout.
-    #[prost(uint64, tag = "5")]
-    pub pcn_expired: u64,
-    /// `tc` commands that failed (or timed out) since the daemon started.
-    #[prost(uint64, tag = "6")]
-    pub threshold_failures: u64,
-}
-
-/// One flow's new schedule along `links` (those of the switch; others are ignored), and the
-/// rate it achieved in `achieved_slot`. Empty `rates_bps`: the flow is gone or done.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FlowSchedule {
-    #[prost(uint64, tag = "1")]
-    pub flow: u64,
-    #[prost(uint32, repeated, tag = "2")]
-    pub links: Vec<u32>,
-    #[prost(uint64, tag = "3")]
-    pub start_slot: u64,
-    #[prost(uint64, repeated, tag = "4")]
-    pub rates_bps: Vec<u64>,
-    #[prost(uint64, tag = "5")]
-    pub achieved_bps: u64,
-    #[prost(uint64, tag = "6")]
-    pub achieved_slot: u64,
-    #[prost(bool, tag = "7")]
-    pub app_limited: bool,
-}
-
-/// `UpdateSchedule` request: one agent's flows, planned in `slot`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ScheduleUpdate {
-    #[prost(string, tag = "1")]
-    pub agent: String,
-    #[prost(uint64, tag = "2")]
-    pub slot: u64,
-    #[prost(message, repeated, tag = "3")]
-    pub flows: Vec<FlowSchedule>,
-}
-
-/// `UpdateSchedule` reply: how many schedules were taken, why the others were not, and the
-/// admitted schedule of each flow taken (`flow`, `links`, `start_slot`, `rates_bps`: the request's
-/// rates clipped to what was left on the switch's links; a removal is not listed).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct UpdateReply {
-    #[prost(uint32, tag = "1")]
-    pub accepted: u32,
-    #[prost(string, repeated, tag = "2")]
-    pub errors: Vec<String>,
-    #[prost(message, repeated, tag = "3")]
-    pub admitted: Vec<FlowSchedule>,
-}
-
-/// PCN-START of one process of a job (`job`, `rank`) about to send a burst on `flows` (their
-/// [`crate::flows::flow_id`]s) across `links` (the switch keeps those it owns and that have an
-/// ECN queue), asking for a marking threshold of `threshold_bytes` (> 0). A repeated start of
-/// the same (job, rank) replaces the earlier one.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PcnStart {
-    #[prost(string, tag = "1")]
-    pub job: String,
-    #[prost(uint32, tag = "2")]
-    pub rank: u32,
-    #[prost(uint64, repeated, tag = "3")]
-    pub flows: Vec<u64>,
-    #[prost(uint32, repeated, tag = "4")]
-    pub links: Vec<u32>,
-    #[prost(uint32, tag = "5")]
-    pub threshold_bytes: u32,
-    #[prost(string, tag = "6")]
-    pub agent: String,
-}
-
-/// PCN-END: the burst of (`job`, `rank`) is over (or will not come); its start is dropped.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PcnEnd {
-    #[prost(string, tag = "1")]
-    pub job: String,
-    #[prost(uint32, tag = "2")]
-    pub rank: u32,
-}
-
-/// `PcnStart`/`PcnEnd` reply: how many of the switch's ECN links the start (or end) touched,
-/// and the problems (a failed `tc` names the command; the bookkeeping stands regardless).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PcnAck {
-    #[prost(uint32, tag = "1")]
-    pub ecn_links: u32,
-    #[prost(string, repeated, tag = "2")]
-    pub errors: Vec<String>,
-}
+pub use generated::*;
 
 /// Notice kinds of [`DependencyNotice::kind`].
 pub mod notice_kind {
@@ -219,115 +46,196 @@ pub mod notice_kind {
     pub const PS_BROADCAST: u32 = 3;
 }
 
-/// Alg. 2 across agents: the sender's flow `from_rank → to_rank` of `job` has accumulated
-/// `accumulated_bytes` (F_i) in `iteration` after the decision of `slot`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DependencyNotice {
-    #[prost(string, tag = "1")]
-    pub job: String,
-    #[prost(uint32, tag = "2")]
-    pub from_rank: u32,
-    #[prost(uint32, tag = "3")]
-    pub to_rank: u32,
-    #[prost(uint32, tag = "4")]
-    pub kind: u32,
-    #[prost(uint64, tag = "5")]
-    pub slot: u64,
-    #[prost(uint64, tag = "6")]
-    pub iteration: u64,
-    #[prost(uint64, tag = "7")]
-    pub accumulated_bytes: u64,
-    #[prost(uint64, tag = "8")]
-    pub bound_bytes: u64,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `Notify` reply.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct NoticeReply {
-    #[prost(uint64, tag = "1")]
-    pub reduced_bytes: u64,
-}
+    fn fs(flow: u64) -> FlowSchedule {
+        FlowSchedule {
+            flow,
+            links: vec![3, 70_000],
+            start_slot: 1 << 40,
+            rates_bps: vec![10_000_000_000, 0, 1],
+            achieved_bps: 123_456_789,
+            achieved_slot: (1 << 40) - 1,
+            app_limited: true,
+        }
+    }
 
-/// `Status` request.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StatusRequest {}
+    /// Every message with every field set, encoded.
+    fn encoded() -> Vec<(&'static str, Vec<u8>)> {
+        use prost::Message;
+        vec![
+            (
+                "FeedbackRequest",
+                FeedbackRequest {
+                    links: vec![1, 300],
+                    exclude_flows: vec![u64::MAX, 7],
+                    slot: 99,
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "FeedbackReply",
+                FeedbackReply {
+                    start_slot: 5,
+                    links: vec![LinkFeedback {
+                        link: 2,
+                        capacity_bps: 100_000_000,
+                        estimate_bps: 90_000_000,
+                        load_bps: vec![1, 2, 3],
+                        ecn_threshold_bytes: 30_000,
+                        pcn_outstanding: 4,
+                    }],
+                    flows: 6,
+                    pcn_starts: 7,
+                    pcn_expired: 8,
+                    threshold_failures: 9,
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "ScheduleUpdate",
+                ScheduleUpdate {
+                    agent: "h1".into(),
+                    slot: 11,
+                    flows: vec![fs(12), fs(13)],
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "UpdateReply",
+                UpdateReply {
+                    accepted: 1,
+                    errors: vec!["no link 9".into()],
+                    admitted: vec![fs(14)],
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "PcnStart",
+                PcnStart {
+                    job: "j".into(),
+                    rank: 3,
+                    flows: vec![15, 16],
+                    links: vec![1],
+                    threshold_bytes: 20_000,
+                    agent: "h2".into(),
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "PcnEnd",
+                PcnEnd {
+                    job: "j".into(),
+                    rank: 4,
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "PcnAck",
+                PcnAck {
+                    ecn_links: 2,
+                    errors: vec!["tc".into()],
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "DependencyNotice",
+                DependencyNotice {
+                    job: "ring".into(),
+                    from_rank: 1,
+                    to_rank: 2,
+                    kind: 3,
+                    slot: 17,
+                    iteration: 18,
+                    accumulated_bytes: 1 << 33,
+                    bound_bytes: 19,
+                }
+                .encode_to_vec(),
+            ),
+            (
+                "NoticeReply",
+                NoticeReply { reduced_bytes: 20 }.encode_to_vec(),
+            ),
+            ("StatusRequest", StatusRequest {}.encode_to_vec()),
+            (
+                "StatusReply",
+                StatusReply {
+                    slot: 21,
+                    slot_us: 60_000,
+                    mode: "switch".into(),
+                    flows: vec![FlowStatus {
+                        job: "j".into(),
+                        rank: 1,
+                        src: "10.0.0.1:5201".into(),
+                        dst: "10.0.0.2:40000".into(),
+                        flow: 22,
+                        scheduled_bps: 23,
+                        achieved_bps: 24,
+                        remaining_bytes: 25,
+                        rtt_us: 26,
+                        lost: 27,
+                        outcome: "raised".into(),
+                        iteration: 28,
+                    }],
+                    native_flows: 29,
+                    dropped_foreign: 30,
+                    dropped_bad: 31,
+                    notices_received: 32,
+                    rpc_failures: 33,
+                    slot_work_us: 34,
+                    bursts_granted: 35,
+                    bursts_granted_on_ack: 36,
+                    pcn_starts: 37,
+                    pcn_ends_on_burst: 38,
+                }
+                .encode_to_vec(),
+            ),
+        ]
+    }
 
-/// One controlled flow in `Status`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FlowStatus {
-    #[prost(string, tag = "1")]
-    pub job: String,
-    #[prost(uint32, tag = "2")]
-    pub rank: u32,
-    #[prost(string, tag = "3")]
-    pub src: String,
-    #[prost(string, tag = "4")]
-    pub dst: String,
-    #[prost(uint64, tag = "5")]
-    pub flow: u64,
-    #[prost(uint64, tag = "6")]
-    pub scheduled_bps: u64,
-    #[prost(uint64, tag = "7")]
-    pub achieved_bps: u64,
-    #[prost(uint64, tag = "8")]
-    pub remaining_bytes: u64,
-    #[prost(uint64, tag = "9")]
-    pub rtt_us: u64,
-    #[prost(uint64, tag = "10")]
-    pub lost: u64,
-    #[prost(string, tag = "11")]
-    pub outcome: String,
-    #[prost(uint64, tag = "12")]
-    pub iteration: u64,
-}
+    /// The encodings of [`encoded`]'s messages by the hand-written prost structs this module
+    /// had before the schema became `proto/mlcc.proto`: the wire must not move.
+    const GOLDEN: [(&str, &str); 11] = [
+        ("FeedbackRequest", "0a0301ac02120bffffffffffffffffff01071863"),
+        ("FeedbackReply", "0805121708021080c2d72f188095f52a220301020328b0ea0130041806200728083009"),
+        ("ScheduleUpdate", "0a026831100b1a26080c120403f0a20418808080808020220780c8afa025000128959aef3a30ffffffffff1f38011a26080d120403f0a20418808080808020220780c8afa025000128959aef3a30ffffffffff1f3801"),
+        ("UpdateReply", "080112096e6f206c696e6b20391a26080e120403f0a20418808080808020220780c8afa025000128959aef3a30ffffffffff1f3801"),
+        ("PcnStart", "0a016a10031a020f1022010128a09c0132026832"),
+        ("PcnEnd", "0a016a1004"),
+        ("PcnAck", "080212027463"),
+        ("DependencyNotice", "0a0472696e67100118022003281130123880808080204013"),
+        ("NoticeReply", "0814"),
+        ("StatusRequest", ""),
+        ("StatusReply", "081510e0d4031a06737769746368223a0a016a10011a0d31302e302e302e313a35323031220e31302e302e302e323a34303030302816301738184019481a501b5a06726169736564601c281d301e381f4020482150225823602468257026"),
+    ];
 
-/// `Status` reply.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StatusReply {
-    #[prost(uint64, tag = "1")]
-    pub slot: u64,
-    #[prost(uint64, tag = "2")]
-    pub slot_us: u64,
-    #[prost(string, tag = "3")]
-    pub mode: String,
-    #[prost(message, repeated, tag = "4")]
-    pub flows: Vec<FlowStatus>,
-    #[prost(uint32, tag = "5")]
-    pub native_flows: u32,
-    #[prost(uint64, tag = "6")]
-    pub dropped_foreign: u64,
-    #[prost(uint64, tag = "7")]
-    pub dropped_bad: u64,
-    #[prost(uint64, tag = "8")]
-    pub notices_received: u64,
-    #[prost(uint64, tag = "9")]
-    pub rpc_failures: u64,
-    /// Time the agent's datapath thread spent on the last slot's work, µs (its tick and the
-    /// switches' answers: monitoring, planning, rates; the waits for the switches excluded).
-    #[prost(uint64, tag = "10")]
-    pub slot_work_us: u64,
-    /// Burst requests (`before_burst`) granted.
-    #[prost(uint64, tag = "11")]
-    pub bursts_granted: u64,
-    /// Of those, granted on the switches' acknowledgements before one RTT passed.
-    #[prost(uint64, tag = "12")]
-    pub bursts_granted_on_ack: u64,
-    /// `PcnStart`s sent to switches.
-    #[prost(uint64, tag = "13")]
-    pub pcn_starts: u64,
-    /// `PcnEnd`s sent because the burst was seen leaving its process (its bytes grew).
-    #[prost(uint64, tag = "14")]
-    pub pcn_ends_on_burst: u64,
-}
+    #[test]
+    fn encodings_match_the_wire_before_the_proto_file() {
+        let got = encoded();
+        assert_eq!(got.len(), GOLDEN.len());
+        for ((name, bytes), (gname, ghex)) in got.iter().zip(GOLDEN) {
+            assert_eq!(*name, gname);
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, ghex, "{name}");
+        }
+    }
 
-/// Generated `Switch` client and server.
-#[allow(clippy::all, missing_docs, unused_qualifications)]
-pub mod switch {
-    include!(concat!(env!("OUT_DIR"), "/mlcc.v1.Switch.rs"));
-}
-
-/// Generated `Agent` client and server.
-#[allow(clippy::all, missing_docs, unused_qualifications)]
-pub mod agent {
-    include!(concat!(env!("OUT_DIR"), "/mlcc.v1.Agent.rs"));
+    #[test]
+    fn routes_are_those_of_package_mlcc_v1() {
+        let code = include_str!(concat!(env!("OUT_DIR"), "/mlcc.v1.rs"));
+        for route in [
+            "/mlcc.v1.Switch/FetchFeedback",
+            "/mlcc.v1.Switch/UpdateSchedule",
+            "/mlcc.v1.Switch/PcnStart",
+            "/mlcc.v1.Switch/PcnEnd",
+            "/mlcc.v1.Agent/Notify",
+            "/mlcc.v1.Agent/Status",
+        ] {
+            assert!(code.contains(&format!("\"{route}\"")), "no route {route}");
+        }
+        assert_eq!(switch_server::SERVICE_NAME, "mlcc.v1.Switch");
+        assert_eq!(agent_server::SERVICE_NAME, "mlcc.v1.Agent");
+    }
 }

@@ -18,7 +18,7 @@ use crate::config::{AgentConfig, Switch, Topology};
 use crate::monitor::Monitor;
 use crate::net::Net;
 use crate::peer::AgentService;
-use crate::proto::agent::agent_server::AgentServer;
+use crate::proto::agent_server::AgentServer;
 use crate::shared::Shared;
 use anyhow::{anyhow, Context, Result};
 use ccp_ipc::PollableIpc;

@@ -7,8 +7,9 @@
 
 use crate::agent_core::Input;
 use crate::proto;
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -36,19 +37,14 @@ pub struct Shared {
     pub pcn_starts: AtomicU64,
     /// `PcnEnd`s sent because the burst was seen leaving its process.
     pub pcn_ends_on_burst: AtomicU64,
-    wake: OwnedFd,
+    wake: EventFd,
 }
 
 impl Shared {
     /// New shared state with its eventfd. Errors: eventfd(2) failed.
     pub fn new() -> std::io::Result<Arc<Self>> {
-        // SAFETY: Plain eventfd(2) call; the result is checked before it is wrapped.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake =
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         Ok(Arc::new(Shared {
             status: Mutex::default(),
             inbox: Mutex::default(),
@@ -77,23 +73,20 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(input);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: Writes 8 bytes from a live buffer to our eventfd; a full counter (EAGAIN)
-        // only means the thread is already woken.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        // A full counter (EAGAIN) only means the thread is already woken.
+        let _ = self.wake.write(1);
     }
 
     /// Takes the queued inputs, oldest first, and clears the wake-up.
     pub fn take_inbox(&self) -> Vec<Input> {
-        let mut b = [0u8; 8];
-        // SAFETY: Reads at most 8 bytes into a live buffer from our non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+        // Resets the counter; EAGAIN (nothing posted since the last take) is fine.
+        let _ = self.wake.read();
         std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The eventfd to poll.
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
+    /// The eventfd to poll (it stays owned by `self`).
+    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
     }
 
     /// The status with the live counters filled in.

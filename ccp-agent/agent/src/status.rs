@@ -3,7 +3,7 @@
 //! controlled flow, the scheduled and the achieved rate; or asks a switch daemon
 //! (`FetchFeedback` of all its links) for its load table.
 
-use crate::proto::{self, agent::agent_client::AgentClient, switch::switch_client::SwitchClient};
+use crate::proto::{self, agent_client::AgentClient, switch_client::SwitchClient};
 use anyhow::{anyhow, Result};
 use std::fmt::Write as _;
 use std::net::SocketAddr;

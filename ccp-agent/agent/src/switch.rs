@@ -46,7 +46,7 @@
 //! an entry of `UpdateReply::errors` naming it.
 
 use crate::config::{EcnQueue, QdiscKind, Switch, SwitchPcn, Topology};
-use crate::proto::{self, switch::switch_server};
+use crate::proto::{self, switch_server};
 use crate::wall_us;
 use mlcc_sched::pcn::{BurstId, PcnConfig, PcnThresholds};
 use mlcc_sched::{

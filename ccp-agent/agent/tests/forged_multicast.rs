@@ -76,8 +76,8 @@ fn forged_multicast_is_dropped_counted_and_survived() {
     while shared.status().slot == 0 && t0.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let forger = open_usersock().unwrap();
-    bind_auto(&forger).unwrap();
+    let mut forger = open_usersock().unwrap();
+    bind_auto(&mut forger).unwrap();
     for msg in forged() {
         // No kernel socket at port id 0 without the module: the unicast part may fail after the
         // multicast went out.

@@ -47,23 +47,15 @@ pub fn portus_safe(buf: &[u8]) -> bool {
     !buf.is_empty()
 }
 
-/// An [`Ipc`](portus::ipc::Ipc) whose socket can be polled for input.
-pub trait PollableIpc: portus::ipc::Ipc {
-    /// The socket's descriptor; it stays owned by the backend.
-    fn raw_fd(&self) -> std::os::fd::RawFd;
-}
+/// An [`Ipc`](portus::ipc::Ipc) whose socket can be polled for input: [`AsFd`] lends its
+/// descriptor, which stays owned by the backend.
+///
+/// [`AsFd`]: std::os::fd::AsFd
+pub trait PollableIpc: portus::ipc::Ipc + std::os::fd::AsFd {}
 
-impl PollableIpc for CheckedNetlink {
-    fn raw_fd(&self) -> std::os::fd::RawFd {
-        CheckedNetlink::raw_fd(self)
-    }
-}
+impl PollableIpc for CheckedNetlink {}
 
-impl PollableIpc for UnixIpc {
-    fn raw_fd(&self) -> std::os::fd::RawFd {
-        UnixIpc::raw_fd(self)
-    }
-}
+impl PollableIpc for UnixIpc {}
 
 #[cfg(test)]
 mod tests {

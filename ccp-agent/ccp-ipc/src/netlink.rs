@@ -10,9 +10,12 @@
 //! every message whose sender port id is not 0 (the kernel) and every message type a datapath
 //! never sends (only CREATE, MEASURE and READY pass), counting and logging what it dropped.
 
+use netlink_sys::{Socket, SocketAddr};
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 use portus::ipc::Ipc;
 use portus::{Error, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -21,6 +24,8 @@ use std::sync::Arc;
 pub use ccp_datapath::wire::{CCP_GROUP, NETLINK_USERSOCK};
 /// Size of the netlink message header in front of every CCP message.
 pub const NLMSG_HDRSIZE: usize = 16;
+/// The receive buffer [`CheckedNetlink::new`] asks for, bytes.
+const RCVBUF_BYTES: usize = 8 << 20;
 
 /// Messages dropped because their sender was not the kernel (port id != 0), by every
 /// [`CheckedNetlink`] of the process.
@@ -41,7 +46,7 @@ pub struct DropCounters {
 
 /// A netlink socket subscribed to group 22 that checks the sender of every message.
 pub struct CheckedNetlink {
-    fd: OwnedFd,
+    sock: Socket,
     counters: Arc<DropCounters>,
 }
 
@@ -82,98 +87,43 @@ pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict 
     Verdict::Accept { end: nl_len }
 }
 
-fn errno_err(what: &str) -> Error {
-    Error(format!("{what}: {}", std::io::Error::last_os_error()))
+/// Opens an unbound `NETLINK_USERSOCK` socket (close-on-exec).
+pub fn open_usersock() -> Result<Socket> {
+    Socket::new(NETLINK_USERSOCK as isize)
+        .map_err(|e| Error(format!("socket(AF_NETLINK, NETLINK_USERSOCK): {e}")))
 }
 
-fn setsockopt_int(fd: i32, level: i32, opt: i32, val: i32) -> std::io::Result<()> {
-    // SAFETY: `val` outlives the call; the length matches the pointed-to c_int.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            &val as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Opens an unbound `NETLINK_USERSOCK` raw socket.
-pub fn open_usersock() -> Result<OwnedFd> {
-    // SAFETY: Plain socket(2) call; the result is checked before it is wrapped.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            NETLINK_USERSOCK,
-        )
-    };
-    if fd < 0 {
-        return Err(errno_err("socket(AF_NETLINK, NETLINK_USERSOCK)"));
-    }
-    // SAFETY: `fd` is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Binds `fd` to a kernel-chosen port id (no groups).
-pub fn bind_auto(fd: &OwnedFd) -> Result<()> {
-    // SAFETY: An all-zero sockaddr_nl is valid; it is fully initialised below.
-    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    sa.nl_family = libc::AF_NETLINK as u16;
-    // SAFETY: `sa` is a valid sockaddr_nl of the given length.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(errno_err("bind(netlink)"));
-    }
-    Ok(())
+/// Binds `sock` to a kernel-chosen port id (no groups).
+pub fn bind_auto(sock: &mut Socket) -> Result<()> {
+    sock.bind_auto()
+        .map(|_| ())
+        .map_err(|e| Error(format!("bind(netlink): {e}")))
 }
 
 /// Sends `payload` behind a 16-byte netlink header (only the length set, as portus does) to
 /// the kernel (port id 0, no group).
-pub fn send_to_kernel(fd: &OwnedFd, payload: &[u8]) -> std::io::Result<usize> {
-    send_framed(fd, payload, 0)
+pub fn send_to_kernel(sock: &Socket, payload: &[u8]) -> std::io::Result<usize> {
+    send_framed(sock, payload, 0)
 }
 
 /// Sends `payload` behind a 16-byte netlink header (only the length set) to port id 0 and to
 /// the multicast groups in the bit mask `groups` (0: the kernel only).
-pub fn send_framed(fd: &OwnedFd, payload: &[u8], groups: u32) -> std::io::Result<usize> {
+pub fn send_framed(sock: &Socket, payload: &[u8], groups: u32) -> std::io::Result<usize> {
     let len = NLMSG_HDRSIZE + payload.len();
+    let nl_len = u32::try_from(len).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "CCP message of {} bytes: too long for a netlink header",
+                payload.len()
+            ),
+        )
+    })?;
     let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_le_bytes());
+    msg.extend_from_slice(&nl_len.to_le_bytes());
     msg.extend_from_slice(&[0u8; 12]);
     msg.extend_from_slice(payload);
-    // SAFETY: An all-zero sockaddr_nl is valid: family and groups set below, port id 0.
-    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    sa.nl_family = libc::AF_NETLINK as u16;
-    sa.nl_groups = groups;
-    // SAFETY: `msg` and `sa` are valid for the given lengths.
-    let r = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            msg.as_ptr() as *const libc::c_void,
-            msg.len(),
-            0,
-            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    sock.send_to(&msg, &SocketAddr::new(0, groups), 0)
 }
 
 impl CheckedNetlink {
@@ -181,40 +131,23 @@ impl CheckedNetlink {
     /// where the module's kernel socket lives), enlarges its receive buffer, and sets a 1 s
     /// receive timeout so portus's loop can notice a stop request.
     pub fn new() -> Result<Self> {
-        let fd = open_usersock()?;
-        bind_auto(&fd)?;
-        let raw = fd.as_raw_fd();
-        setsockopt_int(
-            raw,
-            libc::SOL_NETLINK,
-            libc::NETLINK_ADD_MEMBERSHIP,
-            CCP_GROUP as i32,
-        )
-        .map_err(|e| {
+        let mut sock = open_usersock()?;
+        bind_auto(&mut sock)?;
+        sock.add_membership(CCP_GROUP).map_err(|e| {
             Error(format!(
                 "joining netlink group {CCP_GROUP} (needs CAP_NET_ADMIN): {e}"
             ))
         })?;
         // Reports of many flows every 10 ms: a bigger buffer than the default avoids ENOBUFS.
-        if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
-            let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+        // SO_RCVBUFFORCE passes rmem_max with CAP_NET_ADMIN; without it SO_RCVBUF gets what
+        // rmem_max allows, and the default buffer is kept if even that fails.
+        if setsockopt(&sock, sockopt::RcvBufForce, &RCVBUF_BYTES).is_err() {
+            let _ = setsockopt(&sock, sockopt::RcvBuf, &RCVBUF_BYTES);
         }
-        let tv = libc::timeval {
-            tv_sec: 1,
-            tv_usec: 0,
-        };
-        // SAFETY: `tv` outlives the call; the length matches.
-        unsafe {
-            libc::setsockopt(
-                raw,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const libc::timeval as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
+        setsockopt(&sock, sockopt::ReceiveTimeout, &TimeVal::new(1, 0))
+            .map_err(|e| Error(format!("SO_RCVTIMEO on the netlink socket: {e}")))?;
         Ok(Self {
-            fd,
+            sock,
             counters: Arc::default(),
         })
     }
@@ -223,10 +156,12 @@ impl CheckedNetlink {
     pub fn counters(&self) -> Arc<DropCounters> {
         self.counters.clone()
     }
+}
 
+impl AsFd for CheckedNetlink {
     /// The socket's descriptor (to poll it; it stays owned by `self`).
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        self.fd.as_raw_fd()
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
 
@@ -248,39 +183,26 @@ impl Ipc for CheckedNetlink {
     }
 
     fn send(&self, msg: &[u8], _to: &()) -> Result<()> {
-        send_to_kernel(&self.fd, msg)
+        send_to_kernel(&self.sock, msg)
             .map(|_| ())
             .map_err(Error::from)
     }
 
     fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
         let mut nl_buf = [0u8; 4096];
-        // SAFETY: An all-zero sockaddr_nl is valid; recvfrom fills it.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        let mut sa_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-        // SAFETY: `nl_buf`, `sa` and `sa_len` are valid for writes of the given sizes.
-        let n = unsafe {
-            libc::recvfrom(
-                self.fd.as_raw_fd(),
-                nl_buf.as_mut_ptr() as *mut libc::c_void,
-                nl_buf.len(),
-                0,
-                &mut sa as *mut libc::sockaddr_nl as *mut libc::sockaddr,
-                &mut sa_len,
-            )
-        };
-        if n < 0 {
-            // Timeouts (EAGAIN) and ENOBUFS: portus's loop logs at trace level and retries.
-            return Err(errno_err("recv(netlink)"));
-        }
-        let n = n as usize;
+        // Timeouts (EAGAIN) and ENOBUFS: portus's loop logs at trace level and retries.
+        let (n, from) = self
+            .sock
+            .recv_from(&mut &mut nl_buf[..], 0)
+            .map_err(|e| Error(format!("recv(netlink): {e}")))?;
+        let sender = from.port_number();
         let datagram = &nl_buf[..n.min(nl_buf.len())];
-        match classify(sa.nl_pid, datagram, buf.len()) {
+        match classify(sender, datagram, buf.len()) {
             Verdict::Foreign => {
                 self.counters.foreign.fetch_add(1, Ordering::Relaxed);
                 if let Some(k) = rate_limited(&DROPPED_FOREIGN) {
                     tracing::warn!(
-                        sender_portid = sa.nl_pid,
+                        sender_portid = sender,
                         total = k,
                         "dropped a netlink message not sent by the kernel"
                     );
@@ -310,7 +232,7 @@ impl Ipc for CheckedNetlink {
         }
     }
     fn close(&mut self) -> Result<()> {
-        // The OwnedFd closes on drop.
+        // The socket closes on drop.
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 
 use portus::ipc::Ipc;
 use portus::{Error, Result};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
@@ -48,10 +48,12 @@ impl UnixIpc {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
+impl AsFd for UnixIpc {
     /// The socket's descriptor (to poll it; it stays owned by `self`).
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        self.sock.as_raw_fd()
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
 

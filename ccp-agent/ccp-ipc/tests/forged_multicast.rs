@@ -46,8 +46,8 @@ fn forged_multicast_is_dropped_and_counted() {
         }
     };
     let counters = agent.counters();
-    let forger = open_usersock().expect("netlink socket");
-    bind_auto(&forger).expect("bind");
+    let mut forger = open_usersock().expect("netlink socket");
+    bind_auto(&mut forger).expect("bind");
     let mut install = forged(0);
     install[0] = 2; // INSTALL: what crashes a stock portus agent
     for m in [forged(0), install] {

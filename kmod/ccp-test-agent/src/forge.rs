@@ -100,8 +100,8 @@ pub fn run(a: &ForgeArgs) -> Result<()> {
         nix::unistd::getgid(),
         cap_eff()
     );
-    let fd = nl::open_usersock().map_err(|e| anyhow!(e.0))?;
-    nl::bind_auto(&fd).map_err(|e| anyhow!(e.0))?;
+    let mut sock = nl::open_usersock().map_err(|e| anyhow!(e.0))?;
+    nl::bind_auto(&mut sock).map_err(|e| anyhow!(e.0))?;
     let sids: Vec<u32> = if a.sids.is_empty() {
         (1..=64).map(|i| (1 << 16) | i).collect()
     } else {
@@ -113,7 +113,7 @@ pub fn run(a: &ForgeArgs) -> Result<()> {
     }
     let (mut sent, mut failed) = (0, 0);
     for &sid in &sids {
-        match nl::send_to_kernel(&fd, &update_fields(sid, &updates)) {
+        match nl::send_to_kernel(&sock, &update_fields(sid, &updates)) {
             Ok(_) => sent += 1,
             Err(e) => {
                 failed += 1;
@@ -129,7 +129,7 @@ pub fn run(a: &ForgeArgs) -> Result<()> {
     );
     if a.multicast_create {
         let payload = create(0xdead);
-        let r = nl::send_framed(&fd, &payload, 1 << (nl::CCP_GROUP - 1));
+        let r = nl::send_framed(&sock, &payload, 1 << (nl::CCP_GROUP - 1));
         if let Err(e) = r {
             println!("forge: multicast CREATE to group {}: {e}", nl::CCP_GROUP);
         } else {

@@ -34,7 +34,7 @@ fn every_base_fits_icsk_ca_priv() {
 #[test]
 fn all_zero_is_no_flow() {
     fn zero<S: Copy>() -> WithCcp<S> {
-        // SAFETY (test): every field of the MLTCP states and the sid are integers.
+        // SAFETY: (test helper) every field of the MLTCP states and the sid are integers.
         unsafe { std::mem::zeroed() }
     }
     let z: WithCcp<MltcpCubicState> = zero();
