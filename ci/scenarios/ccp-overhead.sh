@@ -3,7 +3,7 @@
 # 20, item 5). In the VM, as root, sh = dash:
 #
 #   ci/vm-run --results DIR ci/scenarios/ccp-overhead.sh [--rounds N] [--secs S] [--flows F]
-#                                                        [--shape RATE DELAY]
+#                                                        [--shape RATE DELAY] [--kinds "K..."]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -13,6 +13,7 @@
 #   ccp64 (ccpF)                         the same with F parallel flows (iperf3 -P F)
 #   reno64 (renoF)                       native reno with F parallel flows
 #
+# (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF".)
 # By default the veth is not shaped: the transfer is CPU-bound, both vCPUs are busy nearly all the
 # time, and the busy time of /proc/stat (ticks of HZ = 1000, sampled) has almost no sampling noise.
 # `--shape RATE DELAY` puts the suite's tbf + netem bottleneck in (then a run is mostly idle and the
@@ -32,11 +33,13 @@
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
 ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY=""
+KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --secs) SECS=$2; shift 2 ;;
     --flows) FLOWS=$2; shift 2 ;;
+    --kinds) KINDS=$2; shift 2 ;;
     --shape) SHAPE_RATE=$2 SHAPE_DELAY=$3; shift 3 ;;
     *) echo "ccp-overhead.sh: unknown argument $1"; exit 2 ;;
   esac
@@ -52,6 +55,15 @@ busy_jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /
 HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
+# Wait for the boot's switch to the TSC clocksource (about 1.3 s after boot: a stop_machine()).
+# Started under a CPU-bound transfer, that stop_machine() stalled both vCPUs for over 20 s of
+# guest time (an RCU stall report, and no run completed).
+_i=0
+while [ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" != tsc ]; do
+  _i=$((_i + 1)); [ $_i -lt 100 ] || { echo "clocksource still $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) after 10 s"; break; }
+  sleep 0.1
+done
+sleep 1
 vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
 if [ -n "$SHAPE_RATE" ]; then
   vm_net_shape "$SHAPE_RATE" "$SHAPE_DELAY" || { echo "tc setup failed"; exit 1; }
@@ -99,8 +111,11 @@ run_one() {
   echo "$_r $_kind $_bytes $_busy $_pgb" >> "$RUNS"
 }
 
-KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
-NK=7
+NK=$(echo $KINDS | wc -w)
+# One discarded run first: the first transfer after boot costs about half as much CPU again as
+# the later ones (cold caches and first allocations), which would land on whichever kind ran first.
+vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" || { echo "warm-up run failed"; exit 1; }
+say "# warm-up (reno, discarded): $(vm_iperf_bytes "$OUT/warmup.json") bytes"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
   # Rotate the order by one per round, so no kind always runs first or after the same one.
@@ -117,6 +132,8 @@ done
 # paired A B: per round (cpu/GB of A) / (cpu/GB of B) - 1, in %; mean and 95 % t interval.
 paired() {
   awk -v a="$1" -v b="$2" '
+    # busybox awk may be built without math: square root by Newton iteration.
+    function root(v,    r, i) { if (v <= 0) return 0; r = v; for (i = 0; i < 60; i++) r = (r + v / r) / 2; return r }
     $2 == a { x[$1] = $5 } $2 == b { y[$1] = $5 }
     END {
       split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
@@ -124,9 +141,9 @@ paired() {
       for (r in x) if ((r in y) && y[r] > 0) { n++; d[n] = (x[r] / y[r] - 1) * 100 }
       if (n < 2) { printf "n/a (%d rounds)", n; exit }
       s = 0; for (i = 1; i <= n; i++) s += d[i]; m = s / n
-      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2; sd = sqrt(v / (n - 1))
+      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2; sd = root(v / (n - 1))
       q = (n - 1 <= 20) ? t[n - 1] : 1.96
-      h = q * sd / sqrt(n)
+      h = q * sd / root(n)
       printf "%+.2f %% [%+.2f, %+.2f] (n = %d, sd %.2f)", m, m - h, m + h, n, sd
     }' "$RUNS"
 }
