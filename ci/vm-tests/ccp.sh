@@ -470,6 +470,7 @@ TOML
 # module comes back, the reloaded module counts the flood's messages, and the kernel logs no
 # BUG/WARNING/Oops.
 test_ccp_rmmod_messages() {
+  mkdir -p "$CCP_OUT"
   ccp_wait_no_flows 10 || fail "CCP flows left over from earlier tests: $(ccp_param ccp_live_flows)"
   # A short pause between senders, so the flood leaves the guest some idle time (without it, the
   # guest spends its time starting senders and five reloads take many minutes under TCG).
