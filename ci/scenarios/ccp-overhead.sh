@@ -141,7 +141,7 @@ paired() {
       for (r in x) if ((r in y) && y[r] > 0) { n++; d[n] = (x[r] / y[r] - 1) * 100 }
       if (n < 2) { printf "n/a (%d rounds)", n; exit }
       s = 0; for (i = 1; i <= n; i++) s += d[i]; m = s / n
-      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2; sd = root(v / (n - 1))
+      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) * (d[i] - m); sd = root(v / (n - 1))
       q = (n - 1 <= 20) ? t[n - 1] : 1.96
       h = q * sd / root(n)
       printf "%+.2f %% [%+.2f, %+.2f] (n = %d, sd %.2f)", m, m - h, m + h, n, sd
