@@ -19,33 +19,76 @@
 //! flow, an error in its program, or (module parameter `ccp_heartbeat_ms`, 0 = off by default)
 //! no message from the agent for longer than that. Messages from senders without `CAP_NET_ADMIN` are dropped
 //! and counted; so are the others the core refuses, split in two: late ones (for a flow that has
-//! ended, normal under connection churn) and malformed ones. One lock (bottom-half safe)
-//! serialises the netlink path and the ACK path, so neither sees a torn update.
+//! ended, normal under connection churn) and malformed ones.
+//!
+//! Locking: no datapath-wide lock on the ACK path. The core's [`ShardedDatapath`] splits the
+//! 4096 flows into 64 shards of 64 flows; each shard (its flows, their glue state and a replica
+//! of the program table) has its own bottom-half-safe spinlock. An ACK, and an agent message for
+//! one flow, take only that flow's shard lock; flows in other shards run in parallel. INSTALL
+//! (rare: when an agent starts) builds the program outside any lock, installs it under the
+//! program master's lock, then copies it into each shard in turn. Whether an agent listens is an
+//! atomic read per ACK; only the transitions (READY) take the agent lock. Programs are shared as
+//! `Arc<Program>`: a replica holds a pointer per program, and an INSTALL replacing a program
+//! frees the old one when the last replica lets it go.
 //!
 //! Read-only module parameters show the datapath's state: `ccp_live_flows` (CCP flows in the
 //! table now: back to 0 once every offered connection is gone), `ccp_dropped_late`,
 //! `ccp_dropped_malformed`, `ccp_dropped_unprivileged` and `ccp_table_full`.
 
 use super::ccp_datapath::{
-    Datapath, DatapathOps, DropCause, Error as CcpError, FlowInfo, Invoked, Primitives, SendError,
+    DatapathOps, DropCause, Error as CcpError, FlowInfo, FlowLoc, FlowTable, Invoked, Primitives,
+    Program, ProgramMaster, ProgramStore, ProgramTable, SendError, ShardedDatapath, Shards,
 };
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
-    alloc::{flags, KBox, VBox},
+    alloc::{flags, KVec, VBox},
+    init::{pin_init_array_from_fn, zeroed, Zeroable},
     net::netlink::{capability, KernelSocket, Message, Receiver},
     net::tcp::{PacingStatus, Sock},
-    new_spinlock_bh,
+    new_condvar, new_spinlock, new_spinlock_bh,
     prelude::*,
-    sync::SpinLockBh,
+    sync::{Arc, CondVar, SpinLock, SpinLockBh, UniqueArc},
     time::Ktime,
 };
 
 // The netlink protocol and multicast group of the CCP messages (defined with the wire format).
 use super::ccp_datapath::wire::{CCP_GROUP, NETLINK_USERSOCK};
+/// Shards of the flow table, each behind its own lock.
+const SHARDS: usize = 64;
+/// Flows per shard.
+const PER_SHARD: usize = 64;
 /// Concurrent CCP flows (a full table leaves new flows on native MLTCP).
-const FLOWS: usize = 4096;
+const FLOWS: usize = SHARDS * PER_SHARD;
 /// Installed datapath programs.
 const PROGRAMS: usize = 32;
+
+/// The core over our shards; programs live in kernel `Arc`s.
+type Core = ShardedDatapath<SHARDS, PER_SHARD, PROGRAMS, KernelPrograms>;
+
+/// The program store of the kernel: each installed program in its own `Arc` (about 9.2 KiB,
+/// allocated in the netlink input's process context), shared by the master table and the
+/// shards' replicas, freed with the last of them.
+struct KernelPrograms;
+
+// SAFETY: The all-zero `Program` is a valid value, the empty program (`Program::new()`): its
+// fields are integers and arrays of `Event`/`Instr`, whose fields are integers and the fieldless
+// `#[repr(u8)]` enums `Op` and `RegKind`, both with a variant of discriminant 0 (the core
+// documents this, and its `all_zero_is_new` test checks the same property for the flow table).
+unsafe impl Zeroable for Program {}
+
+impl ProgramStore for KernelPrograms {
+    type Shared = Arc<Program>;
+
+    fn build(
+        fill: impl FnOnce(&mut Program) -> core::result::Result<(), CcpError>,
+    ) -> core::result::Result<Arc<Program>, CcpError> {
+        let empty = UniqueArc::<Program>::new_uninit(flags::GFP_KERNEL)
+            .map_err(|_| CcpError::AllocFailed)?;
+        let Ok(mut prog) = empty.init_with(zeroed());
+        fill(&mut prog)?;
+        Ok(prog.into())
+    }
+}
 /// The id this datapath announces in READY.
 const DATAPATH_ID: u32 = 0;
 
@@ -66,9 +109,30 @@ struct FlowExtra {
     dead: bool,
 }
 
-struct Tables {
-    dp: Datapath<FLOWS, PROGRAMS>,
-    extra: [FlowExtra; FLOWS],
+/// One shard's flows: the core's table and the glue state of each slot (same index).
+struct ShardFlows {
+    table: FlowTable<PER_SHARD>,
+    extra: [FlowExtra; PER_SHARD],
+}
+
+/// What one shard lock guards.
+struct Shard {
+    /// Always `Some` once the datapath is built (an `Option` only so the shards can be
+    /// pin-initialised from boxes allocated before).
+    flows: Option<VBox<ShardFlows>>,
+    /// This shard's replica of the program table.
+    programs: ProgramTable<PROGRAMS, Arc<Program>>,
+}
+
+impl Shard {
+    /// The flow table, glue state and program replica, split for separate borrows.
+    fn parts(
+        &mut self,
+    ) -> Option<(&mut FlowTable<PER_SHARD>, &mut [FlowExtra; PER_SHARD], &mut ProgramTable<PROGRAMS, Arc<Program>>)>
+    {
+        let f = self.flows.as_deref_mut()?;
+        Some((&mut f.table, &mut f.extra, &mut self.programs))
+    }
 }
 
 /// Declares a read-only `u64` module parameter through which the datapath reports its state.
@@ -116,8 +180,22 @@ fn log_now(n: u64) -> bool {
 
 #[pin_data]
 struct Ccp {
+    /// The flow shards: an ACK or a per-flow agent message takes only its flow's.
     #[pin]
-    tables: SpinLockBh<VBox<Tables>>,
+    shards: [SpinLockBh<Shard>; SHARDS],
+    /// The program master table and the counters of messages no shard owns (INSTALL, malformed).
+    #[pin]
+    master: SpinLockBh<ProgramMaster<PROGRAMS, Arc<Program>>>,
+    /// Serialises the agent transitions (READY; see [`Ccp::check_agent`]).
+    #[pin]
+    agent_lock: SpinLockBh<()>,
+    /// The unload waits here, under this lock, for the netlink inputs still inside (see
+    /// [`INPUT_GATE`]).
+    #[pin]
+    gate: SpinLock<()>,
+    #[pin]
+    drained: CondVar,
+    core: Core,
     nl: KernelSocket<NetlinkRx>,
     /// Whether an agent was listening when last checked (for the transition log lines).
     agent_up: AtomicBool,
@@ -129,24 +207,97 @@ struct Ccp {
 
 /// The live datapath (null while loading or unloading).
 static CCP: AtomicPtr<Ccp> = AtomicPtr::new(core::ptr::null_mut());
-/// Netlink input callbacks currently using [`CCP`] (unload waits for them).
-static INPUT_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Bit of [`INPUT_GATE`] that says the gate is closed (before the datapath is published, and
+/// from the start of the unload).
+const GATE_CLOSED: usize = 1 << (usize::BITS - 1);
+
+/// The gate of the netlink input callbacks: [`GATE_CLOSED`] plus the number of inputs inside.
+///
+/// The netlink core calls [`NetlinkRx::receive`] in the sending process's context and does not
+/// wait for it when the socket is released, so unload must wait for the inputs that use the
+/// datapath. An input enters only while the gate is open, by a compare-and-swap that increments
+/// the count (so no input can enter once the unload closed it), and uses [`CCP`] only while
+/// inside. It leaves by decrementing: with a compare-and-swap while the gate is open (no lock);
+/// once the gate is closed, under [`Ccp::gate`], waking the unload when it was the last. The
+/// unload closes the gate (`fetch_or`), then sleeps on [`Ccp::drained`] under [`Ccp::gate`]
+/// until the count is 0; see [`CcpHandle::drop`] for why that is neither a lost wake-up nor a
+/// use after free.
+static INPUT_GATE: AtomicUsize = AtomicUsize::new(GATE_CLOSED);
+
+/// Enters the gate; false (and nothing to undo) when it is closed.
+fn gate_enter() -> bool {
+    let mut s = INPUT_GATE.load(Ordering::Relaxed);
+    loop {
+        if s & GATE_CLOSED != 0 {
+            return false;
+        }
+        match INPUT_GATE.compare_exchange_weak(s, s.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(now) => s = now,
+        }
+    }
+}
+
+/// Leaves the gate entered by [`gate_enter`]; `c` is the datapath used inside.
+fn gate_leave(c: &Ccp) {
+    let mut s = INPUT_GATE.load(Ordering::Relaxed);
+    loop {
+        if s & GATE_CLOSED != 0 {
+            // Unloading: decrement under the gate lock, so the unload, which checks the count
+            // under the same lock, either sees this decrement or is asleep on `drained` and is
+            // woken here. `c` stays valid until this function has released the lock: the
+            // unload frees it only after it took the lock again and saw the count at 0.
+            let _g = c.gate.lock();
+            let before = INPUT_GATE.fetch_sub(1, Ordering::AcqRel);
+            if before & !GATE_CLOSED == 1 {
+                c.drained.notify_all();
+            }
+            return;
+        }
+        match INPUT_GATE.compare_exchange_weak(s, s.wrapping_sub(1), Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => s = now,
+        }
+    }
+}
 
 /// The datapath, owned by the module; unpublished and freed on drop.
-pub(crate) struct CcpHandle(Option<Pin<KBox<Ccp>>>);
+pub(crate) struct CcpHandle(Option<Pin<VBox<Ccp>>>);
+
+/// One zeroed shard flow table.
+fn new_shard_flows() -> Result<VBox<ShardFlows>> {
+    let flows = VBox::<ShardFlows>::new_uninit(flags::GFP_KERNEL | flags::__GFP_ZERO)?;
+    // SAFETY: All-zero is a valid `ShardFlows`: the core documents that an all-zero `FlowTable`
+    // equals `FlowTable::new()` (its test `all_zero_is_new` checks it), and `FlowExtra` is
+    // integers and bools.
+    Ok(unsafe { flows.assume_init() })
+}
 
 impl CcpHandle {
-    /// Allocates the tables (zeroed: the core's documented initial state), creates the netlink
-    /// socket and publishes the datapath. Sends READY in case an agent already listens.
+    /// Allocates the shards (zeroed flow tables: the core's documented initial state), creates
+    /// the netlink socket and publishes the datapath. Sends READY in case an agent already
+    /// listens.
     pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
-        let tables = VBox::<Tables>::new_uninit(flags::GFP_KERNEL | flags::__GFP_ZERO)?;
-        // SAFETY: All-zero is a valid `Tables`: the core documents that an all-zero `Datapath`
-        // equals `Datapath::new()`, and `FlowExtra` is integers and bools.
-        let tables = unsafe { tables.assume_init() };
+        let mut boxes = KVec::with_capacity(SHARDS, flags::GFP_KERNEL)?;
+        for _ in 0..SHARDS {
+            boxes.push(new_shard_flows()?, flags::GFP_KERNEL)?;
+        }
+        let mut boxes = boxes.into_iter();
         let nl = KernelSocket::new(module, NETLINK_USERSOCK, CCP_GROUP)?;
-        let ccp = KBox::pin_init(
+        let ccp = VBox::pin_init(
             pin_init!(Ccp {
-                tables <- new_spinlock_bh!(tables, "tcp_mltcp_ccp"),
+                shards <- pin_init_array_from_fn(|_| {
+                    new_spinlock_bh!(
+                        Shard { flows: boxes.next(), programs: ProgramTable::new() },
+                        "tcp_mltcp_ccp_shard"
+                    )
+                }),
+                master <- new_spinlock_bh!(ProgramMaster::new(), "tcp_mltcp_ccp_programs"),
+                agent_lock <- new_spinlock_bh!((), "tcp_mltcp_ccp_agent"),
+                gate <- new_spinlock!((), "tcp_mltcp_ccp_gate"),
+                drained <- new_condvar!("tcp_mltcp_ccp_drained"),
+                core: Core::new(0),
                 nl,
                 agent_up: AtomicBool::new(false),
                 last_msg_ns: AtomicI64::new(Ktime::ktime_get().to_ns()),
@@ -155,40 +306,62 @@ impl CcpHandle {
             flags::GFP_KERNEL,
         )?;
         CCP.store(&*ccp as *const Ccp as *mut Ccp, Ordering::Release);
-        {
-            let mut t = ccp.tables.lock();
-            ccp.check_agent(&mut t);
-        }
+        // Open the gate: netlink inputs may use the datapath from now on.
+        INPUT_GATE.fetch_and(!GATE_CLOSED, Ordering::Release);
+        ccp.check_agent();
         Ok(Self(Some(ccp)))
     }
 }
 
 impl Drop for CcpHandle {
+    /// Waits, asleep, for the netlink inputs still using the datapath, then frees it.
+    ///
+    /// Why this is correct:
+    /// - No input enters after the `fetch_or`: entering is a compare-and-swap that fails on a
+    ///   closed gate. So the count only falls from here.
+    /// - No lost wake-up: an input that leaves before the `fetch_or` decrements with a
+    ///   compare-and-swap, which then fails or lands before it, so the count read below
+    ///   includes it. One that leaves after decrements under `gate`, the lock under which this
+    ///   function reads the count, and notifies `drained` when it was the last; `CondVar::wait`
+    ///   releases `gate` only once this thread is on the wait queue, so the notification finds
+    ///   it there.
+    /// - No use after free: the last input touches the datapath (`gate`, `drained`) only while
+    ///   holding `gate`, and a spinlock's unlock is its last access to the lock; this function
+    ///   frees the datapath only after it took `gate` again and saw the count at 0.
+    /// - TCP callbacks need no gate: a socket using one of the module's algorithms holds a
+    ///   module reference, so the module (and this drop) cannot go while they run.
+    ///
+    /// What is left is the few instructions of module text an input runs after leaving the gate
+    /// (returning through `KernelSocket::input`); the module's text is freed after the kernel's
+    /// `free_module()` waits for an RCU grace period, which, with this kernel's non-preemptible
+    /// configuration, the input's CPU reaches only after it has left them.
     fn drop(&mut self) {
-        // SeqCst on both sides (here: store CCP, load the count; in `NetlinkRx::receive`: bump the
-        // count, load CCP): either the input sees null, or this loop sees its count.
-        CCP.store(core::ptr::null_mut(), Ordering::SeqCst);
-        // A netlink input that loaded the pointer before it was cleared may still run.
-        while INPUT_IN_FLIGHT.load(Ordering::SeqCst) != 0 {
-            core::hint::spin_loop();
+        let Some(ccp) = self.0.take() else { return };
+        INPUT_GATE.fetch_or(GATE_CLOSED, Ordering::AcqRel);
+        {
+            let mut g = ccp.gate.lock();
+            while INPUT_GATE.load(Ordering::Acquire) & !GATE_CLOSED != 0 {
+                ccp.drained.wait(&mut g);
+            }
         }
-        if self.0.take().is_some() {
-            pr_info!(
-                "ccp: dropped {} unprivileged, {} late and {} malformed messages; {} flows found the table full\n",
-                DROPPED_UNPRIVILEGED.get(),
-                DROPPED_LATE.get(),
-                DROPPED_MALFORMED.get(),
-                TABLE_FULL.get()
-            );
-        }
+        CCP.store(core::ptr::null_mut(), Ordering::Release);
+        pr_info!(
+            "ccp: dropped {} unprivileged, {} late and {} malformed messages; {} flows found the table full\n",
+            DROPPED_UNPRIVILEGED.get(),
+            DROPPED_LATE.get(),
+            DROPPED_MALFORMED.get(),
+            TABLE_FULL.get()
+        );
+        drop(ccp);
     }
 }
 
 fn ccp() -> Option<&'static Ccp> {
-    let p = CCP.load(Ordering::SeqCst);
+    let p = CCP.load(Ordering::Acquire);
     // SAFETY: A non-null pointer is the pinned `Ccp` owned by the module's `CcpHandle`, which
     // outlives every TCP callback (the module cannot unload while a socket uses it); netlink
-    // input callbacks are tracked by `INPUT_IN_FLIGHT` before `drop` frees it.
+    // input callbacks use it only inside `INPUT_GATE`, which `CcpHandle::drop` drains before
+    // freeing it.
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
@@ -198,6 +371,12 @@ struct Ops<'a> {
     now_us: u64,
     cwnd_bytes: Option<u64>,
     rate_bps: Option<u64>,
+}
+
+impl<'a> Ops<'a> {
+    fn new(nl: &'a KernelSocket<NetlinkRx>, now_us: u64) -> Self {
+        Ops { nl, now_us, cwnd_bytes: None, rate_bps: None }
+    }
 }
 
 impl DatapathOps for Ops<'_> {
@@ -215,27 +394,52 @@ impl DatapathOps for Ops<'_> {
     }
 }
 
+impl Shards<PER_SHARD, PROGRAMS, Arc<Program>> for Ccp {
+    fn with_shard<R>(
+        &self,
+        shard: usize,
+        f: impl FnOnce(&mut FlowTable<PER_SHARD>, &mut ProgramTable<PROGRAMS, Arc<Program>>) -> R,
+    ) -> Option<R> {
+        let mut g = self.shards.get(shard)?.lock();
+        let (table, _, programs) = g.parts()?;
+        Some(f(table, programs))
+    }
+
+    fn with_master<R>(&self, f: impl FnOnce(&mut ProgramMaster<PROGRAMS, Arc<Program>>) -> R) -> R {
+        f(&mut self.master.lock())
+    }
+}
+
 impl Ccp {
     /// Whether an agent listens now; logs the transitions (once each) and sends READY when one
     /// appears, so it installs its programs.
     ///
-    /// Runs with the tables locked (`t` is the guarded tables): every CREATE is sent under the
-    /// same lock, so the READY of a new agent always reaches it before any CREATE that follows
-    /// the transition. (Without this, a CREATE sent by another CPU between the transition and
-    /// the READY reached portus first; portus then dropped the flow on READY and re-installed
-    /// its programs, leaving that flow native.)
-    fn check_agent(&self, t: &mut Tables) -> bool {
+    /// Lock-free while nothing changes (one `netlink_has_listeners()` and one atomic load, as on
+    /// every ACK). A transition is handled under `agent_lock`, and `agent_up` turns true only
+    /// after READY was sent. A CREATE is sent only after this returned true: either its caller
+    /// saw `agent_up` true, so READY was already sent, or it took `agent_lock`, behind the one
+    /// who sent READY. So the READY of a new agent always reaches it before any CREATE that
+    /// follows the transition. (Without this, a CREATE sent by another CPU between the
+    /// transition and the READY reached portus first; portus then dropped the flow on READY and
+    /// re-installed its programs, leaving that flow native.)
+    fn check_agent(&self) -> bool {
         let up = self.nl.has_listeners(CCP_GROUP);
-        if up != self.agent_up.swap(up, Ordering::AcqRel) {
+        if up == self.agent_up.load(Ordering::Acquire) {
+            return up;
+        }
+        let _g = self.agent_lock.lock();
+        let up = self.nl.has_listeners(CCP_GROUP);
+        if up != self.agent_up.load(Ordering::Relaxed) {
             if up {
                 pr_info!("ccp: agent listening on netlink group {}: new flows are offered to it\n", CCP_GROUP);
                 // A new agent counts as heard from now.
                 self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
-                let mut ops = Ops { nl: &self.nl, now_us: 0, cwnd_bytes: None, rate_bps: None };
-                let _ = t.dp.send_ready(DATAPATH_ID, &mut ops);
+                let mut ops = Ops::new(&self.nl, 0);
+                let _ = self.core.send_ready(self, DATAPATH_ID, &mut ops);
             } else {
                 pr_info!("ccp: agent gone: every flow is back on native MLTCP\n");
             }
+            self.agent_up.store(up, Ordering::Release);
         }
         up
     }
@@ -260,6 +464,13 @@ impl Ccp {
         !silent
     }
 
+    /// Runs `f` on the glue state of the flow slot at `loc`, under that flow's shard lock.
+    fn with_extra<R>(&self, loc: FlowLoc, f: impl FnOnce(&mut FlowExtra) -> R) -> Option<R> {
+        let mut g = self.shards.get(loc.shard)?.lock();
+        let (_, extra, _) = g.parts()?;
+        Some(f(extra.get_mut(loc.slot)?))
+    }
+
     fn receive(&self, msg: &Message<'_>) {
         if !msg.sender_capable(capability::NET_ADMIN) {
             let n = DROPPED_UNPRIVILEGED.add(1);
@@ -269,20 +480,17 @@ impl Ccp {
             return;
         }
         self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
-        let payload = msg.payload();
-        let dropped = {
-            let mut t = self.tables.lock();
-            t.dp.handle_msg(payload).err().map(|e| (e, t.dp.drop_cause(payload, e)))
-        };
-        match dropped {
-            None => {}
-            Some((_, DropCause::Late)) => {
+        // UPDATE_FIELDS and CHANGE_PROG lock only their flow's shard; INSTALL the program
+        // master, then each shard in turn.
+        match self.core.handle_msg(self, msg.payload()) {
+            Ok(_) => {}
+            Err((_, DropCause::Late)) => {
                 let n = DROPPED_LATE.add(1);
                 if log_now(n) {
                     pr_info!("ccp: dropped an agent message for a flow that has ended (normal when connections close; total {})\n", n + 1);
                 }
             }
-            Some((e, DropCause::Malformed)) => {
+            Err((e, DropCause::Malformed)) => {
                 let n = DROPPED_MALFORMED.add(1);
                 if log_now(n) {
                     pr_warn!("ccp: dropped a malformed or refused agent message: {:?} (total {})\n", e, n + 1);
@@ -297,16 +505,23 @@ pub(crate) struct NetlinkRx;
 
 impl Receiver for NetlinkRx {
     fn receive(msg: &Message<'_>) {
-        INPUT_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-        if let Some(c) = ccp() {
-            c.receive(msg);
+        if !gate_enter() {
+            return;
         }
-        INPUT_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+        // Inside the gate the datapath is published (it is, before the gate opens) and stays
+        // alive until this input has left.
+        match ccp() {
+            Some(c) => {
+                c.receive(msg);
+                gate_leave(c);
+            }
+            None => {
+                // Not reached (the gate is open only while `CCP` is set); undo the entry
+                // without a datapath to wake anyone through.
+                INPUT_GATE.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
-}
-
-fn slot(sid: u32) -> Option<usize> {
-    ((sid & 0xffff) as usize).checked_sub(1).filter(|&i| i < FLOWS)
 }
 
 /// Offers a new connection to the agent (when one listens). Returns the CCP socket id to keep
@@ -325,25 +540,27 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
         alg: [0; super::ccp_datapath::FLOW_ALG_NAME_MAX],
     };
     let Ok(info) = info.with_alg_name(alg) else { return 0 };
-    let mut guard = c.tables.lock();
-    let t: &mut Tables = &mut guard;
-    if !c.check_agent(t) {
+    if !c.check_agent() {
         return 0;
     }
-    let mut ops = Ops { nl: &c.nl, now_us: sk.tcp_mstamp_us(), cwnd_bytes: None, rate_bps: None };
-    match t.dp.flow_start(&info, &mut ops) {
+    let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
+    match c.core.flow_start(c, &info, &mut ops) {
         Ok(sid) => {
-            if let Some(e) = slot(sid).and_then(|i| t.extra.get_mut(i)) {
-                *e = FlowExtra {
-                    last_bytes_acked: sk.bytes_acked(),
-                    last_lost: sk.lost(),
-                    cwnd_bytes: 0,
-                    rate_bps: 0,
-                    controlled: false,
-                    dead: false,
-                };
+            // The slot's glue state is reset in a second short critical section: nothing else
+            // reads it before this socket keeps `sid` (the slot's previous flow has ended).
+            if let Some(loc) = Core::locate(sid) {
+                c.with_extra(loc, |e| {
+                    *e = FlowExtra {
+                        last_bytes_acked: sk.bytes_acked(),
+                        last_lost: sk.lost(),
+                        cwnd_bytes: 0,
+                        rate_bps: 0,
+                        controlled: false,
+                        dead: false,
+                    }
+                });
             }
-            LIVE_FLOWS.set(t.dp.num_flows() as u64);
+            LIVE_FLOWS.add(1);
             sid
         }
         Err(CcpError::FlowTableFull) => {
@@ -359,15 +576,18 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
 
 /// Runs the agent's program for this ACK. Returns true when the agent is in charge of the flow
 /// (the caller then skips native MLTCP growth); false means native MLTCP runs.
+///
+/// Takes only the flow's shard lock.
 pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> bool {
     let Some(c) = ccp() else { return false };
-    let Some(i) = slot(sid) else { return false };
-    let mut guard = c.tables.lock();
-    let t: &mut Tables = &mut guard;
+    let Some(loc) = Core::locate(sid) else { return false };
     // New flows are offered whenever an agent listens (a restarted agent speaks only once it is
     // offered one); control additionally needs the agent to have spoken recently.
-    let up = c.check_agent(t) && c.heard_recently();
-    let Some(e) = t.extra.get_mut(i) else { return false };
+    let up = c.check_agent() && c.heard_recently();
+    let Some(shard) = c.shards.get(loc.shard) else { return false };
+    let mut guard = shard.lock();
+    let Some((table, extra, programs)) = guard.parts() else { return false };
+    let Some(e) = extra.get_mut(loc.slot) else { return false };
     if !up || e.dead {
         release_control(sk, e);
         return false;
@@ -396,8 +616,8 @@ pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> b
     };
     e.last_bytes_acked = bytes_acked;
     e.last_lost = lost;
-    let mut ops = Ops { nl: &c.nl, now_us: sk.tcp_mstamp_us(), cwnd_bytes: None, rate_bps: None };
-    match t.dp.flow_invoke(sid, &prims, &mut ops) {
+    let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
+    match table.invoke(loc, sid, programs, &prims, c.core.time_zero_us(), &mut ops) {
         Ok(Invoked::Ran { .. }) => {
             if let Some(b) = ops.cwnd_bytes {
                 e.cwnd_bytes = b;
@@ -461,16 +681,15 @@ fn delivery_rate_bps<T: ?Sized>(sk: &Sock<'_, T>, mss: u64) -> u64 {
         / interval
 }
 
-/// Ends the flow's CCP life (the socket releases the algorithm).
+/// Ends the flow's CCP life (the socket releases the algorithm). Takes only the flow's shard
+/// lock (twice: the glue state, then the core's slot).
 pub(crate) fn flow_release<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32) {
     let Some(c) = ccp() else { return };
-    let Some(i) = slot(sid) else { return };
-    let mut guard = c.tables.lock();
-    let t: &mut Tables = &mut guard;
-    if let Some(e) = t.extra.get_mut(i) {
-        release_control(sk, e);
+    let Some(loc) = Core::locate(sid) else { return };
+    c.with_extra(loc, |e| release_control(sk, e));
+    let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
+    // A live flow's slot is freed even when its closing MEASURE cannot be sent.
+    if !matches!(c.core.flow_end(c, sid, &mut ops), Err(CcpError::UnknownFlow)) {
+        LIVE_FLOWS.add(u64::MAX); // wrapping: minus one
     }
-    let mut ops = Ops { nl: &c.nl, now_us: sk.tcp_mstamp_us(), cwnd_bytes: None, rate_bps: None };
-    let _ = t.dp.flow_end(sid, &mut ops);
-    LIVE_FLOWS.set(t.dp.num_flows() as u64);
 }

@@ -22,7 +22,9 @@
 # the flow table empties, ccp_live_flows back to 0, new flows still controlled), ccp_unprivileged (a forged UPDATE_FIELDS from uid 65534 changes
 # nothing and the module logs the drop), ccp_heartbeat (ccp_heartbeat_ms = 1000: an agent sending
 # keepalives keeps control, a quiet one loses the flow to native MLTCP), ccp_agent_smoke (ccp-agent, the
-# mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface).
+# mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface),
+# ccp_rmmod_messages (5 rmmod/insmod cycles while a privileged sender floods UPDATE_FIELDS: every
+# unload returns, no BUG/WARNING).
 # Files: /results/ccp/*.json, agent logs, dmesg.
 
 CCP_OUT=/results/ccp
@@ -461,9 +463,44 @@ TOML
     || fail "no flow of the job has a scheduled rate: $st"
 }
 
+# ccp_rmmod_messages: unload while the agent's messages keep arriving. A privileged sender
+# floods UPDATE_FIELDS (`ccp-test-agent forge --uid 0` in a loop: root keeps CAP_NET_ADMIN, so the
+# messages go through the netlink input into the datapath) while tcp_mltcp is removed and inserted
+# 5 times. Every rmmod returns (the unload sleeps until the inputs in progress have left), the
+# module comes back, the reloaded module counts the flood's messages, and the kernel logs no
+# BUG/WARNING/Oops.
+test_ccp_rmmod_messages() {
+  mkdir -p "$CCP_OUT"
+  ccp_wait_no_flows 10 || fail "CCP flows left over from earlier tests: $(ccp_param ccp_live_flows)"
+  # A short pause between senders, so the flood leaves the guest some idle time (without it, the
+  # guest spends its time starting senders and five reloads take many minutes under TCG).
+  ( while :; do ccp-test-agent forge --uid 0 --rate 1000 > /dev/null 2>&1; sleep 0.02; done ) &
+  flood=$!
+  trap 'kill $flood 2>/dev/null' EXIT
+  sleep 1
+  i=0
+  while [ $i -lt 5 ]; do
+    t=0
+    while ! rmmod tcp_mltcp 2>/dev/null; do
+      t=$((t + 1)); [ $t -lt 100 ] || fail "rmmod tcp_mltcp refused for 10 s (cycle $i)"
+      sleep 0.1
+    done
+    insmod /host/tcp_mltcp.ko || fail "insmod failed after rmmod (cycle $i)"
+    i=$((i + 1))
+  done
+  sleep 2
+  m=$(ccp_param ccp_dropped_malformed)
+  kill $flood; wait $flood 2>/dev/null
+  vm_cc_available mltcp || fail "mltcp not available after the reloads"
+  note "5 rmmod/insmod cycles under a message flood; the last load counted $m refused messages"
+  [ "$m" -gt 0 ] || fail "the reloaded module saw none of the flood's messages"
+  dmesg | grep -E "BUG|WARNING|Oops|refcount_t" && fail "the kernel logged a BUG/WARNING/Oops"
+  return 0
+}
+
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_rmmod_messages"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1

@@ -94,11 +94,13 @@ pub enum Error {
     // ---- I/O ----
     /// [`super::DatapathOps::send_msg`] failed (no agent listening, buffer full).
     SendFailed,
+    /// The host had no memory for a program an INSTALL carried ([`super::ProgramStore::build`]).
+    AllocFailed,
 }
 
 impl Error {
     /// Number of error kinds: the length of [`Stats::errors`].
-    pub const COUNT: usize = Error::SendFailed as usize + 1;
+    pub const COUNT: usize = Error::AllocFailed as usize + 1;
 
     /// Every error kind, in discriminant order (for printing all counters).
     pub const ALL: [Error; Error::COUNT] = [
@@ -132,6 +134,7 @@ impl Error {
         Error::MulOverflow,
         Error::DivByZero,
         Error::SendFailed,
+        Error::AllocFailed,
     ];
 
     /// A short snake_case name, stable, for logs and counters.
@@ -167,6 +170,7 @@ impl Error {
             Error::MulOverflow => "mul_overflow",
             Error::DivByZero => "div_by_zero",
             Error::SendFailed => "send_failed",
+            Error::AllocFailed => "alloc_failed",
         }
     }
 }
@@ -238,6 +242,20 @@ impl Stats {
     /// How many times `e` was counted.
     pub fn count(&self, e: Error) -> u64 {
         self.errors.get(e as usize).copied().unwrap_or(0)
+    }
+
+    /// Adds every counter of `other` to this one's (wrapping): the sum over the shards of a
+    /// [`super::ShardedDatapath`].
+    pub fn add(&mut self, other: &Stats) {
+        for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *a = a.wrapping_add(*b);
+        }
+        self.msgs_handled = self.msgs_handled.wrapping_add(other.msgs_handled);
+        self.programs_installed = self.programs_installed.wrapping_add(other.programs_installed);
+        self.reports_sent = self.reports_sent.wrapping_add(other.reports_sent);
+        self.flows_started = self.flows_started.wrapping_add(other.flows_started);
+        self.flows_ended = self.flows_ended.wrapping_add(other.flows_ended);
+        self.invocations = self.invocations.wrapping_add(other.invocations);
     }
 
     /// Sum of all error counters.

@@ -11,6 +11,10 @@
 //! - [`machine`]: per-flow registers, staged updates and one invocation (libccp `ccp_invoke`).
 //! - [`Datapath`]: the flow table and the entry points a host calls; the host implements
 //!   [`DatapathOps`] (clock, send, `set_cwnd`, `set_rate_abs`).
+//! - [`ShardedDatapath`]: the same over `SHARDS` flow tables, each behind its own lock (the host
+//!   provides the locks through [`Shards`] and the program storage through [`ProgramStore`]),
+//!   so that the per-ACK path and the agent's per-flow messages take only their flow's shard
+//!   lock: what the kernel module uses.
 //! - [`Error`] and [`Stats`]: every failure is typed and counted.
 //!
 //! Typical use (the kernel's): `init(now)`; `send_ready(id)` when an agent appears;
@@ -74,10 +78,16 @@ pub mod machine;
 pub mod program;
 pub mod wire;
 
-pub use self::datapath::{Datapath, DatapathOps, FlowInfo, Handled, SendError};
+pub use self::datapath::{
+    Datapath, DatapathOps, FlowInfo, FlowLoc, FlowTable, Handled, ProgramMaster, SendError,
+    ShardedDatapath, Shards,
+};
 pub use self::error::{DropCause, Error, Stats};
 pub use self::machine::{FlowState, Invoked, Primitives, Registers, ReportStatus};
-pub use self::program::{Instr, Op, ProgRef, Program, ProgramTable, Reg, RegKind};
+pub use self::program::{
+    build_program, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore, ProgramTable, Reg,
+    RegKind,
+};
 
 /// Maximum events per program (libccp `MAX_EXPRESSIONS`).
 pub const MAX_EVENTS: usize = 256;

@@ -8,6 +8,7 @@
 
 use super::error::Error;
 use super::program::{Instr, Op, ProgRef, Program, ProgramTable, Reg, RegKind};
+use core::ops::Deref;
 use super::wire::{self, Create, UpdateField, Updates};
 use super::{
     DatapathOps, FlowInfo, CONTROL_REGS, CREATE_RETRY_US, IMPLICIT_REGS, LOCAL_REGS, REPORT_REGS,
@@ -322,10 +323,10 @@ impl FlowState {
     /// Errors: [`Error::ProgramGone`] (the program was replaced; the flow now has none) and the
     /// execution errors [`Error::AddOverflow`], [`Error::SubUnderflow`], [`Error::MulOverflow`],
     /// [`Error::DivByZero`] (the run stops there: no enforcement, no report, as in libccp).
-    pub fn invoke<const P: usize>(
+    pub fn invoke<const P: usize, H: Deref<Target = Program>>(
         &mut self,
         sid: u32,
-        programs: &ProgramTable<P>,
+        programs: &ProgramTable<P, H>,
         prims: &Primitives,
         dp_time_zero_us: u64,
         ops: &mut impl DatapathOps,

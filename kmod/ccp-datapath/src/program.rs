@@ -1,5 +1,6 @@
-//! Datapath programs: decoded instructions and events, install-time validation, and the
-//! fixed-capacity program table shared by all flows.
+//! Datapath programs: decoded instructions and events, install-time validation, the storage
+//! trait through which the host keeps installed programs, and the fixed-capacity program table
+//! shared by all flows.
 //!
 //! Semantics follow libccp (`machine.c` read_instruction/read_expression, `ccp.c`
 //! datapath_program_install/datapath_program_lookup_uid, `ccp_priv.h` opcodes and register
@@ -8,6 +9,7 @@
 
 use super::error::Error;
 use super::wire::{Install, InstrMsg, RegMsg};
+use core::ops::Deref;
 use super::{
     CONTROL_REGS, IMPLICIT_REGS, LOCAL_REGS, MAX_EVENTS, MAX_INSTRS, NUM_PRIMITIVES, REPORT_REGS,
     TMP_REGS,
@@ -412,42 +414,103 @@ impl ProgRef {
     }
 }
 
-#[derive(Clone, Debug)]
-struct ProgSlot {
-    used: bool,
-    gen: u32,
-    prog: Program,
+/// Where installed programs live: shared, immutable storage provided by the host.
+///
+/// A [`ProgramTable`] holds one `Shared` per installed program; a sharded datapath
+/// ([`super::ShardedDatapath`]) keeps a replica of the table in every shard, so the per-ACK path
+/// reads its flow's program through its own shard's replica, under that shard's lock only, while
+/// an INSTALL builds the next program elsewhere. The kernel's store is `Arc<Program>`
+/// (reference-counted, freed with the last replica that holds it); [`InlineProgram`] keeps the
+/// program by value for a single-threaded [`super::Datapath`], without allocation.
+pub trait ProgramStore {
+    /// A read-only, cheaply cloned reference to an installed program.
+    type Shared: Clone + Deref<Target = Program>;
+
+    /// Builds a program: `fill` loads it into an empty [`Program`] (the all-zero value) in fresh
+    /// storage, in place; the result is then shared read-only.
+    ///
+    /// Errors: [`Error::AllocFailed`] when the host has no memory for it, or `fill`'s error.
+    fn build(fill: impl FnOnce(&mut Program) -> Result<(), Error>) -> Result<Self::Shared, Error>;
 }
 
-/// The program table: `P` programs by uid, shared by all flows (libccp `datapath->programs`).
+/// A program kept by value: the [`ProgramStore`] of the single-threaded [`super::Datapath`]
+/// (no allocation; a clone copies the program, about 9 KiB).
+#[derive(Clone, Debug, Default)]
+pub struct InlineProgram(Program);
+
+impl Deref for InlineProgram {
+    type Target = Program;
+    fn deref(&self) -> &Program {
+        &self.0
+    }
+}
+
+impl ProgramStore for InlineProgram {
+    type Shared = InlineProgram;
+    fn build(fill: impl FnOnce(&mut Program) -> Result<(), Error>) -> Result<Self, Error> {
+        let mut p = InlineProgram(Program::new());
+        fill(&mut p.0)?;
+        Ok(p)
+    }
+}
+
+/// Checks an INSTALL and builds its program in a store (libccp `datapath_program_install`
+/// without the table update). Nothing is allocated when the message is refused.
+///
+/// Errors: those of [`Program::validate`], [`Error::AllocFailed`].
+pub fn build_program<S: ProgramStore>(msg: &Install<'_>) -> Result<S::Shared, Error> {
+    let (def_prefix, n_report) = Program::validate(msg)?;
+    S::build(|p| p.load(msg, def_prefix, n_report))
+}
+
+#[derive(Clone, Debug)]
+struct ProgSlot<H> {
+    used: bool,
+    gen: u32,
+    uid: u32,
+    prog: Option<H>,
+}
+
+/// The program table: `P` programs by uid, shared by all flows (libccp `datapath->programs`),
+/// each held as a store handle `H` (see [`ProgramStore`]).
 ///
 /// Installing a uid that is present replaces it; installing uid 1 first clears the table (libccp
 /// `ccp_read_msg`: portus numbers programs from 1, so uid 1 means a new agent). A replaced or
 /// cleared program is gone for the flows that ran it ([`Error::ProgramGone`]) until the agent
-/// sends CHANGE_PROG. The all-zero value is an empty table.
+/// sends CHANGE_PROG. Every change bumps [`ProgramTable::version`], which orders the replicas of
+/// a sharded datapath.
 #[derive(Clone, Debug)]
-pub struct ProgramTable<const P: usize> {
-    slots: [ProgSlot; P],
+pub struct ProgramTable<const P: usize, H> {
+    slots: [ProgSlot<H>; P],
+    version: u64,
 }
 
-impl<const P: usize> ProgramTable<P> {
-    const EMPTY_SLOT: ProgSlot = ProgSlot {
+impl<const P: usize, H: Deref<Target = Program>> ProgramTable<P, H> {
+    const EMPTY_SLOT: ProgSlot<H> = ProgSlot {
         used: false,
         gen: 0,
-        prog: Program::new(),
+        uid: 0,
+        prog: None,
     };
     const SIZE_OK: () = assert!(
         P > 0 && P < u16::MAX as usize,
         "program table size must be 1..65535"
     );
 
-    /// An empty table.
+    /// An empty table (version 0).
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::SIZE_OK;
         ProgramTable {
             slots: [Self::EMPTY_SLOT; P],
+            version: 0,
         }
+    }
+
+    /// How many changes (installs) the table has seen: a replica whose version is lower is
+    /// behind.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Removes every program (their flows see [`Error::ProgramGone`]).
@@ -456,30 +519,30 @@ impl<const P: usize> ProgramTable<P> {
             if s.used {
                 s.used = false;
                 s.gen = s.gen.wrapping_add(1);
+                s.prog = None;
             }
         }
     }
 
-    /// Validates and installs a program; returns its reference.
+    /// Installs a built program (see [`build_program`]) under `uid`; returns its reference.
     ///
-    /// Errors: those of [`Program::validate`], [`Error::ProgramTableFull`]. On error the table
-    /// is unchanged.
-    pub fn install(&mut self, msg: &Install<'_>) -> Result<ProgRef, Error> {
-        let (def_prefix, n_report) = Program::validate(msg)?;
-        if msg.program_uid == 1 {
+    /// Errors: [`Error::ProgramTableFull`]. On error the table is unchanged.
+    pub fn install(&mut self, uid: u32, prog: H) -> Result<ProgRef, Error> {
+        if uid == 1 {
             self.clear();
         }
         let idx = self
             .slots
             .iter()
-            .position(|s| s.used && s.prog.uid == msg.program_uid)
+            .position(|s| s.used && s.uid == uid)
             .or_else(|| self.slots.iter().position(|s| !s.used))
             .ok_or(Error::ProgramTableFull)?;
         let slot = self.slots.get_mut(idx).ok_or(Error::ProgramTableFull)?;
-        slot.used = false;
         slot.gen = slot.gen.wrapping_add(1);
-        slot.prog.load(msg, def_prefix, n_report)?;
+        slot.uid = uid;
+        slot.prog = Some(prog);
         slot.used = true;
+        self.version = self.version.wrapping_add(1);
         Ok(ProgRef {
             slot: u16::try_from(idx.saturating_add(1)).unwrap_or(0),
             gen: slot.gen,
@@ -488,10 +551,7 @@ impl<const P: usize> ProgramTable<P> {
 
     /// The reference of the installed program with this uid.
     pub fn lookup_uid(&self, uid: u32) -> Option<ProgRef> {
-        let idx = self
-            .slots
-            .iter()
-            .position(|s| s.used && s.prog.uid == uid)?;
+        let idx = self.slots.iter().position(|s| s.used && s.uid == uid)?;
         let slot = self.slots.get(idx)?;
         Some(ProgRef {
             slot: u16::try_from(idx.checked_add(1)?).ok()?,
@@ -503,7 +563,11 @@ impl<const P: usize> ProgramTable<P> {
     pub fn get(&self, r: ProgRef) -> Option<&Program> {
         let idx = usize::from(r.slot).checked_sub(1)?;
         let s = self.slots.get(idx)?;
-        (s.used && s.gen == r.gen).then_some(&s.prog)
+        if s.used && s.gen == r.gen {
+            s.prog.as_deref()
+        } else {
+            None
+        }
     }
 
     /// The installed program with this uid.
@@ -522,7 +586,7 @@ impl<const P: usize> ProgramTable<P> {
     }
 }
 
-impl<const P: usize> Default for ProgramTable<P> {
+impl<const P: usize, H: Deref<Target = Program>> Default for ProgramTable<P, H> {
     fn default() -> Self {
         Self::new()
     }

@@ -6,7 +6,8 @@ mod common;
 use ccp_datapath::machine::{ewma, max_wrap, CWND, MICROS, RATE};
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, RegMsg, UpdateField};
 use ccp_datapath::{
-    Datapath, DropCause, Error, FlowInfo, FlowState, Handled, Invoked, Primitives, ReportStatus,
+    Datapath, DropCause, Error, FlowInfo, FlowState, FlowTable, Handled, Invoked, Primitives,
+    ReportStatus,
 };
 use common::*;
 
@@ -93,16 +94,16 @@ fn sizes() {
     assert!(dp <= 4 << 20, "datapath {dp} B");
 }
 
-/// The kernel may allocate the datapath zeroed instead of copying `new()` into place.
+/// The kernel allocates its shards' flow tables zeroed instead of copying `new()` into place.
 #[test]
 fn all_zero_is_new() {
-    let layout = std::alloc::Layout::new::<Datapath<16, 4>>();
+    let layout = std::alloc::Layout::new::<FlowTable<16>>();
     // SAFETY: every field is an integer, bool, fieldless enum with a 0 variant, or an array of
     // them, which is what this test checks against `new()`.
-    let zeroed: Box<Datapath<16, 4>> =
+    let zeroed: Box<FlowTable<16>> =
         unsafe { Box::from_raw(std::alloc::alloc_zeroed(layout).cast()) };
-    let fresh = Box::new(Datapath::<16, 4>::new());
-    assert_eq!(format!("{zeroed:?}"), format!("{fresh:?}"));
+    let fresh = Box::new(FlowTable::<16>::new());
+    assert!(format!("{zeroed:?}") == format!("{fresh:?}"), "all-zero FlowTable differs from new()");
 }
 
 #[test]

@@ -1,0 +1,161 @@
+#!/bin/sh
+# ci/scenarios/ccp-overhead.sh: guest CPU per GB of the module's paths, paired over rounds (issue
+# 20, item 5). In the VM, as root, sh = dash:
+#
+#   ci/vm-run --results DIR ci/scenarios/ccp-overhead.sh [--rounds N] [--secs S] [--flows F]
+#                                                        [--shape RATE DELAY] [--kinds "K..."]
+#
+# Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
+# (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
+#
+#   reno, mltcp, cubic, mltcp_cubic      native algorithms, no agent, 1 flow
+#   ccp1                                 mltcp with `ccp-test-agent reno` in charge, 1 flow
+#   ccp64 (ccpF)                         the same with F parallel flows (iperf3 -P F)
+#   reno64 (renoF)                       native reno with F parallel flows
+#
+# (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF".)
+# By default the veth is not shaped: the transfer is CPU-bound, both vCPUs are busy nearly all the
+# time, and the busy time of /proc/stat (ticks of HZ = 1000, sampled) has almost no sampling noise.
+# `--shape RATE DELAY` puts the suite's tbf + netem bottleneck in (then a run is mostly idle and the
+# tick sampling adds noise).
+#
+# Per run: bytes received, the guest's busy CPU time while iperf3 ran (user + nice + system + irq +
+# softirq + steal of /proc/stat, all CPUs; the agent's own CPU time is included: it is part of what
+# CCP costs), CPU seconds per GB (1e9 bytes). On guest time (ci/vm-run --clock virtual, the
+# default) instructions are the clock, so host load does not move these numbers.
+#
+# Paired comparisons, per round, as the ratio of CPU per GB minus 1, then the mean over rounds and
+# its 95 % t interval: ccp1 vs reno (issue target <= +2 %), mltcp vs reno and mltcp_cubic vs cubic
+# (<= +1 %), ccp64 vs ccp1 (what 64 concurrent CCP flows cost per byte against 1: the lock's cost
+# shows here) and, as its control, reno64 vs reno.
+# Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB"), the iperf3 JSON,
+# agent logs, summary.txt (also printed).
+
+. "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY=""
+KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --secs) SECS=$2; shift 2 ;;
+    --flows) FLOWS=$2; shift 2 ;;
+    --kinds) KINDS=$2; shift 2 ;;
+    --shape) SHAPE_RATE=$2 SHAPE_DELAY=$3; shift 3 ;;
+    *) echo "ccp-overhead.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+OUT=${RESULTS:-/results}/ccp-overhead
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt
+: > "$SUMMARY"; : > "$RUNS"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# busy_jiffies: the guest's busy CPU time so far, USER_HZ ticks (all CPUs).
+busy_jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
+# Wait for the boot's switch to the TSC clocksource (about 1.3 s after boot: a stop_machine()).
+# Started under a CPU-bound transfer, that stop_machine() stalled both vCPUs for over 20 s of
+# guest time (an RCU stall report, and no run completed).
+_i=0
+while [ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" != tsc ]; do
+  _i=$((_i + 1)); [ $_i -lt 100 ] || { echo "clocksource still $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) after 10 s"; break; }
+  sleep 0.1
+done
+sleep 1
+vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
+if [ -n "$SHAPE_RATE" ]; then
+  vm_net_shape "$SHAPE_RATE" "$SHAPE_DELAY" || { echo "tc setup failed"; exit 1; }
+  PATHDESC="tbf $SHAPE_RATE + netem $SHAPE_DELAY"
+else
+  PATHDESC="unshaped veth (CPU-bound)"
+fi
+say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
+say "# round kind        GB      busy_s  cpu_s_per_GB"
+
+# run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
+run_one() {
+  _r=$1 _kind=$2 _agent="" _p=1
+  case "$_kind" in
+    reno|mltcp|cubic|mltcp_cubic) _alg=$_kind ;;
+    ccp1) _alg=mltcp ;;
+    ccpF) _alg=mltcp _p=$FLOWS ;;
+    renoF) _alg=reno _p=$FLOWS ;;
+    *) echo "unknown kind $_kind"; return 1 ;;
+  esac
+  case "$_kind" in
+    ccp*)
+      ccp-test-agent reno > "$OUT/agent.$_kind.$_r.log" 2>&1 &
+      _agent=$!
+      _i=0
+      while ! grep -q "agent listening" "$OUT/agent.$_kind.$_r.log" 2>/dev/null; do
+        _i=$((_i + 1)); [ $_i -lt 50 ] || { echo "agent did not start: $(tail -n 3 "$OUT/agent.$_kind.$_r.log")"; return 1; }
+        sleep 0.1
+      done ;;
+  esac
+  _c0=$(busy_jiffies)
+  vm_iperf "$OUT/$_kind.$_r.json" -C "$_alg" -t "$SECS" -P "$_p" || return 1
+  _c1=$(busy_jiffies)
+  if [ -n "$_agent" ]; then
+    kill "$_agent"; wait "$_agent" 2>/dev/null
+    _n=$(grep -c "CREATE" "$OUT/agent.$_kind.$_r.log")
+    [ "$_n" -ge "$_p" ] || { echo "the agent saw $_n of $_p flows"; return 1; }
+  fi
+  _cc=$(vm_iperf_cc "$OUT/$_kind.$_r.json")
+  [ "$_cc" = "$_alg" ] || { echo "iperf3 ran with '$_cc', not $_alg"; return 1; }
+  _bytes=$(vm_iperf_bytes "$OUT/$_kind.$_r.json")
+  _busy=$(awk -v a="$_c0" -v b="$_c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+  _pgb=$(awk -v c="$_busy" -v by="$_bytes" 'BEGIN { printf "%.4f", (by > 0) ? c / (by / 1e9) : 0 }')
+  say "$(printf '%-5s %-11s %7.3f %8s  %12s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb")"
+  echo "$_r $_kind $_bytes $_busy $_pgb" >> "$RUNS"
+}
+
+NK=$(echo $KINDS | wc -w)
+# One discarded run first: the first transfer after boot costs about half as much CPU again as
+# the later ones (cold caches and first allocations), which would land on whichever kind ran first.
+vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" || { echo "warm-up run failed"; exit 1; }
+say "# warm-up (reno, discarded): $(vm_iperf_bytes "$OUT/warmup.json") bytes"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+  # Rotate the order by one per round, so no kind always runs first or after the same one.
+  k=0
+  while [ $k -lt $NK ]; do
+    i=$(( (k + r - 1) % NK + 1 ))
+    kind=$(echo $KINDS | cut -d' ' -f$i)
+    run_one "$r" "$kind" || { echo "round $r: $kind failed"; exit 1; }
+    k=$((k + 1))
+  done
+  r=$((r + 1))
+done
+
+# paired A B: per round (cpu/GB of A) / (cpu/GB of B) - 1, in %; mean and 95 % t interval.
+paired() {
+  awk -v a="$1" -v b="$2" '
+    # busybox awk may be built without math: square root by Newton iteration.
+    function root(v,    r, i) { if (v <= 0) return 0; r = v; for (i = 0; i < 60; i++) r = (r + v / r) / 2; return r }
+    $2 == a { x[$1] = $5 } $2 == b { y[$1] = $5 }
+    END {
+      split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
+      n = 0
+      for (r in x) if ((r in y) && y[r] > 0) { n++; d[n] = (x[r] / y[r] - 1) * 100 }
+      if (n < 2) { printf "n/a (%d rounds)", n; exit }
+      s = 0; for (i = 1; i <= n; i++) s += d[i]; m = s / n
+      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) * (d[i] - m); sd = root(v / (n - 1))
+      q = (n - 1 <= 20) ? t[n - 1] : 1.96
+      h = q * sd / root(n)
+      printf "%+.2f %% [%+.2f, %+.2f] (n = %d, sd %.2f)", m, m - h, m + h, n, sd
+    }' "$RUNS"
+}
+mean_of() { awk -v k="$1" '$2 == k { s += $5; n++ } END { if (n) printf "%.4f", s / n; else print "n/a" }' "$RUNS"; }
+
+say ""
+say "# mean CPU s per GB: reno $(mean_of reno), mltcp $(mean_of mltcp), cubic $(mean_of cubic), mltcp_cubic $(mean_of mltcp_cubic), ccp1 $(mean_of ccp1), ccp$FLOWS $(mean_of ccpF), reno$FLOWS $(mean_of renoF)"
+say "# paired CPU per GB, mean over rounds [95 % t interval]:"
+say "ccp1 (CCP reno, 1 flow) vs reno:      $(paired ccp1 reno)   (target <= +2 %)"
+say "mltcp vs reno:                        $(paired mltcp reno)   (target <= +1 %)"
+say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target <= +1 %)"
+say "ccp$FLOWS vs ccp1 (CCP, $FLOWS flows vs 1):      $(paired ccpF ccp1)"
+say "reno$FLOWS vs reno (control, no CCP):       $(paired renoF reno)"
+say "ccp$FLOWS vs reno$FLOWS (CCP at $FLOWS flows):        $(paired ccpF renoF)"
+vm_net_teardown
