@@ -25,8 +25,9 @@ APT_PACKAGES=(
   # Packaging tests (ci/vm-tests/packaging.sh): systemd-analyze verify of the units, dpkg-deb,
   # and a venv for the Kubernetes manifest's offline validator.
   systemd dpkg-dev python3-venv
-  # make bindeb-pkg (ci/package-kernel.sh): its build dependencies.
-  debhelper rsync
+  # make bindeb-pkg (ci/package-kernel.sh): its build dependencies; pahole (dwarves) so that a
+  # distribution config keeps DEBUG_INFO_BTF (and sched_ext, which needs it).
+  debhelper rsync dwarves
 )
 
 missing=()
