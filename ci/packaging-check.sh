@@ -109,7 +109,9 @@ fi
 image=$(ls "$work"/kernel/linux-image-*_amd64.deb 2>/dev/null | grep -v -- '-dbg_' | head -n 1)
 headers=$(ls "$work"/kernel/linux-headers-*_amd64.deb 2>/dev/null | head -n 1)
 [ -n "$image" ] && [ -n "$headers" ] || { bad kernel_packages "no linux-image or linux-headers package"; finish; }
-if dpkg-deb -c "$headers" | grep -q '/rust/libkernel.rmeta$' && dpkg-deb -c "$headers" | grep -q '/rust/libmacros.so$'; then
+# The listing first: grep -q on dpkg-deb's pipe would end it early (SIGPIPE, a failure under pipefail).
+listing=$(dpkg-deb -c "$headers")
+if grep -q '/rust/libkernel.rmeta$' <<<"$listing" && grep -q '/rust/libmacros.so$' <<<"$listing"; then
   ok headers_rust_artefacts
 else
   bad headers_rust_artefacts "$(basename "$headers") lacks rust/libkernel.rmeta or rust/libmacros.so"
