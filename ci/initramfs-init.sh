@@ -94,6 +94,23 @@ while [ -e "/host/args/$i" ]; do
 done
 
 export MLTCP_VM=1 MLTCP_VM_LIB=/host/ci/vm-lib.sh RESULTS=/results MLTCP_VM_CLOCK=$VM_CLOCK
+
+# Let the boot's last clocksource switch happen before SCRIPT starts. The kernel boots on
+# `tsc-early` and switches to the refined `tsc` about 1.3 s of guest time after boot, with a
+# stop_machine() across both vCPUs; SCRIPT used to start at about 0.8 s, so the switch fell into
+# its first work. Once in the test suite (2026-11-26, a fresh clone's .ci/run on the virtual
+# clock) that stop_machine() stalled the vCPUs for 20 s of guest time (an RCU stall report and a
+# clocksource watchdog "Long readout interval"), failing the dmesg check; the CCP overhead scenario
+# met the same stall when it started a CPU-bound transfer before the switch. Waiting costs about
+# 0.5 s of guest time. If the kernel never leaves tsc-early (a TSC judged unstable), give up after
+# 10 s and say so.
+cs=/sys/devices/system/clocksource/clocksource0/current_clocksource
+i=0
+while [ "$(cat $cs 2>/dev/null)" = tsc-early ] && [ $i -lt 100 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+[ $i -lt 100 ] || say "warning: clocksource still tsc-early after 10 s; SCRIPT starts anyway"
 cd /tmp
 say "running $SCRIPT_NAME $* ($VM_CLOCK clock)"
 cpu0=$(cpu_jiffies) up0=$(cut -d' ' -f1 /proc/uptime)

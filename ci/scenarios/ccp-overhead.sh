@@ -55,15 +55,8 @@ busy_jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /
 HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
-# Wait for the boot's switch to the TSC clocksource (about 1.3 s after boot: a stop_machine()).
-# Started under a CPU-bound transfer, that stop_machine() stalled both vCPUs for over 20 s of
-# guest time (an RCU stall report, and no run completed).
-_i=0
-while [ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" != tsc ]; do
-  _i=$((_i + 1)); [ $_i -lt 100 ] || { echo "clocksource still $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) after 10 s"; break; }
-  sleep 0.1
-done
-sleep 1
+# The boot's switch to the TSC clocksource (a stop_machine() that stalled a CPU-bound transfer
+# started before it) is over before SCRIPT starts: ci/initramfs-init.sh waits for it.
 vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
 if [ -n "$SHAPE_RATE" ]; then
   vm_net_shape "$SHAPE_RATE" "$SHAPE_DELAY" || { echo "tc setup failed"; exit 1; }
