@@ -38,13 +38,14 @@ pub const PROGRAM_NAME: &str = "mlcc";
 
 /// The datapath program's report fields and control register the agent uses (`Report.now` is
 /// used when present).
-pub const REQUIRED_FIELDS: [&str; 6] = [
+pub const REQUIRED_FIELDS: [&str; 7] = [
     "Report.acked",
     "Report.lost",
     "Report.rtt",
     "Report.rate",
     "Report.micros",
     "Control.slot_us",
+    "Control.cwnd_cap",
 ];
 
 /// One flow's datapath handle and, once installed, the program's scope.
@@ -130,6 +131,7 @@ impl<I: Ipc> Shell<I> {
                     PROGRAM_NAME,
                     Some(&[
                         ("Cwnd", cwnd_bytes),
+                        ("Control.cwnd_cap", cwnd_bytes),
                         ("Rate", rate_bytes),
                         ("Control.slot_us", slot_us),
                     ]),
@@ -157,11 +159,11 @@ impl<I: Ipc> Shell<I> {
                 let sc = f.scope.as_ref()?;
                 match f
                     .dp
-                    .update_field(sc, &[("Rate", rate_bytes), ("Cwnd", cwnd_bytes)])
+                    .update_field(sc, &[("Rate", rate_bytes), ("Control.cwnd_cap", cwnd_bytes)])
                 {
                     Ok(()) => None,
                     Err(e) => {
-                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Cwnd failed");
+                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Control.cwnd_cap failed");
                         Some(Input::DatapathFailed {
                             flow,
                             command: Command::SetRate,

@@ -78,7 +78,7 @@ schedule = true           # false: PCN only (the PCN paper's system): no flow ge
 slot_ms = 60              # optional; overrides the topology's; --slot-ms overrides both
 horizon = 10              # optional; likewise --horizon
 min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
-cwnd_bytes = 16777216     # Cwnd set at install, so that Rate and not the window limits
+cwnd_bytes = 16777216     # Cwnd and its ceiling at install (the program backs off on loss below it)
 rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot/3): FetchFeedback,
                           # then UpdateSchedule (admission) in what is left, at least a quarter
                           # of it; Notify and later updates, which nobody waits for, get a slot

@@ -163,18 +163,19 @@ pub enum Action {
         flow: LocalFlow,
         /// `Rate`, bytes/s.
         rate_bytes: u32,
-        /// `Cwnd`, bytes.
+        /// `Cwnd` and its ceiling `Control.cwnd_cap`, bytes.
         cwnd_bytes: u32,
         /// `Control.slot_us`, µs.
         slot_us: u32,
     },
-    /// Set `Rate` and `Cwnd` of an installed flow.
+    /// Set `Rate` and the window's ceiling `Control.cwnd_cap` of an installed flow (the
+    /// datapath program keeps `Cwnd` at or below it, backing off on loss as Reno does).
     SetRate {
         /// The flow.
         flow: LocalFlow,
         /// `Rate`, bytes/s (at least 1).
         rate_bytes: u32,
-        /// `Cwnd`, bytes.
+        /// `Control.cwnd_cap`, bytes.
         cwnd_bytes: u32,
     },
     /// Send an RPC.

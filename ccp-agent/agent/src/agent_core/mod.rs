@@ -55,7 +55,7 @@
 //!    latest notices of the same iteration are the dependencies of the next planning, and are
 //!    forgotten after K slots. Notices that arrive while the slot waits for the switches are
 //!    handled here, in arrival order;
-//! 7. sets every flow's `Rate` (bytes/s, u32) and `Cwnd` for the slot ([`Action::SetRate`]):
+//! 7. sets every flow's `Rate` (bytes/s, u32) and window ceiling for the slot ([`Action::SetRate`]):
 //!    the planned rate (a slot that completes the flow: its MADD share of the available
 //!    bandwidth), or its spare share when larger, at least `min_rate_bps`; a flow whose job
 //!    gave no bytes per iteration is not planned and runs at its NIC's capacity. The Rate is
