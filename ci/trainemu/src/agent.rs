@@ -147,11 +147,13 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
     t
 }
 
-/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table).
+/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `rules`: its `[sched]
+/// rules`, the agent's default when `None`).
 pub fn agent_toml(
     s: &Scenario,
     mode: AgentMode,
     pcn: PcnVariant,
+    rules: Option<mlcc_sched::Rules>,
     program: &Path,
     regions: &Path,
 ) -> String {
@@ -171,6 +173,11 @@ pub fn agent_toml(
     );
     if mode == AgentMode::PcnOnly {
         t.push_str("schedule = false\n");
+    }
+    if let Some(r) = rules {
+        // The name as agent.toml spells it (Rules' serde form).
+        let name = toml::Value::try_from(r).map_or_else(|_| format!("{r:?}"), |v| v.to_string());
+        let _ = write!(t, "\n[sched]\nrules = {name}\n");
     }
     match pcn {
         PcnVariant::Default => {}
@@ -267,6 +274,7 @@ impl AgentRun {
         s: &Scenario,
         mode: AgentMode,
         pcn: PcnVariant,
+        rules: Option<mlcc_sched::Rules>,
         setup: &AgentSetup,
         dir: &Path,
     ) -> Result<Self> {
@@ -291,7 +299,7 @@ impl AgentRun {
         let program = fs::canonicalize(&setup.program)?;
         fs::write(dir.join("topo.toml"), topology_toml(s, pcn))?;
         let agent_cfg = dir.join("agent.toml");
-        fs::write(&agent_cfg, agent_toml(s, mode, pcn, &program, &regions))?;
+        fs::write(&agent_cfg, agent_toml(s, mode, pcn, rules, &program, &regions))?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
             AgentMode::Switch | AgentMode::PcnOnly => Some(spawn(
@@ -497,6 +505,7 @@ workers = ["h1", "h2"]
             &s,
             AgentMode::NicOnly,
             PcnVariant::Default,
+            None,
             Path::new("/p.ccp"),
             Path::new("/r"),
         ))
@@ -527,23 +536,26 @@ workers = ["h1", "h2"]
             threshold_bytes: 6000,
             harmonic: true,
         };
-        for (mode, pcn) in [
-            (AgentMode::NicOnly, PcnVariant::Default),
-            (AgentMode::Switch, PcnVariant::Default),
-            (AgentMode::Switch, PcnVariant::Off),
-            (AgentMode::Switch, on),
-            (AgentMode::PcnOnly, on),
+        let il = Some(mlcc_sched::Rules::Interleave);
+        for (mode, pcn, rules) in [
+            (AgentMode::NicOnly, PcnVariant::Default, None),
+            (AgentMode::NicOnly, PcnVariant::Default, il),
+            (AgentMode::Switch, PcnVariant::Default, None),
+            (AgentMode::Switch, PcnVariant::Off, il),
+            (AgentMode::Switch, on, None),
+            (AgentMode::PcnOnly, on, None),
         ] {
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
                 dir.join("agent.toml"),
-                agent_toml(&s, mode, pcn, &prog, &dir.join("regions")),
+                agent_toml(&s, mode, pcn, rules, &prog, &dir.join("regions")),
             )
             .unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
+            assert_eq!(c.rules, rules.unwrap_or_default());
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

@@ -103,8 +103,10 @@ pub enum PcnVariant {
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
 /// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`, then optionally `+nopcn` or
 /// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]); or, for any congestion control, PCN alone:
-/// `dctcp+pcn` or `dctcp+pcn=BYTES[:min|harmonic]` ([`AgentMode::PcnOnly`]). The whole string
-/// labels the run.
+/// `dctcp+pcn` or `dctcp+pcn=BYTES[:min|harmonic]` ([`AgentMode::PcnOnly`]). A scheduled run
+/// may also name the agent's rule set, `+rules=NAME` (agent.toml's `[sched] rules`, e.g.
+/// `mltcp+agent+rules=interleave`; the names are `mlcc_sched::Rules`'). The whole string labels
+/// the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -117,6 +119,8 @@ pub struct CcVariant {
     pub agent: Option<AgentMode>,
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
+    /// The agent's rule set (`+rules=NAME`); `None`: the agent's default.
+    pub rules: Option<mlcc_sched::Rules>,
 }
 
 impl CcVariant {
@@ -125,14 +129,14 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
-        let (s, mut tokens) = match label.find('+') {
-            Some(i) => (
-                &label[..i],
-                label[i + 1..].split('+').collect::<Vec<_>>().into_iter(),
-            ),
-            None => (label, Vec::new().into_iter()),
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        let (s, all_tokens) = match label.find('+') {
+            Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
+            None => (label, Vec::new()),
         };
+        let (rules_tokens, other): (Vec<&str>, Vec<&str>) =
+            all_tokens.into_iter().partition(|t| t.starts_with("rules="));
+        let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
         let mut next = tokens.next();
@@ -241,12 +245,28 @@ impl CcVariant {
         {
             return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
         }
+        let rules = match rules_tokens.as_slice() {
+            [] => None,
+            [t] => {
+                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
+                    return Err(format!("'+{t}' needs +agent or +agent+switch (the rule set of the agent's scheduler)"));
+                }
+                let name = &t["rules=".len()..];
+                // The agent's own names: mlcc_sched::Rules as agent.toml spells it.
+                let rules = toml::Value::String(name.to_string())
+                    .try_into::<mlcc_sched::Rules>()
+                    .map_err(|e| format!("'+{t}': {e}"))?;
+                Some(rules)
+            }
+            _ => return Err("+rules=NAME given more than once".into()),
+        };
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
             params,
             agent,
             pcn,
+            rules,
         })
     }
 
@@ -1172,7 +1192,31 @@ workers = ["h1", "h2"]
                 }
             )
         );
+        let v = CcVariant::parse("mltcp+agent+rules=interleave").unwrap();
+        assert_eq!(
+            (v.agent, v.pcn, v.rules),
+            (
+                Some(AgentMode::NicOnly),
+                PcnVariant::Default,
+                Some(mlcc_sched::Rules::Interleave)
+            )
+        );
+        assert_eq!(v.dir_name(), "mltcp-agent-rules-interleave");
+        let v = CcVariant::parse("mltcp+agent+switch+rules=mlcc+nopcn").unwrap();
+        assert_eq!(
+            (v.agent, v.pcn, v.rules),
+            (
+                Some(AgentMode::Switch),
+                PcnVariant::Off,
+                Some(mlcc_sched::Rules::Mlcc)
+            )
+        );
+        assert_eq!(CcVariant::parse("mltcp+agent").unwrap().rules, None);
         for (bad, why) in [
+            ("mltcp+rules=mlcc", "needs +agent or +agent+switch"),
+            ("dctcp+pcn+rules=mlcc", "needs +agent or +agent+switch"),
+            ("mltcp+agent+rules=fifo", "unknown variant `fifo`"),
+            ("mltcp+agent+rules=mlcc+rules=mlcc", "more than once"),
             ("cubic+agent", "not one of its algorithms"),
             ("mltcp+switch", "unknown suffix '+switch'"),
             ("mltcp+agent+", "unknown suffix '+'"),
