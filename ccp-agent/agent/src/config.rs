@@ -88,7 +88,10 @@ rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over c
                           #  ordered by progress then smallest bottleneck first; "interleave":
                           #  the same planning with a job-level priority (jobs ranked by name,
                           #  the order every agent agrees on without talking), so that one job's
-                          #  phase goes first and the others fill its gaps
+                          #  phase goes first and the others fill its gaps; "priority": that
+                          #  order as a work-conserving strict priority, each flow paced at
+                          #  least at what higher-ranked jobs leave of the slot (sim RESULTS.md
+                          #  round 11)
 
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)
@@ -281,7 +284,7 @@ pub struct RawAgentPcn {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgentSched {
-    /// The rule set: "mlcc" or "interleave".
+    /// The rule set: "mlcc", "interleave" or "priority".
     pub rules: Option<String>,
 }
 
@@ -291,11 +294,12 @@ fn check_agent_sched(file: &Path, raw: &RawAgentSched) -> Result<mlcc_sched::Rul
     match raw.rules.as_deref() {
         None | Some("mlcc") => Ok(mlcc_sched::Rules::Mlcc),
         Some("interleave") => Ok(mlcc_sched::Rules::Interleave),
+        Some("priority") => Ok(mlcc_sched::Rules::Priority),
         Some(v) => Err(err(
             file,
             "sched.rules",
             format!("{v:?}"),
-            "must be \"mlcc\" or \"interleave\"",
+            "must be \"mlcc\", \"interleave\" or \"priority\"",
         )),
     }
 }

@@ -291,13 +291,22 @@ fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
     );
     let c = AgentConfig::load(&a, None, None).unwrap();
     assert_eq!(c.rules, mlcc_sched::Rules::Interleave);
+    let a = t.write(
+        "agent.toml",
+        &format!("{}[sched]\nrules = \"priority\"\n", good_agent()),
+    );
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(c.rules, mlcc_sched::Rules::Priority);
     let e = agent_err(
         TOPO,
         &format!("{}[sched]\nrules = \"fifo\"\n", good_agent()),
         None,
     );
     assert!(
-        e.contains("agent.toml") && e.contains("sched.rules") && e.contains("\"fifo\""),
+        e.contains("agent.toml")
+            && e.contains("sched.rules")
+            && e.contains("\"fifo\"")
+            && e.contains("\"priority\""),
         "{e}"
     );
     let e = agent_err(

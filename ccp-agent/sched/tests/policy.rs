@@ -5,7 +5,8 @@
 //! properties over random ring and parameter-server jobs: ring flows stay within a chunk of
 //! their predecessor, a PS's broadcast never runs ahead of its slowest aggregation, the table
 //! never holds more than a link's capacity, units go in planning order, spare sharing and the
-//! rate floor apply only where they should, bad snapshots are refused naming the value.
+//! rate floor apply only where they should, bad snapshots are refused naming the value; the
+//! strict-priority rule set (`Rules::Priority`): its levels, weights and per-slot shares.
 
 use mlcc_sched::policy::{decide, group_phase, receiver_cut_bytes, slot_rate_bps, unit_key};
 use mlcc_sched::*;
@@ -467,6 +468,145 @@ proptest! {
                     prop_assert_eq!(g.rates_bps[k], d.pacing_rate_bps(g.progress[k].remaining_bytes, g.decision.share_now_bps[k]));
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn priority_gives_the_first_ranked_job_the_link_and_the_next_what_is_left() {
+    // Two jobs on link 0 (1000 bit/s), job 2 also on link 1 (400 bit/s). Job 1 ranks first:
+    // its flow may take the whole of link 0 in this slot; job 2's flow gets what job 1 leaves
+    // there (nothing), however much its plan put in the slot.
+    let flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 600),
+        flow(2, 2, FlowRole::Other, &[0, 1], 0, 2_000),
+    ];
+    let opts = PolicyOptions {
+        rules: Rules::Priority,
+        job_rank: vec![(JobKey(1), 0), (JobKey(2), 1)],
+        ..PolicyOptions::default()
+    };
+    let mut t = table(&[1_000, 400], 4);
+    let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
+    assert_eq!(d.groups[0].flows, vec![FlowId(1)]);
+    assert_eq!(d.groups[0].spare_bps, vec![1_000]);
+    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
+    assert_eq!(d.groups[1].spare_bps, vec![0]);
+    // Job 2's own plan (what job 1's plan leaves in the slot, 400) is kept as its floor.
+    assert_eq!(d.rate_bps(FlowId(2)), Some(400));
+    // Ranks swapped: job 2 first takes what its path allows (400), job 1 the rest (600).
+    let opts = PolicyOptions {
+        job_rank: vec![(JobKey(2), 0), (JobKey(1), 1)],
+        ..opts
+    };
+    let mut t = table(&[1_000, 400], 4);
+    let d = decide(&mut t, &snapshot(flows), &opts).unwrap();
+    assert_eq!(d.rate_bps(FlowId(2)), Some(400));
+    assert_eq!(d.rate_bps(FlowId(1)), Some(600));
+}
+
+#[test]
+fn priority_levels_and_weights() {
+    let job = |j: u64, rank: u64, links: &[u32]| RankedJob {
+        job: JobKey(j),
+        rank,
+        links: links.iter().map(|l| LinkId(*l)).collect(),
+    };
+    // 1 and 2 share link 0, 2 and 3 link 1, 4 is alone: levels 0, 1, 2 and 0.
+    let v = priority_levels(&[
+        job(3, 2, &[1]),
+        job(1, 0, &[0]),
+        job(4, 3, &[7]),
+        job(2, 1, &[0, 1]),
+    ])
+    .unwrap();
+    assert_eq!(
+        v,
+        vec![(JobKey(1), 0), (JobKey(2), 1), (JobKey(3), 2), (JobKey(4), 0)]
+    );
+    let e = priority_levels(&[job(1, 0, &[0]), job(1, 1, &[1])]).unwrap_err();
+    assert!(e.to_string().contains("= 1"), "{e}");
+    assert_eq!(priority_weight(0, PRIORITY_WEIGHT_RATIO), 1.0);
+    assert_eq!(priority_weight(2, 10.0), 0.01);
+    assert_eq!(priority_weight(3, 1.0), 1.0);
+    assert_eq!(priority_weight(5, f64::NAN), 1.0);
+    assert_eq!(priority_weight(u32::MAX, 1e3), PRIORITY_WEIGHT_MIN);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Of two jobs sharing a link, the higher-ranked (lower rank, ties by job) has the lower
+    /// level and the larger weight; a job that shares no link with a higher-ranked one is at
+    /// level 0; weights are positive.
+    #[test]
+    fn priority_levels_order_every_shared_link(
+        jobs in vec((0u64..6, vec(0u32..6, 1..4)), 1..10),
+    ) {
+        let ranked: Vec<RankedJob> = jobs.iter().enumerate().map(|(j, (rank, links))| RankedJob {
+            job: JobKey(j as u64),
+            rank: *rank,
+            links: links.iter().map(|l| LinkId(*l)).collect(),
+        }).collect();
+        let levels = priority_levels(&ranked).unwrap();
+        prop_assert_eq!(levels.len(), ranked.len());
+        let level = |j: &RankedJob| levels.iter().find(|(k, _)| *k == j.job).unwrap().1;
+        for a in &ranked {
+            let higher_sharing: Vec<&RankedJob> = ranked.iter()
+                .filter(|b| (b.rank, b.job) < (a.rank, a.job) && b.links.iter().any(|l| a.links.contains(l)))
+                .collect();
+            for b in &higher_sharing {
+                prop_assert!(level(b) < level(a));
+                prop_assert!(priority_weight(level(b), PRIORITY_WEIGHT_RATIO)
+                    > priority_weight(level(a), PRIORITY_WEIGHT_RATIO));
+            }
+            if higher_sharing.is_empty() {
+                prop_assert_eq!(level(a), 0);
+            }
+            prop_assert!(priority_weight(level(a), PRIORITY_WEIGHT_RATIO) > 0.0);
+        }
+    }
+
+    /// Under `Rules::Priority`: dependencies and the table's capacity hold as under the other
+    /// rule sets, the strict-priority shares of a link never add up to more than it has free,
+    /// every rate is at least its plan's, and a job ranked first with one flow alone in its group
+    /// gets its whole path (the table holds nothing else).
+    #[test]
+    fn priority_shares_never_overbook_a_link(
+        (caps, flows, _spare, sendable) in mix(),
+        first in 1u64..=2,
+    ) {
+        let mut t = table(&caps, 4);
+        let opts = PolicyOptions {
+            rules: Rules::Priority,
+            share_spare: false,
+            sendable_only: sendable,
+            job_rank: vec![(JobKey(first), 0), (JobKey(3 - first), 1)],
+        };
+        let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
+        for (l, c) in caps.iter().enumerate() {
+            for x in t.link_load_bps(LinkId(l as u32)).unwrap() {
+                prop_assert!(x <= *c, "link {} load {} over {}", l, x, c);
+            }
+            let shares: u64 = d.groups.iter().flat_map(|g| g.flows.iter().zip(&g.spare_bps))
+                .filter(|(f, _)| flows.iter().find(|x| x.flow == **f).unwrap().path.contains(&LinkId(l as u32)))
+                .map(|(_, s)| *s)
+                .sum();
+            prop_assert!(shares <= *c, "link {} shares {} over {}", l, shares, c);
+        }
+        if let Some(w) = d.groups.windows(2).find(|w| w[0].job == JobKey(3 - first) && w[1].job == JobKey(first)) {
+            prop_assert!(false, "job {:?} planned before job {:?}", w[0].job, w[1].job);
+        }
+        for g in &d.groups {
+            for (k, x) in g.decision.decisions.iter().enumerate() {
+                prop_assert!(g.rates_bps[k] >= x.pacing_rate_bps(g.progress[k].remaining_bytes, g.decision.share_now_bps[k]));
+                prop_assert!(g.rates_bps[k] >= g.spare_bps[k]);
+            }
+        }
+        if let Some(g0) = d.groups.first().filter(|g| g.flows.len() == 1) {
+            let path = &flows.iter().find(|f| f.flow == g0.flows[0]).unwrap().path;
+            let whole = path.iter().map(|l| caps[l.0 as usize]).min().unwrap();
+            prop_assert_eq!(g0.spare_bps[0], whole);
         }
     }
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `mlcc-sim`: a cluster-scale, trace-driven simulator of DNN training traffic, comparing fair
 //! (TCP-like) sharing, MLTCP, MCS, CCML, Cassini (on fair sharing and on MLTCP) and the mlcc
-//! scheduler (the agent's own scheduling library).
+//! scheduler (the agent's own scheduling library), and the policy layer's job-level strict
+//! priority (`priority`, `cassini+priority`).
 //!
 //! The setting is that of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers"
 //! (Zhao, Wu, Zhu), Sec. VII: 1000 servers of 8 GPUs in a three-tier tree (10/20/40 Gbit/s), jobs
@@ -31,6 +32,7 @@ use policy::fair::Fair;
 use policy::mcs::Mcs;
 use policy::mlcc::Mlcc;
 use policy::mltcp::{FUpdate, Mltcp};
+use policy::priority::Priority;
 use policy::Policy;
 
 pub use error::SimError;
@@ -46,6 +48,8 @@ pub const POLICIES: &[&str] = &[
     "mlcc",
     "mlcc-il",
     "cassini+mlcc-il",
+    "priority",
+    "cassini+priority",
 ];
 
 /// Parameters of the policies (see each policy's module for their meaning and source).
@@ -170,6 +174,12 @@ pub fn make_policy(
         "mlcc-il" => Box::new(mlcc_il(cfg, link_capacity)?),
         "cassini+mlcc-il" => Box::new(Cassini::new(
             Box::new(mlcc_il(cfg, link_capacity)?),
+            cfg.cassini_candidates,
+            cfg.cassini_angles,
+        )),
+        "priority" => Box::new(Priority::new(mlcc_sched::PRIORITY_WEIGHT_RATIO)),
+        "cassini+priority" => Box::new(Cassini::new(
+            Box::new(Priority::new(mlcc_sched::PRIORITY_WEIGHT_RATIO)),
             cfg.cassini_candidates,
             cfg.cassini_angles,
         )),

@@ -2,7 +2,8 @@
 //! Tests with known answers (issue 7, item 5): two jobs on one link (fair sharing and perfect
 //! interleaving in closed form, MLTCP's start-gap trajectory against the Shift(Δ) recurrence),
 //! Cassini's score of two half-duty square waves, the Affinity-graph BFS and loop refusal, and
-//! conservation of bytes on random small clusters.
+//! conservation of bytes on random small clusters; the policy layer's job-level strict priority
+//! interleaving two collided jobs and running the shortest remaining job first.
 
 use mlcc_sched::cassini::{
     affinity_has_loop, affinity_time_shifts, best_shifts, compatibility_score, AffinityEdge, JobId,
@@ -337,4 +338,57 @@ fn mlcc_and_mltcp_interleave_two_offset_jobs() {
             "{name}: average JCT {avg}, perfect {perfect}, fair {fair_avg}"
         );
     }
+}
+
+#[test]
+fn priority_interleaves_two_collided_jobs_through_the_layer() {
+    // Two identical half-duty jobs on one link starting together (fair sharing: C + 2M per
+    // iteration for both). Under the policy layer's job-level strict priority (`priority`:
+    // `mlcc_sched::rank_jobs`, `priority_levels`, `priority_weight`), job 0 (rank 0, ties by
+    // job) runs as if alone, N·(C + M); job 1 waits one communication phase in its first
+    // iteration, which shifts its later phases into job 0's compute phases: N·(C + M) + M,
+    // and the phases stay M apart.
+    let (c, m, n) = (0.1, 0.1, 30);
+    let tree = small_tree(2);
+    let mut p = make_policy("priority", &PolicyConfig::default(), &tree.capacity).unwrap();
+    let mut sim = two_rings(c, m, n, 0.0, true);
+    run(&mut sim, p.as_mut());
+    let perfect = f64::from(n) * (c + m);
+    let (a, b) = (&sim.jobs[0], &sim.jobs[1]);
+    assert!(
+        (a.finish_s - perfect).abs() < 1e-6 * perfect,
+        "rank 0: JCT {}, want {perfect}",
+        a.finish_s
+    );
+    assert!(
+        (b.finish_s - (perfect + m)).abs() < 1e-2 * perfect,
+        "rank 1: JCT {}, want {}",
+        b.finish_s,
+        perfect + m
+    );
+    for (x, y) in a.comm_starts.iter().zip(&b.comm_starts).skip(1) {
+        assert!((y - x - m).abs() < 2e-3, "gap {}, want {m}", y - x);
+    }
+}
+
+#[test]
+fn priority_runs_the_shortest_remaining_job_first() {
+    // Job 1 has a quarter of job 0's iterations: shortest remaining time first gives it the
+    // link, so it runs as if alone, and job 0 interleaves behind it.
+    let (c, m) = (0.1, 0.1);
+    let tree = small_tree(2);
+    let jobs = vec![ring2(0.0, c, m, 40), ring2(0.0, c, m, 10)];
+    let mut p = make_policy("priority", &PolicyConfig::default(), &tree.capacity).unwrap();
+    let mut sim = Sim::new(tree.clone(), spread(), jobs.clone()).unwrap();
+    run(&mut sim, p.as_mut());
+    let short = 10.0 * (c + m);
+    assert!(
+        (sim.jobs[1].finish_s - short).abs() < 1e-6 * short,
+        "short job: JCT {}, want {short}",
+        sim.jobs[1].finish_s
+    );
+    let mut fair = Sim::new(tree, spread(), jobs).unwrap();
+    run(&mut fair, &mut Fair);
+    let avg = |s: &Sim| s.jobs.iter().map(|j| j.finish_s).sum::<f64>() / 2.0;
+    assert!(avg(&sim) < 0.9 * avg(&fair), "priority {} fair {}", avg(&sim), avg(&fair));
 }

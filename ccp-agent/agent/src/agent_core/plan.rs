@@ -334,9 +334,9 @@ impl Core {
                 return;
             }
         }
-        // Under `Rules::Interleave`: least attained service first (a job's iteration: the
-        // least its flows here are in), ties by name.
-        let job_rank = if self.cfg.rules == mlcc_sched::Rules::Interleave {
+        // Under `Rules::Interleave` and `Rules::Priority`: least attained service first (a
+        // job's iteration: the least its flows here are in), ties by name.
+        let job_rank = if self.cfg.rules != mlcc_sched::Rules::Mlcc {
             let mut attained: Vec<(JobKey, u64)> = Vec::new();
             for c in &candidates {
                 let j = job_key(&c.reg.job);

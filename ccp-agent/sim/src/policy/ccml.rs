@@ -17,7 +17,7 @@
 //!   near-strict priority that still never starves a flow;
 //! - levels are recomputed whenever a job starts or ends; between those, sharing is event driven.
 
-use super::{Control, Policy};
+use super::JobWeights;
 use crate::sim::Sim;
 
 /// Weight ratio between consecutive priority levels.
@@ -69,33 +69,16 @@ impl Ccml {
     }
 }
 
-impl Policy for Ccml {
-    fn name(&self) -> String {
+impl JobWeights for Ccml {
+    fn label(&self) -> String {
         "ccml".into()
     }
 
-    fn on_job_start(&mut self, sim: &Sim, _job: usize) -> Vec<(usize, crate::sim::Align)> {
-        self.relevel(sim);
-        Vec::new()
-    }
-
-    fn on_job_end(&mut self, sim: &Sim, _job: usize) {
+    fn reweigh(&mut self, sim: &Sim) {
         self.relevel(sim);
     }
 
-    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
-        ctl.fair(sim.active.len());
-        for (i, &(j, _)) in sim.active.iter().enumerate() {
-            ctl.weight[i] = self.weight(j);
-        }
-        f64::INFINITY
-    }
-
-    fn is_local(&self) -> bool {
-        true
-    }
-
-    fn flow_control(&self, _sim: &Sim, j: usize, _f: usize) -> Option<(f64, f64)> {
-        Some((self.weight(j), f64::INFINITY))
+    fn job_weight(&self, j: usize) -> f64 {
+        self.weight(j)
     }
 }

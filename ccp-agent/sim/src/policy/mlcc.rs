@@ -108,7 +108,7 @@ use std::collections::HashMap;
 use mlcc_sched::policy::{self, group_phase, GroupPhase};
 use mlcc_sched::{
     extend_group, group_share_now_bps, pacing_rate_bps, rank_jobs, Dependency, FlowId,
-    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, JobWork, LinkId, LinkLoadTable,
+    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, LinkId, LinkLoadTable,
     PolicyOptions, Rules, SlotClock, Snapshot, UnitKind,
 };
 use serde_json::{json, Value};
@@ -735,18 +735,7 @@ impl Mlcc {
             }
         }
         if self.options.rules == Rules::Interleave {
-            let work: Vec<JobWork> = jobs
-                .iter()
-                .map(|&j| {
-                    let job = &sim.jobs[j];
-                    let left = job.spec.iterations.saturating_sub(job.iterations_done);
-                    JobWork {
-                        job: JobKey(j as u64),
-                        remaining_us: (f64::from(left) * job.alone_iter_s * 1e6) as u64,
-                    }
-                })
-                .collect();
-            match rank_jobs(&work) {
+            match rank_jobs(&super::job_work(sim, &jobs)) {
                 Ok(r) => self.options.job_rank = r,
                 Err(_) => self.refusals += 1,
             }

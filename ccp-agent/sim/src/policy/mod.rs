@@ -10,6 +10,8 @@
 
 use serde_json::Value;
 
+use mlcc_sched::{JobKey, JobWork};
+
 use crate::sim::{Align, Sim};
 
 pub mod cassini;
@@ -18,6 +20,7 @@ pub mod fair;
 pub mod mcs;
 pub mod mlcc;
 pub mod mltcp;
+pub mod priority;
 
 /// How strictly a flow waits for the data it forwards (see [`crate::sim`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -165,4 +168,62 @@ pub trait Policy {
     fn report(&self) -> Value {
         Value::Null
     }
+}
+
+/// A per-job policy that gives all of a job's flows one weight, recomputed when a job starts or
+/// ends (CCML's levels, the policy layer's strict-priority weights): its [`Policy`] is derived
+/// from this (event-driven weighted max-min, uncapped, per job).
+pub trait JobWeights {
+    /// Its name in tables and files.
+    fn label(&self) -> String;
+    /// Recomputes the weights (a job started or ended).
+    fn reweigh(&mut self, sim: &Sim);
+    /// The weight of job `j`'s flows in weighted max-min sharing.
+    fn job_weight(&self, j: usize) -> f64;
+}
+
+impl<T: JobWeights> Policy for T {
+    fn name(&self) -> String {
+        self.label()
+    }
+
+    fn on_job_start(&mut self, sim: &Sim, _job: usize) -> Vec<(usize, Align)> {
+        self.reweigh(sim);
+        Vec::new()
+    }
+
+    fn on_job_end(&mut self, sim: &Sim, _job: usize) {
+        self.reweigh(sim);
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        ctl.fair(sim.active.len());
+        for (i, &(j, _)) in sim.active.iter().enumerate() {
+            ctl.weight[i] = self.job_weight(j);
+        }
+        f64::INFINITY
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+
+    fn flow_control(&self, _sim: &Sim, j: usize, _f: usize) -> Option<(f64, f64)> {
+        Some((self.job_weight(j), f64::INFINITY))
+    }
+}
+
+/// The work left of `jobs` for the policy layer's [`mlcc_sched::rank_jobs`]: iterations left
+/// times the job's iteration time alone, µs.
+pub fn job_work(sim: &Sim, jobs: &[usize]) -> Vec<JobWork> {
+    jobs.iter()
+        .map(|&j| {
+            let job = &sim.jobs[j];
+            let left = job.spec.iterations.saturating_sub(job.iterations_done);
+            JobWork {
+                job: JobKey(j as u64),
+                remaining_us: (f64::from(left) * job.alone_iter_s * 1e6) as u64,
+            }
+        })
+        .collect()
 }

@@ -217,6 +217,7 @@ fn one_agent_for_every_host_decides_both_ends_of_each_dependency_together() {
     for (tag, extra) in [
         ("one-mlcc", ""),
         ("one-interleave", "[sched]\nrules = \"interleave\""),
+        ("one-priority", "[sched]\nrules = \"priority\""),
     ] {
         let cfg = super::sim::config(tag, &["h1", "h2", "h3", "h4"], extra);
         let mut sim = Sim::with_configs(vec![cfg]);
