@@ -73,8 +73,9 @@ enum Cmd {
         #[arg(long)]
         horizon: Option<usize>,
         /// Serve Prometheus metrics (text format, GET /metrics) on this address, e.g.
-        /// 127.0.0.1:9471 (default: not served).
-        #[arg(long, value_name = "ADDR:PORT")]
+        /// 127.0.0.1:9471 (default: not served; ccp-switch@.service takes it from a drop-in's
+        /// Environment=CCP_SWITCH_METRICS_ADDR=...).
+        #[arg(long, value_name = "ADDR:PORT", env = "CCP_SWITCH_METRICS_ADDR")]
         metrics_addr: Option<SocketAddr>,
     },
     /// Validate a configuration without starting anything: agent.toml (and the topology and
