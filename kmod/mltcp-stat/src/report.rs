@@ -267,15 +267,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn json_row() {
-        let info = MltcpInfo {
+    /// 3 iterations, bytes_ratio 0.25, F 0.625, 2 MB per iteration, not pinned.
+    fn sample_info() -> MltcpInfo {
+        MltcpInfo {
             iterations: 3,
             bytes_ratio_fx: 256,
             f_fx: 640,
             bytes_per_iteration: 2_000_000,
             flags: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn json_row() {
+        let info = sample_info();
         let e = entry("mltcp", Some(info.encode().to_vec()));
         assert!(is_mltcp(&e));
         assert_eq!(
@@ -286,13 +291,7 @@ mod tests {
 
     #[test]
     fn prometheus_exposition_parses_with_the_socket_labels() {
-        let info = MltcpInfo {
-            iterations: 3,
-            bytes_ratio_fx: 256,
-            f_fx: 640,
-            bytes_per_iteration: 2_000_000,
-            flags: 0,
-        };
+        let info = sample_info();
         let rows = [
             Row::from_entry(&entry("mltcp", Some(info.encode().to_vec()))),
             Row::from_entry(&entry("cubic", None)),
