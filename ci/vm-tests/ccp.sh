@@ -23,6 +23,7 @@
 # nothing and the module logs the drop), ccp_heartbeat (ccp_heartbeat_ms = 1000: an agent sending
 # keepalives keeps control, a quiet one loses the flow to native MLTCP), ccp_agent_smoke (ccp-agent, the
 # mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface),
+# ccp_agent_metrics (its --metrics-addr scraped during the job: the flow counts match its status),
 # ccp_rmmod_messages (5 rmmod/insmod cycles while a privileged sender floods UPDATE_FIELDS: every
 # unload returns, no BUG/WARNING).
 # Files: /results/ccp/*.json, agent logs, dmesg.
@@ -371,16 +372,14 @@ test_ccp_churn() {
   ccp_wait_no_flows 10 || fail "ccp_live_flows is $(ccp_param ccp_live_flows) after the iperf3 flows ended"
 }
 
-# ccp_agent_smoke: the real scheduler (`ccp-agent run`, NIC-only mode, one agent for both emulated
-# hosts) over the module's netlink datapath, with a 2-worker ring all-reduce job of the traffic
-# emulator (which registers through the progress interface): the agent gives the job's flows the
-# mlcc program and sets their rates (its status lists them with a scheduled rate), every
-# iteration completes, and flows of processes that did not register stay native.
-test_ccp_agent_smoke() {
+# ccp_agent_job_files DIR NAME: writes DIR/topo.toml (two hosts, NIC-only, 100 Mbit/s NICs),
+# DIR/agent.toml (one agent for both, progress regions in DIR/regions) and DIR/job.toml (scenario
+# NAME: one 2-worker ring job "R" of 25 iterations under mltcp) for the ccp-agent tests.
+ccp_agent_job_files() {
   command -v ccp-agent >/dev/null 2>&1 || fail "ccp-agent not on PATH (ci/vm-bins.txt)"
+  d=$1
   prog=/host/datapath-programs/mlcc-slot.ccp
   [ -f "$prog" ] || fail "$prog not shipped"
-  d=/tmp/agent-smoke
   mkdir -p "$CCP_OUT"
   rm -rf "$d"; mkdir -p "$d"
   cat > "$d/topo.toml" <<TOML
@@ -412,8 +411,8 @@ program = "$prog"
 progress_dir = "$d/regions"
 nic_only = true
 TOML
-  cat > "$d/smoke.toml" <<'TOML'
-name = "agent_smoke"
+  cat > "$d/job.toml" <<TOML
+name = "$2"
 description = "one ring job under ccp-agent"
 iterations = 25
 warmup_iterations = 1
@@ -432,14 +431,32 @@ model = "resnet50"
 paradigm = "ring"
 workers = ["h1", "h2"]
 TOML
-  log=$CCP_OUT/agent_smoke.agent.log
-  ccp-agent run --config "$d/agent.toml" > "$log" 2>&1 &
+}
+
+# ccp_agent_run_job NAME OUTDIR [AGENT_ARGS...]: after ccp_agent_job_files, starts `ccp-agent run`
+# on $d/agent.toml (log in $log = $CCP_OUT/NAME.agent.log; CCP_AGENT_PID, stopped on exit), gives
+# it 2 s, then the job in the background (`trainemu run`, results in $CCP_OUT/OUTDIR, log in
+# $CCP_OUT/NAME.trainemu.log; its pid in $te).
+ccp_agent_run_job() {
+  _name=$1 _out=$2; shift 2
+  log=$CCP_OUT/$_name.agent.log
+  ccp-agent run --config "$d/agent.toml" "$@" > "$log" 2>&1 &
   CCP_AGENT_PID=$!
   trap 'ccp_agent_stop' EXIT
   sleep 2
   kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent exited: $(tail -n 5 "$log")"
-  trainemu run --seeds 1 --out "$CCP_OUT/agent-smoke" --progress-dir "$d/regions" "$d/smoke.toml" > "$CCP_OUT/agent_smoke.trainemu.log" 2>&1 &
+  trainemu run --seeds 1 --out "$CCP_OUT/$_out" --progress-dir "$d/regions" "$d/job.toml" > "$CCP_OUT/$_name.trainemu.log" 2>&1 &
   te=$!
+}
+
+# ccp_agent_smoke: the real scheduler (`ccp-agent run`, NIC-only mode, one agent for both emulated
+# hosts) over the module's netlink datapath, with a 2-worker ring all-reduce job of the traffic
+# emulator (which registers through the progress interface): the agent gives the job's flows the
+# mlcc program and sets their rates (its status lists them with a scheduled rate), every
+# iteration completes, and flows of processes that did not register stay native.
+test_ccp_agent_smoke() {
+  ccp_agent_job_files /tmp/agent-smoke agent_smoke
+  ccp_agent_run_job agent_smoke agent-smoke
   # While the job runs: the agent's view of it.
   i=0 st=""
   while [ $i -lt 60 ] && kill -0 $te 2>/dev/null; do
@@ -461,6 +478,53 @@ TOML
   [ "$flows" -ge 1 ] || fail "the agent's status lists none of the job's flows: $st"
   echo "$st" | grep "^mltcp.R " | awk '{ if ($5 + 0 > 0) ok = 1 } END { exit !ok }' \
     || fail "no flow of the job has a scheduled rate: $st"
+}
+
+# ccp_agent_metrics: `ccp-agent run --metrics-addr` during the ring job of ccp_agent_smoke. The
+# endpoint is scraped with busybox wget between two `ccp-agent status` calls; when both show the
+# same slot (so the scrape saw that slot's status) the exposition, parsed with a Prometheus
+# text-format parser (`trainemu metrics`, the prometheus-parse crate), must report the slot and
+# the controlled and native flow counts `status` shows, with at least one controlled flow; it also
+# carries the job's planned rate, the slot-work histogram and the counters by RPC and by cause.
+test_ccp_agent_metrics() {
+  ccp_agent_job_files /tmp/agent-metrics agent_metrics
+  command -v wget >/dev/null 2>&1 || fail "no wget in the guest (busybox applet)"
+  url=http://127.0.0.1:9470/metrics
+  ccp_agent_run_job agent_metrics agent-metrics --metrics-addr 127.0.0.1:9470
+  # "slot S (...): C controlled flows, N native; ..." -> "S C N"
+  counts() { ccp-agent status --config "$d/agent.toml" 2>&1 | sed -n 's/^slot \([0-9]*\) .*: \([0-9]*\) controlled flows, \([0-9]*\) native.*/\1 \2 \3/p'; }
+  metric() { awk -v n="$1" '$1 == n { print $2 }' "$d/metrics.samples"; }
+  i=0 matched="" tries=0
+  while [ $i -lt 120 ] && kill -0 $te 2>/dev/null; do
+    i=$((i + 1))
+    a=$(counts)
+    wget -q -O "$d/metrics.txt" "$url" || { note "scrape $i failed"; sleep 0.2; continue; }
+    b=$(counts)
+    [ -n "$a" ] && [ "$a" = "$b" ] || continue
+    tries=$((tries + 1))
+    trainemu metrics "$d/metrics.txt" > "$d/metrics.samples" 2> "$d/metrics.err" \
+      || fail "the exposition does not parse: $(cat "$d/metrics.err")"
+    m="$(metric ccp_agent_slot) $(metric ccp_agent_flows_controlled) $(metric ccp_agent_flows_native)"
+    [ "$m" = "$a" ] || fail "metrics (slot, controlled, native) = ($m), status = ($a)"
+    set -- $a
+    if [ "$2" -ge 1 ]; then matched=$a; break; fi
+    sleep 0.2
+  done
+  cp "$d/metrics.txt" "$CCP_OUT/agent_metrics.prom" 2>/dev/null
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/agent_metrics.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
+  ccp_agent_stop
+  [ -n "$matched" ] || fail "no scrape during the job matched a status with a controlled flow ($tries same-slot scrapes of $i)"
+  note "status and metrics agree on (slot, controlled, native) = ($matched) after $i scrapes"
+  for n in 'ccp_agent_job_planned_rate_bps{job="mltcp.R"}' 'ccp_agent_job_achieved_rate_bps{job="mltcp.R"}' \
+           'ccp_agent_rpc_failures_total{rpc="FetchFeedback"}' 'ccp_agent_datapath_drops_total{cause="foreign"}' \
+           ccp_agent_pcn_grants_total; do
+    [ -n "$(metric "$n")" ] || fail "no $n in the exposition"
+  done
+  awk -v r="$(metric 'ccp_agent_job_planned_rate_bps{job="mltcp.R"}')" 'BEGIN { exit !(r > 0) }' \
+    || fail "the job's planned rate is not > 0"
+  awk -v c="$(metric ccp_agent_slot_work_seconds_count)" 'BEGIN { exit !(c > 0) }' \
+    || fail "the slot-work histogram has no observation"
 }
 
 # ccp_rmmod_messages: unload while the agent's messages keep arriving. A privileged sender
@@ -500,7 +564,7 @@ test_ccp_rmmod_messages() {
 
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_rmmod_messages"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_rmmod_messages"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1

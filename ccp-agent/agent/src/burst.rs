@@ -394,11 +394,11 @@ impl BurstGate {
                         acks.fetch_sub(1, Ordering::SeqCst);
                     }
                     Ok(Err(s)) => {
-                        shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                        shared.rpc_failures.add(crate::shared::RpcKind::PcnStart);
                         tracing::warn!(switch = %name, error = %s.message(), "PcnStart refused");
                     }
                     Err(_) => {
-                        shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                        shared.rpc_failures.add(crate::shared::RpcKind::PcnStart);
                         tracing::warn!(switch = %name, "PcnStart: no answer within {PCN_RPC_TIMEOUT:?}");
                     }
                 }

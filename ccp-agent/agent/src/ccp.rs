@@ -105,7 +105,15 @@ impl<I: Ipc> Shell<I> {
         );
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
-            for a in self.core.handle(input) {
+            let (planned, t0) = (self.core.slots_planned(), Instant::now());
+            let actions = self.core.handle(input);
+            if self.core.slots_planned() != planned {
+                self.shared
+                    .timings
+                    .decision
+                    .observe(t0.elapsed().as_secs_f64());
+            }
+            for a in actions {
                 if let Some(back) = self.perform(a, started) {
                     queue.push_back(back);
                 }
@@ -178,6 +186,10 @@ impl<I: Ipc> Shell<I> {
             Action::Status(mut s) => {
                 let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 s.slot_work_us = self.slot_work_us.saturating_add(spent);
+                self.shared
+                    .timings
+                    .slot_work
+                    .observe(s.slot_work_us as f64 / 1e6);
                 *self.shared.status.lock().unwrap_or_else(|p| p.into_inner()) = s;
                 None
             }

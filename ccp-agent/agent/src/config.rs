@@ -82,6 +82,8 @@ cwnd_bytes = 16777216     # Cwnd and its ceiling at install (the program backs o
 rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot/3): FetchFeedback,
                           # then UpdateSchedule (admission) in what is left, at least a quarter
                           # of it; Notify and later updates, which nobody waits for, get a slot
+metrics_addr = "127.0.0.1:9470"  # optional: serve Prometheus metrics (GET /metrics) here;
+                          # --metrics-addr overrides it (default: no metrics endpoint)
 
 [sched]                   # optional: the scheduling rules (mlcc_sched::policy::decide)
 rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over coflow groups,
@@ -864,6 +866,8 @@ pub struct RawAgentConfig {
     pub cwnd_bytes: Option<u32>,
     /// RPC deadline, ms.
     pub rpc_timeout_ms: Option<u64>,
+    /// Prometheus metrics address.
+    pub metrics_addr: Option<String>,
     /// PCN bursts.
     #[serde(default)]
     pub pcn: RawAgentPcn,
@@ -907,6 +911,8 @@ pub struct AgentConfig {
     pub cwnd_bytes: u32,
     /// RPC deadline, ms.
     pub rpc_timeout_ms: u64,
+    /// Where to serve the Prometheus metrics (`GET /metrics`); `None`: not served.
+    pub metrics_addr: Option<SocketAddr>,
     /// PCN bursts.
     pub pcn: AgentPcn,
     /// The policy layer's rule set (`[sched] rules`).
@@ -1069,6 +1075,21 @@ impl AgentConfig {
                 format!("must be 1..{slot_ms} (less than a slot)"),
             ));
         }
+        let metrics_addr = match &raw.metrics_addr {
+            None => None,
+            Some(m) => {
+                let a = sockaddr(file, String::from("metrics_addr"), m)?;
+                if a == listen {
+                    return Err(err(
+                        file,
+                        "metrics_addr",
+                        format!("{m:?}"),
+                        "is the gRPC `listen` address; give the metrics their own port",
+                    ));
+                }
+                Some(a)
+            }
+        };
         let pcn = check_agent_pcn(file, &raw.pcn)?;
         let rules = check_agent_sched(file, &raw.sched)?;
         Ok(AgentConfig {
@@ -1091,6 +1112,7 @@ impl AgentConfig {
             min_rate_bps: min_rate_kbps.saturating_mul(1000),
             cwnd_bytes,
             rpc_timeout_ms,
+            metrics_addr,
         })
     }
 
@@ -1119,6 +1141,7 @@ mod tests {
         assert_eq!(a.hosts, ["h1"]);
         assert_eq!(a.pcn.threshold_bytes, Some(DEFAULT_PCN_THRESHOLD_BYTES));
         assert_eq!(a.sched.rules.as_deref(), Some("mlcc"));
+        assert_eq!(a.metrics_addr.as_deref(), Some("127.0.0.1:9470"));
         assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");
     }
 }

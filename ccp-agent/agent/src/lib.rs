@@ -39,6 +39,7 @@ pub mod burst;
 pub mod ccp;
 pub mod config;
 pub mod flows;
+pub mod metrics;
 pub mod monitor;
 pub mod net;
 pub mod peer;

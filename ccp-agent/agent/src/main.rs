@@ -27,7 +27,7 @@ enum Cmd {
     Run {
         /// agent.toml: topology file, served hosts, listen address, program file, progress
         /// directory, unix_name, nic_only, schedule, slot_ms, horizon, min_rate_kbps, cwnd_bytes,
-        /// rpc_timeout_ms, [pcn] (enabled, threshold_bytes, default_rtt_us, poll_us) (every
+        /// rpc_timeout_ms, metrics_addr, [pcn] (enabled, threshold_bytes, default_rtt_us, poll_us) (every
         /// field: see below with --help).
         #[arg(long)]
         config: PathBuf,
@@ -46,6 +46,11 @@ enum Cmd {
         /// agent naming its own host, e.g. from the Kubernetes node name.
         #[arg(long = "host", env = "CCP_AGENT_HOSTS", value_delimiter = ',')]
         hosts: Vec<String>,
+        /// Serve Prometheus metrics (text format, GET /metrics) on this address, e.g.
+        /// 127.0.0.1:9470; overrides agent.toml's `metrics_addr` (default: not served).
+        /// Metric names and units: README, "Deploying on real hosts", Metrics.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics_addr: Option<SocketAddr>,
     },
     /// Run an emulated switch daemon: load tables of its links over K slots, served over gRPC
     /// (FetchFeedback, UpdateSchedule -- an admission --, PcnStart, PcnEnd) on the topology's
@@ -67,6 +72,11 @@ enum Cmd {
         /// Horizon K (default: the topology's).
         #[arg(long)]
         horizon: Option<usize>,
+        /// Serve Prometheus metrics (text format, GET /metrics) on this address, e.g.
+        /// 127.0.0.1:9471 (default: not served; ccp-switch@.service takes it from a drop-in's
+        /// Environment=CCP_SWITCH_METRICS_ADDR=...).
+        #[arg(long, value_name = "ADDR:PORT", env = "CCP_SWITCH_METRICS_ADDR")]
+        metrics_addr: Option<SocketAddr>,
     },
     /// Validate a configuration without starting anything: agent.toml (and the topology and
     /// datapath program it names) with --config, or a switch daemon's topo.toml with --topology.
@@ -219,8 +229,12 @@ fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
             slot_ms,
             horizon,
             hosts,
+            metrics_addr,
         } => {
-            let cfg = load_agent_config(&config, &hosts, slot_ms, horizon)?;
+            let mut cfg = load_agent_config(&config, &hosts, slot_ms, horizon)?;
+            if metrics_addr.is_some() {
+                cfg.metrics_addr = metrics_addr;
+            }
             let stop = stop_on_signals();
             Ok(run_agent(
                 cfg,
@@ -237,10 +251,18 @@ fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
             name,
             slot_ms,
             horizon,
+            metrics_addr,
         } => {
             let topo = checked(Topology::load(&config))?;
             let stop = stop_on_signals();
-            Ok(run_switch(&topo, name.as_deref(), slot_ms, horizon, stop)?)
+            Ok(run_switch(
+                &topo,
+                name.as_deref(),
+                slot_ms,
+                horizon,
+                metrics_addr,
+                stop,
+            )?)
         }
         Cmd::Check {
             config: agent,

@@ -8,16 +8,15 @@
 //! why there is none); an `UpdateSchedule` with an admission wait is answered
 //! ([`Input::Admission`]) within that wait while the RPC itself goes on to its own deadline (a
 //! late reply still lands: the switch keeps the admitted schedule); `Notify` is not answered.
-//! Every failed or timed-out RPC is counted in [`Shared::rpc_failures`].
+//! Every failed or timed-out RPC is counted in [`Shared::rpc_failures`], by RPC.
 
 use crate::agent_core::{Input, Rpc};
 use crate::config::AgentConfig;
 use crate::proto::{agent_client::AgentClient, switch_client::SwitchClient};
-use crate::shared::Shared;
+use crate::shared::{RpcKind, Shared};
 use crate::wall_us;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -106,7 +105,7 @@ impl Net {
                         }
                     };
                     if reply.is_err() {
-                        shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                        shared.rpc_failures.add(RpcKind::FetchFeedback);
                     }
                     shared.post(Input::Feedback {
                         switch,
@@ -145,7 +144,7 @@ impl Net {
                 timeout,
             } => {
                 let Some(mut c) = self.peer(peer) else {
-                    shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.rpc_failures.add(RpcKind::Notify);
                     tracing::debug!(peer = %peer, "Notify failed: no channel to the peer");
                     return;
                 };
@@ -155,7 +154,7 @@ impl Net {
                         Ok(Err(s)) => s.message().to_string(),
                         Err(_) => String::from("deadline passed"),
                     };
-                    shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.rpc_failures.add(RpcKind::Notify);
                     tracing::debug!(peer = %peer, error = %why, "Notify failed");
                 });
             }
@@ -194,7 +193,7 @@ impl Net {
             let r = match client {
                 Some(mut c) => tokio::time::timeout(timeout, c.update_schedule(request)).await,
                 None => {
-                    shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.rpc_failures.add(RpcKind::UpdateSchedule);
                     tracing::debug!(switch = %switch, "UpdateSchedule failed: no client for the switch");
                     return None;
                 }
@@ -208,7 +207,7 @@ impl Net {
                     Some(r)
                 }
                 _ => {
-                    shared.rpc_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.rpc_failures.add(RpcKind::UpdateSchedule);
                     tracing::debug!(switch = %switch, "UpdateSchedule failed");
                     None
                 }

@@ -92,6 +92,24 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
                 }),
         )
     };
+    let metrics = match cfg.metrics_addr {
+        Some(a) => {
+            let l = crate::metrics::bind(a, "--metrics-addr / metrics_addr")?;
+            let registry = Arc::new(crate::metrics::agent_registry(shared.clone()));
+            let (mtx, mrx) = tokio::sync::oneshot::channel::<()>();
+            let task = rt.spawn(async move {
+                if let Err(e) = crate::metrics::serve(l, registry, async {
+                    let _ = mrx.await;
+                })
+                .await
+                {
+                    tracing::warn!(error = %format!("{e:#}"), "metrics server stopped");
+                }
+            });
+            Some((mtx, task))
+        }
+        None => None,
+    };
     let net = Net::new(&cfg, rt.handle().clone(), shared.clone());
     let gate_running = Arc::new(AtomicBool::new(true));
     let gate = if cfg.pcn.enabled {
@@ -109,7 +127,7 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     tracing::info!(
         hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
         mode = if cfg.nic_only || cfg.topology.switches.is_empty() { "nic-only" } else { "switch" },
-        schedule = cfg.schedule,
+        schedule = cfg.schedule, metrics = ?cfg.metrics_addr,
         program = %cfg.program_file.display(), progress_dir = %cfg.progress_dir.display(),
         "ccp-agent starting"
     );
@@ -132,6 +150,12 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     let _ = tx.send(());
     let _ = rt
         .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(1), server).await });
+    if let Some((mtx, task)) = metrics {
+        let _ = mtx.send(());
+        let _ = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(1), task).await
+        });
+    }
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     tracing::info!("ccp-agent stopped");
     result
@@ -174,12 +198,14 @@ fn run_portus<I: PollableIpc>(
 }
 
 /// Runs the switch daemon `name` of `topo` (the only one when `name` is `None`) until
-/// SIGTERM/SIGINT or `stop` clears. Errors: unknown switch name, bind failure.
+/// SIGTERM/SIGINT or `stop` clears, with its Prometheus metrics on `metrics_addr` when given.
+/// Errors: unknown switch name, bind failure (of its gRPC or metrics address).
 pub fn run_switch(
     topo: &Topology,
     name: Option<&str>,
     slot_ms: Option<u64>,
     horizon: Option<usize>,
+    metrics_addr: Option<std::net::SocketAddr>,
     stop: Arc<AtomicBool>,
 ) -> Result<()> {
     let sw: &Switch = match name {
@@ -210,9 +236,19 @@ pub fn run_switch(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(crate::switch::serve(topo, sw, clock, None, async move {
-        while stop.load(std::sync::atomic::Ordering::SeqCst) {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    }))
+    let metrics = metrics_addr
+        .map(|a| crate::metrics::bind(a, "--metrics-addr"))
+        .transpose()?;
+    rt.block_on(crate::switch::serve(
+        topo,
+        sw,
+        clock,
+        None,
+        metrics,
+        async move {
+            while stop.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        },
+    ))
 }

@@ -21,8 +21,8 @@ pub struct Shared {
     inbox: Mutex<Vec<Input>>,
     /// Notices received over gRPC.
     pub notices_received: AtomicU64,
-    /// RPCs that failed or timed out.
-    pub rpc_failures: AtomicU64,
+    /// RPCs that failed or timed out, by RPC (their sum is `StatusReply::rpc_failures`).
+    pub rpc_failures: RpcFailures,
     /// Datapath messages dropped because portus could not have parsed them.
     pub dropped_unparsable: AtomicU64,
     /// The netlink backend's drop counters (none with unix IPC).
@@ -37,6 +37,8 @@ pub struct Shared {
     pub pcn_starts: AtomicU64,
     /// `PcnEnd`s sent because the burst was seen leaving its process.
     pub pcn_ends_on_burst: AtomicU64,
+    /// Per-slot timings for the metrics endpoint (`--metrics-addr`).
+    pub timings: crate::metrics::SlotTimings,
     wake: EventFd,
 }
 
@@ -49,7 +51,7 @@ impl Shared {
             status: Mutex::default(),
             inbox: Mutex::default(),
             notices_received: AtomicU64::new(0),
-            rpc_failures: AtomicU64::new(0),
+            rpc_failures: RpcFailures::default(),
             dropped_unparsable: AtomicU64::new(0),
             drops: Mutex::default(),
             rtt_us: Mutex::default(),
@@ -57,6 +59,7 @@ impl Shared {
             bursts_granted_on_ack: AtomicU64::new(0),
             pcn_starts: AtomicU64::new(0),
             pcn_ends_on_burst: AtomicU64::new(0),
+            timings: crate::metrics::SlotTimings::default(),
             wake,
         }))
     }
@@ -97,16 +100,98 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         s.notices_received = self.notices_received.load(Ordering::Relaxed);
-        s.rpc_failures = self.rpc_failures.load(Ordering::Relaxed);
+        s.rpc_failures = self.rpc_failures.total();
         s.dropped_bad = self.dropped_unparsable.load(Ordering::Relaxed);
         s.bursts_granted = self.bursts_granted.load(Ordering::Relaxed);
         s.bursts_granted_on_ack = self.bursts_granted_on_ack.load(Ordering::Relaxed);
         s.pcn_starts = self.pcn_starts.load(Ordering::Relaxed);
         s.pcn_ends_on_burst = self.pcn_ends_on_burst.load(Ordering::Relaxed);
-        if let Some(d) = &*self.drops.lock().unwrap_or_else(|p| p.into_inner()) {
-            s.dropped_foreign = d.foreign.load(Ordering::Relaxed);
-            s.dropped_bad += d.bad.load(Ordering::Relaxed);
-        }
+        let d = self.drops();
+        s.dropped_foreign = d.foreign;
+        s.dropped_bad = d.malformed + d.unparsable;
         s
+    }
+
+    /// The datapath messages dropped so far, by cause.
+    pub fn drops(&self) -> Drops {
+        let (foreign, malformed) = match &*self.drops.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(d) => (
+                d.foreign.load(Ordering::Relaxed),
+                d.bad.load(Ordering::Relaxed),
+            ),
+            None => (0, 0),
+        };
+        Drops {
+            foreign,
+            malformed,
+            unparsable: self.dropped_unparsable.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Datapath messages the agent dropped, by cause (what the agent sees; the module's own
+/// refusals, e.g. of an unprivileged sender's messages, are only in the kernel log).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// Netlink messages not sent by the kernel (sender port id != 0).
+    pub foreign: u64,
+    /// Messages from the kernel that were malformed or of a type a datapath never sends.
+    pub malformed: u64,
+    /// Messages the agent's own check found portus could not take (unix IPC, or anything the
+    /// netlink check let through).
+    pub unparsable: u64,
+}
+
+/// The agent's RPCs, as counted by [`RpcFailures`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RpcKind {
+    /// `Switch.FetchFeedback`.
+    FetchFeedback,
+    /// `Switch.UpdateSchedule`.
+    UpdateSchedule,
+    /// `Switch.PcnStart`.
+    PcnStart,
+    /// `Agent.Notify` (to another agent).
+    Notify,
+}
+
+impl RpcKind {
+    /// Every RPC, in the order of [`RpcFailures::by_rpc`].
+    pub const ALL: [RpcKind; 4] = [
+        RpcKind::FetchFeedback,
+        RpcKind::UpdateSchedule,
+        RpcKind::PcnStart,
+        RpcKind::Notify,
+    ];
+
+    /// The RPC's name in the gRPC schema (`proto/mlcc.proto`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RpcKind::FetchFeedback => "FetchFeedback",
+            RpcKind::UpdateSchedule => "UpdateSchedule",
+            RpcKind::PcnStart => "PcnStart",
+            RpcKind::Notify => "Notify",
+        }
+    }
+}
+
+/// Failed or timed-out RPCs, one counter per [`RpcKind`].
+#[derive(Debug, Default)]
+pub struct RpcFailures([AtomicU64; 4]);
+
+impl RpcFailures {
+    /// Counts one failure of `rpc`.
+    pub fn add(&self, rpc: RpcKind) {
+        self.0[rpc as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The failures of each RPC, in the order of [`RpcKind::ALL`].
+    pub fn by_rpc(&self) -> [(RpcKind, u64); 4] {
+        RpcKind::ALL.map(|r| (r, self.0[r as usize].load(Ordering::Relaxed)))
+    }
+
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        self.by_rpc().iter().map(|(_, n)| n).sum()
     }
 }

@@ -304,6 +304,18 @@ impl PcnState {
     }
 }
 
+/// The switch service's RPCs, in the order of [`Served::requests`].
+pub const SWITCH_RPCS: [&str; 4] = ["FetchFeedback", "UpdateSchedule", "PcnStart", "PcnEnd"];
+
+/// What a switch daemon served since it started (its metrics, `--metrics-addr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// Requests received, per RPC of [`SWITCH_RPCS`] (answered or refused).
+    pub requests: [u64; 4],
+    /// Link entries sent in `FetchFeedback` replies.
+    pub feedback_links: u64,
+}
+
 /// The table of one switch, and its PCN state.
 pub struct SwitchState {
     /// The switch's name.
@@ -311,6 +323,7 @@ pub struct SwitchState {
     table: LinkLoadTable,
     pcn: PcnState,
     epoch: Instant,
+    served: Served,
 }
 
 impl SwitchState {
@@ -376,7 +389,21 @@ impl SwitchState {
             table,
             pcn,
             epoch: Instant::now(),
+            served: Served::default(),
         })
+    }
+
+    /// What the daemon served so far.
+    pub fn served(&self) -> Served {
+        self.served
+    }
+
+    /// The whole table as `FetchFeedback` of every link answers it (`ccp-agent status
+    /// --switch` and the metrics read this), not counted as served.
+    pub fn snapshot(&mut self) -> proto::FeedbackReply {
+        let all = proto::FeedbackRequest::default();
+        // Every link of `link_ids()` is the switch's own: this request cannot be refused.
+        self.feedback(&all).unwrap_or_default()
     }
 
     /// Milliseconds since the state was made (the PCN clock).
@@ -699,17 +726,24 @@ impl switch_server::Switch for SwitchService {
         &self,
         req: Request<proto::FeedbackRequest>,
     ) -> Result<Response<proto::FeedbackReply>, Status> {
-        self.lock()
-            .feedback(req.get_ref())
-            .map(Response::new)
-            .map_err(Status::invalid_argument)
+        let mut s = self.lock();
+        s.served.requests[0] += 1;
+        let r = s.feedback(req.get_ref());
+        if let Ok(r) = &r {
+            s.served.feedback_links += r.links.len() as u64;
+        }
+        r.map(Response::new).map_err(Status::invalid_argument)
     }
 
     async fn update_schedule(
         &self,
         req: Request<proto::ScheduleUpdate>,
     ) -> Result<Response<proto::UpdateReply>, Status> {
-        let reply = self.lock().update(req.get_ref());
+        let reply = {
+            let mut s = self.lock();
+            s.served.requests[1] += 1;
+            s.update(req.get_ref())
+        };
         for e in &reply.errors {
             tracing::warn!(error = %e, "schedule refused");
         }
@@ -721,6 +755,7 @@ impl switch_server::Switch for SwitchService {
         req: Request<proto::PcnStart>,
     ) -> Result<Response<proto::PcnAck>, Status> {
         let mut s = self.lock();
+        s.served.requests[2] += 1;
         let (now, slot) = (s.now_ms(), s.table().clock().slot_at(wall_us()));
         s.pcn_start(req.get_ref(), now, slot)
             .map(Response::new)
@@ -731,23 +766,27 @@ impl switch_server::Switch for SwitchService {
         &self,
         req: Request<proto::PcnEnd>,
     ) -> Result<Response<proto::PcnAck>, Status> {
-        Ok(Response::new(self.lock().pcn_end(req.get_ref())))
+        let mut s = self.lock();
+        s.served.requests[3] += 1;
+        Ok(Response::new(s.pcn_end(req.get_ref())))
     }
 }
 
 /// Serves `switch` of `topo` on its `listen` address (or `listener` when given, for tests)
-/// until `shutdown` resolves, changing the ECN thresholds over rtnetlink; see [`serve_with`].
+/// until `shutdown` resolves, changing the ECN thresholds over rtnetlink, and its Prometheus
+/// metrics on `metrics` when given ([`crate::metrics::bind`]); see [`serve_with`].
 pub async fn serve(
     topo: &Topology,
     switch: &Switch,
     clock: SlotClock,
     listener: Option<tokio::net::TcpListener>,
+    metrics: Option<std::net::TcpListener>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let runner = Arc::new(NetlinkApplier::new(Duration::from_millis(
         topo.pcn.apply_timeout_ms,
     )));
-    serve_with(topo, switch, clock, listener, runner, shutdown).await
+    serve_with(topo, switch, clock, listener, metrics, runner, shutdown).await
 }
 
 /// [`serve`] with the thresholds applied by `runner`: sets every ECN link to its initial
@@ -758,12 +797,25 @@ pub async fn serve_with(
     switch: &Switch,
     clock: SlotClock,
     listener: Option<tokio::net::TcpListener>,
+    metrics: Option<std::net::TcpListener>,
     runner: Arc<dyn ThresholdApplier>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let state = Arc::new(Mutex::new(SwitchState::with_runner(
         topo, switch, clock, runner,
     )?));
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics_task = metrics.map(|l| {
+        let registry = Arc::new(crate::metrics::switch_registry(state.clone()));
+        tokio::spawn(async move {
+            let stopped = async {
+                let _ = metrics_stopped.await;
+            };
+            if let Err(e) = crate::metrics::serve(l, registry, stopped).await {
+                tracing::warn!(error = %format!("{e:#}"), "metrics server stopped");
+            }
+        })
+    });
     {
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         let failed = s.apply_initial_thresholds();
@@ -804,6 +856,10 @@ pub async fn serve_with(
         None => router.serve_with_shutdown(switch.listen, shutdown).await,
     };
     ticker.abort();
+    let _ = metrics_stop.send(());
+    if let Some(t) = metrics_task {
+        let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
+    }
     state
         .lock()
         .unwrap_or_else(|p| p.into_inner())

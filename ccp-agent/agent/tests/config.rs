@@ -135,6 +135,21 @@ fn agent_errors_name_the_field_and_value() {
     );
     let e = agent_err(TOPO, &format!("{}listen = \"x:y\"\n", good_agent()), None);
     assert!(e.contains("listen") && e.contains("x:y"), "{e}");
+    let e = agent_err(
+        TOPO,
+        &format!("{}metrics_addr = \"9470\"\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("field `metrics_addr` = \"9470\"") && e.contains("ip:port"),
+        "{e}"
+    );
+    let e = agent_err(
+        TOPO,
+        &format!("{}metrics_addr = \"127.0.0.1:50061\"\n", good_agent()),
+        None,
+    );
+    assert!(e.contains("metrics_addr") && e.contains("`listen`"), "{e}");
     let e = agent_err(TOPO, &format!("{}min_rate_kbps = 0\n", good_agent()), None);
     assert!(e.contains("min_rate_kbps") && e.contains("= 0"), "{e}");
     // The topology's own errors name the topology file.

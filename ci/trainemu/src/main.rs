@@ -27,6 +27,7 @@ mod emu;
 mod netreport;
 mod plot;
 mod progress;
+mod promtext;
 mod queue;
 mod report;
 mod results;
@@ -194,6 +195,13 @@ enum Cmd {
         /// Scenario files.
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
+    },
+    /// Parse a Prometheus text-format exposition (a /metrics scrape) with a text-format
+    /// parser and print its samples, one per line: NAME{LABELS} VALUE. Exit status 2 when a
+    /// line is not in the format or there is no sample.
+    Metrics {
+        /// The exposition file (`-`: standard input).
+        file: PathBuf,
     },
     /// List the model profiles with their sources.
     Models {
@@ -478,6 +486,22 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 if let Some(d) = s.before_burst() {
                     println!("  workers call before_burst (at most {} µs) before each communication phase", d.as_micros());
                 }
+            }
+            Ok(())
+        }
+        Cmd::Metrics { file } => {
+            let text = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(&file)
+            }
+            .with_context(|| format!("{}: cannot read", file.display()))
+            .map_err(|e| Err(UsageError(e)))?;
+            let samples = promtext::samples(&text)
+                .with_context(|| file.display().to_string())
+                .map_err(|e| Err(UsageError(e)))?;
+            for s in samples {
+                println!("{s}");
             }
             Ok(())
         }

@@ -5,7 +5,7 @@
 //! decode): iterations, bytes_ratio, F, bytes per iteration, pinned flag.
 //!
 //! ```text
-//! mltcp-stat [--all] [--json] [--watch MS [--count N]]
+//! mltcp-stat [--all] [--json | --prometheus] [--watch MS [--count N]]
 //! ```
 //!
 //! Exit status: 0 on success, 1 when the dump fails, 2 on a usage error.
@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 
 use mltcp_stat::diag::{connected_states, dump, DiagError, Family};
-use mltcp_stat::report::{is_mltcp, text_table, Row};
+use mltcp_stat::report::{is_mltcp, prometheus, text_table, Row};
 
 /// Command line.
 #[derive(Parser, Debug)]
@@ -37,8 +37,14 @@ struct Cli {
     #[arg(long)]
     all: bool,
     /// Print one JSON object per socket and line instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     json: bool,
+    /// Print the MLTCP state in the Prometheus text format instead of a table (one sample per
+    /// socket and metric, labelled local/remote/cc: mltcp_socket_bytes_ratio, mltcp_socket_f,
+    /// mltcp_socket_iterations_total, mltcp_socket_bytes_per_iteration_bytes,
+    /// mltcp_socket_pinned), e.g. for node_exporter's textfile collector.
+    #[arg(long)]
+    prometheus: bool,
     /// Repeat every MS milliseconds (until interrupted, or --count times).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     watch: Option<u64>,
@@ -68,7 +74,9 @@ fn rows(all: bool) -> Result<Vec<Row>, DiagError> {
 
 /// Prints one listing; `round` counts from 0.
 fn print(out: &mut impl Write, cli: &Cli, round: u64, mut rows: Vec<Row>) -> io::Result<()> {
-    if cli.json {
+    if cli.prometheus {
+        write!(out, "{}", prometheus(&rows))?;
+    } else if cli.json {
         let t = cli.watch.map(|_| now_ms());
         for r in &mut rows {
             r.time_ms = t;

@@ -174,6 +174,80 @@ pub fn text_table(rows: &[Row]) -> String {
     s
 }
 
+/// The sockets' MLTCP state in the Prometheus text format (version 0.0.4, as encoded by
+/// `prometheus-client`), one sample per socket and metric, labelled by the socket's 4-tuple
+/// (`local`, `remote`: `address:port`) and `cc`: `mltcp_socket_bytes_ratio` and `mltcp_socket_f`
+/// (fractions, 1.0 = 1024 in the kernel's fixed point), `mltcp_socket_bytes_per_iteration_bytes`
+/// (0: none yet), `mltcp_socket_pinned` (1: bytes per iteration handed down by an agent) and
+/// `mltcp_socket_iterations_total` (iterations completed). Sockets without an MLTCP block are
+/// left out; `mltcp_stat_sockets` counts every row given.
+pub fn prometheus(rows: &[Row]) -> String {
+    use prometheus_client::encoding::prometheus_text::encode;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::registry::Registry;
+    use std::sync::atomic::AtomicU64;
+
+    type Labels = Vec<(&'static str, String)>;
+    let ratio = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let bpi = Family::<Labels, Gauge>::default();
+    let pinned = Family::<Labels, Gauge>::default();
+    let iterations = Family::<Labels, Counter>::default();
+    let sockets = Gauge::<i64>::default();
+    sockets.set(i64::try_from(rows.len()).unwrap_or(i64::MAX));
+    for r in rows {
+        let Some(m) = &r.mltcp else { continue };
+        let l: Labels = vec![
+            ("local", r.local.clone()),
+            ("remote", r.remote.clone()),
+            ("cc", r.cc.clone().unwrap_or_default()),
+        ];
+        ratio.get_or_create(&l).set(m.bytes_ratio);
+        f.get_or_create(&l).set(m.f);
+        bpi.get_or_create(&l)
+            .set(i64::try_from(m.bytes_per_iteration).unwrap_or(i64::MAX));
+        pinned.get_or_create(&l).set(i64::from(m.pinned));
+        iterations.get_or_create(&l).inc_by(u64::from(m.iterations));
+    }
+    let mut reg = Registry::default();
+    reg.register(
+        "mltcp_stat_sockets",
+        "Sockets listed (with or without an MLTCP block)",
+        sockets,
+    );
+    reg.register(
+        "mltcp_socket_bytes_ratio",
+        "bytes_ratio of the socket's current iteration, as a fraction",
+        ratio,
+    );
+    reg.register(
+        "mltcp_socket_f",
+        "F(bytes_ratio), the window-increase factor, as a fraction",
+        f,
+    );
+    reg.register(
+        "mltcp_socket_bytes_per_iteration_bytes",
+        "Bytes per iteration in use, bytes (0: none yet)",
+        bpi,
+    );
+    reg.register(
+        "mltcp_socket_pinned",
+        "1 when the bytes per iteration were handed down by an agent",
+        pinned,
+    );
+    reg.register(
+        "mltcp_socket_iterations",
+        "Iterations the socket completed",
+        iterations,
+    );
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,21 +267,59 @@ mod tests {
         }
     }
 
-    #[test]
-    fn json_row() {
-        let info = MltcpInfo {
+    /// 3 iterations, bytes_ratio 0.25, F 0.625, 2 MB per iteration, not pinned.
+    fn sample_info() -> MltcpInfo {
+        MltcpInfo {
             iterations: 3,
             bytes_ratio_fx: 256,
             f_fx: 640,
             bytes_per_iteration: 2_000_000,
             flags: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn json_row() {
+        let info = sample_info();
         let e = entry("mltcp", Some(info.encode().to_vec()));
         assert!(is_mltcp(&e));
         assert_eq!(
             Row::from_entry(&e).to_json(),
             r#"{"local":"10.0.0.1:40000","remote":"[::1]:5201","state":"ESTAB","cc":"mltcp","cwnd":10,"srtt_us":2500,"mltcp":{"iterations":3,"bytes_ratio":0.25,"bytes_ratio_fx":256,"f":0.625,"f_fx":640,"bytes_per_iteration":2000000,"pinned":false}}"#
         );
+    }
+
+    #[test]
+    fn prometheus_exposition_parses_with_the_socket_labels() {
+        let info = sample_info();
+        let rows = [
+            Row::from_entry(&entry("mltcp", Some(info.encode().to_vec()))),
+            Row::from_entry(&entry("cubic", None)),
+        ];
+        let text = prometheus(&rows);
+        let s = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        let get = |name: &str| {
+            let x: Vec<_> = s.samples.iter().filter(|x| x.metric == name).collect();
+            assert_eq!(x.len(), 1, "{name}: {text}");
+            assert_eq!(x[0].labels.get("local"), Some("10.0.0.1:40000"));
+            assert_eq!(x[0].labels.get("remote"), Some("[::1]:5201"));
+            assert_eq!(x[0].labels.get("cc"), Some("mltcp"));
+            match x[0].value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Counter(v) => v,
+                ref other => panic!("{name}: {other:?}"),
+            }
+        };
+        assert_eq!(get("mltcp_socket_bytes_ratio"), 0.25);
+        assert_eq!(get("mltcp_socket_f"), 0.625);
+        assert_eq!(get("mltcp_socket_bytes_per_iteration_bytes"), 2e6);
+        assert_eq!(get("mltcp_socket_pinned"), 0.0);
+        assert_eq!(get("mltcp_socket_iterations_total"), 3.0);
+        let n = s
+            .samples
+            .iter()
+            .find(|x| x.metric == "mltcp_stat_sockets")
+            .unwrap();
+        assert_eq!(n.value, prometheus_parse::Value::Gauge(2.0));
     }
 
     #[test]

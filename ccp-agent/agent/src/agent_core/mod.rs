@@ -184,6 +184,8 @@ pub struct Core {
     adds: HashMap<u32, Vec<u64>>,
     /// The actions of the input being handled.
     out: Vec<Action>,
+    /// Slots planned so far (step 4 run), for the shell's decision timing.
+    planned: u64,
 }
 
 impl Core {
@@ -228,12 +230,19 @@ impl Core {
             feedback: HashMap::new(),
             adds: HashMap::new(),
             out: Vec::new(),
+            planned: 0,
         })
     }
 
     /// The slot grid.
     pub fn clock(&self) -> SlotClock {
         self.clock
+    }
+
+    /// How many slots the core has planned (step 4) so far: the shell times the input whose
+    /// handling moves it as the slot's decision.
+    pub fn slots_planned(&self) -> u64 {
+        self.planned
     }
 
     /// Number of flows and how many run the program.
@@ -670,6 +679,7 @@ impl Core {
     /// the RPC budget after `elapsed` (the feedback's round trip), at least a quarter of it.
     fn plan_slot(&mut self, slot: u64, elapsed: Duration, may_wait: bool) {
         self.plan_flows(slot);
+        self.planned += 1;
         let budget = self.rpc.timeout;
         let wait = budget.saturating_sub(elapsed).max(budget / 4);
         let mut waiting = HashSet::new();

@@ -286,11 +286,20 @@ impl SwitchDaemon {
                 };
                 match runner {
                     Some(r) => {
-                        ccp_agent::switch::serve_with(&topology, &sw, clock, Some(l), r, shutdown)
-                            .await
+                        ccp_agent::switch::serve_with(
+                            &topology,
+                            &sw,
+                            clock,
+                            Some(l),
+                            None,
+                            r,
+                            shutdown,
+                        )
+                        .await
                     }
                     None => {
-                        ccp_agent::switch::serve(&topology, &sw, clock, Some(l), shutdown).await
+                        ccp_agent::switch::serve(&topology, &sw, clock, Some(l), None, shutdown)
+                            .await
                     }
                 }
                 .unwrap();

@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Prometheus metrics of the agent and of the switch daemon (`--metrics-addr ADDR:PORT`):
+//! `GET /metrics` answers the Prometheus text exposition format (version 0.0.4), encoded by
+//! `prometheus-client`; any other path is 404.
+//!
+//! The numbers come from where `ccp-agent status` gets its own, read at each scrape: the agent's
+//! [`Shared::status`] (the last slot's flows and the live counters) and [`Shared`]'s counters by
+//! cause or RPC; the switch's [`SwitchState::snapshot`] (what `status --switch` prints) and
+//! [`SwitchState::served`]. Only the two timing histograms are observed as they happen (by the
+//! shell, [`crate::ccp`]): a slot's numbers are gone by the next scrape.
+//!
+//! Agent metrics (names carry their unit; `_total` is a counter):
+//!
+//! | name | type | labels | what |
+//! | --- | --- | --- | --- |
+//! | `ccp_agent_slot` | gauge | | the last slot's number |
+//! | `ccp_agent_flows_controlled` | gauge | | flows running the agent's program |
+//! | `ccp_agent_flows_native` | gauge | | flows without it (native MLTCP) |
+//! | `ccp_agent_job_planned_rate_bps` | gauge | `job` | sum of the job's flows' scheduled rates this slot, bit/s |
+//! | `ccp_agent_job_achieved_rate_bps` | gauge | `job` | sum of their achieved rates in the last slot, bit/s |
+//! | `ccp_agent_slot_work_seconds` | histogram | | the datapath thread's work per slot |
+//! | `ccp_agent_decision_seconds` | histogram | | the core's handling of the input that planned the slot |
+//! | `ccp_agent_rpc_failures_total` | counter | `rpc` | failed or timed-out RPCs |
+//! | `ccp_agent_pcn_grants_total` | counter | | burst requests granted by the PCN gate |
+//! | `ccp_agent_pcn_grants_on_ack_total` | counter | | of those, granted on the switches' acknowledgement |
+//! | `ccp_agent_pcn_starts_total` | counter | | `PcnStart`s sent |
+//! | `ccp_agent_notices_received_total` | counter | | dependency notices received |
+//! | `ccp_agent_datapath_drops_total` | counter | `cause` | datapath messages dropped: `foreign`, `malformed`, `unparsable` |
+//!
+//! Switch metrics: `ccp_switch_requests_total{rpc}`, `ccp_switch_feedback_links_served_total`,
+//! `ccp_switch_links`, `ccp_switch_flow_schedules`, `ccp_switch_pcn_starts_total`,
+//! `ccp_switch_pcn_expired_total`, `ccp_switch_tc_failures_total`, and per link
+//! `ccp_switch_link_capacity_bps`, `ccp_switch_link_estimate_bps`, `ccp_switch_link_load_bps`
+//! (the current slot's) and `ccp_switch_link_ecn_threshold_bytes` (ECN links).
+
+use crate::proto;
+use crate::shared::Shared;
+use crate::switch::{SwitchState, SWITCH_RPCS};
+use anyhow::{Context, Result};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// The per-slot timing histograms, in seconds; observed by the agent's datapath thread.
+#[derive(Debug, Clone)]
+pub struct SlotTimings {
+    /// The datapath thread's work on each slot (`StatusReply::slot_work_us`).
+    pub slot_work: Histogram,
+    /// The core's handling of the input that planned each slot (step 4 of
+    /// [`crate::agent_core`], with the rest of that input's handling; without performing the
+    /// actions).
+    pub decision: Histogram,
+}
+
+impl Default for SlotTimings {
+    fn default() -> Self {
+        // 10 µs .. ~0.33 s: a slot's work is typically tens to hundreds of µs, and must stay
+        // well under the slot (60 ms by default).
+        SlotTimings {
+            slot_work: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
+            decision: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
+        }
+    }
+}
+
+/// One metric family with one label, for [`Collector::encode`]: `rows` are (label value,
+/// metric); nothing is written when there are none (e.g. no job yet).
+fn family<M: EncodeMetric>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    rows: Vec<(String, M)>,
+) -> std::fmt::Result {
+    let Some((_, first)) = rows.first() else {
+        return Ok(());
+    };
+    let mut me = enc.encode_descriptor(name, help, None, first.metric_type())?;
+    for (value, m) in rows {
+        let labels = [(label, value)];
+        m.encode(me.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// An unlabelled gauge or counter.
+fn single(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    m: impl EncodeMetric,
+) -> std::fmt::Result {
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn gauge(v: u64) -> ConstGauge<i64> {
+    ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+fn counter(v: u64) -> ConstCounter<u64> {
+    ConstCounter::new(v)
+}
+
+/// Per job: (planned, achieved) rate summed over its flows in `s`, bit/s, jobs by name.
+pub fn job_rates(s: &proto::StatusReply) -> BTreeMap<String, (u64, u64)> {
+    let mut jobs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for f in &s.flows {
+        let e = jobs.entry(f.job.clone()).or_default();
+        e.0 = e.0.saturating_add(f.scheduled_bps);
+        e.1 = e.1.saturating_add(f.achieved_bps);
+    }
+    jobs
+}
+
+/// The agent's metrics, read from its [`Shared`] state at each scrape.
+#[derive(Clone)]
+struct AgentCollector(Arc<Shared>);
+
+impl std::fmt::Debug for AgentCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AgentCollector")
+    }
+}
+
+impl Collector for AgentCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let sh = &self.0;
+        let s = sh.status();
+        let e = &mut enc;
+        single(
+            e,
+            "ccp_agent_slot",
+            "The agent's last slot (number on the wall-clock grid).",
+            gauge(s.slot),
+        )?;
+        single(
+            e,
+            "ccp_agent_flows_controlled",
+            "Flows running the agent's datapath program.",
+            gauge(s.flows.len() as u64),
+        )?;
+        single(
+            e,
+            "ccp_agent_flows_native",
+            "Flows without the agent's program (native MLTCP).",
+            gauge(u64::from(s.native_flows)),
+        )?;
+        let jobs = job_rates(&s);
+        family(
+            e,
+            "ccp_agent_job_planned_rate_bps",
+            "Sum of the job's flows' scheduled rates this slot, bit/s.",
+            "job",
+            jobs.iter().map(|(j, r)| (j.clone(), gauge(r.0))).collect(),
+        )?;
+        family(
+            e,
+            "ccp_agent_job_achieved_rate_bps",
+            "Sum of the job's flows' achieved rates in the last slot, bit/s.",
+            "job",
+            jobs.iter().map(|(j, r)| (j.clone(), gauge(r.1))).collect(),
+        )?;
+        family(
+            e,
+            "ccp_agent_rpc_failures",
+            "RPCs that failed or timed out.",
+            "rpc",
+            sh.rpc_failures
+                .by_rpc()
+                .iter()
+                .map(|(r, n)| (r.name().to_string(), counter(*n)))
+                .collect(),
+        )?;
+        single(
+            e,
+            "ccp_agent_pcn_grants",
+            "Burst requests (before_burst) granted by the PCN gate.",
+            counter(s.bursts_granted),
+        )?;
+        single(
+            e,
+            "ccp_agent_pcn_grants_on_ack",
+            "Burst grants given on the switches' acknowledgement before one RTT passed.",
+            counter(s.bursts_granted_on_ack),
+        )?;
+        single(
+            e,
+            "ccp_agent_pcn_starts",
+            "PcnStart RPCs sent to switches.",
+            counter(s.pcn_starts),
+        )?;
+        single(
+            e,
+            "ccp_agent_notices_received",
+            "Dependency notices received from other agents.",
+            counter(s.notices_received),
+        )?;
+        let d = sh.drops();
+        family(e, "ccp_agent_datapath_drops", "Datapath messages the agent dropped, by cause (foreign: not sent by the kernel; malformed: from the kernel but malformed or of a type a datapath never sends; unparsable: refused by the agent's own check before portus).", "cause",
+            vec![("foreign".into(), counter(d.foreign)), ("malformed".into(), counter(d.malformed)), ("unparsable".into(), counter(d.unparsable))])?;
+        Ok(())
+    }
+}
+
+/// The agent's registry: the collector over `shared` and its timing histograms.
+pub fn agent_registry(shared: Arc<Shared>) -> Registry {
+    let mut r = Registry::default();
+    r.register(
+        "ccp_agent_slot_work_seconds",
+        "Time the datapath thread spent on a slot's work (tick and switch answers; waits excluded), seconds",
+        shared.timings.slot_work.clone(),
+    );
+    r.register(
+        "ccp_agent_decision_seconds",
+        "Time the agent core took on the input that planned a slot (the policy decision), seconds",
+        shared.timings.decision.clone(),
+    );
+    r.register_collector(Box::new(AgentCollector(shared)));
+    r
+}
+
+/// The switch daemon's metrics, read from its state at each scrape.
+struct SwitchCollector(Arc<Mutex<SwitchState>>);
+
+impl std::fmt::Debug for SwitchCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SwitchCollector")
+    }
+}
+
+impl Collector for SwitchCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let (t, served) = {
+            let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            (st.snapshot(), st.served())
+        };
+        let e = &mut enc;
+        family(
+            e,
+            "ccp_switch_requests",
+            "gRPC requests received, answered or refused.",
+            "rpc",
+            SWITCH_RPCS
+                .iter()
+                .zip(served.requests)
+                .map(|(r, n)| (r.to_string(), counter(n)))
+                .collect(),
+        )?;
+        single(
+            e,
+            "ccp_switch_feedback_links_served",
+            "Link entries sent in FetchFeedback replies.",
+            counter(served.feedback_links),
+        )?;
+        single(
+            e,
+            "ccp_switch_links",
+            "Links in the switch's load table.",
+            gauge(t.links.len() as u64),
+        )?;
+        single(
+            e,
+            "ccp_switch_flow_schedules",
+            "Flows with a stored schedule.",
+            gauge(u64::from(t.flows)),
+        )?;
+        single(
+            e,
+            "ccp_switch_pcn_starts",
+            "PcnStart requests taken.",
+            counter(t.pcn_starts),
+        )?;
+        single(
+            e,
+            "ccp_switch_pcn_expired",
+            "PCN starts dropped because their burst never came within the timeout.",
+            counter(t.pcn_expired),
+        )?;
+        single(
+            e,
+            "ccp_switch_tc_failures",
+            "ECN threshold changes that failed or timed out.",
+            counter(t.threshold_failures),
+        )?;
+        let per_link = |f: &dyn Fn(&proto::LinkFeedback) -> u64| -> Vec<(String, ConstGauge<i64>)> {
+            t.links
+                .iter()
+                .map(|l| (l.link.to_string(), gauge(f(l))))
+                .collect()
+        };
+        family(
+            e,
+            "ccp_switch_link_capacity_bps",
+            "Link capacity, bit/s.",
+            "link",
+            per_link(&|l| l.capacity_bps),
+        )?;
+        family(
+            e,
+            "ccp_switch_link_estimate_bps",
+            "Link available-bandwidth estimate, bit/s.",
+            "link",
+            per_link(&|l| l.estimate_bps),
+        )?;
+        family(
+            e,
+            "ccp_switch_link_load_bps",
+            "Load stored on the link for the current slot, bit/s.",
+            "link",
+            per_link(&|l| l.load_bps.first().copied().unwrap_or(0)),
+        )?;
+        let ecn: Vec<_> = t
+            .links
+            .iter()
+            .filter(|l| l.ecn_threshold_bytes > 0)
+            .map(|l| (l.link.to_string(), gauge(u64::from(l.ecn_threshold_bytes))))
+            .collect();
+        family(
+            e,
+            "ccp_switch_link_ecn_threshold_bytes",
+            "ECN marking threshold of the link's queue now, bytes.",
+            "link",
+            ecn,
+        )?;
+        Ok(())
+    }
+}
+
+/// The switch daemon's registry, over its state.
+pub fn switch_registry(state: Arc<Mutex<SwitchState>>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(SwitchCollector(state)));
+    r
+}
+
+/// `registry` in the Prometheus text format (version 0.0.4).
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String does not fail; the collectors only fail on a write error.
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, registry) {
+        tracing::warn!(error = %e, "encoding the metrics failed");
+    }
+    out
+}
+
+/// Binds the metrics address `addr` (given by `source`: the flag or config field, named in
+/// the error). Errors: the address cannot be bound (in use, not local, no permission).
+pub fn bind(addr: SocketAddr, source: &str) -> Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("{source} {addr}: cannot bind the metrics address"))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Serves `GET /metrics` from `registry` on `listener` until `shutdown` resolves (HTTP/1.1,
+/// axum on the caller's tokio runtime). Errors: the listener cannot join the runtime.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    use axum::http::header::CONTENT_TYPE;
+    let addr = listener.local_addr()?;
+    let l = tokio::net::TcpListener::from_std(listener)?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = registry.clone();
+            async move {
+                (
+                    [(
+                        CONTENT_TYPE,
+                        prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+                    )],
+                    encode(&registry),
+                )
+            }
+        }),
+    );
+    tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
+    axum::serve(l, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .with_context(|| format!("metrics server on {addr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Topology;
+    use crate::shared::RpcKind;
+    use prometheus_parse::{Scrape, Value};
+    use std::io::{Read, Write};
+    use std::path::Path;
+
+    /// The exposition parsed with a Prometheus text-format parser (prometheus-parse); every
+    /// non-comment line must be a sample it took.
+    fn parse(text: &str) -> Scrape {
+        for l in text.lines() {
+            let known = l.is_empty()
+                || l.starts_with('#')
+                || matches!(
+                    prometheus_parse::LineInfo::parse(l),
+                    prometheus_parse::LineInfo::Sample { .. }
+                );
+            assert!(known, "line not in the text format: {l:?}");
+        }
+        Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap()
+    }
+
+    /// The value of `name` with the label `label` (or no label) in `s`.
+    fn value(s: &Scrape, name: &str, label: Option<(&str, &str)>) -> f64 {
+        let sample = s
+            .samples
+            .iter()
+            .find(|x| x.metric == name && label.is_none_or(|(k, v)| x.labels.get(k) == Some(v)))
+            .unwrap_or_else(|| panic!("no {name} {label:?}"));
+        match &sample.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
+    fn flow(job: &str, sched: u64, achv: u64) -> proto::FlowStatus {
+        proto::FlowStatus {
+            job: job.into(),
+            scheduled_bps: sched,
+            achieved_bps: achv,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn agent_metrics_carry_the_status_numbers() {
+        let sh = Shared::new().unwrap();
+        *sh.status.lock().unwrap() = proto::StatusReply {
+            slot: 42,
+            flows: vec![
+                flow("mltcp.A", 30_000_000, 20_000_000),
+                flow("mltcp.A", 10_000_000, 5_000_000),
+                flow("B", 1_000_000, 0),
+            ],
+            native_flows: 2,
+            ..Default::default()
+        };
+        sh.rpc_failures.add(RpcKind::FetchFeedback);
+        sh.rpc_failures.add(RpcKind::FetchFeedback);
+        sh.rpc_failures.add(RpcKind::Notify);
+        sh.bursts_granted
+            .store(7, std::sync::atomic::Ordering::Relaxed);
+        sh.dropped_unparsable
+            .store(3, std::sync::atomic::Ordering::Relaxed);
+        sh.timings.slot_work.observe(150e-6);
+        sh.timings.decision.observe(40e-6);
+        let text = encode(&agent_registry(sh.clone()));
+        let s = parse(&text);
+        let status = sh.status();
+        assert_eq!(value(&s, "ccp_agent_slot", None), 42.0);
+        assert_eq!(
+            value(&s, "ccp_agent_flows_controlled", None),
+            status.flows.len() as f64
+        );
+        assert_eq!(value(&s, "ccp_agent_flows_native", None), 2.0);
+        let job = |n, j| value(&s, n, Some(("job", j)));
+        assert_eq!(job("ccp_agent_job_planned_rate_bps", "mltcp.A"), 40e6);
+        assert_eq!(job("ccp_agent_job_achieved_rate_bps", "mltcp.A"), 25e6);
+        assert_eq!(job("ccp_agent_job_planned_rate_bps", "B"), 1e6);
+        let rpc = |r| value(&s, "ccp_agent_rpc_failures_total", Some(("rpc", r)));
+        assert_eq!(
+            (rpc("FetchFeedback"), rpc("Notify"), rpc("PcnStart")),
+            (2.0, 1.0, 0.0)
+        );
+        assert_eq!(status.rpc_failures, 3);
+        assert_eq!(value(&s, "ccp_agent_pcn_grants_total", None), 7.0);
+        let drop = |c| value(&s, "ccp_agent_datapath_drops_total", Some(("cause", c)));
+        assert_eq!(
+            (drop("foreign"), drop("malformed"), drop("unparsable")),
+            (0.0, 0.0, 3.0)
+        );
+        assert_eq!(status.dropped_bad, 3);
+        for h in ["ccp_agent_slot_work_seconds", "ccp_agent_decision_seconds"] {
+            let b = s
+                .samples
+                .iter()
+                .find(|x| x.metric == h)
+                .unwrap_or_else(|| panic!("no {h}"));
+            let Value::Histogram(buckets) = &b.value else {
+                panic!("{h}: {:?}", b.value)
+            };
+            // One observation: the +Inf bucket counts it, the 10 µs one does not.
+            assert_eq!(buckets.first().map(|c| c.count), Some(0.0), "{h}");
+            assert_eq!(buckets.last().map(|c| c.count), Some(1.0), "{h}");
+            assert_eq!(value(&s, &format!("{h}_count"), None), 1.0);
+        }
+        assert!(
+            text.contains("# TYPE ccp_agent_decision_seconds histogram"),
+            "{text}"
+        );
+    }
+
+    fn switch_state() -> Arc<Mutex<SwitchState>> {
+        let topo = Topology::parse_text(
+            Path::new("topo.toml"),
+            "[[link]]\nid = 10\ncapacity_mbps = 40\n[[link]]\nid = 11\ncapacity_mbps = 10\n[[switch]]\nname = \"s\"\nlisten = \"127.0.0.1:1\"\nlinks = [10, 11]\n",
+        )
+        .unwrap();
+        let clock = mlcc_sched::SlotClock::new(1_000_000, 4).unwrap();
+        Arc::new(Mutex::new(
+            SwitchState::new(&topo, &topo.switches[0], clock).unwrap(),
+        ))
+    }
+
+    #[test]
+    fn switch_metrics_carry_the_table_and_the_requests() {
+        let st = switch_state();
+        let text = encode(&switch_registry(st.clone()));
+        let s = parse(&text);
+        assert_eq!(value(&s, "ccp_switch_links", None), 2.0);
+        assert_eq!(value(&s, "ccp_switch_flow_schedules", None), 0.0);
+        assert_eq!(
+            value(&s, "ccp_switch_link_capacity_bps", Some(("link", "11"))),
+            10e6
+        );
+        for r in SWITCH_RPCS {
+            assert_eq!(
+                value(&s, "ccp_switch_requests_total", Some(("rpc", r))),
+                0.0
+            );
+        }
+        // A scrape is not a request: the switch's own snapshot serves it.
+        assert_eq!(
+            st.lock().unwrap().served(),
+            crate::switch::Served::default()
+        );
+    }
+
+    /// One HTTP/1.1 GET of `path` on `addr`: (status line, whole response).
+    fn get(addr: SocketAddr, path: &str) -> (String, String) {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            c,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        (r.lines().next().unwrap_or("").to_string(), r)
+    }
+
+    #[test]
+    fn the_endpoint_serves_the_text_format_on_metrics_only() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = bind("127.0.0.1:0".parse().unwrap(), "--metrics-addr").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let registry = Arc::new(switch_registry(switch_state()));
+        let task = rt.spawn(serve(l, registry, async {
+            let _ = rx.await;
+        }));
+        let (status, resp) = get(addr, "/metrics");
+        assert!(status.contains("200"), "{resp}");
+        assert!(
+            resp.to_ascii_lowercase()
+                .contains("content-type: text/plain; version=0.0.4"),
+            "{resp}"
+        );
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
+        assert_eq!(value(&parse(body), "ccp_switch_links", None), 2.0);
+        assert!(get(addr, "/").0.contains("404"));
+        let _ = tx.send(());
+        rt.block_on(task).unwrap().unwrap();
+        // A taken address is refused naming the flag and the address.
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = busy.local_addr().unwrap();
+        let e = format!("{:#}", bind(a, "--metrics-addr").unwrap_err());
+        assert!(
+            e.contains("--metrics-addr") && e.contains(&a.to_string()),
+            "{e}"
+        );
+    }
+}
