@@ -345,7 +345,7 @@ fn priority_interleaves_two_collided_jobs_through_the_layer() {
     // Two identical half-duty jobs on one link starting together (fair sharing: C + 2M per
     // iteration for both). Under the policy layer's job-level strict priority (`priority`:
     // `mlcc_sched::rank_jobs`, `priority_levels`, `priority_weight`), job 0 (rank 0, ties by
-    // job) runs as if alone, N·(C + M); job 1 waits one communication phase in its first
+    // job) runs as if alone, N·(C + M) (within 0.1 %); job 1 waits one communication phase in its first
     // iteration, which shifts its later phases into job 0's compute phases: N·(C + M) + M,
     // and the phases stay M apart.
     let (c, m, n) = (0.1, 0.1, 30);
@@ -356,7 +356,8 @@ fn priority_interleaves_two_collided_jobs_through_the_layer() {
     let perfect = f64::from(n) * (c + m);
     let (a, b) = (&sim.jobs[0], &sim.jobs[1]);
     assert!(
-        (a.finish_s - perfect).abs() < 1e-6 * perfect,
+        // Near-strict: at weight ratio 1000 the lower rank keeps 1/1001 of the link.
+        (a.finish_s - perfect).abs() < 1e-3 * perfect,
         "rank 0: JCT {}, want {perfect}",
         a.finish_s
     );
@@ -383,7 +384,8 @@ fn priority_runs_the_shortest_remaining_job_first() {
     run(&mut sim, p.as_mut());
     let short = 10.0 * (c + m);
     assert!(
-        (sim.jobs[1].finish_s - short).abs() < 1e-6 * short,
+        // Near-strict: at weight ratio 1000 the lower rank keeps 1/1001 of the link.
+        (sim.jobs[1].finish_s - short).abs() < 1e-3 * short,
         "short job: JCT {}, want {short}",
         sim.jobs[1].finish_s
     );
