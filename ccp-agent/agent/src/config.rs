@@ -294,15 +294,10 @@ pub struct RawAgentSched {
 /// [`mlcc_sched::Rules::Mlcc`]).
 fn check_agent_sched(file: &Path, raw: &RawAgentSched) -> Result<mlcc_sched::Rules, ConfigError> {
     match raw.rules.as_deref() {
-        None | Some("mlcc") => Ok(mlcc_sched::Rules::Mlcc),
-        Some("interleave") => Ok(mlcc_sched::Rules::Interleave),
-        Some("priority") => Ok(mlcc_sched::Rules::Priority),
-        Some(v) => Err(err(
-            file,
-            "sched.rules",
-            format!("{v:?}"),
-            "must be \"mlcc\", \"interleave\" or \"priority\"",
-        )),
+        None => Ok(mlcc_sched::Rules::default()),
+        Some(v) => v
+            .parse()
+            .map_err(|why: String| err(file, "sched.rules", format!("{v:?}"), why)),
     }
 }
 

@@ -232,9 +232,7 @@ fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
             metrics_addr,
         } => {
             let mut cfg = load_agent_config(&config, &hosts, slot_ms, horizon)?;
-            if metrics_addr.is_some() {
-                cfg.metrics_addr = metrics_addr;
-            }
+            cfg.metrics_addr = metrics_addr.or(cfg.metrics_addr);
             let stop = stop_on_signals();
             Ok(run_agent(
                 cfg,

@@ -101,7 +101,6 @@ impl Shared {
             .clone();
         s.notices_received = self.notices_received.load(Ordering::Relaxed);
         s.rpc_failures = self.rpc_failures.total();
-        s.dropped_bad = self.dropped_unparsable.load(Ordering::Relaxed);
         s.bursts_granted = self.bursts_granted.load(Ordering::Relaxed);
         s.bursts_granted_on_ack = self.bursts_granted_on_ack.load(Ordering::Relaxed);
         s.pcn_starts = self.pcn_starts.load(Ordering::Relaxed);

@@ -155,6 +155,38 @@ pub enum Rules {
     Priority,
 }
 
+impl Rules {
+    /// Every rule set, in the order their names are listed to users.
+    pub const ALL: [Rules; 3] = [Rules::Mlcc, Rules::Interleave, Rules::Priority];
+
+    /// The rule set's name, as agent.toml's `[sched] rules` and the serde form spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rules::Mlcc => "mlcc",
+            Rules::Interleave => "interleave",
+            Rules::Priority => "priority",
+        }
+    }
+}
+
+impl std::str::FromStr for Rules {
+    type Err = String;
+
+    /// Parses a [`Rules::name`]; the error lists the known names, quoted.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Rules::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<String> = Rules::ALL
+                    .iter()
+                    .map(|r| format!("{:?}", r.name()))
+                    .collect();
+                format!("must be one of {}", names.join(", "))
+            })
+    }
+}
+
 /// How [`decide`] decides.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyOptions {
@@ -758,10 +790,7 @@ fn finish_rates(
     } else if options.share_spare {
         // The idle members (planned no bytes in the current slot), and per link how many of
         // them cross it.
-        let path_of = |f: FlowId| {
-            at.get(&f)
-                .map_or(&[][..], |&i| snapshot.flows[i].path.as_slice())
-        };
+        let path_of = |f: FlowId| path_in(snapshot, at, f);
         let idle: Vec<(usize, usize)> = out
             .groups
             .iter()
@@ -810,6 +839,16 @@ fn finish_rates(
     Ok(())
 }
 
+/// The path of flow `f` of `snapshot` (`at`: flow -> its index there); empty if absent.
+fn path_in<'a>(
+    snapshot: &'a Snapshot,
+    at: &std::collections::HashMap<FlowId, usize>,
+    f: FlowId,
+) -> &'a [LinkId] {
+    at.get(&f)
+        .map_or(&[][..], |&i| snapshot.flows[i].path.as_slice())
+}
+
 /// [`Rules::Priority`]'s shares of the current slot, into [`GroupOutcome::spare_bps`]: per
 /// link, what the flows not decided now leave (the table's available bandwidth plus the
 /// decided flows' own current-slot rates); then, group by group in planning order, each member
@@ -822,10 +861,7 @@ fn priority_shares(
     out: &mut Decisions,
 ) -> Result<(), SchedError> {
     let slot = table.current_slot();
-    let path_of = |f: FlowId| {
-        at.get(&f)
-            .map_or(&[][..], |&i| snapshot.flows[i].path.as_slice())
-    };
+    let path_of = |f: FlowId| path_in(snapshot, at, f);
     let mut left: std::collections::HashMap<LinkId, u64> = std::collections::HashMap::new();
     for g in &out.groups {
         for f in &g.flows {

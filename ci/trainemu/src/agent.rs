@@ -175,9 +175,7 @@ pub fn agent_toml(
         t.push_str("schedule = false\n");
     }
     if let Some(r) = rules {
-        // The name as agent.toml spells it (Rules' serde form).
-        let name = toml::Value::try_from(r).map_or_else(|_| format!("{r:?}"), |v| v.to_string());
-        let _ = write!(t, "\n[sched]\nrules = {name}\n");
+        let _ = write!(t, "\n[sched]\nrules = \"{}\"\n", r.name());
     }
     match pcn {
         PcnVariant::Default => {}
@@ -299,7 +297,10 @@ impl AgentRun {
         let program = fs::canonicalize(&setup.program)?;
         fs::write(dir.join("topo.toml"), topology_toml(s, pcn))?;
         let agent_cfg = dir.join("agent.toml");
-        fs::write(&agent_cfg, agent_toml(s, mode, pcn, rules, &program, &regions))?;
+        fs::write(
+            &agent_cfg,
+            agent_toml(s, mode, pcn, rules, &program, &regions),
+        )?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
             AgentMode::Switch | AgentMode::PcnOnly => Some(spawn(

@@ -134,8 +134,9 @@ impl CcVariant {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
         };
-        let (rules_tokens, other): (Vec<&str>, Vec<&str>) =
-            all_tokens.into_iter().partition(|t| t.starts_with("rules="));
+        let (rules_tokens, other): (Vec<&str>, Vec<&str>) = all_tokens
+            .into_iter()
+            .partition(|t| t.starts_with("rules="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -252,11 +253,11 @@ impl CcVariant {
                     return Err(format!("'+{t}' needs +agent or +agent+switch (the rule set of the agent's scheduler)"));
                 }
                 let name = &t["rules=".len()..];
-                // The agent's own names: mlcc_sched::Rules as agent.toml spells it.
-                let rules = toml::Value::String(name.to_string())
-                    .try_into::<mlcc_sched::Rules>()
-                    .map_err(|e| format!("'+{t}': {e}"))?;
-                Some(rules)
+                // The agent's own names (mlcc_sched::Rules::name, as agent.toml spells them).
+                Some(
+                    name.parse::<mlcc_sched::Rules>()
+                        .map_err(|why| format!("'+{t}': {why}"))?,
+                )
             }
             _ => return Err("+rules=NAME given more than once".into()),
         };
@@ -1215,7 +1216,7 @@ workers = ["h1", "h2"]
         for (bad, why) in [
             ("mltcp+rules=mlcc", "needs +agent or +agent+switch"),
             ("dctcp+pcn+rules=mlcc", "needs +agent or +agent+switch"),
-            ("mltcp+agent+rules=fifo", "unknown variant `fifo`"),
+            ("mltcp+agent+rules=fifo", "must be one of \"mlcc\""),
             ("mltcp+agent+rules=mlcc+rules=mlcc", "more than once"),
             ("cubic+agent", "not one of its algorithms"),
             ("mltcp+switch", "unknown suffix '+switch'"),
