@@ -8,6 +8,7 @@
 //! trainemu compare [--tolerance-pct P] DIR_A DIR_B
 //! trainemu validate SCENARIO...
 //! trainemu models
+//! trainemu cpu-meter
 //! ```
 //!
 //! `run` (as root, in the VM) builds each scenario's namespaces and links and, for every seed
@@ -23,6 +24,7 @@
 mod agent;
 mod compare;
 mod config;
+mod cpumeter;
 mod emu;
 mod netreport;
 mod plot;
@@ -203,6 +205,11 @@ enum Cmd {
         /// The exposition file (`-`: standard input).
         file: PathBuf,
     },
+    /// Measure the busy CPU time of every CPU, to the microsecond, from now until SIGTERM or
+    /// SIGINT: prints `ready` once the window has started, then
+    /// `cpus N window_ns W busy_ns B idle_ns I` (one SCHED_IDLE spinner per CPU counts idle time;
+    /// for CPU-per-byte benchmarks in the VM, where /proc/stat's tick samples are too coarse).
+    CpuMeter,
     /// List the model profiles with their sources.
     Models {
         /// Model profiles (default: built in).
@@ -406,6 +413,12 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 results::run_scenario(s, text, &models, &out, &opts).map_err(Ok)?;
             }
             Ok(())
+        }
+        Cmd::CpuMeter => {
+            let sigs = cpumeter::block_stop_signals().map_err(Ok)?;
+            cpumeter::measure(&mut std::io::stdout(), || cpumeter::wait_stop_signal(&sigs))
+                .map(|_| ())
+                .map_err(Ok)
         }
         Cmd::Compare {
             tolerance_pct,
