@@ -37,7 +37,7 @@ done
 [ -f "$PATCH" ] || die "patch not found: $PATCH"
 
 # 1. The progress library (static, so the patched libzmq needs nothing at run time).
-target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+target=$TARGET_DIR
 log "building mltcp-progress (cargo, release)"
 (cd "$REPO_ROOT" && cargo build --quiet --release -p mltcp-progress) \
   || die "cargo build -p mltcp-progress failed"

@@ -10,6 +10,13 @@ K8S_VALIDATE=$MLTCP_CACHE/tools/k8s-venv/bin/kubernetes-validate
 KRUSTC=/usr/bin/rustc
 KERNEL_VERSION=6.12
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Where cargo puts the workspace's build output: $CARGO_TARGET_DIR (a relative one is relative to
+# the repository, where the scripts run cargo) or target/. Binaries: $TARGET_DIR/release/NAME.
+case "${CARGO_TARGET_DIR:-}" in
+  "") TARGET_DIR=$REPO_ROOT/target ;;
+  /*) TARGET_DIR=$CARGO_TARGET_DIR ;;
+  *) TARGET_DIR=$REPO_ROOT/$CARGO_TARGET_DIR ;;
+esac
 mkdir -p "$MLTCP_CACHE"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }

@@ -47,7 +47,7 @@ for k in 1 2; do
   [ "$st" = 0 ] || fail="${fail:+$fail; }run $k exited with status $st (log: $results/run-$k.log: $(tail -n 2 "$results/run-$k.log" | tr '\n' ' '))"
 done
 if [ -z "$fail" ]; then
-  if "$REPO_ROOT/target/release/trainemu" compare --tolerance-pct "$tolerance" \
+  if "$TARGET_DIR/release/trainemu" compare --tolerance-pct "$tolerance" \
       "$results/run-1" "$results/run-2" > "$results/compare.txt" 2>&1; then
     :
   else

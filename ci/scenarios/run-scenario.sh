@@ -66,7 +66,7 @@ fi
 vm_opts+=(--clock "$clock")
 
 (cd "$REPO_ROOT" && cargo build --release --quiet -p trainemu) || die "building trainemu failed"
-trainemu=$REPO_ROOT/target/release/trainemu
+trainemu=$TARGET_DIR/release/trainemu
 "$trainemu" validate "${files[@]}" || die "invalid scenario (nothing was started)"
 
 # The default scenarios are built into trainemu (rebuilt by ci/vm-run), so they pass by name;
