@@ -914,11 +914,10 @@ pub struct AgentConfig {
     pub rules: mlcc_sched::Rules,
 }
 
-/// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
-/// portus 0.9 parser accepts a comment only before an event.
+/// A datapath program file's text without its comment lines ([`ccp_datapath::program_lines`]),
+/// as portus compiles it.
 pub fn strip_program_comments(text: &str) -> String {
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
+    ccp_datapath::program_lines(text)
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -931,6 +930,21 @@ fn relative(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
+/// Command-line values that replace agent.toml's (`ccp-agent run`/`check` flags and their
+/// environment variables). Each is checked exactly as the file's field would be; an error names
+/// the field and says that the value came from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--slot-ms`: replaces `slot_ms`.
+    pub slot_ms: Option<u64>,
+    /// `--horizon`: replaces `horizon`.
+    pub horizon: Option<usize>,
+    /// `--host` / `CCP_AGENT_HOSTS` (when not empty): replaces `hosts`.
+    pub hosts: Vec<String>,
+    /// `--metrics-addr`: replaces `metrics_addr`.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
 impl AgentConfig {
     /// Reads and checks `file` and the topology it names; `slot_ms` and `horizon` (command
     /// line) override the files'.
@@ -939,8 +953,20 @@ impl AgentConfig {
         slot_ms: Option<u64>,
         horizon: Option<usize>,
     ) -> Result<AgentConfig, ConfigError> {
+        Self::load_with(
+            file,
+            &Overrides {
+                slot_ms,
+                horizon,
+                ..Overrides::default()
+            },
+        )
+    }
+
+    /// [`AgentConfig::load`] with every command-line override.
+    pub fn load_with(file: &Path, o: &Overrides) -> Result<AgentConfig, ConfigError> {
         let text = read(file)?;
-        Self::parse_text(file, &text, slot_ms, horizon)
+        Self::parse_text_with(file, &text, o)
     }
 
     /// [`AgentConfig::load`] on text already read.
@@ -950,7 +976,32 @@ impl AgentConfig {
         slot_ms: Option<u64>,
         horizon: Option<usize>,
     ) -> Result<AgentConfig, ConfigError> {
-        let raw: RawAgentConfig = parse(file, text)?;
+        Self::parse_text_with(
+            file,
+            text,
+            &Overrides {
+                slot_ms,
+                horizon,
+                ..Overrides::default()
+            },
+        )
+    }
+
+    /// [`AgentConfig::load_with`] on text already read.
+    pub fn parse_text_with(
+        file: &Path,
+        text: &str,
+        o: &Overrides,
+    ) -> Result<AgentConfig, ConfigError> {
+        let mut raw: RawAgentConfig = parse(file, text)?;
+        // A field replaced from the command line is named as such in errors.
+        let hosts_field = if o.hosts.is_empty() {
+            "hosts"
+        } else {
+            raw.hosts = o.hosts.clone();
+            "hosts (from --host / CCP_AGENT_HOSTS)"
+        };
+        let (slot_ms, horizon) = (o.slot_ms, o.horizon);
         let topo_file = relative(file, &raw.topology);
         let topology = Topology::load(&topo_file).map_err(|e| {
             if e.field == "(file)" {
@@ -967,7 +1018,7 @@ impl AgentConfig {
         if raw.hosts.is_empty() {
             return Err(err(
                 file,
-                "hosts",
+                hosts_field,
                 "[]",
                 "an agent serves at least one host",
             ));
@@ -976,7 +1027,7 @@ impl AgentConfig {
             if !topology.hosts.iter().any(|t| &t.name == h) {
                 return Err(err(
                     file,
-                    format!("hosts[{i}]"),
+                    format!("{hosts_field}[{i}]"),
                     format!("{h:?}"),
                     format!("no [[host]] of {} has this name", topo_file.display()),
                 ));
@@ -1070,21 +1121,22 @@ impl AgentConfig {
                 format!("must be 1..{slot_ms} (less than a slot)"),
             ));
         }
-        let metrics_addr = match &raw.metrics_addr {
-            None => None,
-            Some(m) => {
-                let a = sockaddr(file, String::from("metrics_addr"), m)?;
-                if a == listen {
-                    return Err(err(
-                        file,
-                        "metrics_addr",
-                        format!("{m:?}"),
-                        "is the gRPC `listen` address; give the metrics their own port",
-                    ));
-                }
-                Some(a)
-            }
+        let metrics_addr = match (o.metrics_addr, &raw.metrics_addr) {
+            (Some(a), _) => Some((a, "metrics_addr (from --metrics-addr)")),
+            (None, Some(m)) => Some((sockaddr(file, String::from("metrics_addr"), m)?, "metrics_addr")),
+            (None, None) => None,
         };
+        if let Some((a, field)) = metrics_addr {
+            if a == listen {
+                return Err(err(
+                    file,
+                    field,
+                    format!("\"{a}\""),
+                    "is the gRPC `listen` address; give the metrics their own port",
+                ));
+            }
+        }
+        let metrics_addr = metrics_addr.map(|(a, _)| a);
         let pcn = check_agent_pcn(file, &raw.pcn)?;
         let rules = check_agent_sched(file, &raw.sched)?;
         Ok(AgentConfig {

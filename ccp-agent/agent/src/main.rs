@@ -2,11 +2,11 @@
 //! `ccp-agent`: command line of the per-host flow scheduler (see the library crate's docs).
 
 use anyhow::anyhow;
-use ccp_agent::config::{AgentConfig, Topology};
+use ccp_agent::config::{AgentConfig, Overrides, Topology};
 use ccp_agent::run::{run_agent, run_switch, IpcKind, RunOptions};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -159,39 +159,6 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// Reads agent.toml, with `hosts` (when not empty) in place of its `hosts` field, and checks it
-/// as [`AgentConfig::load`] does.
-fn load_agent_config(
-    file: &Path,
-    hosts: &[String],
-    slot_ms: Option<u64>,
-    horizon: Option<usize>,
-) -> std::result::Result<AgentConfig, Failure> {
-    if hosts.is_empty() {
-        return checked(AgentConfig::load(file, slot_ms, horizon));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Failure::Config(anyhow!("{}: cannot read: {e}", file.display())))?;
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e| Failure::Config(anyhow!("{}: {e}", file.display())))?;
-    table.insert(
-        "hosts".into(),
-        toml::Value::Array(
-            hosts
-                .iter()
-                .map(|h| toml::Value::String(h.clone()))
-                .collect(),
-        ),
-    );
-    let text = toml::to_string(&table).map_err(|e| Failure::Other(e.into()))?;
-    AgentConfig::parse_text(file, &text, slot_ms, horizon).map_err(|e| {
-        Failure::Config(anyhow!(
-            "{e} (hosts given by --host / CCP_AGENT_HOSTS: {hosts:?})"
-        ))
-    })
-}
-
 /// Marks a configuration-loading error as such.
 fn checked<T, E: Into<anyhow::Error>>(
     r: std::result::Result<T, E>,
@@ -231,8 +198,15 @@ fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
             hosts,
             metrics_addr,
         } => {
-            let mut cfg = load_agent_config(&config, &hosts, slot_ms, horizon)?;
-            cfg.metrics_addr = metrics_addr.or(cfg.metrics_addr);
+            let cfg = checked(AgentConfig::load_with(
+                &config,
+                &Overrides {
+                    slot_ms,
+                    horizon,
+                    hosts,
+                    metrics_addr,
+                },
+            ))?;
             let stop = stop_on_signals();
             Ok(run_agent(
                 cfg,
@@ -269,7 +243,13 @@ fn real_main(cli: Cli) -> std::result::Result<(), Failure> {
         } => {
             match (agent, topology) {
                 (Some(a), _) => {
-                    let cfg = load_agent_config(&a, &hosts, None, None)?;
+                    let cfg = checked(AgentConfig::load_with(
+                        &a,
+                        &Overrides {
+                            hosts,
+                            ..Overrides::default()
+                        },
+                    ))?;
                     println!(
                         "{}: valid (hosts {:?}, slot {} ms, horizon {})",
                         a.display(),

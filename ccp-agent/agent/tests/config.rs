@@ -331,3 +331,71 @@ fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
     );
     assert!(e.contains("order"), "{e}");
 }
+
+/// Command-line overrides (`--host`, `--metrics-addr`, `--slot-ms`) replace the file's fields and
+/// are checked as the fields are; an error says the value came from the command line.
+#[test]
+fn command_line_overrides_are_checked_like_the_file() {
+    use ccp_agent::config::Overrides;
+    let t = TempDir::new("cfg");
+    t.write("topo.toml", TOPO);
+    let a = t.write(
+        "agent.toml",
+        &format!("{}metrics_addr = \"127.0.0.1:9470\"\n", good_agent()),
+    );
+    let c = AgentConfig::load_with(
+        &a,
+        &Overrides {
+            slot_ms: Some(30),
+            metrics_addr: Some("127.0.0.1:9999".parse().unwrap()),
+            hosts: vec!["h1".into()],
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(c.slot_ms, 30);
+    assert_eq!(c.metrics_addr, Some("127.0.0.1:9999".parse().unwrap()));
+    assert_eq!(c.hosts, ["h1"]);
+    // Without overrides, the file's values.
+    let c = AgentConfig::load_with(&a, &Overrides::default()).unwrap();
+    assert_eq!(c.metrics_addr, Some("127.0.0.1:9470".parse().unwrap()));
+    // A --host that the topology does not know.
+    let e = AgentConfig::load_with(
+        &a,
+        &Overrides {
+            hosts: vec!["h9".into()],
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--host") && e.contains("\"h9\"") && e.contains("topo.toml"),
+        "{e}"
+    );
+    // A --metrics-addr on the gRPC listen address (h1's agent address).
+    let e = AgentConfig::load_with(
+        &a,
+        &Overrides {
+            metrics_addr: Some("127.0.0.1:50061".parse().unwrap()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--metrics-addr") && e.contains("127.0.0.1:50061") && e.contains("listen"),
+        "{e}"
+    );
+    // A --slot-ms outside the allowed range is named as the file's would be.
+    let e = AgentConfig::load_with(
+        &a,
+        &Overrides {
+            slot_ms: Some(0),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("slot_ms"), "{e}");
+}

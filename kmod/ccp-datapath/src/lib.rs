@@ -85,7 +85,7 @@ pub use self::datapath::{
 pub use self::error::{DropCause, Error, Stats};
 pub use self::machine::{FlowState, Invoked, Primitives, Registers, ReportStatus};
 pub use self::program::{
-    build_program, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore, ProgramTable, Reg,
+    build_program, program_lines, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore, ProgramTable, Reg,
     RegKind,
 };
 

@@ -15,6 +15,14 @@ use super::{
     TMP_REGS,
 };
 
+/// The lines of a datapath program file without its comment lines (first non-blank character
+/// `#`). The project's program files (`datapath-programs/*.ccp`) carry comments, but portus 0.9's
+/// `lang::compile` accepts a comment only before an event, so a program is compiled from these
+/// lines. Used by ccp-agent to load a program and by the tests that run the shipped one.
+pub fn program_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| !l.trim_start().starts_with('#'))
+}
+
 /// Instruction opcodes (libccp `ccp_priv.h`, portus `lang::serialize::serialize_op`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[repr(u8)]

@@ -5,20 +5,15 @@
 
 mod common;
 
-use ccp_datapath::{Datapath, FlowInfo, Primitives};
+use ccp_datapath::{program_lines, Datapath, FlowInfo, Primitives};
 use common::*;
 use portus::lang::Scope;
 
-/// The program as ccp-agent loads it: lines starting with `#` removed (the agent's
-/// `strip_program_comments`; portus's parser has no comments).
+/// The program as ccp-agent loads it: without its comment lines ([`program_lines`]).
 fn shipped_program() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datapath-programs/mlcc-slot.ccp");
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    program_lines(&text).collect::<Vec<_>>().join("\n")
 }
 
 /// One flow under the program, driven ACK by ACK as the module drives it: `snd_cwnd` is the
