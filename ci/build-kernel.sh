@@ -21,11 +21,8 @@ fi
 "$here/deps.sh" >&2
 src_pkg_version=$(dpkg-query -W -f='${Version}' linux-source-6.12)
 key=$( {
-  echo "linux-source-6.12 $src_pkg_version"
-  "$KRUSTC" --version
-  "$BINDGEN" --version
+  kernel_source_identity
   cat "$here/kernel.config" "$0"
-  cat "$REPO_ROOT"/patches/linux-6.12/*.patch 2>/dev/null || true
 } | sha256sum | cut -c1-16)
 out=$MLTCP_CACHE/kernel/$key
 if [ -f "$out/.done" ]; then
@@ -35,14 +32,8 @@ fi
 log "kernel cache miss ($key): building Linux $src_pkg_version with Rust (about 5 minutes on 2 cores)"
 start=$(date +%s)
 rm -rf "$out"; mkdir -p "$out"
-tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$out"
-mv "$out/linux-source-6.12" "$out/linux"
+extract_patched_kernel "$out"
 cd "$out/linux"
-for p in "$REPO_ROOT"/patches/linux-6.12/*.patch; do
-  [ -e "$p" ] || continue
-  log "applying $(basename "$p")"
-  patch -p1 --forward --quiet < "$p" || die "patch $(basename "$p") does not apply to linux-source $src_pkg_version"
-done
 
 kmake() { make -s RUSTC="$KRUSTC" BINDGEN="$BINDGEN" "$@"; }
 kmake tinyconfig >/dev/null

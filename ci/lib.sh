@@ -21,3 +21,31 @@ mkdir -p "$MLTCP_CACHE"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# The kernel source every kernel build here starts from: Debian's linux-source-6.12 with our patch
+# series (patches/linux-6.12/*.patch) applied. ci/build-kernel.sh (the testbed) and
+# ci/package-kernel.sh (packages from a user's config) both call these, and both cache keys
+# include kernel_source_identity, so a new source package, patch, rustc or bindgen rebuilds both.
+
+# kernel_source_identity: what the patched source and its Rust toolchain are (for cache keys).
+kernel_source_identity() {
+  echo "linux-source-6.12 $(dpkg-query -W -f='${Version}' linux-source-6.12)"
+  "$KRUSTC" --version
+  "$BINDGEN" --version
+  declare -f extract_patched_kernel
+  cat "$REPO_ROOT"/patches/linux-6.12/*.patch 2>/dev/null || true
+}
+
+# extract_patched_kernel DIR: unpack the source into DIR/linux and apply the series (dies naming
+# the patch that does not apply).
+extract_patched_kernel() {
+  local dir=$1 p
+  tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$dir" || die "cannot extract /usr/src/linux-source-6.12.tar.xz into $dir"
+  mv "$dir/linux-source-6.12" "$dir/linux"
+  for p in "$REPO_ROOT"/patches/linux-6.12/*.patch; do
+    [ -e "$p" ] || continue
+    log "applying $(basename "$p")"
+    (cd "$dir/linux" && patch -p1 --forward --quiet < "$p") \
+      || die "patch $(basename "$p") does not apply to linux-source $(dpkg-query -W -f='${Version}' linux-source-6.12)"
+  done
+}

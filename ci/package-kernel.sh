@@ -62,13 +62,10 @@ fragment=$REPO_ROOT/kmod/packaging/kernel-mltcp.config
 localversion=-mltcp
 
 "$here/deps.sh" >&2
-src_pkg_version=$(dpkg-query -W -f='${Version}' linux-source-6.12)
 key=$( {
-  echo "linux-source-6.12 $src_pkg_version debug_info=$debug_info localversion=$localversion"
-  "$KRUSTC" --version
-  "$BINDGEN" --version
+  echo "debug_info=$debug_info localversion=$localversion"
+  kernel_source_identity
   cat "$config" "$fragment" "$0"
-  cat "$REPO_ROOT"/patches/linux-6.12/*.patch 2>/dev/null || true
 } | sha256sum | cut -c1-16)
 work=$MLTCP_CACHE/kernel-deb/$key
 
@@ -89,13 +86,8 @@ log "kernel packages from $config (cache key $key)"
 start=$(date +%s)
 [ "$config_only" = 1 ] || rm -rf "$work"
 mkdir -p "$work/debs"
-tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$work"
-mv "$work/linux-source-6.12" "$work/linux"
+extract_patched_kernel "$work"
 cd "$work/linux"
-for p in "$REPO_ROOT"/patches/linux-6.12/*.patch; do
-  [ -e "$p" ] || continue
-  patch -p1 --forward --quiet < "$p" || die "patch $(basename "$p") does not apply to linux-source $src_pkg_version"
-done
 
 kmake() { make -s RUSTC="$KRUSTC" BINDGEN="$BINDGEN" LOCALVERSION="$localversion" "$@"; }
 cp "$config" .config
