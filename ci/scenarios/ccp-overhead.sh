@@ -20,18 +20,18 @@
 # Per run: bytes received, the guest's busy CPU time while iperf3 ran, all CPUs (the agent's own
 # CPU time is included: it is part of what CCP costs), CPU seconds per GB (1e9 bytes). Busy time
 # comes from `trainemu cpu-meter` (one SCHED_IDLE spinner per CPU; busy = window - the spinners'
-# run time, to the microsecond). The tick-sampled busy time of /proc/stat (user + nice + system +
-# irq + softirq + steal, HZ = 1000, no NO_HZ) is kept beside it as a control: on the virtual clock
-# its ticks fall at fixed instruction counts and alias with the transfer (2.60-2.95 s for the same
-# 3.76 GB before the meter). On guest time (ci/vm-run --clock virtual, the default) instructions
-# are the clock, so host load does not move these numbers.
+# run time, to the microsecond). It replaced the tick-sampled busy time of /proc/stat (HZ = 1000, no
+# NO_HZ), which charged 2.60-2.95 s to the same 3.76 GB reno transfer; the meter gives 2.605-2.653 s
+# (2026-11-26, 5 rounds). /proc/stat cannot serve as a control beside it: the spinners themselves
+# show there as user time. On guest time (ci/vm-run --clock virtual, the default) instructions are
+# the clock, so host load does not move these numbers.
 #
 # Paired comparisons, per round, as the ratio of CPU per GB minus 1, then the mean over rounds and
 # its 95 % t interval: ccp1 vs reno (issue target <= +2 %), mltcp vs reno and mltcp_cubic vs cubic
 # (<= +1 %), ccp64 vs ccp1 (what 64 concurrent CCP flows cost per byte against 1: the lock's cost
 # shows here) and, as its control, reno64 vs reno.
-# Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB tick_busy_s
-# tick_cpu_s_per_GB"), the iperf3 JSON, the meter's output,
+# Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB"), the iperf3 JSON,
+# the meter's output,
 # agent logs, summary.txt (also printed).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
@@ -53,9 +53,6 @@ SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt
 : > "$SUMMARY"; : > "$RUNS"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-# busy_jiffies: the guest's busy CPU time so far, USER_HZ ticks (all CPUs).
-busy_jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
 # The boot's switch to the TSC clocksource (a stop_machine() that stalled a CPU-bound transfer
@@ -68,7 +65,7 @@ else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
-say "# round kind        GB      busy_s  cpu_s_per_GB  (tick-sampled: busy_s cpu_s_per_GB)"
+say "# round kind        GB      busy_s  cpu_s_per_GB"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
 run_one() {
@@ -98,9 +95,7 @@ run_one() {
     _i=$((_i + 1)); [ $_i -lt 50 ] || { echo "cpu-meter did not start: $(tail -n 3 "$_meter_out")"; kill "$_meter" 2>/dev/null; return 1; }
     sleep 0.1
   done
-  _c0=$(busy_jiffies)
   vm_iperf "$OUT/$_kind.$_r.json" -C "$_alg" -t "$SECS" -P "$_p" || { kill "$_meter"; return 1; }
-  _c1=$(busy_jiffies)
   kill -TERM "$_meter"; wait "$_meter"
   _busy_ns=$(awk '$1 == "cpus" { print $6 }' "$_meter_out")
   [ -n "$_busy_ns" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$_meter_out")"; return 1; }
@@ -114,10 +109,8 @@ run_one() {
   _bytes=$(vm_iperf_bytes "$OUT/$_kind.$_r.json")
   _busy=$(awk -v ns="$_busy_ns" 'BEGIN { printf "%.6f", ns / 1e9 }')
   _pgb=$(awk -v c="$_busy" -v by="$_bytes" 'BEGIN { printf "%.5f", (by > 0) ? c / (by / 1e9) : 0 }')
-  _tbusy=$(awk -v a="$_c0" -v b="$_c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
-  _tpgb=$(awk -v c="$_tbusy" -v by="$_bytes" 'BEGIN { printf "%.4f", (by > 0) ? c / (by / 1e9) : 0 }')
-  say "$(printf '%-5s %-11s %7.3f %9s  %12s  (%s %s)' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb" "$_tbusy" "$_tpgb")"
-  echo "$_r $_kind $_bytes $_busy $_pgb $_tbusy $_tpgb" >> "$RUNS"
+  say "$(printf '%-5s %-11s %7.3f %9s  %12s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb")"
+  echo "$_r $_kind $_bytes $_busy $_pgb" >> "$RUNS"
 }
 
 NK=$(echo $KINDS | wc -w)
@@ -138,13 +131,12 @@ while [ "$r" -le "$ROUNDS" ]; do
   r=$((r + 1))
 done
 
-# paired A B [COL]: per round (cpu/GB of A) / (cpu/GB of B) - 1, in %; mean and 95 % t interval.
-# COL: the runs.txt column of CPU per GB (5: the meter, the default; 7: tick-sampled).
+# paired A B: per round (cpu/GB of A) / (cpu/GB of B) - 1, in %; mean and 95 % t interval.
 paired() {
-  awk -v a="$1" -v b="$2" -v col="${3:-5}" '
+  awk -v a="$1" -v b="$2" '
     # busybox awk may be built without math: square root by Newton iteration.
     function root(v,    r, i) { if (v <= 0) return 0; r = v; for (i = 0; i < 60; i++) r = (r + v / r) / 2; return r }
-    $2 == a { x[$1] = $col } $2 == b { y[$1] = $col }
+    $2 == a { x[$1] = $5 } $2 == b { y[$1] = $5 }
     END {
       split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
       n = 0
@@ -168,6 +160,4 @@ say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target
 say "ccp$FLOWS vs ccp1 (CCP, $FLOWS flows vs 1):      $(paired ccpF ccp1)"
 say "reno$FLOWS vs reno (control, no CCP):       $(paired renoF reno)"
 say "ccp$FLOWS vs reno$FLOWS (CCP at $FLOWS flows):        $(paired ccpF renoF)"
-say "# the same from /proc/stat's tick samples (the control; column 7 of runs.txt):"
-say "ccp1 vs reno $(paired ccp1 reno 7); mltcp vs reno $(paired mltcp reno 7); mltcp_cubic vs cubic $(paired mltcp_cubic cubic 7)"
 vm_net_teardown
