@@ -4,6 +4,7 @@
 #
 #   ci/vm-run --results DIR ci/scenarios/ccp-overhead.sh [--rounds N] [--secs S] [--flows F]
 #                                                        [--shape RATE DELAY] [--kinds "K..."]
+#                                                        [--app-rate MBIT]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -14,8 +15,13 @@
 #   reno64 (renoF)                       native reno with F parallel flows
 #
 # (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF".)
-# By default the veth is not shaped: the transfer is CPU-bound. `--shape RATE DELAY` puts the
-# suite's tbf + netem bottleneck in.
+# By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
+# (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
+# `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
+# flows): every kind moves the same bytes over the bare veth, and CPU per GB compares the
+# algorithms' per-ACK and per-report work at one rate. `--shape RATE DELAY` puts the suite's
+# tbf + netem bottleneck in instead (its per-packet timers then cost more than the algorithms:
+# 7.6-7.9 CPU s per GB at 1 Gbit/s against 0.70 unshaped, 2026-11-26).
 #
 # Per run: bytes received, the guest's busy CPU time while iperf3 ran, all CPUs (the agent's own
 # CPU time is included: it is part of what CCP costs), CPU seconds per GB (1e9 bytes). Busy time
@@ -35,7 +41,7 @@
 # agent logs, summary.txt (also printed).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT=""
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,6 +50,9 @@ while [ $# -gt 0 ]; do
     --flows) FLOWS=$2; shift 2 ;;
     --kinds) KINDS=$2; shift 2 ;;
     --shape) SHAPE_RATE=$2 SHAPE_DELAY=$3; shift 3 ;;
+    --app-rate)
+      case "$2" in ''|*[!0-9]*|0) echo "ccp-overhead.sh: --app-rate takes a whole number of Mbit/s > 0, not '$2'"; exit 2 ;; esac
+      APP_RATE_MBIT=$2; shift 2 ;;
     *) echo "ccp-overhead.sh: unknown argument $1"; exit 2 ;;
   esac
 done
@@ -53,7 +62,6 @@ SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt
 : > "$SUMMARY"; : > "$RUNS"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
 # The boot's switch to the TSC clocksource (a stop_machine() that stalled a CPU-bound transfer
 # started before it) is over before SCRIPT starts: ci/initramfs-init.sh waits for it.
@@ -61,6 +69,8 @@ vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
 if [ -n "$SHAPE_RATE" ]; then
   vm_net_shape "$SHAPE_RATE" "$SHAPE_DELAY" || { echo "tc setup failed"; exit 1; }
   PATHDESC="tbf $SHAPE_RATE + netem $SHAPE_DELAY"
+elif [ -n "$APP_RATE_MBIT" ]; then
+  PATHDESC="unshaped veth, iperf3 at $APP_RATE_MBIT Mbit/s"
 else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
@@ -95,7 +105,10 @@ run_one() {
     _i=$((_i + 1)); [ $_i -lt 50 ] || { echo "cpu-meter did not start: $(tail -n 3 "$_meter_out")"; kill "$_meter" 2>/dev/null; return 1; }
     sleep 0.1
   done
-  vm_iperf "$OUT/$_kind.$_r.json" -C "$_alg" -t "$SECS" -P "$_p" || { kill "$_meter"; return 1; }
+  # With --app-rate, each of the _p flows sends its share (iperf3's -b is per stream), in kbit/s.
+  set -- -C "$_alg" -t "$SECS" -P "$_p"
+  [ -z "$APP_RATE_MBIT" ] || set -- "$@" -b "$((APP_RATE_MBIT * 1000 / _p))K"
+  vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$_meter"; return 1; }
   kill -TERM "$_meter"; wait "$_meter"
   _busy_ns=$(awk '$1 == "cpus" { print $6 }' "$_meter_out")
   [ -n "$_busy_ns" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$_meter_out")"; return 1; }
@@ -116,7 +129,7 @@ run_one() {
 NK=$(echo $KINDS | wc -w)
 # One discarded run first: the first transfer after boot costs about half as much CPU again as
 # the later ones (cold caches and first allocations), which would land on whichever kind ran first.
-vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" || { echo "warm-up run failed"; exit 1; }
+vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" ${APP_RATE_MBIT:+-b "${APP_RATE_MBIT}M"} || { echo "warm-up run failed"; exit 1; }
 say "# warm-up (reno, discarded): $(vm_iperf_bytes "$OUT/warmup.json") bytes"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
