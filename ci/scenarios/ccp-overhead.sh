@@ -36,7 +36,8 @@
 # its 95 % t interval: ccp1 vs reno (issue target <= +2 %), mltcp vs reno and mltcp_cubic vs cubic
 # (<= +1 %), ccp64 vs ccp1 (what 64 concurrent CCP flows cost per byte against 1: the lock's cost
 # shows here) and, as its control, reno64 vs reno.
-# Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB"), the iperf3 JSON,
+# Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB reports": the
+# datapath reports the agent handled, 0 without an agent), the iperf3 JSON,
 # the meter's output,
 # agent logs, summary.txt (also printed).
 
@@ -75,7 +76,7 @@ else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
-say "# round kind        GB      busy_s  cpu_s_per_GB"
+say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
 run_one() {
@@ -112,8 +113,11 @@ run_one() {
   kill -TERM "$_meter"; wait "$_meter"
   _busy_ns=$(awk '$1 == "cpus" { print $6 }' "$_meter_out")
   [ -n "$_busy_ns" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$_meter_out")"; return 1; }
+  _reports=0
   if [ -n "$_agent" ]; then
     kill "$_agent"; wait "$_agent" 2>/dev/null
+    # The datapath's reports the agent handled (its "flow closed ... reports=N" lines, summed).
+    _reports=$(grep -o 'reports=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
     _n=$(grep -c "CREATE" "$OUT/agent.$_kind.$_r.log")
     [ "$_n" -ge "$_p" ] || { echo "the agent saw $_n of $_p flows"; return 1; }
   fi
@@ -122,8 +126,8 @@ run_one() {
   _bytes=$(vm_iperf_bytes "$OUT/$_kind.$_r.json")
   _busy=$(awk -v ns="$_busy_ns" 'BEGIN { printf "%.6f", ns / 1e9 }')
   _pgb=$(awk -v c="$_busy" -v by="$_bytes" 'BEGIN { printf "%.5f", (by > 0) ? c / (by / 1e9) : 0 }')
-  say "$(printf '%-5s %-11s %7.3f %9s  %12s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb")"
-  echo "$_r $_kind $_bytes $_busy $_pgb" >> "$RUNS"
+  say "$(printf '%-5s %-11s %7.3f %9s  %12s %8s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb" "$_reports")"
+  echo "$_r $_kind $_bytes $_busy $_pgb $_reports" >> "$RUNS"
 }
 
 NK=$(echo $KINDS | wc -w)
