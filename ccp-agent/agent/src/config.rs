@@ -94,6 +94,10 @@ rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over c
                           #  order as a work-conserving strict priority, each flow paced at
                           #  least at what higher-ranked jobs leave of the slot (sim RESULTS.md
                           #  round 11)
+work_conserving = true    # (default true) a plan is a claim, not a limit: active flows share
+                          #  what the slot's plans leave of their links, idle flows claim
+                          #  nothing, and (NIC-only) a burst's start or end re-plans the slot
+                          #  at once; false: the paper's per-slot rates
 
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)
@@ -288,6 +292,8 @@ pub struct RawAgentPcn {
 pub struct RawAgentSched {
     /// The rule set: "mlcc", "interleave" or "priority".
     pub rules: Option<String>,
+    /// Work-conserving rates and event re-planning (default true).
+    pub work_conserving: Option<bool>,
 }
 
 /// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default
@@ -912,7 +918,17 @@ pub struct AgentConfig {
     pub pcn: AgentPcn,
     /// The policy layer's rule set (`[sched] rules`).
     pub rules: mlcc_sched::Rules,
+    /// `[sched] work_conserving`: the policy layer's work-conserving rates
+    /// (`mlcc_sched::PolicyOptions::work_conserving`), and, without switches, a re-plan of the
+    /// slot when a burst begins or ends (see `crate::agent_core`). Default true: see
+    /// [`DEFAULT_WORK_CONSERVING`].
+    pub work_conserving: bool,
 }
+
+/// Default of `[sched] work_conserving`. Chosen by the guest-time runs of
+/// `ci/scenarios/agent.toml` (3 paired seeds, 20 iterations, 2026-11-26, README "The
+/// ccp-agent scenario on guest time": work conservation).
+pub const DEFAULT_WORK_CONSERVING: bool = true;
 
 /// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
 /// portus 0.9 parser accepts a comment only before an event.
@@ -1090,6 +1106,10 @@ impl AgentConfig {
         Ok(AgentConfig {
             pcn,
             rules,
+            work_conserving: raw
+                .sched
+                .work_conserving
+                .unwrap_or(DEFAULT_WORK_CONSERVING),
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

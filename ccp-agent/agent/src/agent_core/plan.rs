@@ -75,6 +75,31 @@ pub(super) struct Planned {
     pub(super) remote: Vec<u32>,
 }
 
+impl Planned {
+    /// This plan with `decision` in place of its own (a cut: to a switch's admission, or by a
+    /// notice). A decision that lowers the flow's pacing rate also bounds its spare rate by
+    /// the new pacing rate: the spare of an active flow under work conservation (its share of
+    /// what the slot leaves, [`mlcc_sched::PolicyOptions::work_conserving`]) or strict priority
+    /// was reckoned against the plans before the cut, which the cut says do not fit; a cut
+    /// must cut.
+    fn with_decision(&self, decision: Decision) -> Planned {
+        let rate = |d: &Decision| {
+            d.pacing_rate_bps(self.progress.remaining_bytes, self.available_now_bps)
+        };
+        let new_rate = rate(&decision);
+        let spare_bps = if new_rate < rate(&self.decision) {
+            self.spare_bps.min(new_rate)
+        } else {
+            self.spare_bps
+        };
+        Planned {
+            decision,
+            spare_bps,
+            ..self.clone()
+        }
+    }
+}
+
 /// Whether a flow with registration `r` is a ring flow (to its successor).
 fn is_ring(r: &Registration) -> bool {
     r.paradigm == Paradigm::Ring && matches!(r.kind, FlowKind::RingSend | FlowKind::Unspecified)
@@ -353,6 +378,7 @@ impl Core {
             rules: self.cfg.rules,
             share_spare: true,
             sendable_only: true,
+            work_conserving: self.cfg.work_conserving,
             job_rank,
         };
         let decisions = match policy::decide(&mut table, &snapshot, &options) {
@@ -615,10 +641,10 @@ impl Core {
             }
             let (id, key) = (f.id, f.key);
             tracing::debug!(flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
-            let mut np = p.clone();
-            self.tally(&np.remote, &np.decision.plan.rates_bps, false);
-            self.tally(&np.remote, &d.plan.rates_bps, true);
-            np.decision = d;
+            let old_rates = p.decision.plan.rates_bps.clone();
+            let np = p.with_decision(d);
+            self.tally(&np.remote, &old_rates, false);
+            self.tally(&np.remote, &np.decision.plan.rates_bps, true);
             self.publish_local(id, &np);
             if let Some(f) = self.flows.get_mut(&local) {
                 f.plan = Some(np);
@@ -772,9 +798,8 @@ impl Core {
                     self.tally(&p.remote, &p.decision.plan.rates_bps, false);
                     self.tally(&p.remote, &d.plan.rates_bps, true);
                     let np = Planned {
-                        decision: d,
                         view,
-                        ..p
+                        ..p.with_decision(d)
                     };
                     self.publish_local(id, &np);
                     self.queue_update(id, &np);
