@@ -248,6 +248,21 @@ pub fn rank_least_attained(attained: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u6
     rank_ascending(attained.iter().copied())
 }
 
+/// The job ranks of [`Rules::Interleave`] and [`Rules::Priority`] by first come, first
+/// served: `phase_start` lists (job, when its current communication phase began, on one clock
+/// shared by the jobs listed, e.g. ns; `u64::MAX` for a job with nothing to send now); rank 0
+/// is the job whose phase began first, ties by job. Under work-conserving strict priority
+/// ([`PolicyOptions::work_conserving`]) the links then serve the jobs' bursts in the order they
+/// arrive, each at the full link: the job that started communicating first finishes first,
+/// which is the rule MLTCP's window scaling converges to interleaving with (Rajasekaran, MIT
+/// thesis, ch. 5), and a job is never held back for having completed more iterations than
+/// another (least attained service by iterations, [`rank_least_attained`], tied every job to
+/// the slowest one's pace in the agent's VM scenario: README "The ccp-agent scenario on guest
+/// time"). Refuses a job listed twice, naming it.
+pub fn rank_first_come(phase_start: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    rank_ascending(phase_start.iter().copied())
+}
+
 /// Ranks jobs by ascending value, ties by job: (job, rank), rank 0 first. Refuses a job listed
 /// twice.
 fn rank_ascending(

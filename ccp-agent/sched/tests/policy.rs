@@ -242,6 +242,17 @@ fn the_receivers_cut_and_the_slot_rate() {
 }
 
 #[test]
+fn first_come_ranks_the_earliest_phase_first() {
+    let r = rank_first_come(&[(JobKey(1), 300), (JobKey(2), u64::MAX), (JobKey(3), 100)]);
+    assert_eq!(
+        r.unwrap(),
+        vec![(JobKey(3), 0), (JobKey(1), 1), (JobKey(2), 2)]
+    );
+    let e = rank_first_come(&[(JobKey(5), 1), (JobKey(5), 2)]).unwrap_err();
+    assert!(e.to_string().contains('5'), "{e}");
+}
+
+#[test]
 fn least_attained_service_ranks_the_job_behind_first() {
     let r = rank_least_attained(&[(JobKey(1), 7), (JobKey(2), 5), (JobKey(3), 7)]).unwrap();
     assert_eq!(r, vec![(JobKey(2), 0), (JobKey(1), 1), (JobKey(3), 2)]);
@@ -527,7 +538,10 @@ fn work_conservation_raises_active_flows_to_what_the_link_leaves() {
     };
     let mut t = table(&[1_000], 4);
     let d = decide(&mut t, &snapshot(flows.clone()), &on).unwrap();
-    let (r1, r2) = (d.rate_bps(FlowId(1)).unwrap(), d.rate_bps(FlowId(2)).unwrap());
+    let (r1, r2) = (
+        d.rate_bps(FlowId(1)).unwrap(),
+        d.rate_bps(FlowId(2)).unwrap(),
+    );
     let (b1, b2) = (
         before.rate_bps(FlowId(1)).unwrap(),
         before.rate_bps(FlowId(2)).unwrap(),

@@ -380,9 +380,7 @@ impl Core {
         let slot = self.slot;
         let done = f.plan.as_ref().is_some_and(|p| {
             let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
-            let live = f
-                .acked_iter
-                .saturating_add(split_acked(&f.acked_log, 0).1);
+            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
             Some(p.slot) == slot
                 && planned > 0
                 && live.saturating_sub(p.progress.sent_bytes) >= p.progress.remaining_bytes
@@ -425,9 +423,7 @@ impl Core {
             let idle = f.plan.as_ref().is_none_or(|p| {
                 Some(p.slot) != slot || p.decision.plan.bytes.first().is_none_or(|b| *b == 0)
             });
-            let live = f
-                .acked_iter
-                .saturating_add(split_acked(&f.acked_log, 0).1);
+            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
             if f.iteration != Some(r.iteration) || (idle && r.sent_bytes > live) {
                 began = true;
             }

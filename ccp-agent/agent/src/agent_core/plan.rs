@@ -13,6 +13,7 @@
 
 use super::Core;
 use crate::agent_core::io::{Action, Rpc};
+use crate::config::JobOrder;
 use crate::flows::FlowKey;
 use crate::monitor::Registration;
 use crate::proto::{self, notice_kind};
@@ -83,9 +84,8 @@ impl Planned {
     /// was reckoned against the plans before the cut, which the cut says do not fit; a cut
     /// must cut.
     fn with_decision(&self, decision: Decision) -> Planned {
-        let rate = |d: &Decision| {
-            d.pacing_rate_bps(self.progress.remaining_bytes, self.available_now_bps)
-        };
+        let rate =
+            |d: &Decision| d.pacing_rate_bps(self.progress.remaining_bytes, self.available_now_bps);
         let new_rate = rate(&decision);
         let spare_bps = if new_rate < rate(&self.decision) {
             self.spare_bps.min(new_rate)
@@ -359,20 +359,43 @@ impl Core {
                 return;
             }
         }
-        // Under `Rules::Interleave` and `Rules::Priority`: least attained service first (a
-        // job's iteration: the least its flows here are in), ties by name.
-        let job_rank = if self.cfg.rules != mlcc_sched::Rules::Mlcc {
-            let mut attained: Vec<(JobKey, u64)> = Vec::new();
-            for c in &candidates {
-                let j = job_key(&c.reg.job);
-                match attained.iter_mut().find(|(k, _)| *k == j) {
-                    Some((_, it)) => *it = (*it).min(c.reg.iteration),
-                    None => attained.push((j, c.reg.iteration)),
+        // Under `Rules::Interleave` and `Rules::Priority`, `[sched] job_order`: least attained
+        // service first (a job's iteration: the least its flows here are in), or first come,
+        // first served (when the job's newest iteration began: the earliest `iter_start_ns`
+        // of its flows in that iteration, which the libraries mark at the start of a
+        // communication phase); ties by name.
+        let job_rank = match (self.cfg.rules, self.cfg.job_order) {
+            (mlcc_sched::Rules::Mlcc, _) => Vec::new(),
+            (_, JobOrder::LeastAttained) => {
+                let mut attained: Vec<(JobKey, u64)> = Vec::new();
+                for c in &candidates {
+                    let j = job_key(&c.reg.job);
+                    match attained.iter_mut().find(|(k, _)| *k == j) {
+                        Some((_, it)) => *it = (*it).min(c.reg.iteration),
+                        None => attained.push((j, c.reg.iteration)),
+                    }
                 }
+                policy::rank_least_attained(&attained).unwrap_or_default()
             }
-            policy::rank_least_attained(&attained).unwrap_or_default()
-        } else {
-            Vec::new()
+            (_, JobOrder::FirstCome) => {
+                // Per job: (newest iteration, earliest start of a flow in it).
+                let mut newest: Vec<(JobKey, u64, u64)> = Vec::new();
+                for c in &candidates {
+                    let (j, it) = (job_key(&c.reg.job), c.reg.iteration);
+                    let start = match c.reg.iter_start_ns {
+                        0 => u64::MAX,
+                        t => t,
+                    };
+                    match newest.iter_mut().find(|(k, _, _)| *k == j) {
+                        Some(e) if it > e.1 => *e = (j, it, start),
+                        Some(e) if it == e.1 => e.2 = e.2.min(start),
+                        Some(_) => {}
+                        None => newest.push((j, it, start)),
+                    }
+                }
+                let starts: Vec<(JobKey, u64)> = newest.iter().map(|(j, _, t)| (*j, *t)).collect();
+                policy::rank_first_come(&starts).unwrap_or_default()
+            }
         };
         let options = PolicyOptions {
             rules: self.cfg.rules,
