@@ -361,9 +361,10 @@ impl Core {
         }
         // Under `Rules::Interleave` and `Rules::Priority`, `[sched] job_order`: least attained
         // service first (a job's iteration: the least its flows here are in), or first come,
-        // first served (when the job's newest iteration began: the earliest `iter_start_ns`
-        // of its flows in that iteration, which the libraries mark at the start of a
-        // communication phase); ties by name.
+        // first served by phase (when the job's current burst began: the earliest
+        // `iter_start_ns`, which the libraries mark at the start of a process's communication
+        // phase, of its flows with bytes to send; a PS's broadcast is a burst of its own,
+        // behind the bursts that came while its aggregation ran); ties by name.
         let job_rank = match (self.cfg.rules, self.cfg.job_order) {
             (mlcc_sched::Rules::Mlcc, _) => Vec::new(),
             (_, JobOrder::LeastAttained) => {
@@ -378,22 +379,19 @@ impl Core {
                 policy::rank_least_attained(&attained).unwrap_or_default()
             }
             (_, JobOrder::FirstCome) => {
-                // Per job: (newest iteration, earliest start of a flow in it).
-                let mut newest: Vec<(JobKey, u64, u64)> = Vec::new();
+                // Per job: the earliest start of a flow with bytes left (u64::MAX: none).
+                let mut starts: Vec<(JobKey, u64)> = Vec::new();
                 for c in &candidates {
-                    let (j, it) = (job_key(&c.reg.job), c.reg.iteration);
-                    let start = match c.reg.iter_start_ns {
-                        0 => u64::MAX,
-                        t => t,
+                    let j = job_key(&c.reg.job);
+                    let start = match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
+                        (0, _) | (_, 0) => u64::MAX,
+                        (_, t) => t,
                     };
-                    match newest.iter_mut().find(|(k, _, _)| *k == j) {
-                        Some(e) if it > e.1 => *e = (j, it, start),
-                        Some(e) if it == e.1 => e.2 = e.2.min(start),
-                        Some(_) => {}
-                        None => newest.push((j, it, start)),
+                    match starts.iter_mut().find(|(k, _)| *k == j) {
+                        Some(e) => e.1 = e.1.min(start),
+                        None => starts.push((j, start)),
                     }
                 }
-                let starts: Vec<(JobKey, u64)> = newest.iter().map(|(j, _, t)| (*j, *t)).collect();
                 policy::rank_first_come(&starts).unwrap_or_default()
             }
         };
