@@ -63,6 +63,16 @@
 //! 8. sends the schedules changed later in the slot (reductions by notices) without waiting,
 //!    and emits the status ([`Action::Status`]) and the flows' RTTs ([`Action::Rtts`]).
 //!
+//! Work conservation (`[sched] work_conserving`, default on; not in the mlcc paper): the policy
+//! layer treats a plan as a claim, not a limit (`mlcc_sched::PolicyOptions::work_conserving`:
+//! active flows share what the slot's plans leave of their links; under strict priority idle
+//! jobs claim nothing). Without switches the core also re-plans the slot between its
+//! boundaries: when a flow has delivered what it was planned to send now (a burst's or a ring
+//! chunk's end, seen in its reports; the flows sharing a link of its route then get their
+//! `Control.kick` raised, so their windows restart slow start toward their ceilings) and when
+//! the progress regions, read at every [`Input::Poll`], show a burst beginning. With switches
+//! a re-plan would need their feedback and admission again, so it waits for the next slot.
+//!
 //! A slot whose answers are still missing at the next slot's tick ends without them (as if
 //! the switches had failed) before the next slot starts. RPC failures never drop a flow: a flow
 //! is forgotten only when its datapath closes it ([`Input::FlowClosed`]).
@@ -406,7 +416,11 @@ impl Core {
             self.cfg
                 .topology
                 .host_of(key.src)
-                .map(|src| self.cfg.topology.path(src, self.cfg.topology.host_of(key.dst)))
+                .map(|src| {
+                    self.cfg
+                        .topology
+                        .path(src, self.cfg.topology.host_of(key.dst))
+                })
                 .unwrap_or_default()
         };
         let Some(mine) = self.flows.get(&ended).map(|f| route(&f.key)) else {
