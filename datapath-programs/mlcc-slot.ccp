@@ -19,18 +19,14 @@
 #   now       the datapath's clock at the reporting ACK, us          (Ack.now; the agent calibrates
 #             it against its own clock to date the report's bytes)
 #   ssthresh  the window's slow-start threshold, bytes; cap_seen  the last Control.cwnd_cap seen;
-#   cut_us    Ack.now of the last window reduction; kick_seen  the last Control.kick seen (state
-#             of the window rule below, reported only because a program's persistent registers
-#             are Report registers)
+#   cut_us    Ack.now of the last window reduction (state of the window rule below, reported
+#             only because a program's persistent registers are Report registers)
 # The agent applies its per-slot rate by setting the implicit register `Rate` (bytes/s) and the
 # window's ceiling `Control.cwnd_cap` (bytes: about a quarter slot of that rate, see the agent's
 # `paced_cwnd_bytes`) with UPDATE_FIELDS. Within the ceiling the window follows Reno (RFC 5681):
 # halved on loss, at most once per RTT (one reduction per window of data, as RFC 6582's
 # recovery), then slow start below ssthresh and one segment per RTT above it; a raised ceiling
-# (a higher planned rate) restarts slow start toward it, and so does a raised `Control.kick`: the
-# agent raises it when a flow sharing a link with this one ends its burst, so the capacity it
-# leaves is taken within RTTs, not at one segment per RTT (seen in the VM: a PS push left alone
-# at the bottleneck crawled from 40 to 50 Mbit/s over 100 ms before its ceiling moved). The halving has to be the program's: the
+# (a higher planned rate) restarts slow start toward it. The halving has to be the program's: the
 # kernel's loss recovery (PRR) sets the window only while it lasts, and afterwards tcp_mltcp
 # restores the program's last `Cwnd` (it is what the module reports as the flow's window). So while the agents' plans fit the
 # links, the rate limits and the window never does; where they do not (an agent that does not see
@@ -50,10 +46,8 @@
     (Report.ssthresh 0)
     (Report.cap_seen 0)
     (Report.cut_us 0)
-    (Report.kick_seen 0)
     (Control.slot_us 60000)
     (Control.cwnd_cap 16777216)
-    (Control.kick 0)
 )
 (when true
     (:= Report.acked (+ Report.acked Ack.bytes_acked))
@@ -65,8 +59,6 @@
     (:= Report.now Ack.now)
     (:= Report.ssthresh (if (> Control.cwnd_cap Report.cap_seen) Control.cwnd_cap))
     (:= Report.cap_seen Control.cwnd_cap)
-    (:= Report.ssthresh (if (> Control.kick Report.kick_seen) Control.cwnd_cap))
-    (:= Report.kick_seen Control.kick)
     (fallthrough)
 )
 # Loss: halve the window (at least 4 segments of 1448 bytes), once per RTT.

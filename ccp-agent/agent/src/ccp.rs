@@ -38,7 +38,7 @@ pub const PROGRAM_NAME: &str = "mlcc";
 
 /// The datapath program's report fields and control register the agent uses (`Report.now` is
 /// used when present).
-pub const REQUIRED_FIELDS: [&str; 8] = [
+pub const REQUIRED_FIELDS: [&str; 7] = [
     "Report.acked",
     "Report.lost",
     "Report.rtt",
@@ -46,7 +46,6 @@ pub const REQUIRED_FIELDS: [&str; 8] = [
     "Report.micros",
     "Control.slot_us",
     "Control.cwnd_cap",
-    "Control.kick",
 ];
 
 /// One flow's datapath handle and, once installed, the program's scope.
@@ -163,21 +162,16 @@ impl<I: Ipc> Shell<I> {
                 flow,
                 rate_bytes,
                 cwnd_bytes,
-                kick,
             } => {
                 let f = self.flows.get(&flow)?;
                 let sc = f.scope.as_ref()?;
-                match f.dp.update_field(
-                    sc,
-                    &[
-                        ("Rate", rate_bytes),
-                        ("Control.cwnd_cap", cwnd_bytes),
-                        ("Control.kick", kick),
-                    ],
-                ) {
+                match f
+                    .dp
+                    .update_field(sc, &[("Rate", rate_bytes), ("Control.cwnd_cap", cwnd_bytes)])
+                {
                     Ok(()) => None,
                     Err(e) => {
-                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate, Control.cwnd_cap and Control.kick failed");
+                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Control.cwnd_cap failed");
                         Some(Input::DatapathFailed {
                             flow,
                             command: Command::SetRate,

@@ -181,9 +181,8 @@ pub enum Action {
         /// `Control.slot_us`, µs.
         slot_us: u32,
     },
-    /// Set `Rate`, the window's ceiling `Control.cwnd_cap` and `Control.kick` of an installed
-    /// flow (the datapath program keeps `Cwnd` at or below the ceiling, backing off on loss as
-    /// Reno does, and restarts slow start toward it when the ceiling or the kick rises).
+    /// Set `Rate` and the window's ceiling `Control.cwnd_cap` of an installed flow (the
+    /// datapath program keeps `Cwnd` at or below it, backing off on loss as Reno does).
     SetRate {
         /// The flow.
         flow: LocalFlow,
@@ -191,9 +190,6 @@ pub enum Action {
         rate_bytes: u32,
         /// `Control.cwnd_cap`, bytes.
         cwnd_bytes: u32,
-        /// `Control.kick`: a counter the core raises when a flow sharing a link with this one
-        /// ended its burst (work conservation: the window regrows at once).
-        kick: u32,
     },
     /// Send an RPC.
     Rpc(Rpc),

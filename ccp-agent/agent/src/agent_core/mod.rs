@@ -68,9 +68,7 @@
 //! active flows share what the slot's plans leave of their links; under strict priority idle
 //! jobs claim nothing). Without switches the core also re-plans the slot between its
 //! boundaries: when a flow has delivered what it was planned to send now (a burst's or a ring
-//! chunk's end, seen in its reports; the flows sharing a link of its route then get their
-//! `Control.kick` raised, so their windows restart slow start toward their ceilings) and when
-//! the progress regions, read at every [`Input::Poll`], show a burst beginning. With switches
+//! chunk's end, seen in its reports) and when the progress regions, read at every [`Input::Poll`], show a burst beginning. With switches
 //! a re-plan would need their feedback and admission again, so it waits for the next slot.
 //!
 //! A slot whose answers are still missing at the next slot's tick ends without them (as if
@@ -137,9 +135,6 @@ struct FlowEntry {
     slot_folded: u64,
     // (iteration, bytes handed) of the registration at the last burst check.
     seen_sent: Option<(u64, u64)>,
-    // `Control.kick` to set, and the one last set (see `Action::SetRate`).
-    kick: u32,
-    applied_kick: u32,
 }
 
 /// The RPC deadlines the core puts on its requests.
@@ -341,8 +336,6 @@ impl Core {
             unthrottled_bps,
             slot_folded: 0,
             seen_sent: None,
-            kick: 0,
-            applied_kick: 0,
         };
         f.reg = self.registration(&key);
         tracing::info!(sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
@@ -365,7 +358,6 @@ impl Core {
         f.installed = true;
         f.applied_bps = Some(rate);
         f.applied_cwnd = Some(self.cfg.cwnd_bytes);
-        f.applied_kick = 0;
     }
 
     /// A MEASURE of flow `local`: adds its fields to the slot's measurements.
@@ -401,42 +393,8 @@ impl Core {
                 && planned > 0
                 && live.saturating_sub(p.progress.sent_bytes) >= p.progress.remaining_bytes
         });
-        if done && self.replans_mid_slot() {
-            self.kick_sharing(local);
+        if done {
             self.replan_mid_slot("burst end");
-        }
-    }
-
-    /// Raises `Control.kick` of every other installed flow whose path (the topology's route,
-    /// switch links included, whether or not this agent plans them) shares a link with flow
-    /// `ended`'s: the capacity `ended` used is free, and their windows restart slow start
-    /// toward their ceilings instead of growing one segment per RTT.
-    fn kick_sharing(&mut self, ended: LocalFlow) {
-        let route = |key: &FlowKey| -> Vec<u32> {
-            self.cfg
-                .topology
-                .host_of(key.src)
-                .map(|src| {
-                    self.cfg
-                        .topology
-                        .path(src, self.cfg.topology.host_of(key.dst))
-                })
-                .unwrap_or_default()
-        };
-        let Some(mine) = self.flows.get(&ended).map(|f| route(&f.key)) else {
-            return;
-        };
-        let sharing: Vec<LocalFlow> = self
-            .flows
-            .iter()
-            .filter(|(l, f)| **l != ended && f.installed)
-            .filter(|(_, f)| route(&f.key).iter().any(|x| mine.contains(x)))
-            .map(|(l, _)| *l)
-            .collect();
-        for l in sharing {
-            if let Some(f) = self.flows.get_mut(&l) {
-                f.kick = f.kick.wrapping_add(1);
-            }
         }
     }
 
@@ -1003,25 +961,20 @@ impl Core {
                     self.cfg.cwnd_bytes,
                 )
             };
-            if f.applied_bps == Some(bytes)
-                && f.applied_cwnd == Some(cwnd)
-                && f.applied_kick == f.kick
-            {
+            if f.applied_bps == Some(bytes) && f.applied_cwnd == Some(cwnd) {
                 continue;
             }
-            out.push((*local, bytes, cwnd, f.kick));
+            out.push((*local, bytes, cwnd));
         }
-        for (local, rate_bytes, cwnd_bytes, kick) in out {
+        for (local, rate_bytes, cwnd_bytes) in out {
             if let Some(f) = self.flows.get_mut(&local) {
                 f.applied_bps = Some(rate_bytes);
                 f.applied_cwnd = Some(cwnd_bytes);
-                f.applied_kick = kick;
             }
             self.out.push(Action::SetRate {
                 flow: local,
                 rate_bytes,
                 cwnd_bytes,
-                kick,
             });
         }
     }
