@@ -306,7 +306,11 @@ pub struct RawAgentSched {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum JobOrder {
     /// First come, first served: the job whose current communication phase began first
-    /// (`mlcc_sched::rank_first_come`). The default: see [`DEFAULT_WORK_CONSERVING`]'s runs.
+    /// (`mlcc_sched::rank_first_come`). The default: `priority` with it and work conservation
+    /// gave 1.438 [1.406, 1.470] x ideal on `ci/scenarios/agent.toml` against 1.713
+    /// [1.598, 1.829] with least attained service and no work conservation (seeds 1-3, guest
+    /// time, 2026-11-26; README "The ccp-agent scenario on guest time"); the two changes were
+    /// measured together.
     #[default]
     FirstCome,
     /// Least attained service: the job with the fewest iterations begun
@@ -954,8 +958,10 @@ pub struct AgentConfig {
 }
 
 /// Default of `[sched] work_conserving`. Chosen by the guest-time runs of
-/// `ci/scenarios/agent.toml` (3 paired seeds, 20 iterations, 2026-11-26, README "The
-/// ccp-agent scenario on guest time": work conservation).
+/// `ci/scenarios/agent.toml` (seeds 1-3, 20 iterations, 2026-11-26, README "The ccp-agent
+/// scenario on guest time", work conservation): mean iteration −2.9 % [−4.2, −1.6] under the
+/// mlcc rules and −11.7 % [−17.7, −5.7] under `priority` (with `first_come`), paired per seed
+/// against the same rules without it.
 pub const DEFAULT_WORK_CONSERVING: bool = true;
 
 /// Removes the comment lines (first non-blank character `#`) of a datapath program file: the
