@@ -47,6 +47,13 @@
 //!   first-ranked job may take a whole link, the next ones what it leaves (its compute phase).
 //!   The simulator realises the same rule event by event through [`priority_levels`] and
 //!   [`priority_weight`].
+//! - **Work conservation** ([`PolicyOptions::work_conserving`], not in the mlcc paper): a plan
+//!   is a claim, not a limit. Under [`Rules::Mlcc`] and [`Rules::Interleave`] each active
+//!   decided flow (bytes planned now) is paced at its pacing rate plus an equal share, among
+//!   the active flows on the link, of what the active flows and the undecided ones leave of
+//!   the link, the least over its path; under [`Rules::Priority`] the active groups take their
+//!   shares first and idle members only what is left. The agent uses it; the simulator's
+//!   policies leave it off (their results are unchanged).
 //! - **Bytes planned**: with [`PolicyOptions::sendable_only`], a flow is planned only for the
 //!   bytes its dependency lets it send ([`crate::Dependency::sendable_bytes`]), so bytes it
 //!   cannot send reserve nothing (the agent's reading); off, every byte left is planned (the

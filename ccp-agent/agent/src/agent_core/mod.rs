@@ -68,8 +68,9 @@
 //! active flows share what the slot's plans leave of their links; under strict priority idle
 //! jobs claim nothing). Without switches the core also re-plans the slot between its
 //! boundaries: when a flow has delivered what it was planned to send now (a burst's or a ring
-//! chunk's end, seen in its reports) and when the progress regions, read at every [`Input::Poll`], show a burst beginning. With switches
-//! a re-plan would need their feedback and admission again, so it waits for the next slot.
+//! chunk's end, seen in its reports) and when the progress regions, read at every
+//! [`Input::Poll`], show a burst beginning. With switches a re-plan would need their feedback
+//! and admission again, so it waits for the next slot.
 //!
 //! A slot whose answers are still missing at the next slot's tick ends without them (as if
 //! the switches had failed) before the next slot starts. RPC failures never drop a flow: a flow
