@@ -211,7 +211,7 @@ pub struct PolicyOptions {
     /// [`Rules::Mlcc`] and [`Rules::Interleave`], each *active* decided flow (bytes planned in
     /// the current slot) is paced at its planned rate plus an equal share, among the active
     /// flows on the link, of what their pacing rates and the undecided flows leave of the
-    /// link's capacity, the least over its path ([`work_conserving_shares`]); under
+    /// link's capacity, the least over its path; under
     /// [`Rules::Priority`], the active groups take their strict-priority shares first, in
     /// planning order, and the idle members only what the active ones leave (without it an
     /// idle higher-ranked job, e.g. computing, holds the link for the slot while a lower
