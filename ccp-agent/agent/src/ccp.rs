@@ -290,8 +290,9 @@ impl<I: Ipc> Driver for Shell<I> {
             if !notices.is_empty() {
                 self.feed(Input::Notices(std::mem::take(&mut notices)));
             }
-            // The slot's work reads the progress regions as of its tick.
-            if matches!(input, Input::Tick { .. }) {
+            // The slot's work reads the progress regions as of its tick; a poll reads them to
+            // see bursts beginning between ticks.
+            if matches!(input, Input::Tick { .. } | Input::Poll) {
                 self.read_progress();
             }
             self.feed(input);

@@ -178,7 +178,11 @@ fn run_portus<I: PollableIpc>(
     let driver: Rc<RefCell<dyn Driver>> = shell.clone();
     install_driver(Some(driver));
     let ticking = Arc::new(AtomicBool::new(true));
-    let ticker = crate::ticker::spawn(cfg.slot_ms * 1000, shared.clone(), ticking.clone())
+    // The core re-plans within a slot only without switches (see `crate::agent_core`).
+    let no_switch = cfg.nic_only || cfg.topology.switches.is_empty();
+    let poll_us = (cfg.work_conserving && cfg.schedule && no_switch)
+        .then_some(crate::agent_core::io::POLL_US);
+    let ticker = crate::ticker::spawn(cfg.slot_ms * 1000, poll_us, shared.clone(), ticking.clone())
         .context("starting the slot timer thread")?;
     let alg = MlccAlg::new(shell.clone(), cfg.program.clone());
     let ipc = ShellIpc::new(inner, shared.clone());

@@ -2,7 +2,9 @@
 //! The shell's slot clock: a thread that posts an [`Input::Tick`] to the agent core at start
 //! and at every slot boundary of the wall clock (multiples of `slot_us` since the Unix epoch,
 //! the grid agents and switches share), whether or not the datapath sends anything. The tick
-//! wakes the portus thread through [`Shared::post`]; see [`crate::ccp`].
+//! wakes the portus thread through [`Shared::post`]; see [`crate::ccp`]. Between boundaries,
+//! when asked to, it also posts an [`Input::Poll`] every `poll_us` (the shell then reads the
+//! progress regions, so a burst that begins mid-slot is seen within it).
 
 use crate::agent_core::Input;
 use crate::shared::Shared;
@@ -21,9 +23,11 @@ pub fn next_boundary_us(now_us: u64, slot_us: u64) -> u64 {
 }
 
 /// Starts the slot timer: ticks for slots of `slot_us` µs go to `shared` until `running` is
-/// cleared. Errors: the thread could not be started.
+/// cleared, and with `poll_us` an [`Input::Poll`] every `poll_us` between them. Errors: the
+/// thread could not be started.
 pub fn spawn(
     slot_us: u64,
+    poll_us: Option<u64>,
     shared: Arc<Shared>,
     running: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -34,12 +38,22 @@ pub fn spawn(
             while running.load(Ordering::SeqCst) {
                 shared.post(Input::Tick { now_us: now });
                 let next = next_boundary_us(now, slot_us);
+                let mut poll_at = poll_us.map(|p| now.saturating_add(p.max(1)));
                 loop {
                     now = wall_us();
                     if now >= next || !running.load(Ordering::SeqCst) {
                         break;
                     }
-                    std::thread::sleep(Duration::from_micros(next - now).min(MAX_SLEEP));
+                    if let (Some(at), Some(p)) = (poll_at, poll_us) {
+                        if now >= at {
+                            shared.post(Input::Poll);
+                            poll_at = Some(now.saturating_add(p.max(1)));
+                        }
+                    }
+                    let until = poll_at.map_or(next, |at| at.min(next));
+                    std::thread::sleep(
+                        Duration::from_micros(until.saturating_sub(now)).min(MAX_SLEEP),
+                    );
                 }
             }
         })

@@ -330,6 +330,28 @@ fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
         None,
     );
     assert!(e.contains("order"), "{e}");
+    // Work conservation and the job order: defaults, values, a bad order named.
+    assert!(c.work_conserving);
+    assert_eq!(c.job_order, ccp_agent::config::JobOrder::FirstCome);
+    let a = t.write(
+        "agent.toml",
+        &format!(
+            "{}[sched]\nwork_conserving = false\njob_order = \"least_attained\"\n",
+            good_agent()
+        ),
+    );
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert!(!c.work_conserving);
+    assert_eq!(c.job_order, ccp_agent::config::JobOrder::LeastAttained);
+    let e = agent_err(
+        TOPO,
+        &format!("{}[sched]\njob_order = \"lifo\"\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("sched.job_order") && e.contains("\"lifo\"") && e.contains("first_come"),
+        "{e}"
+    );
 }
 
 /// Command-line overrides (`--host`, `--metrics-addr`, `--slot-ms`) replace the file's fields and

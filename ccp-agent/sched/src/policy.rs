@@ -47,6 +47,13 @@
 //!   first-ranked job may take a whole link, the next ones what it leaves (its compute phase).
 //!   The simulator realises the same rule event by event through [`priority_levels`] and
 //!   [`priority_weight`].
+//! - **Work conservation** ([`PolicyOptions::work_conserving`], not in the mlcc paper): a plan
+//!   is a claim, not a limit. Under [`Rules::Mlcc`] and [`Rules::Interleave`] each active
+//!   decided flow (bytes planned now) is paced at its pacing rate plus an equal share, among
+//!   the active flows on the link, of what the active flows and the undecided ones leave of
+//!   the link, the least over its path; under [`Rules::Priority`] the active groups take their
+//!   shares first and idle members only what is left. The agent uses it; the simulator's
+//!   policies leave it off (their results are unchanged).
 //! - **Bytes planned**: with [`PolicyOptions::sendable_only`], a flow is planned only for the
 //!   bytes its dependency lets it send ([`crate::Dependency::sendable_bytes`]), so bytes it
 //!   cannot send reserve nothing (the agent's reading); off, every byte left is planned (the
@@ -199,6 +206,18 @@ pub struct PolicyOptions {
     pub share_spare: bool,
     /// Plan only the bytes a flow's dependency lets it send.
     pub sendable_only: bool,
+    /// Work conservation of the current slot's rates (not in the mlcc paper; issue 19): a
+    /// flow's plan is a claim on its links, not a limit while the link has room. Under
+    /// [`Rules::Mlcc`] and [`Rules::Interleave`], each *active* decided flow (bytes planned in
+    /// the current slot) is paced at its planned rate plus an equal share, among the active
+    /// flows on the link, of what their pacing rates and the undecided flows leave of the
+    /// link's capacity, the least over its path; under
+    /// [`Rules::Priority`], the active groups take their strict-priority shares first, in
+    /// planning order, and the idle members only what the active ones leave (without it an
+    /// idle higher-ranked job, e.g. computing, holds the link for the slot while a lower
+    /// one has bytes to send). Off: the rates of the paper's slots.
+    #[serde(default)]
+    pub work_conserving: bool,
     /// Under [`Rules::Interleave`] and [`Rules::Priority`], each job's rank (lower first), as
     /// (job, rank); a job not listed ranks last. Ignored under [`Rules::Mlcc`].
     pub job_rank: Vec<(JobKey, u64)>,
@@ -234,6 +253,21 @@ pub fn rank_jobs(jobs: &[JobWork]) -> Result<Vec<(JobKey, u64)>, SchedError> {
 /// listed twice, naming it.
 pub fn rank_least_attained(attained: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
     rank_ascending(attained.iter().copied())
+}
+
+/// The job ranks of [`Rules::Interleave`] and [`Rules::Priority`] by first come, first
+/// served: `phase_start` lists (job, when its current communication phase began, on one clock
+/// shared by the jobs listed, e.g. ns; `u64::MAX` for a job with nothing to send now); rank 0
+/// is the job whose phase began first, ties by job. Under work-conserving strict priority
+/// ([`PolicyOptions::work_conserving`]) the links then serve the jobs' bursts in the order they
+/// arrive, each at the full link: the job that started communicating first finishes first,
+/// which is the rule MLTCP's window scaling converges to interleaving with (Rajasekaran, MIT
+/// thesis, ch. 5), and a job is never held back for having completed more iterations than
+/// another (least attained service by iterations, [`rank_least_attained`], tied every job to
+/// the slowest one's pace in the agent's VM scenario: README "The ccp-agent scenario on guest
+/// time"). Refuses a job listed twice, naming it.
+pub fn rank_first_come(phase_start: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
+    rank_ascending(phase_start.iter().copied())
 }
 
 /// Ranks jobs by ascending value, ties by job: (job, rank), rank 0 first. Refuses a job listed
@@ -786,7 +820,7 @@ fn finish_rates(
     out: &mut Decisions,
 ) -> Result<(), SchedError> {
     if options.rules == Rules::Priority {
-        priority_shares(table, snapshot, at, out)?;
+        priority_shares(table, snapshot, at, out, options.work_conserving)?;
     } else if options.share_spare {
         // The idle members (planned no bytes in the current slot), and per link how many of
         // them cross it.
@@ -823,7 +857,14 @@ fn finish_rates(
             out.groups[gi].spare_bps[k] = share.unwrap_or(0);
         }
     }
-    if options.share_spare || options.rules == Rules::Priority || snapshot.min_rate_bps > 0 {
+    if options.work_conserving && options.rules != Rules::Priority {
+        work_conserving_shares(table, snapshot, at, out)?;
+    }
+    if options.share_spare
+        || options.work_conserving
+        || options.rules == Rules::Priority
+        || snapshot.min_rate_bps > 0
+    {
         for g in &mut out.groups {
             for (k, d) in g.decision.decisions.iter().enumerate() {
                 g.rates_bps[k] = slot_rate_bps(
@@ -849,24 +890,21 @@ fn path_in<'a>(
         .map_or(&[][..], |&i| snapshot.flows[i].path.as_slice())
 }
 
-/// [`Rules::Priority`]'s shares of the current slot, into [`GroupOutcome::spare_bps`]: per
-/// link, what the flows not decided now leave (the table's available bandwidth plus the
-/// decided flows' own current-slot rates); then, group by group in planning order, each member
-/// gets the least over its path of what is left divided by the group's members on the link,
-/// and what it gets is taken off its links.
-fn priority_shares(
+/// Per link of the decided flows' paths, what the flows not decided now leave of the current
+/// slot: the table's available bandwidth plus the decided flows' own current-slot rates
+/// (their schedules are in the table), bit/s.
+fn undecided_leave(
     table: &LinkLoadTable,
     snapshot: &Snapshot,
     at: &std::collections::HashMap<FlowId, usize>,
-    out: &mut Decisions,
-) -> Result<(), SchedError> {
+    out: &Decisions,
+) -> Result<std::collections::HashMap<LinkId, u64>, SchedError> {
     let slot = table.current_slot();
-    let path_of = |f: FlowId| path_in(snapshot, at, f);
     let mut left: std::collections::HashMap<LinkId, u64> = std::collections::HashMap::new();
     for g in &out.groups {
         for f in &g.flows {
             let own = table.flow_schedule(*f).map_or(0, |s| s.rate_bps_at(slot));
-            for l in path_of(*f) {
+            for l in path_in(snapshot, at, *f) {
                 let e = match left.entry(*l) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {
@@ -877,35 +915,127 @@ fn priority_shares(
             }
         }
     }
-    for g in &mut out.groups {
-        let mut members_on: std::collections::HashMap<LinkId, u64> = Default::default();
-        for f in &g.flows {
-            for l in path_of(*f) {
-                *members_on.entry(*l).or_default() += 1;
+    Ok(left)
+}
+
+/// The least over `path` of what is `left` on a link divided by the flows `on` it sharing it
+/// (a link without a count: one), bit/s; 0 for an empty path.
+fn least_split(
+    path: &[LinkId],
+    left: &std::collections::HashMap<LinkId, u64>,
+    on: &std::collections::HashMap<LinkId, u64>,
+) -> u64 {
+    path.iter()
+        .map(|l| left.get(l).copied().unwrap_or(0) / on.get(l).copied().unwrap_or(1).max(1))
+        .min()
+        .unwrap_or(0)
+}
+
+/// Whether member `k` of group `g` was planned bytes in the current slot (it has something to
+/// send now: under [`PolicyOptions::sendable_only`], bytes its dependency lets it send).
+fn is_active(g: &GroupOutcome, k: usize) -> bool {
+    g.decision
+        .decisions
+        .get(k)
+        .and_then(|d| d.plan.bytes.first())
+        .is_some_and(|b| *b > 0)
+}
+
+/// [`Rules::Priority`]'s shares of the current slot, into [`GroupOutcome::spare_bps`]: per
+/// link, what the flows not decided now leave ([`undecided_leave`]); then, group by group in
+/// planning order, each member gets the least over its path of what is left divided by the
+/// group's members on the link, and what it gets is taken off its links. With
+/// `work_conserving`, two such passes: the active members first ([`is_active`]), then the idle
+/// ones, so an idle group never holds what an active one after it could send.
+fn priority_shares(
+    table: &LinkLoadTable,
+    snapshot: &Snapshot,
+    at: &std::collections::HashMap<FlowId, usize>,
+    out: &mut Decisions,
+    work_conserving: bool,
+) -> Result<(), SchedError> {
+    let path_of = |f: FlowId| path_in(snapshot, at, f);
+    let mut left = undecided_leave(table, snapshot, at, out)?;
+    // Pass 0 (or the only pass): which members take part.
+    let passes: &[Option<bool>] = if work_conserving {
+        &[Some(true), Some(false)]
+    } else {
+        &[None]
+    };
+    for pass in passes {
+        for g in &mut out.groups {
+            let takes: Vec<bool> = (0..g.flows.len())
+                .map(|k| pass.is_none_or(|active| is_active(g, k) == active))
+                .collect();
+            let mut members_on: std::collections::HashMap<LinkId, u64> = Default::default();
+            for (f, _) in g.flows.iter().zip(&takes).filter(|(_, t)| **t) {
+                for l in path_of(*f) {
+                    *members_on.entry(*l).or_default() += 1;
+                }
             }
-        }
-        let shares: Vec<u64> = g
-            .flows
-            .iter()
-            .map(|f| {
-                path_of(*f)
-                    .iter()
-                    .map(|l| {
-                        let n = members_on.get(l).copied().unwrap_or(1).max(1);
-                        left.get(l).copied().unwrap_or(0) / n
-                    })
-                    .min()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for (f, s) in g.flows.iter().zip(&shares) {
-            for l in path_of(*f) {
-                if let Some(e) = left.get_mut(l) {
-                    *e = e.saturating_sub(*s);
+            for (k, f) in g.flows.iter().enumerate() {
+                if !takes[k] {
+                    continue;
+                }
+                g.spare_bps[k] = least_split(path_of(*f), &left, &members_on);
+            }
+            for (k, f) in g.flows.iter().enumerate() {
+                if !takes[k] {
+                    continue;
+                }
+                for l in path_of(*f) {
+                    if let Some(e) = left.get_mut(l) {
+                        *e = e.saturating_sub(g.spare_bps[k]);
+                    }
                 }
             }
         }
-        g.spare_bps = shares;
+    }
+    Ok(())
+}
+
+/// [`PolicyOptions::work_conserving`] under [`Rules::Mlcc`] and [`Rules::Interleave`]: per
+/// link, what the undecided flows ([`undecided_leave`]) and the active decided flows' pacing
+/// rates ([`Decision::pacing_rate_bps`] at their MADD share) leave, split equally among the
+/// active flows on the link; each active member's [`GroupOutcome::spare_bps`] becomes its
+/// pacing rate plus the least of those splits over its path (so [`slot_rate_bps`], which
+/// takes the larger of the two, paces it there). Idle members keep what
+/// [`PolicyOptions::share_spare`] gave them.
+fn work_conserving_shares(
+    table: &LinkLoadTable,
+    snapshot: &Snapshot,
+    at: &std::collections::HashMap<FlowId, usize>,
+    out: &mut Decisions,
+) -> Result<(), SchedError> {
+    let path_of = |f: FlowId| path_in(snapshot, at, f);
+    let mut left = undecided_leave(table, snapshot, at, out)?;
+    let mut active_on: std::collections::HashMap<LinkId, u64> = Default::default();
+    let mut pacing: Vec<Vec<u64>> = Vec::with_capacity(out.groups.len());
+    for g in &out.groups {
+        let mut p = vec![0; g.flows.len()];
+        for (k, f) in g.flows.iter().enumerate() {
+            if !is_active(g, k) {
+                continue;
+            }
+            p[k] = g.decision.decisions[k]
+                .pacing_rate_bps(g.progress[k].remaining_bytes, g.decision.share_now_bps[k]);
+            for l in path_of(*f) {
+                *active_on.entry(*l).or_default() += 1;
+                if let Some(e) = left.get_mut(l) {
+                    *e = e.saturating_sub(p[k]);
+                }
+            }
+        }
+        pacing.push(p);
+    }
+    for (g, p) in out.groups.iter_mut().zip(pacing) {
+        for (k, f) in g.flows.iter().enumerate() {
+            if !is_active(g, k) {
+                continue;
+            }
+            let extra = least_split(path_of(*f), &left, &active_on);
+            g.spare_bps[k] = p[k].saturating_add(extra);
+        }
     }
     Ok(())
 }

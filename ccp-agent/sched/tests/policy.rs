@@ -242,6 +242,17 @@ fn the_receivers_cut_and_the_slot_rate() {
 }
 
 #[test]
+fn first_come_ranks_the_earliest_phase_first() {
+    let r = rank_first_come(&[(JobKey(1), 300), (JobKey(2), u64::MAX), (JobKey(3), 100)]);
+    assert_eq!(
+        r.unwrap(),
+        vec![(JobKey(3), 0), (JobKey(1), 1), (JobKey(2), 2)]
+    );
+    let e = rank_first_come(&[(JobKey(5), 1), (JobKey(5), 2)]).unwrap_err();
+    assert!(e.to_string().contains('5'), "{e}");
+}
+
+#[test]
 fn least_attained_service_ranks_the_job_behind_first() {
     let r = rank_least_attained(&[(JobKey(1), 7), (JobKey(2), 5), (JobKey(3), 7)]).unwrap();
     assert_eq!(r, vec![(JobKey(2), 0), (JobKey(1), 1), (JobKey(3), 2)]);
@@ -391,6 +402,7 @@ proptest! {
             rules: if interleave { Rules::Interleave } else { Rules::Mlcc },
             share_spare: spare,
             sendable_only: sendable,
+            work_conserving: false,
             job_rank: vec![(JobKey(2), 0), (JobKey(1), 1)],
         };
         let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
@@ -506,6 +518,77 @@ fn priority_gives_the_first_ranked_job_the_link_and_the_next_what_is_left() {
 }
 
 #[test]
+fn work_conservation_raises_active_flows_to_what_the_link_leaves() {
+    // Link 0 (1000 bit/s) carries flow 1 (100 bytes left: planned 100 bit/s, completing, so
+    // paced at its MADD share) and flow 2 (300 bytes left, all planned now), of jobs 1 and 2
+    // (ranked by their planning key); flow 3 (job 3) has nothing to send (idle). Without work
+    // conservation the active flows keep their plans' rates; with it, what their pacing rates
+    // leave of the link goes to them in equal parts, and they fill the link.
+    let flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 900, 100),
+        flow(2, 2, FlowRole::Other, &[0], 0, 3_000),
+        flow(3, 3, FlowRole::Other, &[0], 500, 0),
+    ];
+    let off = PolicyOptions::default();
+    let mut t = table(&[1_000], 4);
+    let before = decide(&mut t, &snapshot(flows.clone()), &off).unwrap();
+    let on = PolicyOptions {
+        work_conserving: true,
+        ..off
+    };
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(flows.clone()), &on).unwrap();
+    let (r1, r2) = (
+        d.rate_bps(FlowId(1)).unwrap(),
+        d.rate_bps(FlowId(2)).unwrap(),
+    );
+    let (b1, b2) = (
+        before.rate_bps(FlowId(1)).unwrap(),
+        before.rate_bps(FlowId(2)).unwrap(),
+    );
+    assert!(b1 + b2 <= 1_000, "plans within the link: {b1} + {b2}");
+    let extra = (1_000 - b1 - b2) / 2;
+    assert_eq!((r1, r2), (b1 + extra, b2 + extra));
+    assert!(r1 + r2 >= 999, "the link is filled: {r1} + {r2}");
+    // The idle flow claims nothing and is not raised.
+    assert_eq!(d.rate_bps(FlowId(3)), Some(0));
+    // A flow alone on its path gets the whole link whatever its plan.
+    let alone = vec![flow(7, 1, FlowRole::Other, &[0], 0, 100)];
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(alone), &on).unwrap();
+    assert_eq!(d.rate_bps(FlowId(7)), Some(1_000));
+}
+
+#[test]
+fn work_conserving_priority_skips_idle_higher_ranked_jobs() {
+    // Job 1 ranks first but has nothing to send in this slot (between iterations); job 2's
+    // flow is active on the same link. Strict priority as before holds the whole link for
+    // job 1 (job 2 runs at its own plan beside it: the link is booked twice if job 1 begins
+    // its burst in the slot); work-conserving priority gives job 2 the link, and job 1 what
+    // job 2 leaves (nothing).
+    let flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 600, 0),
+        flow(2, 2, FlowRole::Other, &[0], 0, 300),
+    ];
+    let strict = PolicyOptions {
+        rules: Rules::Priority,
+        job_rank: vec![(JobKey(1), 0), (JobKey(2), 1)],
+        ..PolicyOptions::default()
+    };
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(flows.clone()), &strict).unwrap();
+    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000), "held while idle");
+    let wc = PolicyOptions {
+        work_conserving: true,
+        ..strict
+    };
+    let mut t = table(&[1_000], 4);
+    let d = decide(&mut t, &snapshot(flows), &wc).unwrap();
+    assert_eq!(d.rate_bps(FlowId(2)), Some(1_000));
+    assert_eq!(d.rate_bps(FlowId(1)), Some(0));
+}
+
+#[test]
 fn priority_levels_and_weights() {
     let job = |j: u64, rank: u64, links: &[u32]| RankedJob {
         job: JobKey(j),
@@ -581,6 +664,7 @@ proptest! {
             rules: Rules::Priority,
             share_spare: false,
             sendable_only: sendable,
+            work_conserving: false,
             job_rank: vec![(JobKey(first), 0), (JobKey(3 - first), 1)],
         };
         let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();

@@ -130,6 +130,7 @@ fn mlcc_il(cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Mlcc, SimError> 
         rules: mlcc_sched::Rules::Interleave,
         share_spare: true,
         sendable_only: false,
+        work_conserving: false,
         job_rank: Vec::new(),
     };
     m.name = "mlcc-il".into();

@@ -63,6 +63,15 @@
 //! 8. sends the schedules changed later in the slot (reductions by notices) without waiting,
 //!    and emits the status ([`Action::Status`]) and the flows' RTTs ([`Action::Rtts`]).
 //!
+//! Work conservation (`[sched] work_conserving`, default on; not in the mlcc paper): the policy
+//! layer treats a plan as a claim, not a limit (`mlcc_sched::PolicyOptions::work_conserving`:
+//! active flows share what the slot's plans leave of their links; under strict priority idle
+//! jobs claim nothing). Without switches the core also re-plans the slot between its
+//! boundaries: when a flow has delivered what it was planned to send now (a burst's or a ring
+//! chunk's end, seen in its reports) and when the progress regions, read at every
+//! [`Input::Poll`], show a burst beginning. With switches a re-plan would need their feedback
+//! and admission again, so it waits for the next slot.
+//!
 //! A slot whose answers are still missing at the next slot's tick ends without them (as if
 //! the switches had failed) before the next slot starts. RPC failures never drop a flow: a flow
 //! is forgotten only when its datapath closes it ([`Input::FlowClosed`]).
@@ -122,6 +131,11 @@ struct FlowEntry {
     app_limited: bool,
     lost_last: u64,
     unthrottled_bps: u64,
+    // Bytes of the current slot's reports that a mid-slot re-plan already counted into the
+    // iteration (`acked_iter`): still the slot's achieved bytes.
+    slot_folded: u64,
+    // (iteration, bytes handed) of the registration at the last burst check.
+    seen_sent: Option<(u64, u64)>,
 }
 
 /// The RPC deadlines the core puts on its requests.
@@ -258,6 +272,7 @@ impl Core {
         match input {
             Input::Tick { now_us } => self.on_tick(now_us),
             Input::Progress(r) => self.progress = r,
+            Input::Poll => self.on_poll(),
             Input::FlowCreated { flow, key, sock_id } => self.on_created(flow, key, sock_id),
             Input::Report { flow, fields } => self.on_report(flow, &fields),
             Input::FlowClosed { flow } => self.on_closed(flow),
@@ -320,6 +335,8 @@ impl Core {
             app_limited: true,
             lost_last: 0,
             unthrottled_bps,
+            slot_folded: 0,
+            seen_sent: None,
         };
         f.reg = self.registration(&key);
         tracing::info!(sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
@@ -367,6 +384,87 @@ impl Core {
         if let Some(r) = m.rtt_us {
             f.rtt_us = r;
         }
+        // The end of what the flow was planned to send now (its burst, or a ring chunk):
+        // what it claimed goes to the others at once.
+        let slot = self.slot;
+        let done = f.plan.as_ref().is_some_and(|p| {
+            let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
+            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
+            Some(p.slot) == slot
+                && planned > 0
+                && live.saturating_sub(p.progress.sent_bytes) >= p.progress.remaining_bytes
+        });
+        if done {
+            self.replan_mid_slot("burst end");
+        }
+    }
+
+    /// [`Input::Poll`]: re-plans the slot when the latest progress reading shows a burst
+    /// beginning: a flow in a new iteration, or a flow planned nothing now that has been handed
+    /// bytes it has not delivered (once per such reading).
+    fn on_poll(&mut self) {
+        if !self.replans_mid_slot() {
+            return;
+        }
+        let slot = self.slot;
+        let mut began = false;
+        let keys: Vec<(LocalFlow, FlowKey)> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.installed)
+            .map(|(l, f)| (*l, f.key))
+            .collect();
+        for (local, key) in keys {
+            let Some(r) = self.registration(&key) else {
+                continue;
+            };
+            let Some(f) = self.flows.get_mut(&local) else {
+                continue;
+            };
+            let seen = Some((r.iteration, r.sent_bytes));
+            if f.seen_sent == seen {
+                continue;
+            }
+            f.seen_sent = seen;
+            if r.iteration_bytes.is_none() {
+                continue;
+            }
+            let idle = f.plan.as_ref().is_none_or(|p| {
+                Some(p.slot) != slot || p.decision.plan.bytes.first().is_none_or(|b| *b == 0)
+            });
+            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
+            if f.iteration != Some(r.iteration) || (idle && r.sent_bytes > live) {
+                began = true;
+            }
+        }
+        if began {
+            self.replan_mid_slot("burst start");
+        }
+    }
+
+    /// Whether the slot may be re-planned between its boundaries: `[sched] work_conserving`,
+    /// no switch (a re-plan would need their feedback and admission again), flows scheduled,
+    /// and the slot's own work done.
+    fn replans_mid_slot(&self) -> bool {
+        self.cfg.work_conserving
+            && self.cfg.schedule
+            && self.switches.is_empty()
+            && self.slot.is_some()
+            && matches!(self.phase, Phase::Idle)
+    }
+
+    /// Re-plans the current slot now (`why`: for the log): the reports so far count into the
+    /// iterations, every flow is decided again against the NIC table, and the rates that
+    /// changed are set.
+    fn replan_mid_slot(&mut self, why: &'static str) {
+        if !self.replans_mid_slot() {
+            return;
+        }
+        let Some(slot) = self.slot else { return };
+        tracing::debug!(target: "ccp_agent::plan", slot, why, "re-plan within the slot");
+        self.refresh_registrations(true);
+        self.plan_flows(slot);
+        self.apply_all();
     }
 
     /// The flow `local` closed: its schedules leave the tables (the switches' at the next
@@ -404,7 +502,7 @@ impl Core {
         self.notices
             .retain(|_, n| n.slot.saturating_add(horizon) >= slot);
         self.measure(slot);
-        self.refresh_registrations();
+        self.refresh_registrations(false);
         self.feedback.clear();
         self.adds.clear();
         let wanted = self.wanted_feedback();
@@ -457,7 +555,9 @@ impl Core {
         let slot_us = self.clock.slot_us().max(1);
         let mut samples: HashMap<u32, (u64, bool)> = HashMap::new();
         for f in self.flows.values_mut() {
-            let (_, acked) = split_acked(&f.acked_log, 0);
+            let acked = split_acked(&f.acked_log, 0)
+                .1
+                .saturating_add(std::mem::take(&mut f.slot_folded));
             f.lost_last = std::mem::take(&mut f.lost);
             f.achieved_bps = u64::try_from(u128::from(acked) * 8_000_000 / u128::from(slot_us))
                 .unwrap_or(u64::MAX);
@@ -505,8 +605,9 @@ impl Core {
     }
 
     /// Step 2: each flow's registration in the latest progress reading, and its acknowledged
-    /// bytes of the current iteration.
-    fn refresh_registrations(&mut self) {
+    /// bytes of the current iteration. `mid_slot`: for a re-plan within the slot (the bytes
+    /// counted stay the slot's achieved bytes for the next [`Core::measure`]).
+    fn refresh_registrations(&mut self, mid_slot: bool) {
         let locals: Vec<LocalFlow> = self.flows.keys().copied().collect();
         for l in locals {
             let Some(key) = self.flows.get(&l).map(|f| f.key) else {
@@ -519,6 +620,9 @@ impl Core {
             // This slot's acknowledged bytes: the current iteration's, or, when the iteration
             // moved, split at its start between the old one (only logged) and the new one.
             let log = std::mem::take(&mut f.acked_log);
+            if mid_slot {
+                f.slot_folded = f.slot_folded.saturating_add(split_acked(&log, 0).1);
+            }
             match &reg {
                 Some(r) => {
                     if f.iteration == Some(r.iteration) {

@@ -13,6 +13,7 @@
 
 use super::Core;
 use crate::agent_core::io::{Action, Rpc};
+use crate::config::JobOrder;
 use crate::flows::FlowKey;
 use crate::monitor::Registration;
 use crate::proto::{self, notice_kind};
@@ -73,6 +74,30 @@ pub(super) struct Planned {
     pub(super) role: FlowRole,
     pub(super) local: Vec<LinkId>,
     pub(super) remote: Vec<u32>,
+}
+
+impl Planned {
+    /// This plan with `decision` in place of its own (a cut: to a switch's admission, or by a
+    /// notice). A decision that lowers the flow's pacing rate also bounds its spare rate by
+    /// the new pacing rate: the spare of an active flow under work conservation (its share of
+    /// what the slot leaves, [`mlcc_sched::PolicyOptions::work_conserving`]) or strict priority
+    /// was reckoned against the plans before the cut, which the cut says do not fit; a cut
+    /// must cut.
+    fn with_decision(&self, decision: Decision) -> Planned {
+        let rate =
+            |d: &Decision| d.pacing_rate_bps(self.progress.remaining_bytes, self.available_now_bps);
+        let new_rate = rate(&decision);
+        let spare_bps = if new_rate < rate(&self.decision) {
+            self.spare_bps.min(new_rate)
+        } else {
+            self.spare_bps
+        };
+        Planned {
+            decision,
+            spare_bps,
+            ..self.clone()
+        }
+    }
 }
 
 /// Whether a flow with registration `r` is a ring flow (to its successor).
@@ -334,25 +359,47 @@ impl Core {
                 return;
             }
         }
-        // Under `Rules::Interleave` and `Rules::Priority`: least attained service first (a
-        // job's iteration: the least its flows here are in), ties by name.
-        let job_rank = if self.cfg.rules != mlcc_sched::Rules::Mlcc {
-            let mut attained: Vec<(JobKey, u64)> = Vec::new();
-            for c in &candidates {
-                let j = job_key(&c.reg.job);
-                match attained.iter_mut().find(|(k, _)| *k == j) {
-                    Some((_, it)) => *it = (*it).min(c.reg.iteration),
-                    None => attained.push((j, c.reg.iteration)),
+        // Under `Rules::Interleave` and `Rules::Priority`, `[sched] job_order`: least attained
+        // service first (a job's iteration: the least its flows here are in), or first come,
+        // first served by phase (when the job's current burst began: the earliest
+        // `iter_start_ns`, which the libraries mark at the start of a process's communication
+        // phase, of its flows with bytes to send; a PS's broadcast is a burst of its own,
+        // behind the bursts that came while its aggregation ran); ties by name.
+        let job_rank = match (self.cfg.rules, self.cfg.job_order) {
+            (mlcc_sched::Rules::Mlcc, _) => Vec::new(),
+            (_, JobOrder::LeastAttained) => {
+                let mut attained: Vec<(JobKey, u64)> = Vec::new();
+                for c in &candidates {
+                    let j = job_key(&c.reg.job);
+                    match attained.iter_mut().find(|(k, _)| *k == j) {
+                        Some((_, it)) => *it = (*it).min(c.reg.iteration),
+                        None => attained.push((j, c.reg.iteration)),
+                    }
                 }
+                policy::rank_least_attained(&attained).unwrap_or_default()
             }
-            policy::rank_least_attained(&attained).unwrap_or_default()
-        } else {
-            Vec::new()
+            (_, JobOrder::FirstCome) => {
+                // Per job: the earliest start of a flow with bytes left (u64::MAX: none).
+                let mut starts: Vec<(JobKey, u64)> = Vec::new();
+                for c in &candidates {
+                    let j = job_key(&c.reg.job);
+                    let start = match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
+                        (0, _) | (_, 0) => u64::MAX,
+                        (_, t) => t,
+                    };
+                    match starts.iter_mut().find(|(k, _)| *k == j) {
+                        Some(e) => e.1 = e.1.min(start),
+                        None => starts.push((j, start)),
+                    }
+                }
+                policy::rank_first_come(&starts).unwrap_or_default()
+            }
         };
         let options = PolicyOptions {
             rules: self.cfg.rules,
             share_spare: true,
             sendable_only: true,
+            work_conserving: self.cfg.work_conserving,
             job_rank,
         };
         let decisions = match policy::decide(&mut table, &snapshot, &options) {
@@ -615,10 +662,10 @@ impl Core {
             }
             let (id, key) = (f.id, f.key);
             tracing::debug!(flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
-            let mut np = p.clone();
-            self.tally(&np.remote, &np.decision.plan.rates_bps, false);
-            self.tally(&np.remote, &d.plan.rates_bps, true);
-            np.decision = d;
+            let old_rates = p.decision.plan.rates_bps.clone();
+            let np = p.with_decision(d);
+            self.tally(&np.remote, &old_rates, false);
+            self.tally(&np.remote, &np.decision.plan.rates_bps, true);
             self.publish_local(id, &np);
             if let Some(f) = self.flows.get_mut(&local) {
                 f.plan = Some(np);
@@ -772,9 +819,8 @@ impl Core {
                     self.tally(&p.remote, &p.decision.plan.rates_bps, false);
                     self.tally(&p.remote, &d.plan.rates_bps, true);
                     let np = Planned {
-                        decision: d,
                         view,
-                        ..p
+                        ..p.with_decision(d)
                     };
                     self.publish_local(id, &np);
                     self.queue_update(id, &np);

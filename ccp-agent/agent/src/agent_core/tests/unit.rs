@@ -426,3 +426,68 @@ fn stopping_takes_the_schedules_off_the_switch() {
     assert_eq!(removed, ids);
     assert!(request.flows.iter().all(|f| f.rates_bps.is_empty()));
 }
+
+/// A report of `acked` bytes of flow `flow` a little after the start of slot `slot`.
+fn report(flow: u64, slot: u64, acked: u64) -> Input {
+    Input::Report {
+        flow,
+        fields: crate::agent_core::Measurement {
+            acked: Some(acked),
+            rtt_us: Some(500),
+            arrival_ns: (slot_start_us(slot) + 5_000) * 1000,
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
+    let s = FIRST_SLOT;
+    // Work conservation off: a flow that delivers its bytes mid-slot keeps its rate until the
+    // next slot, and a poll changes nothing.
+    let mut core = core_with_ring(
+        "wc-off",
+        &["h1", "h2", "h3", "h4"],
+        "nic_only = true\n[sched]\nwork_conserving = false",
+    );
+    core.handle(tick(s));
+    assert!(core.handle(report(1, s, RING_BYTES)).is_empty());
+    assert!(core.handle(Input::Poll).is_empty());
+    let left = |core: &Core| {
+        core.flows
+            .get(&1)
+            .and_then(|f| f.plan.as_ref())
+            .map(|p| p.progress.remaining_bytes)
+    };
+    assert_eq!(left(&core), Some(RING_BYTES), "planned at the tick only");
+    // On (the default): the burst's end re-plans the slot at once (the flow that is done is
+    // planned nothing); the next iteration seen by a poll re-plans it again.
+    let mut core = core_with_ring("wc-on", &["h1", "h2", "h3", "h4"], "nic_only = true");
+    let first = rates(&core.handle(tick(s)));
+    assert!(first.iter().any(|(f, _)| *f == 1), "{first:?}");
+    core.handle(report(1, s, RING_BYTES));
+    assert_eq!(left(&core), Some(0), "re-planned at the burst's end");
+    // The same reading again: no burst began.
+    assert!(rates(&core.handle(Input::Poll)).is_empty());
+    let mut regs = ring_regs();
+    for reg in regs.values_mut() {
+        reg.iteration = 1;
+        reg.iter_start_ns = (slot_start_us(s) + 10_000) * 1000;
+    }
+    core.handle(Input::Progress(regs));
+    core.handle(Input::Poll);
+    assert_eq!(
+        left(&core),
+        Some(RING_BYTES),
+        "the new burst is planned at once"
+    );
+    // The slot's bytes still count as its achieved rate at the next tick.
+    let a = core.handle(tick(s + 1));
+    let st = status(&a).expect("a status");
+    let f1 = st
+        .flows
+        .iter()
+        .find(|f| f.src.starts_with("10.0.0.1"))
+        .expect("flow 1");
+    assert!(f1.achieved_bps > 0, "{f1:?}");
+}
