@@ -327,14 +327,38 @@ impl JobOrder {
 }
 
 /// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default
-/// [`mlcc_sched::Rules::Mlcc`]).
-fn check_agent_sched(file: &Path, raw: &RawAgentSched) -> Result<mlcc_sched::Rules, ConfigError> {
-    match raw.rules.as_deref() {
-        None => Ok(mlcc_sched::Rules::default()),
+/// [`mlcc_sched::Rules::Mlcc`]), the job order and work conservation.
+fn check_agent_sched(
+    file: &Path,
+    raw: &RawAgentSched,
+) -> Result<(mlcc_sched::Rules, JobOrder, bool), ConfigError> {
+    let rules = match raw.rules.as_deref() {
+        None => mlcc_sched::Rules::default(),
         Some(v) => v
             .parse()
-            .map_err(|why: String| err(file, "sched.rules", format!("{v:?}"), why)),
-    }
+            .map_err(|why: String| err(file, "sched.rules", format!("{v:?}"), why))?,
+    };
+    let job_order = match raw.job_order.as_deref() {
+        None => JobOrder::default(),
+        Some(v) => JobOrder::ALL
+            .iter()
+            .find(|(_, name)| *name == v)
+            .map(|(o, _)| *o)
+            .ok_or_else(|| {
+                let names: Vec<String> = JobOrder::ALL
+                    .iter()
+                    .map(|(_, n)| format!("{n:?}"))
+                    .collect();
+                err(
+                    file,
+                    "sched.job_order",
+                    format!("{v:?}"),
+                    format!("must be {}", names.join(" or ")),
+                )
+            })?,
+    };
+    let work_conserving = raw.work_conserving.unwrap_or(DEFAULT_WORK_CONSERVING);
+    Ok((rules, job_order, work_conserving))
 }
 
 /// Checked `[pcn]` of `agent.toml`: how the agent answers the writers' `before_burst`.
@@ -1016,33 +1040,11 @@ impl AgentConfig {
     /// [`AgentConfig::load`] with every command-line override.
     pub fn load_with(file: &Path, o: &Overrides) -> Result<AgentConfig, ConfigError> {
         let text = read(file)?;
-        Self::parse_text_with(file, &text, o)
-    }
-
-    /// [`AgentConfig::load`] on text already read.
-    pub fn parse_text(
-        file: &Path,
-        text: &str,
-        slot_ms: Option<u64>,
-        horizon: Option<usize>,
-    ) -> Result<AgentConfig, ConfigError> {
-        Self::parse_text_with(
-            file,
-            text,
-            &Overrides {
-                slot_ms,
-                horizon,
-                ..Overrides::default()
-            },
-        )
+        Self::parse_text(file, &text, o)
     }
 
     /// [`AgentConfig::load_with`] on text already read.
-    pub fn parse_text_with(
-        file: &Path,
-        text: &str,
-        o: &Overrides,
-    ) -> Result<AgentConfig, ConfigError> {
+    pub fn parse_text(file: &Path, text: &str, o: &Overrides) -> Result<AgentConfig, ConfigError> {
         let mut raw: RawAgentConfig = parse(file, text)?;
         // A field replaced from the command line is named as such in errors.
         let hosts_field = if o.hosts.is_empty() {
@@ -1173,7 +1175,10 @@ impl AgentConfig {
         }
         let metrics_addr = match (o.metrics_addr, &raw.metrics_addr) {
             (Some(a), _) => Some((a, "metrics_addr (from --metrics-addr)")),
-            (None, Some(m)) => Some((sockaddr(file, String::from("metrics_addr"), m)?, "metrics_addr")),
+            (None, Some(m)) => Some((
+                sockaddr(file, String::from("metrics_addr"), m)?,
+                "metrics_addr",
+            )),
             (None, None) => None,
         };
         if let Some((a, field)) = metrics_addr {
@@ -1188,27 +1193,12 @@ impl AgentConfig {
         }
         let metrics_addr = metrics_addr.map(|(a, _)| a);
         let pcn = check_agent_pcn(file, &raw.pcn)?;
-        let rules = check_agent_sched(file, &raw.sched)?;
-        let job_order = match raw.sched.job_order.as_deref() {
-            None => JobOrder::default(),
-            Some(v) => JobOrder::ALL
-                .iter()
-                .find(|(_, name)| *name == v)
-                .map(|(o, _)| *o)
-                .ok_or_else(|| {
-                    err(
-                        file,
-                        "sched.job_order",
-                        format!("{v:?}"),
-                        "must be \"first_come\" or \"least_attained\"",
-                    )
-                })?,
-        };
+        let (rules, job_order, work_conserving) = check_agent_sched(file, &raw.sched)?;
         Ok(AgentConfig {
             pcn,
             rules,
             job_order,
-            work_conserving: raw.sched.work_conserving.unwrap_or(DEFAULT_WORK_CONSERVING),
+            work_conserving,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

@@ -138,6 +138,15 @@ struct FlowEntry {
     seen_sent: Option<(u64, u64)>,
 }
 
+impl FlowEntry {
+    /// Bytes delivered in the current iteration so far: those already counted (`acked_iter`)
+    /// and those of the reports since the last slot tick.
+    fn delivered_in_iteration(&self) -> u64 {
+        self.acked_iter
+            .saturating_add(split_acked(&self.acked_log, 0).1)
+    }
+}
+
 /// The RPC deadlines the core puts on its requests.
 #[derive(Clone, Copy, Debug)]
 struct Deadlines {
@@ -389,7 +398,7 @@ impl Core {
         let slot = self.slot;
         let done = f.plan.as_ref().is_some_and(|p| {
             let planned = p.decision.plan.bytes.first().copied().unwrap_or(0);
-            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
+            let live = f.delivered_in_iteration();
             Some(p.slot) == slot
                 && planned > 0
                 && live.saturating_sub(p.progress.sent_bytes) >= p.progress.remaining_bytes
@@ -432,7 +441,7 @@ impl Core {
             let idle = f.plan.as_ref().is_none_or(|p| {
                 Some(p.slot) != slot || p.decision.plan.bytes.first().is_none_or(|b| *b == 0)
             });
-            let live = f.acked_iter.saturating_add(split_acked(&f.acked_log, 0).1);
+            let live = f.delivered_in_iteration();
             if f.iteration != Some(r.iteration) || (idle && r.sent_bytes > live) {
                 began = true;
             }

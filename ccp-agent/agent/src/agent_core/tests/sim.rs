@@ -95,7 +95,8 @@ pub fn config(tag: &str, hosts: &[&str], extra: &str) -> Arc<AgentConfig> {
     );
     let file = dir.join("agent.toml");
     std::fs::write(&file, &text).expect("agent config file");
-    let cfg = AgentConfig::parse_text(&file, &text, None, None).expect("a valid agent config");
+    let cfg =
+        AgentConfig::parse_text(&file, &text, &Default::default()).expect("a valid agent config");
     Arc::new(cfg)
 }
 
