@@ -19,6 +19,7 @@ fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
         iterations,
         gradient_bytes: m_s * B,
         compute_s,
+        hosts: None,
     }
 }
 

@@ -14,7 +14,8 @@
 //! Modules: [`topo`] (the tree, and each server's internal links between its GPUs),
 //! [`workload`] (arrivals, job mix, trace files), [`sim`] (the engine: GPU-level placement,
 //! packed by default, flows, dependencies, time), [`alloc`] (weighted max-min with caps),
-//! [`policy`] (one module per policy), [`report`] (statistics, table, JSON, PNG).
+//! [`policy`] (one module per policy), [`report`] (statistics, table, JSON, PNG),
+//! [`scenario`] (the VM testbed's scenario files: the same jobs on the same star, for fidelity).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod alloc;
 pub mod error;
 pub mod policy;
 pub mod report;
+pub mod scenario;
 pub mod sim;
 pub mod topo;
 pub mod workload;

@@ -18,7 +18,7 @@ use mlcc_sim::report::{plot_jct_cdf, summarise, table};
 use mlcc_sim::sim::{Placement, Sim, SimConfig};
 use mlcc_sim::topo::{Tree, TreeConfig};
 use mlcc_sim::workload::{generate, read_trace, WorkloadConfig};
-use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
+use mlcc_sim::{make_policy, scenario, PolicyConfig, POLICIES};
 
 /// mimalloc instead of the system allocator: the policies' per-slot plans allocate and free many
 /// small buffers (glibc's malloc and free were ~17 % of the mlcc policy's run).
@@ -86,6 +86,25 @@ struct Cli {
     /// Read the jobs from this CSV trace instead (arrival_s,model,paradigm,workers,iterations).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Run a VM testbed scenario instead (`ci/scenarios/*.toml`, or a built-in one's name such
+    /// as `a.toml`): its jobs on its hosts, a star with its port rates (the `scenario` module of
+    /// the library), once per seed; prints each policy's mean iteration time per job beside the
+    /// job's ideal and writes `scenario-results.json`. The tree and workload options are ignored.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// With `--scenario`: seeds 1..=N of the start offsets (trainemu's own seeded offsets; seed 1
+    /// is the scenario's fixed offsets).
+    #[arg(long, default_value_t = 10)]
+    seeds: u64,
+    /// With `--scenario`: a VM results summary of the same scenario (summary.json written by
+    /// `trainemu report` / `ci/scenarios/run-scenario.sh`; repeatable) to compare with: each
+    /// `--pair`'s mean iteration time per job, simulator against VM, over the seeds both have.
+    #[arg(long)]
+    vm_summary: Vec<PathBuf>,
+    /// With `--vm-summary`: which policy to set against which VM run, `POLICY=CC` (repeatable;
+    /// default `fair=cubic` and `mltcp=mltcp`), e.g. `priority=mltcp+agent+rules=priority`.
+    #[arg(long, value_parser = parse_pair)]
+    pair: Vec<(String, String)>,
     /// Model profiles (default: the built-in ci/scenarios/models.toml).
     #[arg(long)]
     models: Option<PathBuf>,
@@ -150,6 +169,35 @@ fn main() -> Result<()> {
             ModelFile::parse(&t, &p.display().to_string())?
         }
     };
+    let pcfg = PolicyConfig {
+        slot_us: cli.slot_ms.saturating_mul(1000),
+        horizon: cli.horizon,
+        mltcp_ratio_step: cli.mltcp_ratio_step,
+        ccml_ratio: cli.ccml_ratio,
+        cassini_candidates: cli.cassini_candidates,
+        cassini_angles: cli.cassini_angles,
+        exact: cli.exact,
+        no_extend: cli.no_extend,
+    };
+    let scfg = SimConfig {
+        placement: cli.placement,
+        min_step_s: cli.min_step_ms / 1000.0,
+        max_time_s: cli.max_time_s,
+        record: false,
+        full_alloc: cli.full_alloc,
+        deps: None,
+    };
+    for p in &cli.policies {
+        if !POLICIES.contains(&p.as_str()) {
+            anyhow::bail!(
+                "--policies: unknown policy '{p}' (known: {})",
+                POLICIES.join(", ")
+            );
+        }
+    }
+    if let Some(path) = &cli.scenario {
+        return run_scenario(&cli, path, &models, &pcfg, &scfg);
+    }
     let tree = Tree::new(TreeConfig {
         servers: cli.servers,
         gpus_per_server: cli.gpus_per_server,
@@ -171,31 +219,6 @@ fn main() -> Result<()> {
         Some(p) => read_trace(p, &models)?,
         None => generate(&wl, &models)?,
     };
-    let pcfg = PolicyConfig {
-        slot_us: cli.slot_ms.saturating_mul(1000),
-        horizon: cli.horizon,
-        mltcp_ratio_step: cli.mltcp_ratio_step,
-        ccml_ratio: cli.ccml_ratio,
-        cassini_candidates: cli.cassini_candidates,
-        cassini_angles: cli.cassini_angles,
-        exact: cli.exact,
-        no_extend: cli.no_extend,
-    };
-    let scfg = SimConfig {
-        placement: cli.placement,
-        min_step_s: cli.min_step_ms / 1000.0,
-        max_time_s: cli.max_time_s,
-        record: false,
-        full_alloc: cli.full_alloc,
-    };
-    for p in &cli.policies {
-        if !POLICIES.contains(&p.as_str()) {
-            anyhow::bail!(
-                "--policies: unknown policy '{p}' (known: {})",
-                POLICIES.join(", ")
-            );
-        }
-    }
     std::fs::create_dir_all(&cli.out)
         .with_context(|| format!("{}: cannot create", cli.out.display()))?;
     tracing::info!(
@@ -256,5 +279,146 @@ fn main() -> Result<()> {
             println!("wrote {}", jp.display());
         }
     }
+    Ok(())
+}
+
+/// `--pair POLICY=CC`.
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((p, c)) if !p.is_empty() && !c.is_empty() => Ok((p.to_string(), c.to_string())),
+        _ => Err(format!("'{s}': expected POLICY=CC, e.g. fair=cubic")),
+    }
+}
+
+/// `--scenario`: every policy on the scenario's jobs, once per seed; a table of mean iteration
+/// times per job (means over seeds) and `scenario-results.json` (every seed's numbers).
+fn run_scenario(
+    cli: &Cli,
+    path: &std::path::Path,
+    models: &ModelFile,
+    pcfg: &PolicyConfig,
+    scfg: &SimConfig,
+) -> Result<()> {
+    if cli.seeds == 0 {
+        anyhow::bail!("--seeds 0: at least 1");
+    }
+    let s = scenario::load(path, models)?;
+    std::fs::create_dir_all(&cli.out)
+        .with_context(|| format!("{}: cannot create", cli.out.display()))?;
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    for seed in 1..=cli.seeds {
+        let run = scenario::build(&s, models, seed)?;
+        for name in &cli.policies {
+            let mut policy = make_policy(name, pcfg, &run.tree.capacity)?;
+            let jobs = scenario::simulate(&run, policy.as_mut(), scfg)
+                .with_context(|| format!("{}: policy {name}, seed {seed}", path.display()))?;
+            runs.push(serde_json::json!({ "policy": name, "seed": seed, "jobs": jobs }));
+            rows.push((name.clone(), seed, jobs));
+        }
+    }
+    println!(
+        "scenario {} ({}): {} hosts, {} jobs, seeds 1-{}; fluid model, no RTT or packets",
+        s.name,
+        path.display(),
+        s.topology.hosts.len(),
+        s.jobs.len(),
+        cli.seeds
+    );
+    println!("  policy             job        mean_ms   ideal_ms  mean/ideal   (means over seeds)");
+    for name in &cli.policies {
+        let per: Vec<&Vec<scenario::JobResult>> =
+            rows.iter().filter(|r| &r.0 == name).map(|r| &r.2).collect();
+        for job in &s.jobs {
+            let pick = |f: &dyn Fn(&scenario::JobResult) -> f64| -> f64 {
+                let v: Vec<f64> = per
+                    .iter()
+                    .filter_map(|jobs| jobs.iter().find(|j| j.name == job.name))
+                    .map(f)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            };
+            println!(
+                "  {:<18} {:<8} {:>9.1} {:>10.1} {:>11.3}",
+                name,
+                job.name,
+                1e3 * pick(&|j| j.mean_iter_s),
+                1e3 * pick(&|j| j.ideal_s),
+                pick(&|j| j.mean_iter_s / j.ideal_s)
+            );
+        }
+        let seed_means: Vec<f64> = per
+            .iter()
+            .map(|jobs| {
+                jobs.iter().map(|j| j.mean_iter_s / j.ideal_s).sum::<f64>() / jobs.len() as f64
+            })
+            .collect();
+        let lo = seed_means.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = seed_means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "  {:<18} all jobs: mean/ideal {:.3} (seeds {:.3}-{:.3})",
+            name,
+            seed_means.iter().sum::<f64>() / seed_means.len() as f64,
+            lo,
+            hi
+        );
+    }
+    let mut vm = Vec::new();
+    for p in &cli.vm_summary {
+        vm.extend(scenario::read_vm_summary(p)?);
+    }
+    let pairs: Vec<(String, String)> = if cli.pair.is_empty() {
+        vec![
+            ("fair".into(), "cubic".into()),
+            ("mltcp".into(), "mltcp".into()),
+        ]
+    } else {
+        cli.pair.clone()
+    };
+    for (p, _) in &pairs {
+        if !cli.policies.contains(p) {
+            anyhow::bail!("--pair {p}=...: policy {p} is not among --policies");
+        }
+    }
+    let fid = if vm.is_empty() {
+        Vec::new()
+    } else {
+        scenario::fidelity(&rows, &vm, &pairs)
+    };
+    if !cli.vm_summary.is_empty() {
+        println!(
+            "fidelity: simulator against VM, mean iteration time per job over the seeds both have"
+        );
+        println!("  policy             VM cc                              job        sim_ms     vm_ms   error  seeds");
+        for f in &fid {
+            println!(
+                "  {:<18} {:<34} {:<8} {:>9.1} {:>9.1} {:>+6.1}%  {}",
+                f.policy,
+                f.cc,
+                f.job,
+                f.sim_ms,
+                f.vm_ms,
+                f.error_pct,
+                f.seeds.len()
+            );
+        }
+        if fid.is_empty() {
+            println!("  (no (policy, cc) pair has a job and a seed in both)");
+        }
+    }
+    let json = serde_json::json!({
+        "fidelity": fid,
+        "scenario": s.name,
+        "file": path.display().to_string(),
+        "seeds": cli.seeds,
+        "policies": pcfg,
+        "sim": scfg,
+        "unshaped_gbps": scenario::UNSHAPED_GBPS,
+        "runs": runs,
+    });
+    let jp = cli.out.join("scenario-results.json");
+    std::fs::write(&jp, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("{}: cannot write", jp.display()))?;
+    println!("wrote {}", jp.display());
     Ok(())
 }

@@ -213,6 +213,12 @@ pub struct SimConfig {
     /// Re-solve the whole max-min allocation at every event instead of only what the event's
     /// changes reach (the reference the incremental allocation is tested against).
     pub full_alloc: bool,
+    /// How the applications forward data, whatever the policy's own reading
+    /// ([`Policy::deps`]); `None` = the policy's. A testbed scenario sets
+    /// [`DepMode::StartAfter`]: trainemu's ring workers send a step's chunk only once the
+    /// previous step's chunk has arrived, and its parameter server broadcasts only once every
+    /// push has arrived (`ci/trainemu`, emu.rs).
+    pub deps: Option<DepMode>,
 }
 
 impl Default for SimConfig {
@@ -223,6 +229,7 @@ impl Default for SimConfig {
             max_time_s: 1.0e7,
             record: false,
             full_alloc: false,
+            deps: None,
         }
     }
 }
@@ -427,6 +434,27 @@ impl Sim {
                     j.workers
                 )));
             }
+            if let Some(h) = &j.hosts {
+                let want_ps = usize::from(j.paradigm == Paradigm::Ps);
+                if h.len() < j.workers as usize + want_ps
+                    || (j.paradigm == Paradigm::Ring && h.len() != j.workers as usize)
+                {
+                    return Err(SimError::Config(format!(
+                        "job {i}: hosts = {h:?}: needs one server per worker ({}){}",
+                        j.workers,
+                        if want_ps == 1 {
+                            ", then at least one parameter server"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                if let Some(s) = h.iter().find(|s| **s >= servers) {
+                    return Err(SimError::Config(format!(
+                        "job {i}: hosts contains server {s}, the cluster has {servers}"
+                    )));
+                }
+            }
         }
         if !(config.min_step_s.is_finite() && config.min_step_s > 0.0) {
             return Err(SimError::Config(format!(
@@ -561,7 +589,23 @@ impl Sim {
     /// `c · need` of them (c = 0 is plain first-fit), wrapping around; so all candidates stay in
     /// the packed region the placement policy would use, as Themis's candidates share its
     /// fairness (thesis Sec. 4.4.2).
+    ///
+    /// A job with a fixed placement ([`JobSpec::hosts`], a testbed scenario's) has that one
+    /// candidate, once each of its servers has a free GPU per worker or parameter server on it.
     pub fn candidates(&self, j: usize, n: usize) -> Vec<Vec<u32>> {
+        if let Some(hosts) = &self.jobs[j].spec.hosts {
+            let fits = hosts.iter().all(|s| {
+                let wanted = hosts.iter().filter(|x| *x == s).count();
+                self.free_gpus
+                    .get(*s as usize)
+                    .is_some_and(|free| *free as usize >= wanted)
+            });
+            return if fits {
+                vec![hosts.clone()]
+            } else {
+                Vec::new()
+            };
+        }
         let need = self.jobs[j].spec.gpus() as usize;
         match self.config.placement {
             Placement::Spread => self.candidates_spread(need, n),
@@ -677,14 +721,18 @@ impl Sim {
         v
     }
 
-    /// Communication time of `flows` alone on the network (fair sharing, pipelined dependencies),
-    /// seconds: the "job running alone" reference.
-    pub fn alone_comm_s(tree: &Tree, spec: &JobSpec, flows: &[Flow]) -> f64 {
+    /// Communication time of `flows` alone on the network (fair sharing; dependencies `deps`,
+    /// pipelined when `None`), seconds: the "job running alone" reference.
+    pub fn alone_comm_s(tree: &Tree, spec: &JobSpec, flows: &[Flow], deps: Option<DepMode>) -> f64 {
         let mut one = spec.clone();
         one.arrival_s = 0.0;
         one.iterations = 1;
         one.compute_s = 0.0;
-        let Ok(mut sim) = Sim::new(tree.clone(), SimConfig::default(), vec![one]) else {
+        let config = SimConfig {
+            deps,
+            ..SimConfig::default()
+        };
+        let Ok(mut sim) = Sim::new(tree.clone(), config, vec![one]) else {
             return f64::NAN;
         };
         sim.next_arrival = 1; // placed by hand, not through the queue
@@ -713,7 +761,7 @@ impl Sim {
         };
         let servers = cands[k].clone();
         let flows = Sim::build_flows(&self.tree, &self.jobs[j].spec, &servers);
-        let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows);
+        let comm = Sim::alone_comm_s(&self.tree, &self.jobs[j].spec, &flows, self.config.deps);
         for &s in &servers {
             self.free_gpus[s as usize] -= 1;
             if self.server_jobs[s as usize].last() != Some(&j) {
@@ -1391,7 +1439,7 @@ impl Sim {
     /// for a per-job policy.
     pub fn step(&mut self, policy: &mut dyn Policy) -> bool {
         self.events += 1;
-        self.deps = policy.deps();
+        self.deps = self.config.deps.unwrap_or_else(|| policy.deps());
         let local = policy.is_local();
         if local {
             if self.flows_changed {

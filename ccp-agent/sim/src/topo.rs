@@ -153,6 +153,42 @@ impl Tree {
         })
     }
 
+    /// A star: `n` servers under one switch (one rack), like the VM testbed's hosts around its
+    /// switch namespace, with each server's own link capacities, bytes/s: `up[s]` from server
+    /// `s` to the switch, `down[s]` from the switch to it (the testbed shapes only the switch's
+    /// port toward a host). A path between two servers is `[up link of a, down link of b]`.
+    /// Refuses `n = 0`, `up`/`down` of another length than `n`, and capacities that are not
+    /// positive and finite (naming the server and the value).
+    pub fn star(n: u32, gpus_per_server: u32, up: &[f64], down: &[f64]) -> Result<Tree, SimError> {
+        if up.len() != n as usize || down.len() != n as usize {
+            return Err(SimError::Config(format!(
+                "star of {n} servers: {} up and {} down capacities given",
+                up.len(),
+                down.len()
+            )));
+        }
+        let mut t = Tree::new(TreeConfig {
+            servers: n,
+            gpus_per_server,
+            servers_per_rack: n.max(1),
+            racks_per_edge: 1,
+            ..TreeConfig::default()
+        })?;
+        for s in 0..n {
+            for (down_link, bps) in [(false, up[s as usize]), (true, down[s as usize])] {
+                if !(bps.is_finite() && bps > 0.0) {
+                    return Err(SimError::Config(format!(
+                        "server {s}: {} capacity {bps} bytes/s: must be > 0",
+                        if down_link { "down" } else { "up" }
+                    )));
+                }
+                let l = t.server_link(s, down_link) as usize;
+                t.capacity[l] = bps;
+            }
+        }
+        Ok(t)
+    }
+
     /// Number of directed links.
     pub fn links(&self) -> usize {
         self.capacity.len()

@@ -72,14 +72,21 @@ pub struct JobSpec {
     pub gradient_bytes: f64,
     /// Compute time per iteration, seconds (from the profile).
     pub compute_s: f64,
+    /// A fixed placement, as in a testbed scenario ([`crate::scenario`]): the server of each
+    /// worker in rank order (ring order), then of each parameter server; `None` (generated jobs
+    /// and traces) = the engine places the job ([`crate::sim::Placement`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<u32>>,
 }
 
 impl JobSpec {
-    /// Parameter servers of a PS job: `max(1, W/4)`; 0 for a ring job.
+    /// Parameter servers of a PS job: those of its fixed placement ([`JobSpec::hosts`] beyond
+    /// the workers), else `max(1, W/4)`; 0 for a ring job.
     pub fn parameter_servers(&self) -> u32 {
-        match self.paradigm {
-            Paradigm::Ring => 0,
-            Paradigm::Ps => (self.workers / 4).max(1),
+        match (self.paradigm, &self.hosts) {
+            (Paradigm::Ring, _) => 0,
+            (Paradigm::Ps, Some(h)) => (h.len() as u32).saturating_sub(self.workers),
+            (Paradigm::Ps, None) => (self.workers / 4).max(1),
         }
     }
 
@@ -198,6 +205,7 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
             iterations,
             gradient_bytes,
             compute_s,
+            hosts: None,
         });
     }
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
@@ -275,6 +283,7 @@ pub fn parse_trace(text: &str, file: &str, models: &ModelFile) -> Result<Vec<Job
             iterations,
             gradient_bytes,
             compute_s,
+            hosts: None,
         });
     }
     if jobs.is_empty() {

@@ -449,7 +449,11 @@ impl AgentRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::parse;
+    use crate::config::ModelFile;
+
+    fn parse(t: &str) -> anyhow::Result<Scenario> {
+        Scenario::parse(t, "x.toml", &ModelFile::builtin())
+    }
 
     const S: &str = r#"
 name = "t"

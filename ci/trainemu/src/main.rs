@@ -23,7 +23,6 @@
 
 mod agent;
 mod compare;
-mod config;
 mod cpumeter;
 mod emu;
 mod netreport;
@@ -33,10 +32,13 @@ mod promtext;
 mod queue;
 mod report;
 mod results;
-mod seeds;
 mod sharing;
 mod stats;
 mod topo;
+
+// The scenario format and the seeded draws live in their own crate (shared with mlcc-sim); they
+// keep their paths here (`crate::config`, `crate::seeds`).
+use trainemu_scenario::{config, seeds};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! The VM testbed's scenarios in the simulator (issue 19, part 4: "the simulator reads trainemu's
+//! scenario files"), so that a policy's mean iteration time in the fluid model can be set beside
+//! the VM's for the same jobs, placement, topology and start offsets: the simulator's fidelity.
+//!
+//! A scenario file (`ci/scenarios/*.toml`, read by the `trainemu-scenario` crate, the same code
+//! trainemu runs in the VM) becomes:
+//! - a star ([`Tree::star`]): one server per host, in the file's order. The link from the switch
+//!   to a host has the host's `rate_mbit` (the testbed's tbf on the switch port); the link from a
+//!   host to the switch, and the port of a host without `rate_mbit`, are unshaped veths in the
+//!   testbed, here [`UNSHAPED_GBPS`]. Delay, loss, queue length and ECN have no counterpart in
+//!   the fluid model (no RTT, no packets) and are ignored;
+//! - one [`JobSpec`] per job, fixed on its hosts ([`JobSpec::hosts`]: workers in rank order,
+//!   then the parameter server), with trainemu's own resolution of the job
+//!   ([`trainemu_scenario::config::Scenario::seeded_plans`]): gradient bytes (model bytes ×
+//!   scale × time_scale), compute time (× time_scale), iterations, and the start offset under the
+//!   seed (arrival = offset). The per-iteration compute-time jitter of the VM runs is not
+//!   modelled: every iteration computes for the plan's mean time.
+//!
+//! Iteration time is measured as trainemu measures it: from a compute start to the end of that
+//! iteration's communication (in the engine, from one communication start to the next), after
+//! the scenario's warm-up iterations, and only while every job still runs.
+//!
+//! Fidelity ([`fidelity`]): each job's mean iteration time under a policy against the VM's
+//! under a congestion control (`trainemu report`'s summary.json, [`read_vm_summary`]), averaged
+//! over the seeds both have, as a relative error.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use dnn_profiles::ModelFile;
+use trainemu_scenario::config::{self, Scenario};
+
+use crate::error::SimError;
+use crate::policy::{DepMode, Policy};
+use crate::sim::{Phase, Sim, SimConfig};
+use crate::topo::Tree;
+use crate::workload::{JobSpec, Paradigm};
+
+/// Capacity of a link the testbed does not shape (a host's egress veth, and the port toward a
+/// host without `rate_mbit`), Gbit/s: far above every shaped port of the scenarios (≤ 1 Gbit/s);
+/// the VM's veths carried 4-5 Gbit/s before the guest CPU ran out (the CCP overhead benchmark,
+/// 2026-11-26), so no flow of a scenario is limited there.
+pub const UNSHAPED_GBPS: f64 = 10.0;
+
+/// A scenario under one seed, ready to simulate.
+#[derive(Clone, Debug)]
+pub struct ScenarioRun {
+    /// The star of the scenario's hosts.
+    pub tree: Tree,
+    /// Its jobs, sorted by arrival (start offset), fixed on their hosts.
+    pub jobs: Vec<JobSpec>,
+    /// The scenario's name of each job of `jobs` (same order).
+    pub names: Vec<String>,
+    /// Host names, by server index.
+    pub hosts: Vec<String>,
+    /// Iterations left out of each job's mean at the start (the scenario's `warmup_iterations`).
+    pub warmup: u32,
+    /// The seed of the start offsets.
+    pub seed: u64,
+}
+
+/// One job's result in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    /// The job's name in the scenario.
+    pub name: String,
+    /// Mean iteration time (compute start to communication end), seconds, over the iterations
+    /// counted ([`ScenarioRun`]'s rules); NaN when the job completed too few.
+    pub mean_iter_s: f64,
+    /// The job alone on its hosts: compute time plus its communication time alone, seconds.
+    pub ideal_s: f64,
+    /// Iterations counted in the mean.
+    pub counted: usize,
+}
+
+/// Reads a scenario file (or a built-in scenario's name, as trainemu does), validated by
+/// trainemu's own rules; every error names the file, field and value.
+pub fn load(path: &Path, models: &ModelFile) -> Result<Scenario, SimError> {
+    Scenario::load(path, models)
+        .map(|(s, _)| s)
+        .map_err(|e| SimError::Config(format!("{e:#}")))
+}
+
+/// The run of scenario `s` under `seed` ([`ScenarioRun`]).
+pub fn build(s: &Scenario, models: &ModelFile, seed: u64) -> Result<ScenarioRun, SimError> {
+    let hosts: Vec<String> = s.topology.hosts.iter().map(|h| h.name.clone()).collect();
+    let index = |name: &str| -> Result<u32, SimError> {
+        hosts
+            .iter()
+            .position(|h| h == name)
+            .map(|i| i as u32)
+            .ok_or_else(|| SimError::Config(format!("host '{name}' is not in the topology")))
+    };
+    let unshaped = UNSHAPED_GBPS * 1e9 / 8.0;
+    let up = vec![unshaped; hosts.len()];
+    let down: Vec<f64> = s
+        .topology
+        .hosts
+        .iter()
+        .map(|h| h.rate_mbit.map_or(unshaped, |m| m * 1e6 / 8.0))
+        .collect();
+    let mut jobs = Vec::with_capacity(s.jobs.len());
+    let mut gpus = vec![0u32; hosts.len()];
+    for p in s.seeded_plans(models, seed) {
+        let mut on: Vec<u32> = p
+            .workers
+            .iter()
+            .map(|w| index(w))
+            .collect::<Result<_, _>>()?;
+        let paradigm = match p.paradigm {
+            config::Paradigm::Ring => Paradigm::Ring,
+            config::Paradigm::Ps => {
+                let ps = p.ps.as_deref().ok_or_else(|| {
+                    SimError::Config(format!("job '{}': paradigm ps without a ps host", p.name))
+                })?;
+                on.push(index(ps)?);
+                Paradigm::Ps
+            }
+        };
+        for s in &on {
+            gpus[*s as usize] += 1;
+        }
+        jobs.push((
+            JobSpec {
+                arrival_s: p.start_offset_ms / 1000.0,
+                model: p.model.clone(),
+                paradigm,
+                workers: p.workers.len() as u32,
+                iterations: p.iterations,
+                gradient_bytes: p.gradient_bytes as f64,
+                compute_s: p.compute_ms / 1000.0,
+                hosts: Some(on),
+            },
+            p.name,
+        ));
+    }
+    jobs.sort_by(|a, b| a.0.arrival_s.total_cmp(&b.0.arrival_s));
+    let per_server = gpus.iter().copied().max().unwrap_or(1).max(1);
+    let tree = Tree::star(hosts.len() as u32, per_server, &up, &down)?;
+    let (jobs, names) = jobs.into_iter().unzip();
+    Ok(ScenarioRun {
+        tree,
+        jobs,
+        names,
+        hosts,
+        warmup: s.warmup_iterations,
+        seed,
+    })
+}
+
+/// Simulates `run` under `policy` and measures each job ([`JobResult`], in `run.jobs` order).
+/// `config.record` is turned on (the iteration times need every communication start), and the
+/// dependencies are trainemu's ([`DepMode::StartAfter`], unless `config.deps` says otherwise).
+pub fn simulate(
+    run: &ScenarioRun,
+    policy: &mut dyn Policy,
+    config: &SimConfig,
+) -> Result<Vec<JobResult>, SimError> {
+    let mut sim = Sim::new(
+        run.tree.clone(),
+        SimConfig {
+            record: true,
+            deps: Some(config.deps.unwrap_or(DepMode::StartAfter)),
+            ..config.clone()
+        },
+        run.jobs.clone(),
+    )?;
+    sim.run(policy, &mut |_| {});
+    // Counted while every job runs: up to the first job's end (trainemu's rule).
+    let all_run_until = sim
+        .jobs
+        .iter()
+        .map(|j| {
+            if j.phase == Phase::Done {
+                j.finish_s
+            } else {
+                sim.t
+            }
+        })
+        .fold(f64::INFINITY, f64::min);
+    Ok(sim
+        .jobs
+        .iter()
+        .zip(&run.names)
+        .map(|(j, name)| {
+            let (mean_iter_s, counted) =
+                mean_iteration_s(&j.comm_starts, run.warmup, all_run_until);
+            JobResult {
+                name: name.clone(),
+                mean_iter_s,
+                ideal_s: j.alone_iter_s,
+                counted,
+            }
+        })
+        .collect())
+}
+
+/// Mean time between consecutive communication starts `starts` (seconds, ascending), skipping
+/// the first `warmup` iterations and any iteration that ends after `until`; when that leaves
+/// none, every iteration after the warm-up. Returns (mean, iterations counted); NaN when fewer
+/// than two starts remain.
+pub fn mean_iteration_s(starts: &[f64], warmup: u32, until: f64) -> (f64, usize) {
+    let after: &[f64] = starts.get(warmup as usize..).unwrap_or(&[]);
+    let in_window: Vec<f64> = after.iter().copied().filter(|t| *t <= until).collect();
+    let use_ = if in_window.len() >= 2 {
+        &in_window[..]
+    } else {
+        after
+    };
+    if use_.len() < 2 {
+        return (f64::NAN, 0);
+    }
+    let n = use_.len() - 1;
+    ((use_[n] - use_[0]) / n as f64, n)
+}
+
+/// One job's mean iteration time in one VM run (a row of `trainemu report`'s summary.json).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmRow {
+    /// The run's congestion-control label (e.g. `cubic`, `mltcp+agent+rules=priority`).
+    pub cc: String,
+    /// The job's name.
+    pub job: String,
+    /// The seed.
+    pub seed: u64,
+    /// Mean iteration time, ms.
+    pub mean_ms: f64,
+}
+
+// The fields of summary.json this comparison reads (written by trainemu's report.rs `Summary`
+// and `Row`; everything else in the file is ignored).
+#[derive(Deserialize)]
+struct SummaryFile {
+    per_seed: Vec<SeedFile>,
+}
+#[derive(Deserialize)]
+struct SeedFile {
+    seed: Option<u64>,
+    rows: Vec<RowFile>,
+}
+#[derive(Deserialize)]
+struct RowFile {
+    cc: String,
+    job: String,
+    mean_ms: Option<f64>,
+}
+
+/// Reads the per-seed, per-job mean iteration times of a VM results summary (`summary.json` of
+/// a `trainemu report` or `ci/scenarios/run-scenario.sh` results directory); rows without a
+/// mean (a job that completed too few iterations) are skipped. Errors name the file.
+pub fn read_vm_summary(path: &Path) -> Result<Vec<VmRow>, SimError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SimError::Config(format!("{}: cannot read: {e}", path.display())))?;
+    let f: SummaryFile = serde_json::from_str(&text).map_err(|e| {
+        SimError::Config(format!(
+            "{}: not a trainemu summary.json: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(f.per_seed
+        .into_iter()
+        .flat_map(|s| {
+            let seed = s.seed.unwrap_or(1);
+            s.rows.into_iter().filter_map(move |r| {
+                r.mean_ms.filter(|m| m.is_finite()).map(|mean_ms| VmRow {
+                    cc: r.cc,
+                    job: r.job,
+                    seed,
+                    mean_ms,
+                })
+            })
+        })
+        .collect())
+}
+
+/// One job under one (policy, VM cc) pair: the simulator's and the VM's mean iteration times.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Fidelity {
+    /// The simulator's policy.
+    pub policy: String,
+    /// The VM run's congestion-control label.
+    pub cc: String,
+    /// The job.
+    pub job: String,
+    /// Seeds present in both (the means below are over these).
+    pub seeds: Vec<u64>,
+    /// The simulator's mean iteration time, ms (mean over `seeds`).
+    pub sim_ms: f64,
+    /// The VM's, ms (mean over `seeds`).
+    pub vm_ms: f64,
+    /// `sim_ms / vm_ms - 1`, percent (negative: the simulator is faster than the VM).
+    pub error_pct: f64,
+}
+
+/// Pairs the simulator's runs (`sim`: policy, seed, the jobs' results) with the VM's rows for
+/// each (policy, cc) of `pairs`, job by job, over the seeds both have. Jobs or pairs without a
+/// common seed are left out.
+pub fn fidelity(
+    sim: &[(String, u64, Vec<JobResult>)],
+    vm: &[VmRow],
+    pairs: &[(String, String)],
+) -> Vec<Fidelity> {
+    let mut out = Vec::new();
+    for (policy, cc) in pairs {
+        let mut jobs: Vec<&str> = sim
+            .iter()
+            .filter(|r| &r.0 == policy)
+            .flat_map(|r| r.2.iter().map(|j| j.name.as_str()))
+            .collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        for job in jobs {
+            let sim_of = |seed: u64| {
+                sim.iter()
+                    .filter(|r| &r.0 == policy && r.1 == seed)
+                    .flat_map(|r| r.2.iter())
+                    .find(|j| j.name == job && j.mean_iter_s.is_finite())
+                    .map(|j| 1e3 * j.mean_iter_s)
+            };
+            let mut seeds = Vec::new();
+            let (mut s_sum, mut v_sum) = (0.0, 0.0);
+            for r in vm.iter().filter(|r| &r.cc == cc && r.job == job) {
+                if seeds.contains(&r.seed) {
+                    continue;
+                }
+                if let Some(s) = sim_of(r.seed) {
+                    seeds.push(r.seed);
+                    s_sum += s;
+                    v_sum += r.mean_ms;
+                }
+            }
+            if seeds.is_empty() {
+                continue;
+            }
+            seeds.sort_unstable();
+            let n = seeds.len() as f64;
+            let (sim_ms, vm_ms) = (s_sum / n, v_sum / n);
+            out.push(Fidelity {
+                policy: policy.clone(),
+                cc: cc.clone(),
+                job: job.to_string(),
+                seeds,
+                sim_ms,
+                vm_ms,
+                error_pct: 100.0 * (sim_ms / vm_ms - 1.0),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_RINGS: &str = r#"
+name = "t"
+iterations = 12
+warmup_iterations = 2
+ccs = ["cubic"]
+[topology]
+bottleneck = "h2"
+hosts = [ { name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 100 }, { name = "h3" } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+compute_ms = 400
+[[jobs]]
+name = "B"
+model = "vgg16"
+paradigm = "ps"
+workers = ["h1", "h3"]
+ps = "h2"
+compute_ms = 400
+start_offset_ms = 30
+"#;
+
+    fn scenario(t: &str) -> Scenario {
+        Scenario::parse(t, "t.toml", &ModelFile::builtin()).unwrap()
+    }
+
+    #[test]
+    fn jobs_sit_on_their_hosts_with_trainemus_numbers() {
+        let m = ModelFile::builtin();
+        let s = scenario(TWO_RINGS);
+        let r = build(&s, &m, 1).unwrap();
+        assert_eq!(r.names, ["A", "B"]);
+        assert_eq!(r.jobs[0].hosts.as_deref(), Some(&[0, 1][..]));
+        // Workers first, then the parameter server.
+        assert_eq!(r.jobs[1].hosts.as_deref(), Some(&[0, 2, 1][..]));
+        assert_eq!(r.jobs[1].parameter_servers(), 1);
+        let plan = &s.plans(&m)[0];
+        assert_eq!(r.jobs[0].gradient_bytes, plan.gradient_bytes as f64);
+        assert!((r.jobs[0].compute_s - 0.4).abs() < 1e-12);
+        assert!((r.jobs[1].arrival_s - 0.03).abs() < 1e-12);
+        // Shaped ports toward h1 and h2, the rest unshaped.
+        let path = r.tree.path(0, 1);
+        assert_eq!(r.tree.capacity[path[1] as usize], 100e6 / 8.0);
+        assert_eq!(r.tree.capacity[path[0] as usize], UNSHAPED_GBPS * 1e9 / 8.0);
+        let to_h3 = r.tree.path(0, 2);
+        assert_eq!(
+            r.tree.capacity[to_h3[1] as usize],
+            UNSHAPED_GBPS * 1e9 / 8.0
+        );
+    }
+
+    #[test]
+    fn a_job_alone_runs_at_its_ideal() {
+        let m = ModelFile::builtin();
+        let mut s = scenario(TWO_RINGS);
+        s.jobs.truncate(1);
+        let r = build(&s, &m, 1).unwrap();
+        let mut fair = crate::policy::fair::Fair;
+        let res = simulate(&r, &mut fair, &SimConfig::default()).unwrap();
+        assert_eq!(res.len(), 1);
+        let a = &res[0];
+        assert_eq!(a.counted, 12 - 2 - 1);
+        assert!(
+            (a.mean_iter_s - a.ideal_s).abs() < 1e-3 * a.ideal_s,
+            "alone: {} vs ideal {}",
+            a.mean_iter_s,
+            a.ideal_s
+        );
+        // Ring of 2 over one 100 Mbit/s port each way: 2(W-1)/W G = G bytes at 12.5 MB/s.
+        let g = r.jobs[0].gradient_bytes;
+        assert!(
+            (a.ideal_s - (0.4 + g / 12.5e6)).abs() < 2e-3,
+            "{}",
+            a.ideal_s
+        );
+    }
+
+    #[test]
+    fn contention_stretches_iterations_under_fair_sharing() {
+        let m = ModelFile::builtin();
+        let r = build(&scenario(TWO_RINGS), &m, 1).unwrap();
+        let mut fair = crate::policy::fair::Fair;
+        let res = simulate(&r, &mut fair, &SimConfig::default()).unwrap();
+        assert!(res
+            .iter()
+            .all(|j| j.counted > 0 && j.mean_iter_s >= j.ideal_s * 0.999));
+    }
+
+    #[test]
+    fn iteration_means_skip_warmup_and_the_tail() {
+        let starts = [0.0, 1.0, 2.0, 3.5, 5.0, 6.5, 9.0];
+        assert_eq!(mean_iteration_s(&starts, 2, f64::INFINITY), (7.0 / 4.0, 4));
+        assert_eq!(mean_iteration_s(&starts, 2, 6.5), (4.5 / 3.0, 3));
+        // Nothing left inside the window: every iteration after the warm-up.
+        assert_eq!(mean_iteration_s(&starts, 5, 1.0), (2.5, 1));
+        assert!(mean_iteration_s(&starts, 6, 100.0).0.is_nan());
+        assert!(mean_iteration_s(&[], 0, 1.0).0.is_nan());
+    }
+
+    fn job(name: &str, mean_iter_s: f64) -> JobResult {
+        JobResult {
+            name: name.into(),
+            mean_iter_s,
+            ideal_s: 0.5,
+            counted: 10,
+        }
+    }
+
+    #[test]
+    fn fidelity_pairs_jobs_over_common_seeds() {
+        let sim = vec![
+            ("fair".to_string(), 1, vec![job("A", 0.7), job("B", 0.8)]),
+            (
+                "fair".to_string(),
+                2,
+                vec![job("A", 0.9), job("B", f64::NAN)],
+            ),
+            ("fair".to_string(), 3, vec![job("A", 5.0), job("B", 5.0)]),
+        ];
+        let row = |cc: &str, job: &str, seed, mean_ms| VmRow {
+            cc: cc.into(),
+            job: job.into(),
+            seed,
+            mean_ms,
+        };
+        let vm = vec![
+            row("cubic", "A", 1, 1000.0),
+            row("cubic", "A", 2, 600.0),
+            row("cubic", "B", 1, 1000.0),
+            row("cubic", "B", 2, 700.0),
+            row("reno", "A", 1, 1.0),
+            row("cubic", "A", 4, 1.0),
+        ];
+        let f = fidelity(&sim, &vm, &[("fair".into(), "cubic".into())]);
+        assert_eq!(f.len(), 2);
+        // A: seeds 1 and 2 (seed 3 has no VM run, seed 4 no simulation): sim 800, VM 800.
+        assert_eq!(f[0].job, "A");
+        assert_eq!(f[0].seeds, [1, 2]);
+        assert!((f[0].sim_ms - 800.0).abs() < 1e-9 && (f[0].vm_ms - 800.0).abs() < 1e-9);
+        assert!(f[0].error_pct.abs() < 1e-9);
+        // B: seed 2's simulation has no mean, so seed 1 only: 800 against 1000 ms.
+        assert_eq!(f[1].seeds, [1]);
+        assert!((f[1].error_pct + 20.0).abs() < 1e-9, "{}", f[1].error_pct);
+        // A pair with no VM rows gives nothing.
+        assert!(fidelity(&sim, &vm, &[("fair".into(), "bbr".into())]).is_empty());
+    }
+
+    #[test]
+    fn vm_summaries_are_read_and_bad_ones_named() {
+        let dir = std::env::temp_dir().join(format!("mlcc-sim-fid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("summary.json");
+        std::fs::write(
+            &good,
+            r#"{"scenario": "x", "per_seed": [
+                {"seed": 2, "other": 1, "rows": [
+                    {"cc": "cubic", "job": "A", "mean_ms": 812.5, "p99_ms": 900},
+                    {"cc": "cubic", "job": "B", "mean_ms": null}]}]}"#,
+        )
+        .unwrap();
+        let rows = read_vm_summary(&good).unwrap();
+        assert_eq!(
+            rows,
+            [VmRow {
+                cc: "cubic".into(),
+                job: "A".into(),
+                seed: 2,
+                mean_ms: 812.5
+            }]
+        );
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, r#"{"rows": []}"#).unwrap();
+        let e = read_vm_summary(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad.json") && e.contains("per_seed"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
