@@ -302,6 +302,21 @@ fn run_scenario(
     if cli.seeds == 0 {
         anyhow::bail!("--seeds 0: at least 1");
     }
+    let pairs: Vec<(String, String)> = if cli.pair.is_empty() {
+        // The defaults, for the policies that run.
+        [("fair", "cubic"), ("mltcp", "mltcp")]
+            .into_iter()
+            .filter(|(p, _)| cli.policies.iter().any(|x| x == p))
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect()
+    } else {
+        cli.pair.clone()
+    };
+    for (p, c) in &pairs {
+        if !cli.policies.contains(p) {
+            anyhow::bail!("--pair {p}={c}: policy {p} is not among --policies");
+        }
+    }
     let s = scenario::load(path, models)?;
     std::fs::create_dir_all(&cli.out)
         .with_context(|| format!("{}: cannot create", cli.out.display()))?;
@@ -366,19 +381,6 @@ fn run_scenario(
     let mut vm = Vec::new();
     for p in &cli.vm_summary {
         vm.extend(scenario::read_vm_summary(p)?);
-    }
-    let pairs: Vec<(String, String)> = if cli.pair.is_empty() {
-        vec![
-            ("fair".into(), "cubic".into()),
-            ("mltcp".into(), "mltcp".into()),
-        ]
-    } else {
-        cli.pair.clone()
-    };
-    for (p, _) in &pairs {
-        if !cli.policies.contains(p) {
-            anyhow::bail!("--pair {p}=...: policy {p} is not among --policies");
-        }
     }
     let fid = if vm.is_empty() {
         Vec::new()
