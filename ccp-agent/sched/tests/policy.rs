@@ -253,6 +253,48 @@ fn first_come_ranks_the_earliest_phase_first() {
 }
 
 #[test]
+fn earliest_deadline_lets_a_short_burst_pass_a_long_one() {
+    // Job 1's long burst began at 0 and takes 320 alone (deadline 320); job 2's short one began
+    // at 100 and takes 160 (deadline 260): job 2 first, though it came second (first come
+    // would rank job 1 first). Job 3 began at 250, 160 alone: deadline 410, last. A job with
+    // nothing to send (start u64::MAX) stays last without overflowing.
+    let r = rank_earliest_deadline(&[
+        (JobKey(1), 0, 320),
+        (JobKey(2), 100, 160),
+        (JobKey(3), 250, 160),
+        (JobKey(4), u64::MAX, 500),
+    ])
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            (JobKey(2), 0),
+            (JobKey(1), 1),
+            (JobKey(3), 2),
+            (JobKey(4), 3)
+        ]
+    );
+    // Equal deadlines: by job.
+    let r = rank_earliest_deadline(&[(JobKey(9), 10, 90), (JobKey(8), 50, 50)]).unwrap();
+    assert_eq!(r, vec![(JobKey(8), 0), (JobKey(9), 1)]);
+    let e = rank_earliest_deadline(&[(JobKey(6), 1, 1), (JobKey(6), 2, 2)]).unwrap_err();
+    assert!(e.to_string().contains('6'), "{e}");
+}
+
+#[test]
+fn job_order_names_round_trip_and_errors_list_them() {
+    for o in JobOrder::ALL {
+        assert_eq!(o.name().parse::<JobOrder>().unwrap(), o);
+    }
+    assert_eq!(JobOrder::default(), JobOrder::FirstCome);
+    let e = "edf".parse::<JobOrder>().unwrap_err();
+    assert!(
+        e.contains("\"first_come\"") && e.contains("\"earliest_deadline\""),
+        "{e}"
+    );
+}
+
+#[test]
 fn least_attained_service_ranks_the_job_behind_first() {
     let r = rank_least_attained(&[(JobKey(1), 7), (JobKey(2), 5), (JobKey(3), 7)]).unwrap();
     assert_eq!(r, vec![(JobKey(2), 0), (JobKey(1), 1), (JobKey(3), 2)]);
@@ -605,7 +647,12 @@ fn priority_levels_and_weights() {
     .unwrap();
     assert_eq!(
         v,
-        vec![(JobKey(1), 0), (JobKey(2), 1), (JobKey(3), 2), (JobKey(4), 0)]
+        vec![
+            (JobKey(1), 0),
+            (JobKey(2), 1),
+            (JobKey(3), 2),
+            (JobKey(4), 0)
+        ]
     );
     let e = priority_levels(&[job(1, 0, &[0]), job(1, 1, &[1])]).unwrap_err();
     assert!(e.to_string().contains("= 1"), "{e}");

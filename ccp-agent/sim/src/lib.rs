@@ -2,7 +2,8 @@
 //! `mlcc-sim`: a cluster-scale, trace-driven simulator of DNN training traffic, comparing fair
 //! (TCP-like) sharing, MLTCP, MCS, CCML, Cassini (on fair sharing and on MLTCP) and the mlcc
 //! scheduler (the agent's own scheduling library), and the policy layer's job-level strict
-//! priority (`priority`, `cassini+priority`).
+//! priority (`priority`, `cassini+priority`; `priority-fc` and `priority-edf`, ranked by burst as
+//! ccp-agent ranks: first come, first served, or earliest deadline first).
 //!
 //! The setting is that of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers"
 //! (Zhao, Wu, Zhu), Sec. VII: 1000 servers of 8 GPUs in a three-tier tree (10/20/40 Gbit/s), jobs
@@ -34,7 +35,7 @@ use policy::fair::Fair;
 use policy::mcs::Mcs;
 use policy::mlcc::Mlcc;
 use policy::mltcp::{FUpdate, Mltcp};
-use policy::priority::Priority;
+use policy::priority::{Priority, PriorityByBurst};
 use policy::Policy;
 
 pub use error::SimError;
@@ -52,6 +53,8 @@ pub const POLICIES: &[&str] = &[
     "cassini+mlcc-il",
     "priority",
     "cassini+priority",
+    "priority-fc",
+    "priority-edf",
 ];
 
 /// Parameters of the policies (see each policy's module for their meaning and source).
@@ -185,6 +188,14 @@ pub fn make_policy(
             Box::new(Priority::new(mlcc_sched::PRIORITY_WEIGHT_RATIO)),
             cfg.cassini_candidates,
             cfg.cassini_angles,
+        )),
+        "priority-fc" => Box::new(PriorityByBurst::new(
+            mlcc_sched::PRIORITY_WEIGHT_RATIO,
+            mlcc_sched::JobOrder::FirstCome,
+        )),
+        "priority-edf" => Box::new(PriorityByBurst::new(
+            mlcc_sched::PRIORITY_WEIGHT_RATIO,
+            mlcc_sched::JobOrder::EarliestDeadline,
         )),
         other => {
             return Err(SimError::Config(format!(

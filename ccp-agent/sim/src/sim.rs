@@ -166,6 +166,8 @@ pub struct Job {
     pub shifted_s: f64,
     /// Start of each iteration's communication phase, seconds (only with `SimConfig::record`).
     pub comm_starts: Vec<f64>,
+    /// Start of its current (or last) communication phase, seconds; NaN before the first.
+    pub comm_start_s: f64,
     /// Allocation id of its first flow (flow f has id `flow_base + f`), set at placement.
     pub flow_base: u32,
     /// How many times the engine has written its flows' rates (the allocation, or a new
@@ -482,6 +484,7 @@ impl Sim {
                 align: None,
                 shifted_s: 0.0,
                 comm_starts: Vec::new(),
+                comm_start_s: f64::NAN,
                 flow_base: 0,
                 rate_writes: 0,
             })
@@ -830,6 +833,7 @@ impl Sim {
         }
         job.rate_writes += 1;
         job.phase = Phase::Communicating;
+        job.comm_start_s = self.t;
         if self.config.record {
             job.comm_starts.push(self.t);
         }

@@ -12,11 +12,49 @@
 //! Ranks are stable between job arrivals and departures: they are recomputed only when a job
 //! starts or ends (the engine then re-decides every communicating job), so a job's rank does
 //! not flip from one burst to the next.
+//!
+//! `priority-fc` and `priority-edf` ([`PriorityByBurst`]) are the same rule with the orders
+//! ccp-agent ranks by (agent.toml `[sched] rules = "priority"` with `job_order`): first come,
+//! first served by burst (the layer's [`rank_first_come`], the agent's default: the job whose
+//! current communication phase began first goes first, so links serve bursts in the order they
+//! arrive, each at the full link), or earliest deadline first ([`rank_earliest_deadline`], a
+//! burst's deadline being its start plus the job's communication time alone). Their ranks change
+//! at every burst start and end, so they re-level all communicating jobs whenever the set of
+//! active flows changes.
 
-use mlcc_sched::{priority_levels, priority_weight, rank_jobs, LinkId, RankedJob};
+use mlcc_sched::{
+    priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
+    rank_least_attained, JobKey, JobOrder, LinkId, RankedJob,
+};
 
-use super::{job_work, JobWeights};
+use super::{job_work, Control, JobWeights, Policy};
 use crate::sim::{Phase, Sim};
+
+/// The layer's levels for `ranks` over the links of each ranked job's flows: per job (index),
+/// its flows' weight, 1 for a job not ranked.
+fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
+    weight.clear();
+    weight.resize(sim.jobs.len(), 1.0);
+    let ranked: Vec<RankedJob> = ranks
+        .into_iter()
+        .map(|(job, rank)| RankedJob {
+            job,
+            rank,
+            links: sim.jobs[job.0 as usize]
+                .link_bytes
+                .iter()
+                .map(|(l, _)| LinkId(*l))
+                .collect(),
+        })
+        .collect();
+    // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
+    let Ok(levels) = priority_levels(&ranked) else {
+        return;
+    };
+    for (job, level) in levels {
+        weight[job.0 as usize] = priority_weight(level, ratio);
+    }
+}
 
 /// Job-level strict priority by the policy layer's ranks and levels.
 #[derive(Clone, Debug)]
@@ -38,8 +76,6 @@ impl Priority {
 
     /// Re-ranks the jobs that are placed and cross the network.
     fn relevel(&mut self, sim: &Sim) {
-        self.weight.clear();
-        self.weight.resize(sim.jobs.len(), 1.0);
         let live: Vec<usize> = (0..sim.jobs.len())
             .filter(|&j| {
                 let job = &sim.jobs[j];
@@ -47,24 +83,9 @@ impl Priority {
             })
             .collect();
         let work = job_work(sim, &live);
-        // Job numbers are distinct, so neither call can refuse; fair sharing if one did.
-        let Ok(ranks) = rank_jobs(&work) else { return };
-        let ranked: Vec<RankedJob> = ranks
-            .into_iter()
-            .map(|(job, rank)| RankedJob {
-                job,
-                rank,
-                links: sim.jobs[job.0 as usize]
-                    .link_bytes
-                    .iter()
-                    .map(|(l, _)| LinkId(*l))
-                    .collect(),
-            })
-            .collect();
-        let Ok(levels) = priority_levels(&ranked) else { return };
-        for (job, level) in levels {
-            self.weight[job.0 as usize] = priority_weight(level, self.ratio);
-        }
+        // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
+        let ranks = rank_jobs(&work).unwrap_or_default();
+        level_weights(sim, ranks, self.ratio, &mut self.weight);
     }
 
     /// Job `j`'s flows' weight.
@@ -84,5 +105,89 @@ impl JobWeights for Priority {
 
     fn job_weight(&self, j: usize) -> f64 {
         self.weight(j)
+    }
+}
+
+/// `priority-fc` and `priority-edf`: job-level strict priority with ranks by burst (the module
+/// header), first come or earliest deadline ([`mlcc_sched::JobOrder`]; least attained service
+/// is left to the agent, whose jobs' work left is unknown).
+#[derive(Clone, Debug)]
+pub struct PriorityByBurst {
+    /// Weight ratio between consecutive levels (> 1; [`mlcc_sched::PRIORITY_WEIGHT_RATIO`]).
+    pub ratio: f64,
+    /// How bursts are ranked: [`JobOrder::FirstCome`] or [`JobOrder::EarliestDeadline`] (the
+    /// deadline: the burst's start plus the job's communication time alone on its placement,
+    /// [`crate::sim::Job::alone_comm_s`]); [`JobOrder::LeastAttained`] ranks by iterations done.
+    pub order: JobOrder,
+    weight: Vec<f64>,
+}
+
+impl PriorityByBurst {
+    /// The policy with weight ratio `ratio` between levels and burst order `order`.
+    pub fn new(ratio: f64, order: JobOrder) -> Self {
+        PriorityByBurst {
+            ratio,
+            order,
+            weight: Vec::new(),
+        }
+    }
+}
+
+impl Policy for PriorityByBurst {
+    fn name(&self) -> String {
+        match self.order {
+            JobOrder::FirstCome => "priority-fc".into(),
+            JobOrder::EarliestDeadline => "priority-edf".into(),
+            JobOrder::LeastAttained => "priority-las".into(),
+        }
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        ctl.fair(sim.active.len());
+        let mut jobs: Vec<usize> = sim.active.iter().map(|(j, _)| *j).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        // Burst starts and times alone in ns of simulated time (the layer's shared clock).
+        let ns = |s: f64| {
+            if s.is_finite() {
+                (s * 1e9) as u64
+            } else {
+                u64::MAX
+            }
+        };
+        let key = |j: usize| JobKey(j as u64);
+        // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
+        let ranks = match self.order {
+            JobOrder::FirstCome => {
+                let starts: Vec<(JobKey, u64)> = jobs
+                    .iter()
+                    .map(|&j| (key(j), ns(sim.jobs[j].comm_start_s)))
+                    .collect();
+                rank_first_come(&starts)
+            }
+            JobOrder::EarliestDeadline => {
+                let bursts: Vec<(JobKey, u64, u64)> = jobs
+                    .iter()
+                    .map(|&j| {
+                        let job = &sim.jobs[j];
+                        (key(j), ns(job.comm_start_s), ns(job.alone_comm_s))
+                    })
+                    .collect();
+                rank_earliest_deadline(&bursts)
+            }
+            JobOrder::LeastAttained => {
+                let done: Vec<(JobKey, u64)> = jobs
+                    .iter()
+                    .map(|&j| (key(j), u64::from(sim.jobs[j].iterations_done)))
+                    .collect();
+                rank_least_attained(&done)
+            }
+        }
+        .unwrap_or_default();
+        level_weights(sim, ranks, self.ratio, &mut self.weight);
+        for (i, &(j, _)) in sim.active.iter().enumerate() {
+            ctl.weight[i] = self.weight.get(j).copied().unwrap_or(1.0);
+        }
+        f64::INFINITY
     }
 }
