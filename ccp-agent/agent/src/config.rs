@@ -95,8 +95,10 @@ rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over c
                           #  least at what higher-ranked jobs leave of the slot (sim RESULTS.md
                           #  round 11)
 job_order = "first_come"  # "interleave"/"priority": the job ranks, "first_come" (default: the
-                          #  job whose communication phase began first goes first) or
-                          #  "least_attained" (the job with the fewest iterations first)
+                          #  job whose communication phase began first goes first),
+                          #  "least_attained" (the job with the fewest iterations first) or
+                          #  "earliest_deadline" (a burst's deadline: its start plus its time
+                          #  alone, the job's bytes over its links' capacities)
 work_conserving = true    # (default true) a plan is a claim, not a limit: active flows share
                           #  what the slot's plans leave of their links, idle flows claim
                           #  nothing, and (NIC-only) a burst's start or end re-plans the slot
@@ -297,34 +299,18 @@ pub struct RawAgentSched {
     pub rules: Option<String>,
     /// Work-conserving rates and event re-planning (default true).
     pub work_conserving: Option<bool>,
-    /// The job ranks under "interleave" and "priority": "first_come" or "least_attained".
+    /// The job ranks under "interleave" and "priority": a [`mlcc_sched::JobOrder::name`].
     pub job_order: Option<String>,
 }
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
-/// `mlcc_sched::Rules::Priority` (`[sched] job_order`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum JobOrder {
-    /// First come, first served: the job whose current communication phase began first
-    /// (`mlcc_sched::rank_first_come`). The default: `priority` with it and work conservation
-    /// gave 1.438 [1.406, 1.470] x ideal on `ci/scenarios/agent.toml` against 1.713
-    /// [1.598, 1.829] with least attained service and no work conservation (seeds 1-3, guest
-    /// time, 2026-11-26; README "The ccp-agent scenario on guest time"); the two changes were
-    /// measured together.
-    #[default]
-    FirstCome,
-    /// Least attained service: the job with the fewest iterations begun
-    /// (`mlcc_sched::rank_least_attained`).
-    LeastAttained,
-}
-
-impl JobOrder {
-    /// Every order, with its name in agent.toml.
-    const ALL: [(JobOrder, &'static str); 2] = [
-        (JobOrder::FirstCome, "first_come"),
-        (JobOrder::LeastAttained, "least_attained"),
-    ];
-}
+/// `mlcc_sched::Rules::Priority` (`[sched] job_order`; the names are the policy layer's,
+/// [`mlcc_sched::JobOrder::name`]). The default, first come: `priority` with it and work
+/// conservation gave 1.438 [1.406, 1.470] x ideal on `ci/scenarios/agent.toml` against 1.713
+/// [1.598, 1.829] with least attained service and no work conservation (seeds 1-3, guest time,
+/// 2026-11-26; README "The ccp-agent scenario on guest time"); the two changes were measured
+/// together.
+pub use mlcc_sched::JobOrder;
 
 /// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default
 /// [`mlcc_sched::Rules::Mlcc`]), the job order and work conservation.
@@ -340,22 +326,9 @@ fn check_agent_sched(
     };
     let job_order = match raw.job_order.as_deref() {
         None => JobOrder::default(),
-        Some(v) => JobOrder::ALL
-            .iter()
-            .find(|(_, name)| *name == v)
-            .map(|(o, _)| *o)
-            .ok_or_else(|| {
-                let names: Vec<String> = JobOrder::ALL
-                    .iter()
-                    .map(|(_, n)| format!("{n:?}"))
-                    .collect();
-                err(
-                    file,
-                    "sched.job_order",
-                    format!("{v:?}"),
-                    format!("must be {}", names.join(" or ")),
-                )
-            })?,
+        Some(v) => v
+            .parse()
+            .map_err(|why: String| err(file, "sched.job_order", format!("{v:?}"), why))?,
     };
     let work_conserving = raw.work_conserving.unwrap_or(DEFAULT_WORK_CONSERVING);
     Ok((rules, job_order, work_conserving))

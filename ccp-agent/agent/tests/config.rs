@@ -349,9 +349,22 @@ fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
         None,
     );
     assert!(
-        e.contains("sched.job_order") && e.contains("\"lifo\"") && e.contains("first_come"),
+        e.contains("sched.job_order")
+            && e.contains("\"lifo\"")
+            && e.contains("first_come")
+            && e.contains("earliest_deadline"),
         "{e}"
     );
+    let a = t.write(
+        "agent.toml",
+        &format!(
+            "{}[sched]
+job_order = \"earliest_deadline\"\n",
+            good_agent()
+        ),
+    );
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(c.job_order, ccp_agent::config::JobOrder::EarliestDeadline);
 }
 
 /// Command-line overrides (`--host`, `--metrics-addr`, `--slot-ms`) replace the file's fields and

@@ -105,8 +105,9 @@ pub enum PcnVariant {
 /// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]); or, for any congestion control, PCN alone:
 /// `dctcp+pcn` or `dctcp+pcn=BYTES[:min|harmonic]` ([`AgentMode::PcnOnly`]). A scheduled run
 /// may also name the agent's rule set, `+rules=NAME` (agent.toml's `[sched] rules`, e.g.
-/// `mltcp+agent+rules=interleave`; the names are `mlcc_sched::Rules`'). The whole string labels
-/// the run.
+/// `mltcp+agent+rules=interleave`; the names are `mlcc_sched::Rules`') and its job order,
+/// `+order=NAME` (agent.toml's `[sched] job_order`, e.g. `+order=earliest_deadline`; the names
+/// are `mlcc_sched::JobOrder`'). The whole string labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -121,6 +122,8 @@ pub struct CcVariant {
     pub pcn: PcnVariant,
     /// The agent's rule set (`+rules=NAME`); `None`: the agent's default.
     pub rules: Option<mlcc_sched::Rules>,
+    /// The agent's job order (`+order=NAME`); `None`: the agent's default.
+    pub job_order: Option<mlcc_sched::JobOrder>,
 }
 
 impl CcVariant {
@@ -129,7 +132,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -137,6 +140,8 @@ impl CcVariant {
         let (rules_tokens, other): (Vec<&str>, Vec<&str>) = all_tokens
             .into_iter()
             .partition(|t| t.starts_with("rules="));
+        let (order_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("order="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -261,6 +266,23 @@ impl CcVariant {
             }
             _ => return Err("+rules=NAME given more than once".into()),
         };
+        let job_order = match order_tokens.as_slice() {
+            [] => None,
+            [t] => {
+                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
+                    return Err(format!(
+                        "'+{t}' needs +agent or +agent+switch (the job order of the agent's scheduler)"
+                    ));
+                }
+                let name = &t["order=".len()..];
+                // The agent's own names (mlcc_sched::JobOrder::name, as agent.toml spells them).
+                Some(
+                    name.parse::<mlcc_sched::JobOrder>()
+                        .map_err(|why| format!("'+{t}': {why}"))?,
+                )
+            }
+            _ => return Err("+order=NAME given more than once".into()),
+        };
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
@@ -268,6 +290,7 @@ impl CcVariant {
             agent,
             pcn,
             rules,
+            job_order,
         })
     }
 
@@ -1213,7 +1236,26 @@ workers = ["h1", "h2"]
             )
         );
         assert_eq!(CcVariant::parse("mltcp+agent").unwrap().rules, None);
+        let v = CcVariant::parse("mltcp+agent+rules=priority+order=earliest_deadline").unwrap();
+        assert_eq!(
+            (v.rules, v.job_order),
+            (
+                Some(mlcc_sched::Rules::Priority),
+                Some(mlcc_sched::JobOrder::EarliestDeadline)
+            )
+        );
+        assert_eq!(
+            v.dir_name(),
+            "mltcp-agent-rules-priority-order-earliest_deadline"
+        );
+        assert_eq!(CcVariant::parse("mltcp+agent").unwrap().job_order, None);
         for (bad, why) in [
+            ("mltcp+order=first_come", "needs +agent or +agent+switch"),
+            ("mltcp+agent+order=lifo", "must be one of \"first_come\""),
+            (
+                "mltcp+agent+order=first_come+order=first_come",
+                "more than once",
+            ),
             ("mltcp+rules=mlcc", "needs +agent or +agent+switch"),
             ("dctcp+pcn+rules=mlcc", "needs +agent or +agent+switch"),
             ("mltcp+agent+rules=fifo", "must be one of \"mlcc\""),

@@ -147,13 +147,14 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
     t
 }
 
-/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `rules`: its `[sched]
-/// rules`, the agent's default when `None`).
+/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `rules` and `job_order`:
+/// its `[sched] rules` and `job_order`, the agent's defaults when `None`).
 pub fn agent_toml(
     s: &Scenario,
     mode: AgentMode,
     pcn: PcnVariant,
     rules: Option<mlcc_sched::Rules>,
+    job_order: Option<mlcc_sched::JobOrder>,
     program: &Path,
     regions: &Path,
 ) -> String {
@@ -174,8 +175,14 @@ pub fn agent_toml(
     if mode == AgentMode::PcnOnly {
         t.push_str("schedule = false\n");
     }
+    if rules.is_some() || job_order.is_some() {
+        t.push_str("\n[sched]\n");
+    }
     if let Some(r) = rules {
-        let _ = write!(t, "\n[sched]\nrules = \"{}\"\n", r.name());
+        let _ = writeln!(t, "rules = \"{}\"", r.name());
+    }
+    if let Some(o) = job_order {
+        let _ = writeln!(t, "job_order = \"{}\"", o.name());
     }
     match pcn {
         PcnVariant::Default => {}
@@ -273,6 +280,7 @@ impl AgentRun {
         mode: AgentMode,
         pcn: PcnVariant,
         rules: Option<mlcc_sched::Rules>,
+        job_order: Option<mlcc_sched::JobOrder>,
         setup: &AgentSetup,
         dir: &Path,
     ) -> Result<Self> {
@@ -299,7 +307,7 @@ impl AgentRun {
         let agent_cfg = dir.join("agent.toml");
         fs::write(
             &agent_cfg,
-            agent_toml(s, mode, pcn, rules, &program, &regions),
+            agent_toml(s, mode, pcn, rules, job_order, &program, &regions),
         )?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
@@ -511,6 +519,7 @@ workers = ["h1", "h2"]
             AgentMode::NicOnly,
             PcnVariant::Default,
             None,
+            None,
             Path::new("/p.ccp"),
             Path::new("/r"),
         ))
@@ -542,18 +551,20 @@ workers = ["h1", "h2"]
             harmonic: true,
         };
         let il = Some(mlcc_sched::Rules::Interleave);
-        for (mode, pcn, rules) in [
-            (AgentMode::NicOnly, PcnVariant::Default, None),
-            (AgentMode::NicOnly, PcnVariant::Default, il),
-            (AgentMode::Switch, PcnVariant::Default, None),
-            (AgentMode::Switch, PcnVariant::Off, il),
-            (AgentMode::Switch, on, None),
-            (AgentMode::PcnOnly, on, None),
+        let edf = Some(mlcc_sched::JobOrder::EarliestDeadline);
+        for (mode, pcn, rules, order) in [
+            (AgentMode::NicOnly, PcnVariant::Default, None, None),
+            (AgentMode::NicOnly, PcnVariant::Default, il, None),
+            (AgentMode::NicOnly, PcnVariant::Default, None, edf),
+            (AgentMode::Switch, PcnVariant::Default, None, None),
+            (AgentMode::Switch, PcnVariant::Off, il, edf),
+            (AgentMode::Switch, on, None, None),
+            (AgentMode::PcnOnly, on, None, None),
         ] {
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
                 dir.join("agent.toml"),
-                agent_toml(&s, mode, pcn, rules, &prog, &dir.join("regions")),
+                agent_toml(&s, mode, pcn, rules, order, &prog, &dir.join("regions")),
             )
             .unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
@@ -561,6 +572,7 @@ workers = ["h1", "h2"]
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.rules, rules.unwrap_or_default());
+            assert_eq!(c.job_order, order.unwrap_or_default());
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

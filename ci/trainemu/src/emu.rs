@@ -1755,6 +1755,7 @@ mod tests {
                 agent: None,
                 pcn: Default::default(),
                 rules: None,
+                job_order: None,
             },
             ..spec_of(vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], "cubic")
         };

@@ -360,11 +360,12 @@ impl Core {
             }
         }
         // Under `Rules::Interleave` and `Rules::Priority`, `[sched] job_order`: least attained
-        // service first (a job's iteration: the least its flows here are in), or first come,
+        // service first (a job's iteration: the least its flows here are in), first come,
         // first served by phase (when the job's current burst began: the earliest
         // `iter_start_ns`, which the libraries mark at the start of a process's communication
         // phase, of its flows with bytes to send; a PS's broadcast is a burst of its own,
-        // behind the bursts that came while its aggregation ran); ties by name.
+        // behind the bursts that came while its aggregation ran), or earliest deadline first
+        // (that start plus the burst's time alone, `burst_deadlines`); ties by name.
         let job_rank = match (self.cfg.rules, self.cfg.job_order) {
             (mlcc_sched::Rules::Mlcc, _) => Vec::new(),
             (_, JobOrder::LeastAttained) => {
@@ -393,6 +394,10 @@ impl Core {
                     }
                 }
                 policy::rank_first_come(&starts).unwrap_or_default()
+            }
+            (_, JobOrder::EarliestDeadline) => {
+                policy::rank_earliest_deadline(&self.burst_deadlines(&candidates, job_key))
+                    .unwrap_or_default()
             }
         };
         let options = PolicyOptions {
@@ -500,6 +505,59 @@ impl Core {
             )?;
         }
         Ok(())
+    }
+
+    /// Per job of `candidates` (numbered by `job_key`): (job, when its current burst began, how
+    /// long the burst takes alone), ns, for [`policy::rank_earliest_deadline`]. The start is first come's (the
+    /// earliest `iter_start_ns` of its flows with bytes left; `u64::MAX`: none). The time alone
+    /// is the fluid one over the links of the topology: for each link its flows here cross,
+    /// their bytes per iteration over the link's capacity, the largest. Only this host's flows
+    /// of the job are counted, so a burst whose flows from several hosts converge on one link
+    /// (a PS's aggregation) is seen shorter than it is.
+    fn burst_deadlines(
+        &self,
+        candidates: &[Candidate],
+        job_key: impl Fn(&str) -> JobKey,
+    ) -> Vec<(JobKey, u64, u64)> {
+        let mut per_job: Vec<(JobKey, u64, HashMap<u32, u64>)> = Vec::new();
+        for c in candidates {
+            let j = job_key(&c.reg.job);
+            let start = match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
+                (0, _) | (_, 0) => u64::MAX,
+                (_, t) => t,
+            };
+            let i = match per_job.iter().position(|(k, _, _)| *k == j) {
+                Some(i) => i,
+                None => {
+                    per_job.push((j, u64::MAX, HashMap::new()));
+                    per_job.len() - 1
+                }
+            };
+            let e = &mut per_job[i];
+            e.1 = e.1.min(start);
+            let src = self.cfg.topology.host_of(c.key.src);
+            let dst = self.cfg.topology.host_of(c.key.dst);
+            if let Some(src) = src {
+                for l in self.cfg.topology.path(src, dst) {
+                    *e.2.entry(l).or_insert(0) += c.state.iteration_bytes;
+                }
+            }
+        }
+        per_job
+            .into_iter()
+            .map(|(j, start, bytes)| {
+                let alone_ns = bytes
+                    .iter()
+                    .filter_map(|(l, b)| {
+                        let cap = *self.cfg.topology.links.get(l)?;
+                        (cap > 0)
+                            .then(|| (u128::from(*b) * 8 * 1_000_000_000 / u128::from(cap)) as u64)
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (j, start, alone_ns)
+            })
+            .collect()
     }
 
     /// A flow to decide now: its path split into NIC links and switch links, its progress.

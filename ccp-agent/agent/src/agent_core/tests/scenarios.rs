@@ -213,11 +213,15 @@ fn slow_switch_answers_do_not_hold_the_datapath() {
 fn one_agent_for_every_host_decides_both_ends_of_each_dependency_together() {
     // As in the VM testbed: one agent serves every host, so every dependency is between flows
     // of one snapshot of the policy layer, decided (and cut) together; no notice goes out, and
-    // none is needed. Under both rule sets, no job starves.
+    // none is needed. Under every rule set (and priority by earliest deadline), no job starves.
     for (tag, extra) in [
         ("one-mlcc", ""),
         ("one-interleave", "[sched]\nrules = \"interleave\""),
         ("one-priority", "[sched]\nrules = \"priority\""),
+        (
+            "one-priority-edf",
+            "[sched]\nrules = \"priority\"\njob_order = \"earliest_deadline\"",
+        ),
     ] {
         let cfg = super::sim::config(tag, &["h1", "h2", "h3", "h4"], extra);
         let mut sim = Sim::with_configs(vec![cfg]);
