@@ -94,11 +94,11 @@ rules = "mlcc"            # "mlcc" (default): the mlcc paper's Alg. 1 + 2 over c
                           #  order as a work-conserving strict priority, each flow paced at
                           #  least at what higher-ranked jobs leave of the slot (sim RESULTS.md
                           #  round 11)
-job_order = "first_come"  # "interleave"/"priority": the job ranks, "first_come" (default: the
-                          #  job whose communication phase began first goes first),
-                          #  "least_attained" (the job with the fewest iterations first) or
-                          #  "earliest_deadline" (a burst's deadline: its start plus its time
-                          #  alone, the job's bytes over its links' capacities)
+job_order = "earliest_deadline"  # "interleave"/"priority": the job ranks, "earliest_deadline"
+                          #  (default: a burst's deadline is its start plus its time alone, the
+                          #  job's bytes over its links' capacities), "first_come" (the job whose
+                          #  communication phase began first goes first) or "least_attained"
+                          #  (the job with the fewest iterations first)
 work_conserving = true    # (default true) a plan is a claim, not a limit: active flows share
                           #  what the slot's plans leave of their links, idle flows claim
                           #  nothing, and (NIC-only) a burst's start or end re-plans the slot
@@ -305,11 +305,11 @@ pub struct RawAgentSched {
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
 /// `mlcc_sched::Rules::Priority` (`[sched] job_order`; the names are the policy layer's,
-/// [`mlcc_sched::JobOrder::name`]). The default, first come: `priority` with it and work
-/// conservation gave 1.438 [1.406, 1.470] x ideal on `ci/scenarios/agent.toml` against 1.713
-/// [1.598, 1.829] with least attained service and no work conservation (seeds 1-3, guest time,
-/// 2026-11-26; README "The ccp-agent scenario on guest time"); the two changes were measured
-/// together.
+/// [`mlcc_sched::JobOrder::name`]). The default, earliest deadline first, and the measurements
+/// that chose it are documented on [`mlcc_sched::JobOrder::EarliestDeadline`]. Before it, first
+/// come: `priority` with it and work conservation gave 1.438 [1.406, 1.470] x ideal on
+/// `ci/scenarios/agent.toml` against 1.713 [1.598, 1.829] with least attained service and no
+/// work conservation (seeds 1-3, guest time, 2026-11-26; the two changes measured together).
 pub use mlcc_sched::JobOrder;
 
 /// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default

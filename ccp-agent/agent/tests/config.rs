@@ -332,7 +332,7 @@ fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
     assert!(e.contains("order"), "{e}");
     // Work conservation and the job order: defaults, values, a bad order named.
     assert!(c.work_conserving);
-    assert_eq!(c.job_order, ccp_agent::config::JobOrder::FirstCome);
+    assert_eq!(c.job_order, ccp_agent::config::JobOrder::EarliestDeadline);
     let a = t.write(
         "agent.toml",
         &format!(
