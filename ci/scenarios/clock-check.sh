@@ -6,9 +6,9 @@
 # virtual) the loop's guest duration must agree within the tolerance; on the real clock it does
 # not, which is what `--clock real` shows (the check then fails: the instrument would be unfit).
 # The flow's bytes are reported, not checked: one short TCP flow is chaotic (a loss one
-# nanosecond earlier or later changes its recovery), and the testbed is not yet deterministic to
-# the nanosecond (ci/README.md, "Clocks"), so two runs of it differ by a few percent on either
-# clock; comparisons of TCP runs need seeds and intervals.
+# nanosecond earlier or later changes its recovery), so on the real clock two runs of it differ by
+# a few percent; on the virtual clock runs repeat to the bit (ci/README.md, "Clocks"; checked by
+# ci/scenarios/repeat-check.sh), so the two counts should be equal there.
 #
 # Usage: ci/scenarios/clock-check.sh [--clock virtual|real] [--tolerance-pct P] [--results DIR]
 #   defaults: virtual, 0.5 %, $MLTCP_CACHE/clock-check
