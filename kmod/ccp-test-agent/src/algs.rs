@@ -224,11 +224,38 @@ pub struct RenoArgs {
     /// Log every report (window, acked, losses).
     #[arg(long)]
     pub trace: bool,
+    /// Floor of the report period, µs: the datapath reports once per max(smoothed RTT, this)
+    /// (losses and timeouts still at once). 0: once per RTT, Reno's own time scale. The acked
+    /// bytes are summed in the datapath between reports, so the window grows by the same bytes
+    /// per RTT in fewer, larger steps; a CCP algorithm chooses its report frequency (Narayan et
+    /// al., "Restructuring Endpoint Congestion Control", SIGCOMM 2018: the datapath folds
+    /// per-ACK measurements into a report at the frequency the algorithm asks for). Each report
+    /// costs 64-72 µs of guest CPU (README, "The CCP datapath"), so on a path whose RTT is tens
+    /// of µs a floor is what keeps that cost bounded.
+    #[arg(long, default_value_t = 0)]
+    pub min_report_us: u32,
+    /// Send the window to the datapath on every report, even when it did not change (the
+    /// behaviour before 2026-11-27). By default only a changed window is sent (the datapath
+    /// keeps enforcing the last one on every ACK), plus `--keepalive-ms`.
+    #[arg(long)]
+    pub update_unchanged: bool,
+    /// Re-send an unchanged window at least this often, ms (a keepalive for the module's
+    /// `ccp_heartbeat_ms`: set it below that); 0: only on a change.
+    #[arg(long, default_value_t = 0)]
+    pub keepalive_ms: u64,
 }
 
-/// The per-RTT program: accumulates acked bytes and losses; reports once per smoothed RTT, or
-/// at once on a loss or a timeout.
-const RENO_PROGRAM: &str = "
+/// The per-RTT program: accumulates acked bytes and losses; reports once per smoothed RTT (or
+/// per `min_report_us` when that is longer, and the floor is not 0), or at once on a loss or a
+/// timeout.
+pub fn reno_program(min_report_us: u32) -> String {
+    let period = if min_report_us == 0 {
+        String::from("Flow.rtt_sample_us")
+    } else {
+        format!("(max Flow.rtt_sample_us {min_report_us})")
+    };
+    format!(
+        "
     (def (Report (volatile acked 0) (volatile loss 0) (volatile timeout false) (volatile rtt 0)
                  (volatile inflight 0)))
     (when true
@@ -239,18 +266,31 @@ const RENO_PROGRAM: &str = "
         (:= Report.inflight Flow.packets_in_flight)
         (fallthrough))
     (when (|| Report.timeout (> Report.loss 0)) (report) (:= Micros 0))
-    (when (> Micros Flow.rtt_sample_us) (report) (:= Micros 0))";
+    (when (> Micros {period}) (report) (:= Micros 0))"
+    )
+}
+
+/// Whether a window is sent to the datapath after a report: when it changed since the last
+/// one sent (none sent yet counts as changed), when every report sends (`always`), or when the
+/// keepalive is due.
+fn should_send(cwnd: u64, last_sent: Option<u64>, always: bool, keepalive_due: bool) -> bool {
+    always || keepalive_due || last_sent != Some(cwnd)
+}
 
 /// Reno in the agent: slow start, additive increase of one MSS per window (only while at least
 /// half the window is in flight), halving on loss (at most once per RTT), one MSS after a timeout.
 pub struct Reno {
-    trace: bool,
+    args: RenoArgs,
+    program: String,
 }
 
 impl Reno {
     /// Builds the algorithm.
     pub fn new(args: &RenoArgs) -> Self {
-        Self { trace: args.trace }
+        Self {
+            args: args.clone(),
+            program: reno_program(args.min_report_us),
+        }
     }
 }
 
@@ -264,9 +304,15 @@ pub struct RenoFlow<I: Ipc> {
     ssthresh: u64,
     last_cut: Option<Instant>,
     srtt_us: u64,
-    trace: bool,
+    args: RenoArgs,
     reports: u64,
     cuts: u64,
+    /// The window last sent to the datapath, bytes (`None`: not yet).
+    sent_cwnd: Option<u64>,
+    /// When a window was last sent (for `--keepalive-ms`).
+    last_sent: Instant,
+    /// UPDATE_FIELDS messages sent.
+    updates: u64,
 }
 
 impl<I: Ipc> CongAlg<I> for Reno {
@@ -277,7 +323,7 @@ impl<I: Ipc> CongAlg<I> for Reno {
     }
 
     fn datapath_programs(&self) -> HashMap<&'static str, String> {
-        HashMap::from([("reno", RENO_PROGRAM.to_string())])
+        HashMap::from([("reno", self.program.clone())])
     }
 
     fn new_flow(&self, mut control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
@@ -305,9 +351,13 @@ impl<I: Ipc> CongAlg<I> for Reno {
             ssthresh: u64::from(u32::MAX),
             last_cut: None,
             srtt_us: 0,
-            trace: self.trace,
+            args: self.args.clone(),
             reports: 0,
             cuts: 0,
+            // set_program carried the initial window.
+            sent_cwnd: Some(cwnd),
+            last_sent: Instant::now(),
+            updates: 0,
         }
     }
 }
@@ -350,7 +400,7 @@ impl<I: Ipc> Flow for RenoFlow<I> {
             }
         }
         self.cwnd = self.cwnd.clamp(self.mss, u64::from(u32::MAX));
-        if self.trace {
+        if self.args.trace {
             tracing::info!(
                 sid = sock_id,
                 acked,
@@ -362,11 +412,26 @@ impl<I: Ipc> Flow for RenoFlow<I> {
                 "report"
             );
         }
-        if let Err(e) = self
+        let keepalive_due = self.args.keepalive_ms > 0
+            && self.last_sent.elapsed().as_millis() >= u128::from(self.args.keepalive_ms);
+        if !should_send(
+            self.cwnd,
+            self.sent_cwnd,
+            self.args.update_unchanged,
+            keepalive_due,
+        ) {
+            return;
+        }
+        match self
             .control
             .update_field(&self.sc, &[("Cwnd", self.cwnd as u32)])
         {
-            tracing::error!(sid = sock_id, err = %e.0, "update_field failed");
+            Ok(()) => {
+                self.sent_cwnd = Some(self.cwnd);
+                self.last_sent = Instant::now();
+                self.updates += 1;
+            }
+            Err(e) => tracing::error!(sid = sock_id, err = %e.0, "update_field failed"),
         }
     }
 
@@ -374,9 +439,128 @@ impl<I: Ipc> Flow for RenoFlow<I> {
         tracing::info!(
             sid = self.sid,
             reports = self.reports,
+            updates = self.updates,
             cuts = self.cuts,
             cwnd = self.cwnd,
             "flow closed"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+    use portus::serialize;
+
+    /// A user-space host for the datapath core: a manual clock, the MEASUREs counted.
+    #[derive(Default)]
+    struct Host {
+        now: u64,
+        measures: usize,
+    }
+
+    impl DatapathOps for Host {
+        fn now_us(&self) -> u64 {
+            self.now
+        }
+        fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
+            // MEASURE is type 1 (a little-endian u16 at the start of the CCP header).
+            if msg.get(..2) == Some(&[1, 0][..]) {
+                self.measures += 1;
+            }
+            Ok(())
+        }
+        fn set_cwnd(&mut self, _: u64) {}
+        fn set_rate_abs(&mut self, _: u64) {}
+    }
+
+    /// Runs `reno_program(floor)` as the module does, one ACK every 10 µs for `span_us` with a
+    /// smoothed RTT of `rtt_us`, and a loss on the ACK at `loss_at_us` when given; returns the
+    /// MEASUREs the datapath sent (CREATE's reply and the first install excluded).
+    fn reports(floor: u32, rtt_us: u64, span_us: u64, loss_at_us: Option<u64>) -> usize {
+        let (bin, sc) = portus::lang::compile(reno_program(floor).as_bytes(), &[])
+            .expect("portus compiles the program");
+        let install = serialize::serialize(&serialize::install::Msg {
+            sid: 0,
+            program_uid: sc.program_uid,
+            num_events: bin.events.len() as u32,
+            num_instrs: bin.instrs.len() as u32,
+            instrs: bin,
+        })
+        .unwrap();
+        let mut dp = Box::new(Datapath::<4, 4>::new());
+        let mut host = Host {
+            now: 1_000,
+            ..Host::default()
+        };
+        dp.init(host.now);
+        let info = FlowInfo {
+            init_cwnd: 14_480,
+            mss: 1448,
+            ..Default::default()
+        };
+        let sid = dp.flow_start(&info, &mut host).unwrap();
+        dp.handle_msg(&install).unwrap();
+        let cwnd = sc.get("Cwnd").unwrap().clone();
+        let change = serialize::serialize(&serialize::changeprog::Msg {
+            sid,
+            program_uid: sc.program_uid,
+            num_fields: 1,
+            fields: vec![(cwnd, 14_480)],
+        })
+        .unwrap();
+        dp.handle_msg(&change).unwrap();
+        host.measures = 0;
+        let start = host.now;
+        while host.now - start < span_us {
+            host.now += 10;
+            let lost = u64::from(loss_at_us == Some(host.now - start));
+            let prims = Primitives {
+                bytes_acked: 1448,
+                packets_acked: 1,
+                lost_pkts_sample: lost,
+                packets_in_flight: 10,
+                rtt_sample_us: rtt_us,
+                snd_cwnd: 14_480,
+                ..Primitives::default()
+            };
+            dp.flow_invoke(sid, &prims, &mut host).unwrap();
+        }
+        host.measures
+    }
+
+    #[test]
+    fn no_floor_reports_once_per_rtt() {
+        // 30 µs RTT, ACKs every 10 µs: `Micros` > 30 at the fourth ACK, so one report per 40 µs.
+        let n = reports(0, 30, 10_000, None);
+        assert!((240..=260).contains(&n), "{n} reports in 10 ms");
+    }
+
+    #[test]
+    fn the_floor_bounds_the_report_rate_and_a_longer_rtt_wins() {
+        let n = reports(1_000, 30, 10_000, None);
+        assert!((9..=10).contains(&n), "{n} reports in 10 ms at a 1 ms floor");
+        // An RTT above the floor: once per RTT again.
+        let n = reports(1_000, 2_000, 20_000, None);
+        assert!((9..=10).contains(&n), "{n} reports in 20 ms at a 2 ms RTT");
+        // A floor of 0 is the per-RTT program itself.
+        assert!(!reno_program(0).contains("max"));
+    }
+
+    #[test]
+    fn a_loss_reports_at_once_under_the_floor() {
+        // Within the first 900 µs no periodic report is due; the loss at 500 µs reports.
+        assert_eq!(reports(1_000, 30, 900, None), 0);
+        assert_eq!(reports(1_000, 30, 900, Some(500)), 1, "the loss is its own report");
+    }
+
+    #[test]
+    fn only_a_changed_window_is_sent_unless_asked() {
+        assert!(should_send(20_000, None, false, false), "nothing sent yet");
+        assert!(should_send(20_000, Some(18_552), false, false), "changed");
+        assert!(!should_send(20_000, Some(20_000), false, false), "unchanged");
+        assert!(should_send(20_000, Some(20_000), true, false), "--update-unchanged");
+        assert!(should_send(20_000, Some(20_000), false, true), "keepalive due");
     }
 }
