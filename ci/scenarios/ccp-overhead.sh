@@ -5,7 +5,8 @@
 #   ci/vm-run --results DIR ci/scenarios/ccp-overhead.sh [--rounds N] [--secs S] [--flows F]
 #                                                        [--shape RATE DELAY] [--kinds "K..."]
 #                                                        [--app-rate MBIT] [--ccp-args "A..."]
-#                                                        [--ccpx-args "A..."]
+#                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
+#                                                        [--ccpz-args "A..."]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -16,11 +17,13 @@
 #   reno64 (renoF)                       native reno with F parallel flows
 #
 #   ccpx1, ccpxF                         ccp1 and ccpF with the agent options of --ccpx-args
+#   ccpy1, ccpyF, ccpz1, ccpzF           the same with --ccpy-args, --ccpz-args
 #
 # (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF"; the default
 # set has no ccpx kinds.) `--ccp-args "A..."` adds options to the agent of ccp1/ccpF
-# (`ccp-test-agent reno A...`, default none); `--ccpx-args` gives the ccpx kinds theirs, so two
-# agent settings are compared in paired rounds of one run, e.g. --kinds "reno ccp1 ccpx1"
+# (`ccp-test-agent reno A...`, default none); `--ccpx-args` gives the ccpx kinds theirs (and
+# --ccpy-args, --ccpz-args the ccpy, ccpz kinds), so agent settings are compared in paired
+# rounds of one run, e.g. --kinds "reno ccp1 ccpx1"
 # --ccp-args "--update-unchanged" --ccpx-args "--min-report-us 1000" (added 2026-11-27; every
 # earlier invocation means what it meant).
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
@@ -58,7 +61,7 @@
 # wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" CCP_ARGS="" CCPX_ARGS=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,6 +72,8 @@ while [ $# -gt 0 ]; do
     --shape) SHAPE_RATE=$2 SHAPE_DELAY=$3; shift 3 ;;
     --ccp-args) CCP_ARGS=$2; shift 2 ;;
     --ccpx-args) CCPX_ARGS=$2; shift 2 ;;
+    --ccpy-args) CCPY_ARGS=$2; shift 2 ;;
+    --ccpz-args) CCPZ_ARGS=$2; shift 2 ;;
     --app-rate)
       case "$2" in ''|*[!0-9]*|0) echo "ccp-overhead.sh: --app-rate takes a whole number of Mbit/s > 0, not '$2'"; exit 2 ;; esac
       APP_RATE_MBIT=$2; shift 2 ;;
@@ -94,7 +99,7 @@ else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
-say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx kinds 'ccp-test-agent reno $CCPX_ARGS'"
+say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
 say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
@@ -102,14 +107,19 @@ run_one() {
   _r=$1 _kind=$2 _agent="" _p=1
   case "$_kind" in
     reno|mltcp|cubic|mltcp_cubic) _alg=$_kind ;;
-    ccp1|ccpx1) _alg=mltcp ;;
-    ccpF|ccpxF) _alg=mltcp _p=$FLOWS ;;
+    ccp1|ccpx1|ccpy1|ccpz1) _alg=mltcp ;;
+    ccpF|ccpxF|ccpyF|ccpzF) _alg=mltcp _p=$FLOWS ;;
     renoF) _alg=reno _p=$FLOWS ;;
     *) echo "unknown kind $_kind"; return 1 ;;
   esac
   case "$_kind" in
     ccp*)
-      case "$_kind" in ccpx*) _aargs=$CCPX_ARGS ;; *) _aargs=$CCP_ARGS ;; esac
+      case "$_kind" in
+        ccpx*) _aargs=$CCPX_ARGS ;;
+        ccpy*) _aargs=$CCPY_ARGS ;;
+        ccpz*) _aargs=$CCPZ_ARGS ;;
+        *) _aargs=$CCP_ARGS ;;
+      esac
       # shellcheck disable=SC2086 # the options are words
       ccp-test-agent reno $_aargs > "$OUT/agent.$_kind.$_r.log" 2>&1 &
       _agent=$!
@@ -206,15 +216,19 @@ say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target
 say "ccp$FLOWS vs ccp1 (CCP, $FLOWS flows vs 1):      $(paired ccpF ccp1)"
 say "reno$FLOWS vs reno (control, no CCP):       $(paired renoF reno)"
 say "ccp$FLOWS vs reno$FLOWS (CCP at $FLOWS flows):        $(paired ccpF renoF)"
-say "ccpx1 vs ccp1 (agent options):        $(paired ccpx1 ccp1)"
-say "ccpx1 vs reno:                        $(paired ccpx1 reno)"
-say "ccpx$FLOWS vs ccp$FLOWS (agent options):      $(paired ccpxF ccpF)"
+for v in x y z; do
+  grep -q " ccp${v}1 " "$RUNS" && {
+    say "ccp${v}1 vs ccp1 (agent options):        $(paired ccp${v}1 ccp1)"
+    say "ccp${v}1 vs reno:                        $(paired ccp${v}1 reno)"
+  }
+  grep -q " ccp${v}F " "$RUNS" && say "ccp${v}$FLOWS vs ccp$FLOWS (agent options):      $(paired ccp${v}F ccpF)"
+done
 
 # Per report, for each 1-flow CCP kind and round: the extra busy time over the same round's
 # reno scaled to the kind's bytes, split into the agent's user and system time (getrusage, minus
 # its start) and the rest; and the messages per report. Means over rounds.
 say "# per report (1 flow, vs the round's reno at equal bytes), mean over rounds: extra_us = agent user + agent sys + rest; msgs"
-for k in ccp1 ccpx1; do
+for k in ccp1 ccpx1 ccpy1 ccpz1; do
   awk -v k="$k" '
     FNR == NR { if ($2 == "reno") { rb[$1] = $3; rs[$1] = $4 } if ($2 == k) { kb[$1] = $3; ks[$1] = $4 } next }
     $2 == k && ($1 in rb) && ($1 in kb) && $3 > 0 {

@@ -243,16 +243,30 @@ pub struct RenoArgs {
     /// `ccp_heartbeat_ms`: set it below that); 0: only on a change.
     #[arg(long, default_value_t = 0)]
     pub keepalive_ms: u64,
+    /// Judge whether the window is used by the packets in flight at the ACK that triggers the
+    /// report (the rule before 2026-11-27). By default the report carries the most packets in
+    /// flight at any ACK since the last report, as the kernel's `tcp_is_cwnd_limited` looks at
+    /// `max_packets_out` over the window: at the reporting ACK, in flight is at its lowest, so
+    /// an application-limited flow (iperf3 -b 4000M on the veth) kept a window of 16-20
+    /// segments where native reno grew to 1051 (1.52 MB), and sent more, smaller segments.
+    #[arg(long)]
+    pub inflight_at_report: bool,
 }
 
-/// The per-RTT program: accumulates acked bytes and losses; reports once per smoothed RTT (or
-/// per `min_report_us` when that is longer, and the floor is not 0), or at once on a loss or a
-/// timeout.
-pub fn reno_program(min_report_us: u32) -> String {
+/// The per-RTT program: accumulates acked bytes and losses, and the packets in flight (their
+/// maximum over the ACKs since the last report when `peak_inflight`, else the reporting ACK's);
+/// reports once per smoothed RTT (or per `min_report_us` when that is longer, and the floor is
+/// not 0), or at once on a loss or a timeout.
+pub fn reno_program(min_report_us: u32, peak_inflight: bool) -> String {
     let period = if min_report_us == 0 {
         String::from("Flow.rtt_sample_us")
     } else {
         format!("(max Flow.rtt_sample_us {min_report_us})")
+    };
+    let inflight = if peak_inflight {
+        "(max Report.inflight Flow.packets_in_flight)"
+    } else {
+        "Flow.packets_in_flight"
     };
     format!(
         "
@@ -263,7 +277,7 @@ pub fn reno_program(min_report_us: u32) -> String {
         (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
         (:= Report.timeout Flow.was_timeout)
         (:= Report.rtt Flow.rtt_sample_us)
-        (:= Report.inflight Flow.packets_in_flight)
+        (:= Report.inflight {inflight})
         (fallthrough))
     (when (|| Report.timeout (> Report.loss 0)) (report) (:= Micros 0))
     (when (> Micros {period}) (report) (:= Micros 0))"
@@ -278,7 +292,7 @@ fn should_send(cwnd: u64, last_sent: Option<u64>, always: bool, keepalive_due: b
 }
 
 /// Reno in the agent: slow start, additive increase of one MSS per window (only while at least
-/// half the window is in flight), halving on loss (at most once per RTT), one MSS after a timeout.
+/// half the window was in flight since the last report), halving on loss (at most once per RTT), one MSS after a timeout.
 pub struct Reno {
     args: RenoArgs,
     program: String,
@@ -289,7 +303,7 @@ impl Reno {
     pub fn new(args: &RenoArgs) -> Self {
         Self {
             args: args.clone(),
-            program: reno_program(args.min_report_us),
+            program: reno_program(args.min_report_us, !args.inflight_at_report),
         }
     }
 }
@@ -391,7 +405,8 @@ impl<I: Ipc> Flow for RenoFlow<I> {
             self.cuts += 1;
         } else if loss == 0 && timeout == 0 && inflight * self.mss * 2 >= self.cwnd {
             // Grow only while the window is used (the kernel's `tcp_is_cwnd_limited` rule, here
-            // as: at least half of it in flight at the report); otherwise an application- or
+            // as: at least half of it in flight at some ACK since the last report, or at the
+            // reporting ACK with --inflight-at-report); otherwise an application- or
             // receiver-limited flow would inflate the window without bound.
             if self.cwnd < self.ssthresh {
                 self.cwnd = (self.cwnd + acked).min(self.ssthresh.max(self.cwnd + self.mss));
@@ -453,11 +468,13 @@ mod tests {
     use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
     use portus::serialize;
 
-    /// A user-space host for the datapath core: a manual clock, the MEASUREs counted.
+    /// A user-space host for the datapath core: a manual clock, the MEASUREs counted and the
+    /// last one kept.
     #[derive(Default)]
     struct Host {
         now: u64,
         measures: usize,
+        last_measure: Vec<u8>,
     }
 
     impl DatapathOps for Host {
@@ -468,6 +485,7 @@ mod tests {
             // MEASURE is type 1 (a little-endian u16 at the start of the CCP header).
             if msg.get(..2) == Some(&[1, 0][..]) {
                 self.measures += 1;
+                self.last_measure = msg.to_vec();
             }
             Ok(())
         }
@@ -475,11 +493,26 @@ mod tests {
         fn set_rate_abs(&mut self, _: u64) {}
     }
 
-    /// Runs `reno_program(floor)` as the module does, one ACK every 10 µs for `span_us` with a
-    /// smoothed RTT of `rtt_us`, and a loss on the ACK at `loss_at_us` when given; returns the
-    /// MEASUREs the datapath sent (CREATE's reply and the first install excluded).
-    fn reports(floor: u32, rtt_us: u64, span_us: u64, loss_at_us: Option<u64>) -> usize {
-        let (bin, sc) = portus::lang::compile(reno_program(floor).as_bytes(), &[])
+    /// What [`run`] saw.
+    struct Seen {
+        /// MEASUREs sent after the install.
+        reports: usize,
+        /// `Report.inflight` of the last one.
+        last_inflight: u64,
+    }
+
+    /// Runs `reno_program(floor, peak)` as the module does, one ACK every 10 µs for `span_us`
+    /// with a smoothed RTT of `rtt_us`, `inflight(t)` packets in flight at the ACK `t` µs in,
+    /// and a loss on the ACK at `loss_at_us` when given.
+    fn run(
+        floor: u32,
+        peak: bool,
+        rtt_us: u64,
+        span_us: u64,
+        loss_at_us: Option<u64>,
+        inflight: impl Fn(u64) -> u64,
+    ) -> Seen {
+        let (bin, sc) = portus::lang::compile(reno_program(floor, peak).as_bytes(), &[])
             .expect("portus compiles the program");
         let install = serialize::serialize(&serialize::install::Msg {
             sid: 0,
@@ -515,19 +548,35 @@ mod tests {
         let start = host.now;
         while host.now - start < span_us {
             host.now += 10;
-            let lost = u64::from(loss_at_us == Some(host.now - start));
+            let t = host.now - start;
             let prims = Primitives {
                 bytes_acked: 1448,
                 packets_acked: 1,
-                lost_pkts_sample: lost,
-                packets_in_flight: 10,
+                lost_pkts_sample: u64::from(loss_at_us == Some(t)),
+                packets_in_flight: inflight(t),
                 rtt_sample_us: rtt_us,
                 snd_cwnd: 14_480,
                 ..Primitives::default()
             };
             dp.flow_invoke(sid, &prims, &mut host).unwrap();
         }
-        host.measures
+        // MEASURE: 8-byte header, program uid, field count, then the u64 fields in order.
+        let Some(portus::lang::Reg::Report(idx, _, _)) = sc.get("Report.inflight") else {
+            panic!("Report.inflight is a report register");
+        };
+        let at = 16 + 8 * usize::from(*idx);
+        let last_inflight = host
+            .last_measure
+            .get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+        Seen {
+            reports: host.measures,
+            last_inflight,
+        }
+    }
+
+    fn reports(floor: u32, rtt_us: u64, span_us: u64, loss_at_us: Option<u64>) -> usize {
+        run(floor, true, rtt_us, span_us, loss_at_us, |_| 10).reports
     }
 
     #[test]
@@ -545,7 +594,7 @@ mod tests {
         let n = reports(1_000, 2_000, 20_000, None);
         assert!((9..=10).contains(&n), "{n} reports in 20 ms at a 2 ms RTT");
         // A floor of 0 is the per-RTT program itself.
-        assert!(!reno_program(0).contains("max"));
+        assert!(!reno_program(0, false).contains("max"));
     }
 
     #[test]
@@ -553,6 +602,18 @@ mod tests {
         // Within the first 900 µs no periodic report is due; the loss at 500 µs reports.
         assert_eq!(reports(1_000, 30, 900, None), 0);
         assert_eq!(reports(1_000, 30, 900, Some(500)), 1, "the loss is its own report");
+    }
+
+    #[test]
+    fn the_report_carries_the_peak_in_flight_or_the_reporting_acks() {
+        // 30 µs RTT: reports at t = 40, 80, ... µs; 20 packets in flight at the ACK midway
+        // between two reports (t % 40 == 20), 2 at the others (the reporting ones included).
+        let inflight = |t: u64| if t % 40 == 20 { 20 } else { 2 };
+        let peak = run(0, true, 30, 1_000, None, inflight);
+        assert!(peak.reports > 20);
+        assert_eq!(peak.last_inflight, 20, "the most in flight since the last report");
+        let at_report = run(0, false, 30, 1_000, None, inflight);
+        assert_eq!(at_report.last_inflight, 2, "the reporting ACK's");
     }
 
     #[test]
