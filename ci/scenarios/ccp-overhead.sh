@@ -157,7 +157,7 @@ run_one() {
     # Its counters and getrusage at exit ("agent stopped ... msgs_in=N ... invol_ctxsw=N").
     _updates=$(grep -o 'updates=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
     _stop=$(grep 'agent stopped' "$OUT/agent.$_kind.$_r.log" | tail -n 1)
-    _f() { echo "$_stop" | grep -o "$1=[0-9]*" | cut -d= -f2; }
+    _f() { echo "$_stop" | grep -o " $1=[0-9]*" | cut -d= -f2; }
     echo "$_r $_kind $_reports $_updates $(_f msgs_in) $(_f msgs_out) $(_f utime_us) $(_f stime_us) $(_f vol_ctxsw) $(_f invol_ctxsw) $_startup_us" >> "$AGENT"
   fi
   _cc=$(vm_iperf_cc "$OUT/$_kind.$_r.json")
