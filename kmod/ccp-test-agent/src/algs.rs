@@ -252,8 +252,12 @@ pub struct RenoArgs {
     /// report (the rule before 2026-11-27). By default the report carries the most packets in
     /// flight at any ACK since the last report, as the kernel's `tcp_is_cwnd_limited` looks at
     /// `max_packets_out` over the window: at the reporting ACK, in flight is at its lowest, so
-    /// an application-limited flow (iperf3 -b 4000M on the veth) kept a window of 16-20
-    /// segments where native reno grew to 1051 (1.52 MB), and sent more, smaller segments.
+    /// an application-limited flow (iperf3 -b 4000M on the veth) kept a window of 22-88
+    /// segments where native reno grew to 688-1372, and sent more, smaller segments. The default
+    /// was chosen by `ccp-overhead.sh --rounds 3 --secs 2 --app-rate 4000` (2026-11-27, README
+    /// "The CCP datapath"): windows of 55-272 segments, CPU per GB +28.7 % [−12.4, +69.7] over
+    /// native reno, against +108 % [−100, +316] with the old rule in a run of the same day (two
+    /// runs, so not paired).
     #[arg(long)]
     pub inflight_at_report: bool,
 }
