@@ -4,7 +4,9 @@
 #
 #   ci/vm-run --results DIR ci/scenarios/ccp-overhead.sh [--rounds N] [--secs S] [--flows F]
 #                                                        [--shape RATE DELAY] [--kinds "K..."]
-#                                                        [--app-rate MBIT]
+#                                                        [--app-rate MBIT] [--ccp-args "A..."]
+#                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
+#                                                        [--ccpz-args "A..."]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -14,7 +16,16 @@
 #   ccp64 (ccpF)                         the same with F parallel flows (iperf3 -P F)
 #   reno64 (renoF)                       native reno with F parallel flows
 #
-# (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF".)
+#   ccpx1, ccpxF                         ccp1 and ccpF with the agent options of --ccpx-args
+#   ccpy1, ccpyF, ccpz1, ccpzF           the same with --ccpy-args, --ccpz-args
+#
+# (`--kinds` runs a subset, e.g. --kinds "reno mltcp cubic mltcp_cubic ccp1 ccpF"; the default
+# set has no ccpx kinds.) `--ccp-args "A..."` adds options to the agent of ccp1/ccpF
+# (`ccp-test-agent reno A...`, default none); `--ccpx-args` gives the ccpx kinds theirs (and
+# --ccpy-args, --ccpz-args the ccpy, ccpz kinds), so agent settings are compared in paired
+# rounds of one run, e.g. --kinds "reno ccp1 ccpx1"
+# --ccp-args "--update-unchanged" --ccpx-args "--min-report-us 1000" (added 2026-11-27; every
+# earlier invocation means what it meant).
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -39,10 +50,18 @@
 # Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB reports": the
 # datapath reports the agent handled, 0 without an agent), the iperf3 JSON,
 # the meter's output,
-# agent logs, summary.txt (also printed).
+# agent logs, summary.txt (also printed), and agent.txt for the CCP kinds ("round kind reports
+# updates msgs_in msgs_out utime_us stime_us vol_ctxsw invol_ctxsw startup_us": the agent's
+# window updates sent, CCP messages received and sent, and its own CPU time from getrusage at
+# exit, user and system, exact in sum; startup_us is its CPU time before iperf3 started, from
+# /proc/PID/stat at USER_HZ = 100, i.e. to 10 ms). From these the summary splits each CCP kind's
+# extra busy time over the same round's reno, per report: agent user, agent system (its recv and
+# send calls, including the module's netlink input, which runs in the sender's context), and the
+# rest (the datapath's program runs and MEASURE multicasts in the ACK path, softirq, the
+# wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,6 +70,10 @@ while [ $# -gt 0 ]; do
     --flows) FLOWS=$2; shift 2 ;;
     --kinds) KINDS=$2; shift 2 ;;
     --shape) SHAPE_RATE=$2 SHAPE_DELAY=$3; shift 3 ;;
+    --ccp-args) CCP_ARGS=$2; shift 2 ;;
+    --ccpx-args) CCPX_ARGS=$2; shift 2 ;;
+    --ccpy-args) CCPY_ARGS=$2; shift 2 ;;
+    --ccpz-args) CCPZ_ARGS=$2; shift 2 ;;
     --app-rate)
       case "$2" in ''|*[!0-9]*|0) echo "ccp-overhead.sh: --app-rate takes a whole number of Mbit/s > 0, not '$2'"; exit 2 ;; esac
       APP_RATE_MBIT=$2; shift 2 ;;
@@ -59,8 +82,8 @@ while [ $# -gt 0 ]; do
 done
 OUT=${RESULTS:-/results}/ccp-overhead
 mkdir -p "$OUT"
-SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt
-: > "$SUMMARY"; : > "$RUNS"
+SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt AGENT=$OUT/agent.txt
+: > "$SUMMARY"; : > "$RUNS"; : > "$AGENT"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
@@ -76,6 +99,7 @@ else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
+say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
 say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
@@ -83,14 +107,21 @@ run_one() {
   _r=$1 _kind=$2 _agent="" _p=1
   case "$_kind" in
     reno|mltcp|cubic|mltcp_cubic) _alg=$_kind ;;
-    ccp1) _alg=mltcp ;;
-    ccpF) _alg=mltcp _p=$FLOWS ;;
+    ccp1|ccpx1|ccpy1|ccpz1) _alg=mltcp ;;
+    ccpF|ccpxF|ccpyF|ccpzF) _alg=mltcp _p=$FLOWS ;;
     renoF) _alg=reno _p=$FLOWS ;;
     *) echo "unknown kind $_kind"; return 1 ;;
   esac
   case "$_kind" in
     ccp*)
-      ccp-test-agent reno > "$OUT/agent.$_kind.$_r.log" 2>&1 &
+      case "$_kind" in
+        ccpx*) _aargs=$CCPX_ARGS ;;
+        ccpy*) _aargs=$CCPY_ARGS ;;
+        ccpz*) _aargs=$CCPZ_ARGS ;;
+        *) _aargs=$CCP_ARGS ;;
+      esac
+      # shellcheck disable=SC2086 # the options are words
+      ccp-test-agent reno $_aargs > "$OUT/agent.$_kind.$_r.log" 2>&1 &
       _agent=$!
       _i=0
       while ! grep -q "agent listening" "$OUT/agent.$_kind.$_r.log" 2>/dev/null; do
@@ -106,6 +137,9 @@ run_one() {
     _i=$((_i + 1)); [ $_i -lt 50 ] || { echo "cpu-meter did not start: $(tail -n 3 "$_meter_out")"; kill "$_meter" 2>/dev/null; return 1; }
     sleep 0.1
   done
+  # The agent's CPU time so far (its start: compiling and installing the program), 10 ms ticks.
+  _startup_us=0
+  [ -z "$_agent" ] || _startup_us=$(awk '{ print ($14 + $15) * 10000 }' "/proc/$_agent/stat" 2>/dev/null || echo 0)
   # With --app-rate, each of the _p flows sends its share (iperf3's -b is per stream), in kbit/s.
   set -- -C "$_alg" -t "$SECS" -P "$_p"
   [ -z "$APP_RATE_MBIT" ] || set -- "$@" -b "$((APP_RATE_MBIT * 1000 / _p))K"
@@ -120,6 +154,11 @@ run_one() {
     _reports=$(grep -o 'reports=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
     _n=$(grep -c "CREATE" "$OUT/agent.$_kind.$_r.log")
     [ "$_n" -ge "$_p" ] || { echo "the agent saw $_n of $_p flows"; return 1; }
+    # Its counters and getrusage at exit ("agent stopped ... msgs_in=N ... invol_ctxsw=N").
+    _updates=$(grep -o 'updates=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
+    _stop=$(grep 'agent stopped' "$OUT/agent.$_kind.$_r.log" | tail -n 1)
+    _f() { echo "$_stop" | grep -o " $1=[0-9]*" | cut -d= -f2; }
+    echo "$_r $_kind $_reports $_updates $(_f msgs_in) $(_f msgs_out) $(_f utime_us) $(_f stime_us) $(_f vol_ctxsw) $(_f invol_ctxsw) $_startup_us" >> "$AGENT"
   fi
   _cc=$(vm_iperf_cc "$OUT/$_kind.$_r.json")
   [ "$_cc" = "$_alg" ] || { echo "iperf3 ran with '$_cc', not $_alg"; return 1; }
@@ -177,4 +216,32 @@ say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target
 say "ccp$FLOWS vs ccp1 (CCP, $FLOWS flows vs 1):      $(paired ccpF ccp1)"
 say "reno$FLOWS vs reno (control, no CCP):       $(paired renoF reno)"
 say "ccp$FLOWS vs reno$FLOWS (CCP at $FLOWS flows):        $(paired ccpF renoF)"
+for v in x y z; do
+  grep -q " ccp${v}1 " "$RUNS" && {
+    say "ccp${v}1 vs ccp1 (agent options):        $(paired ccp${v}1 ccp1)"
+    say "ccp${v}1 vs reno:                        $(paired ccp${v}1 reno)"
+  }
+  grep -q " ccp${v}F " "$RUNS" && say "ccp${v}$FLOWS vs ccp$FLOWS (agent options):      $(paired ccp${v}F ccpF)"
+done
+
+# Per report, for each 1-flow CCP kind and round: the extra busy time over the same round's
+# reno scaled to the kind's bytes, split into the agent's user and system time (getrusage, minus
+# its start) and the rest; and the messages per report. Means over rounds.
+say "# per report (1 flow, vs the round's reno at equal bytes), mean over rounds: extra_us = agent user + agent sys + rest; msgs"
+for k in ccp1 ccpx1 ccpy1 ccpz1; do
+  awk -v k="$k" '
+    FNR == NR { if ($2 == "reno") { rb[$1] = $3; rs[$1] = $4 } if ($2 == k) { kb[$1] = $3; ks[$1] = $4 } next }
+    $2 == k && ($1 in rb) && ($1 in kb) && $3 > 0 {
+      n++
+      extra = (ks[$1] - rs[$1] * kb[$1] / rb[$1]) * 1e6 / $3
+      su = ($7 - $11 * $7 / ($7 + $8 + 1e-9)) / $3; ss = ($8 - $11 * $8 / ($7 + $8 + 1e-9)) / $3
+      e += extra; u += su; sy += ss; rep += $3 * 1e9 / kb[$1]
+      upd += $4 / $3; mi += $5 / $3; mo += $6 / $3; vc += $9 / $3
+    }
+    END {
+      if (!n) exit
+      printf "%-6s extra %.1f us = agent user %.1f + agent sys %.1f + rest %.1f; reports/GB %.0f; per report: updates %.2f, msgs in %.2f, out %.2f, agent wake-ups %.2f (%d rounds)\n",
+        k, e / n, u / n, sy / n, (e - u - sy) / n, rep / n, upd / n, mi / n, mo / n, vc / n, n
+    }' "$RUNS" "$AGENT" | tee -a "$SUMMARY"
+done
 vm_net_teardown

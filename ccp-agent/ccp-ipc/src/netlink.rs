@@ -34,6 +34,13 @@ pub static DROPPED_FOREIGN: AtomicU64 = AtomicU64::new(0);
 /// [`CheckedNetlink`] of the process.
 pub static DROPPED_BAD: AtomicU64 = AtomicU64::new(0);
 
+/// CCP messages sent to the kernel by every [`CheckedNetlink`] of the process (one per
+/// successful `send`; an agent's cost per report is counted against these).
+pub static SENT: AtomicU64 = AtomicU64::new(0);
+/// CCP datagrams from the kernel that passed the checks, by every [`CheckedNetlink`] of the
+/// process (one per successful `recv`).
+pub static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+
 /// The drop counters of one [`CheckedNetlink`] (shared with whoever asked for them through
 /// [`CheckedNetlink::counters`], e.g. a status endpoint, after the socket moved into portus).
 #[derive(Debug, Default)]
@@ -119,11 +126,30 @@ pub fn send_framed(sock: &Socket, payload: &[u8], groups: u32) -> std::io::Resul
             ),
         )
     })?;
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&nl_len.to_le_bytes());
-    msg.extend_from_slice(&[0u8; 12]);
-    msg.extend_from_slice(payload);
-    sock.send_to(&msg, &SocketAddr::new(0, groups), 0)
+    let to = SocketAddr::new(0, groups);
+    // The agents' messages (UPDATE_FIELDS, CHANGE_PROG: tens of bytes) are framed on the stack,
+    // with no allocation per message; only an INSTALL (once per program) takes the heap.
+    let mut small = [0u8; SMALL_FRAME];
+    if let Some(frame) = small.get_mut(..len) {
+        frame_into(frame, nl_len, payload);
+        return sock.send_to(frame, &to, 0);
+    }
+    let mut msg = vec![0u8; len];
+    frame_into(&mut msg, nl_len, payload);
+    sock.send_to(&msg, &to, 0)
+}
+
+/// The largest framed message [`send_framed`] builds on the stack, bytes (header included): an
+/// UPDATE_FIELDS of 16 fields is 8 + 4 + 16 × 13 = 220 bytes of payload.
+const SMALL_FRAME: usize = 256;
+
+/// Writes the 16-byte header (length `nl_len`, the rest 0) and `payload` into `frame`, which is
+/// exactly `NLMSG_HDRSIZE + payload.len()` bytes long.
+fn frame_into(frame: &mut [u8], nl_len: u32, payload: &[u8]) {
+    let (hdr, body) = frame.split_at_mut(NLMSG_HDRSIZE);
+    hdr.fill(0);
+    hdr[..4].copy_from_slice(&nl_len.to_le_bytes());
+    body.copy_from_slice(payload);
 }
 
 impl CheckedNetlink {
@@ -183,9 +209,9 @@ impl Ipc for CheckedNetlink {
     }
 
     fn send(&self, msg: &[u8], _to: &()) -> Result<()> {
-        send_to_kernel(&self.sock, msg)
-            .map(|_| ())
-            .map_err(Error::from)
+        send_to_kernel(&self.sock, msg).map_err(Error::from)?;
+        SENT.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
@@ -227,6 +253,7 @@ impl Ipc for CheckedNetlink {
             Verdict::Accept { end } => {
                 let payload = &datagram[NLMSG_HDRSIZE..end];
                 buf[..payload.len()].copy_from_slice(payload);
+                ACCEPTED.fetch_add(1, Ordering::Relaxed);
                 Ok((payload.len(), ()))
             }
         }
@@ -250,6 +277,18 @@ mod tests {
         v.extend_from_slice(&[0; 4]);
         v.extend(std::iter::repeat_n(0u8, body));
         v
+    }
+
+    #[test]
+    fn frames_carry_the_length_and_the_payload() {
+        for n in [0usize, 8, SMALL_FRAME - NLMSG_HDRSIZE, SMALL_FRAME, 4000] {
+            let payload: Vec<u8> = (0..n).map(|i| i as u8 | 1).collect();
+            let mut frame = vec![0xffu8; NLMSG_HDRSIZE + n];
+            frame_into(&mut frame, (NLMSG_HDRSIZE + n) as u32, &payload);
+            assert_eq!(frame[..4], ((NLMSG_HDRSIZE + n) as u32).to_le_bytes());
+            assert!(frame[4..NLMSG_HDRSIZE].iter().all(|&b| b == 0), "header rest zeroed");
+            assert_eq!(frame[NLMSG_HDRSIZE..], payload[..]);
+        }
     }
 
     #[test]
