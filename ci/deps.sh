@@ -28,6 +28,8 @@ APT_PACKAGES=(
   # make bindeb-pkg (ci/package-kernel.sh): its build dependencies; pahole (dwarves) so that a
   # distribution config keeps DEBUG_INFO_BTF (and sched_ext, which needs it).
   debhelper rsync dwarves
+  # On-demand profiling of the CCP path (ci/scenarios/ccp-profile.sh ships the host's perf).
+  linux-perf
 )
 
 missing=()
