@@ -176,21 +176,20 @@ impl Rules {
     }
 }
 
+/// The entry of `all` whose `name` is `s`; the error lists every name, quoted, in `all`'s order.
+fn by_name<T: Copy>(all: &[T], name: fn(T) -> &'static str, s: &str) -> Result<T, String> {
+    all.iter().copied().find(|x| name(*x) == s).ok_or_else(|| {
+        let names: Vec<String> = all.iter().map(|x| format!("{:?}", name(*x))).collect();
+        format!("must be one of {}", names.join(", "))
+    })
+}
+
 impl std::str::FromStr for Rules {
     type Err = String;
 
     /// Parses a [`Rules::name`]; the error lists the known names, quoted.
     fn from_str(s: &str) -> Result<Self, String> {
-        Rules::ALL
-            .into_iter()
-            .find(|r| r.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<String> = Rules::ALL
-                    .iter()
-                    .map(|r| format!("{:?}", r.name()))
-                    .collect();
-                format!("must be one of {}", names.join(", "))
-            })
+        by_name(&Rules::ALL, Rules::name, s)
     }
 }
 
@@ -239,16 +238,7 @@ impl std::str::FromStr for JobOrder {
 
     /// Parses a [`JobOrder::name`]; the error lists the known names, quoted.
     fn from_str(s: &str) -> Result<Self, String> {
-        JobOrder::ALL
-            .into_iter()
-            .find(|o| o.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<String> = JobOrder::ALL
-                    .iter()
-                    .map(|o| format!("{:?}", o.name()))
-                    .collect();
-                format!("must be one of {}", names.join(", "))
-            })
+        by_name(&JobOrder::ALL, JobOrder::name, s)
     }
 }
 
