@@ -127,6 +127,15 @@ struct Candidate {
     state: FlowState,
 }
 
+/// When `c`'s current burst began (`iter_start_ns`, marked by the libraries at the start of a
+/// process's communication phase), ns; `u64::MAX` when it has nothing left to send now.
+fn burst_start(c: &Candidate) -> u64 {
+    match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
+        (0, _) | (_, 0) => u64::MAX,
+        (_, t) => t,
+    }
+}
+
 /// A context flow of the snapshot (not decided here): another host's flow that `dependent`
 /// depends on, at the F its agent announced (`sent_bytes`), with `dependent`'s bytes per
 /// iteration (a notice does not carry the other flow's; within a ring or a PS they are the
@@ -384,10 +393,7 @@ impl Core {
                 let mut starts: Vec<(JobKey, u64)> = Vec::new();
                 for c in &candidates {
                     let j = job_key(&c.reg.job);
-                    let start = match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
-                        (0, _) | (_, 0) => u64::MAX,
-                        (_, t) => t,
-                    };
+                    let start = burst_start(c);
                     match starts.iter_mut().find(|(k, _)| *k == j) {
                         Some(e) => e.1 = e.1.min(start),
                         None => starts.push((j, start)),
@@ -522,10 +528,7 @@ impl Core {
         let mut per_job: Vec<(JobKey, u64, HashMap<u32, u64>)> = Vec::new();
         for c in candidates {
             let j = job_key(&c.reg.job);
-            let start = match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
-                (0, _) | (_, 0) => u64::MAX,
-                (_, t) => t,
-            };
+            let start = burst_start(c);
             let i = match per_job.iter().position(|(k, _, _)| *k == j) {
                 Some(i) => i,
                 None => {
