@@ -28,6 +28,9 @@ APT_PACKAGES=(
   # make bindeb-pkg (ci/package-kernel.sh): its build dependencies; pahole (dwarves) so that a
   # distribution config keeps DEBUG_INFO_BTF (and sched_ext, which needs it).
   debhelper rsync dwarves
+  # The module's DKMS package (ci/package-module.sh --dkms): packaging-check.sh runs a real
+  # `dkms build` of it against the packaged headers.
+  dkms
   # On-demand profiling of the CCP path (ci/scenarios/ccp-profile.sh ships the host's perf).
   linux-perf
 )

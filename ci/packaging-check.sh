@@ -11,6 +11,9 @@
 #   3. the testbed's own kernel config goes through ci/package-kernel.sh (cached); the headers
 #      package carries the Rust artefacts; ci/package-module.sh builds tcp_mltcp.ko against that
 #      headers package alone and packages it with its modules-load.d/modprobe.d/sysctl.d snippets;
+#   3b. the DKMS package (ci/package-module.sh --dkms): `dkms build` and `dkms install` of it
+#      against the same headers package, in scratch trees (the host's /var/lib/dkms and /lib/modules
+#      untouched, checked), vermagic as the packaged module's, another kernel skipped, `dkms remove`;
 #   4. the VM boots the kernel from the linux-image package, loads that module and runs one mltcp
 #      flow (ci/vm-tests/packaged.sh).
 # What it cannot do here: start the units under systemd (no systemd as PID 1 in the CI container).
@@ -130,6 +133,66 @@ if [ -n "$ko" ] && [ -f "$modroot/etc/modules-load.d/tcp_mltcp.conf" ] && [ -f "
 else
   bad module_package_files "the module package lacks tcp_mltcp.ko or its modules-load.d/modprobe.d/sysctl.d files"; finish
 fi
+
+# --- 3b. the DKMS package, built by dkms against the same headers package ---
+# A real `dkms build` and `dkms install`, in scratch trees (--dkmstree, --sourcetree, --installtree,
+# --kernelsourcedir, --no-depmod): the host's /var/lib/dkms and /lib/modules stay as they were
+# (checked). Not run: the package's postinst/prerm (dpkg would run them on the host's trees).
+dkms_check() {
+  local deb droot dtree inst hroot ksrc release version out ko want st
+  deb=$("$here/package-module.sh" --dkms --deb "$work/dkms" 2> "$work/package-dkms.log") \
+    || { bad dkms_package "ci/package-module.sh --dkms failed: $(tail -n 5 "$work/package-dkms.log")"; return; }
+  droot=$work/dkms-root dtree=$work/dkms-tree inst=$work/dkms-root/lib/modules hroot=$work/dkms-headers
+  dpkg-deb -x "$deb" "$droot"
+  version=$(dpkg-deb -f "$deb" Version)
+  local src=$droot/usr/src/tcp-mltcp-$version
+  if [ -f "$src/dkms.conf" ] && grep -q '^AUTOINSTALL="yes"$' "$src/dkms.conf" && [ -f "$src/Kbuild" ] \
+     && [ -f "$droot/etc/modules-load.d/tcp_mltcp.conf" ] && [ -f "$droot/etc/modprobe.d/tcp_mltcp.conf" ] \
+     && [ -f "$droot/etc/sysctl.d/60-mltcp.conf" ]; then
+    ok "dkms_package ($(basename "$deb"))"
+  else
+    bad dkms_package "$(basename "$deb") lacks usr/src/tcp-mltcp-$version/dkms.conf (AUTOINSTALL=yes), the sources or the /etc snippets"; return
+  fi
+  dpkg-deb -x "$headers" "$hroot"
+  ksrc=$(ls -d "$hroot"/usr/src/linux-headers-* | head -n 1)
+  release=$(cat "$ksrc/include/config/kernel.release")
+  mkdir -p "$dtree" "$inst/$release"
+  local host_before host_after
+  host_before=$(ls -laR /var/lib/dkms /lib/modules 2>&1 | sha256sum)
+  local opts=(-m tcp-mltcp -v "$version" --dkmstree "$dtree" --sourcetree "$droot/usr/src"
+              --installtree "$inst" --kernelsourcedir "$ksrc" --no-depmod)
+  if out=$(dkms build "${opts[@]}" -k "$release" 2>&1) \
+     && out=$(dkms install "${opts[@]}" -k "$release" 2>&1); then
+    ko=$inst/$release/updates/dkms/tcp_mltcp.ko
+    want=$(modinfo -F vermagic "$modroot/lib/modules/$release/updates/tcp_mltcp.ko" 2>/dev/null)
+    st=$(dkms status -m tcp-mltcp -v "$version" --dkmstree "$dtree" --installtree "$inst" 2>&1)
+    if [ -f "$ko" ] && [ "$(modinfo -F vermagic "$ko")" = "$want" ] && [[ "$want" == "$release "* ]] \
+       && [[ "$st" == *"$release"*": installed"* ]] && depmod -b "$droot" "$release" 2>/dev/null \
+       && grep -q '^updates/dkms/tcp_mltcp.ko:' "$inst/$release/modules.dep"; then
+      ok "dkms_build_install (kernel $release, vermagic '${want% }' as the .deb's module, depmod finds it)"
+    else
+      bad dkms_build_install "after dkms install: module ${ko#"$work"/} vermagic '$(modinfo -F vermagic "$ko" 2>&1)' (want '$want'), status '$st'"
+    fi
+  else
+    bad dkms_build_install "dkms failed: $(tail -n 8 <<<"$out") $(tail -n 5 "$dtree"/tcp-mltcp/"$version"/build/make.log 2>/dev/null)"
+  fi
+  # A distribution kernel (another suffix): dkms skips it (BUILD_EXCLUSIVE_KERNEL, exit 77), as
+  # autoinstall does for the host's other kernels, instead of failing the package's installation.
+  dkms build "${opts[@]}" -k "${release%-mltcp}-other" > "$work/dkms-other.log" 2>&1
+  st=$?
+  if [ "$st" = 77 ]; then ok "dkms_skips_other_kernels (${release%-mltcp}-other: exit 77)"
+  else bad dkms_skips_other_kernels "dkms build for ${release%-mltcp}-other exited $st, not 77: $(tail -n 3 "$work/dkms-other.log")"; fi
+  if out=$(dkms remove "${opts[@]}" --all 2>&1) && [ ! -e "$inst/$release/updates/dkms/tcp_mltcp.ko" ]; then
+    ok dkms_remove
+  else
+    bad dkms_remove "the module is still installed after dkms remove --all: $(tail -n 3 <<<"$out")"
+  fi
+  host_after=$(ls -laR /var/lib/dkms /lib/modules 2>&1 | sha256sum)
+  if [ "$host_before" = "$host_after" ]; then ok dkms_host_untouched
+  else bad dkms_host_untouched "the host's /var/lib/dkms or /lib/modules changed during the DKMS check"; fi
+  rm -rf "$hroot"
+}
+dkms_check
 
 # --- 4. boot the packaged kernel with the packaged module ---
 "$here/vm-run" --results "$work/vm" --timeout 600 --kernel-deb "$image" --module "$ko" \
