@@ -24,6 +24,7 @@
 # keepalives keeps control, a quiet one loses the flow to native MLTCP), ccp_agent_smoke (ccp-agent, the
 # mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface),
 # ccp_agent_metrics (its --metrics-addr scraped during the job: the flow counts match its status),
+# ccp_switch_metrics (the switch daemon's --metrics-addr scraped while the agent plans against it),
 # ccp_rmmod_messages (5 rmmod/insmod cycles while a privileged sender floods UPDATE_FIELDS: every
 # unload returns, no BUG/WARNING).
 # Files: /results/ccp/*.json, agent logs, dmesg.
@@ -372,9 +373,12 @@ test_ccp_churn() {
   ccp_wait_no_flows 10 || fail "ccp_live_flows is $(ccp_param ccp_live_flows) after the iperf3 flows ended"
 }
 
-# ccp_agent_job_files DIR NAME: writes DIR/topo.toml (two hosts, NIC-only, 100 Mbit/s NICs),
-# DIR/agent.toml (one agent for both, progress regions in DIR/regions) and DIR/job.toml (scenario
-# NAME: one 2-worker ring job "R" of 25 iterations under mltcp) for the ccp-agent tests.
+# ccp_agent_job_files DIR NAME [switch]: writes DIR/topo.toml (two hosts, NIC-only, 100 Mbit/s
+# NICs), DIR/agent.toml (one agent for both, progress regions in DIR/regions) and DIR/job.toml
+# (scenario NAME: one 2-worker ring job "R" of 25 iterations under mltcp) for the ccp-agent tests.
+# With "switch": trainemu's `+agent+switch` star instead (NICs 1 and 3, the ports of switch "sw"
+# toward the hosts 2 and 4, served by `ccp-agent switch` on 127.0.0.1:50070; routes h1 -> h2 over
+# [1, 4], h2 -> h1 over [3, 2]) and an agent that plans against the switch (nic_only = false).
 ccp_agent_job_files() {
   command -v ccp-agent >/dev/null 2>&1 || fail "ccp-agent not on PATH (ci/vm-bins.txt)"
   d=$1
@@ -382,34 +386,22 @@ ccp_agent_job_files() {
   [ -f "$prog" ] || fail "$prog not shipped"
   mkdir -p "$CCP_OUT"
   rm -rf "$d"; mkdir -p "$d"
-  cat > "$d/topo.toml" <<TOML
-slot_ms = 60
-horizon = 10
-[[link]]
-id = 1
-name = "h1-nic"
-capacity_mbps = 100
-[[link]]
-id = 2
-name = "h2-nic"
-capacity_mbps = 100
-[[host]]
-name = "h1"
-addrs = ["10.77.1.1"]
-nic = 1
-agent = "127.0.0.1:50061"
-[[host]]
-name = "h2"
-addrs = ["10.77.2.1"]
-nic = 2
-agent = "127.0.0.1:50061"
-TOML
+  if [ "${3:-}" = switch ]; then links="1:h1-nic 2:sw-h1 3:h2-nic 4:sw-h2" nic2=3 nic_only=false
+  else links="1:h1-nic 2:h2-nic" nic2=2 nic_only=true; fi
+  {
+    printf 'slot_ms = 60\nhorizon = 10\n'
+    for l in $links; do printf '[[link]]\nid = %s\nname = "%s"\ncapacity_mbps = 100\n' "${l%%:*}" "${l#*:}"; done
+    printf '[[host]]\nname = "%s"\naddrs = ["%s"]\nnic = %s\nagent = "127.0.0.1:50061"\n' \
+      h1 10.77.1.1 1 h2 10.77.2.1 "$nic2"
+    [ "$nic_only" = true ] || printf '%s\n' '[[switch]]' 'name = "sw"' 'listen = "127.0.0.1:50070"' 'links = [2, 4]' \
+      '[[route]]' 'from = "h1"' 'to = "h2"' 'links = [1, 4]' '[[route]]' 'from = "h2"' 'to = "h1"' 'links = [3, 2]'
+  } > "$d/topo.toml"
   cat > "$d/agent.toml" <<TOML
 topology = "topo.toml"
 hosts = ["h1", "h2"]
 program = "$prog"
 progress_dir = "$d/regions"
-nic_only = true
+nic_only = $nic_only
 TOML
   cat > "$d/job.toml" <<TOML
 name = "$2"
@@ -527,6 +519,98 @@ test_ccp_agent_metrics() {
     || fail "the slot-work histogram has no observation"
 }
 
+# ccp_switch_metrics: `ccp-agent switch --metrics-addr` while an agent plans against it. The switch
+# daemon of trainemu's `+agent+switch` star (ccp_agent_job_files ... switch) serves its metrics on
+# 127.0.0.1:9471; `ccp-agent run` (nic_only = false) schedules the ring job of ccp_agent_smoke
+# through it. The endpoint is scraped with busybox wget every 0.2 s during the job and once after
+# it, each scrape parsed with the text-format parser (`trainemu metrics`): the switch's table holds
+# its two ports at 100 Mbit/s, with a load and an estimate gauge each; the agent's FetchFeedback
+# and UpdateSchedule requests were counted and feedback link entries served; some scrape during the
+# job saw a stored flow schedule; the counters never go down (how many scrapes saw load on a port,
+# which holds only in the slots of a burst, is reported, not checked). After the job, against the agent's own metrics
+# (127.0.0.1:9470): no failed FetchFeedback or PcnStart, the switch received as many PcnStart as
+# the agent sent and took at most those, and no tc change failed (no ECN link here).
+test_ccp_switch_metrics() {
+  ccp_agent_job_files /tmp/switch-metrics switch_metrics switch
+  command -v wget >/dev/null 2>&1 || fail "no wget in the guest (busybox applet)"
+  url=http://127.0.0.1:9471/metrics
+  slog=$CCP_OUT/switch_metrics.switch.log
+  ccp-agent switch --config "$d/topo.toml" --name sw --metrics-addr 127.0.0.1:9471 > "$slog" 2>&1 &
+  sw=$!
+  trap 'kill $sw 2>/dev/null' EXIT
+  i=0
+  until wget -q -O "$d/metrics.txt" "$url" 2>/dev/null; do
+    i=$((i + 1))
+    kill -0 $sw 2>/dev/null || fail "ccp-agent switch exited: $(tail -n 5 "$slog")"
+    [ $i -lt 100 ] || fail "the switch daemon's metrics endpoint did not answer within 10 s: $(tail -n 3 "$slog")"
+    sleep 0.1
+  done
+  ccp_agent_run_job switch_metrics switch-metrics --metrics-addr 127.0.0.1:9470
+  trap 'ccp_agent_stop; kill $sw 2>/dev/null' EXIT
+  # scrape N: the exposition into $d/scrape-N.samples (name{labels} value per line)
+  scrape() {
+    wget -q -O "$d/metrics.txt" "$url" || return 1
+    trainemu metrics "$d/metrics.txt" > "$d/scrape-$1.samples" 2> "$d/metrics.err" \
+      || fail "scrape $1 does not parse: $(cat "$d/metrics.err")"
+  }
+  m() { awk -v n="$2" '$1 == n { print $2 }' "$d/scrape-$1.samples"; }
+  gt0() { awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
+  n=0 sched=0 load=0 prev=""
+  while [ $n -lt 600 ] && kill -0 $te 2>/dev/null; do
+    n=$((n + 1))
+    scrape $n || { note "scrape $n failed"; sleep 0.5; continue; }
+    gt0 "$(m $n ccp_switch_flow_schedules)" && sched=$((sched + 1))
+    { gt0 "$(m $n 'ccp_switch_link_load_bps{link="2"}')" || gt0 "$(m $n 'ccp_switch_link_load_bps{link="4"}')"; } \
+      && load=$((load + 1))
+    cur="$(m $n 'ccp_switch_requests_total{rpc="FetchFeedback"}') $(m $n 'ccp_switch_requests_total{rpc="UpdateSchedule"}') $(m $n ccp_switch_feedback_links_served_total)"
+    [ -z "$prev" ] || awk -v a="$prev" -v b="$cur" 'BEGIN { split(a, x); split(b, y); for (k = 1; k <= 3; k++) if (y[k] + 0 < x[k] + 0) exit 1 }' \
+      || fail "a switch counter went down between scrapes: ($prev) then ($cur)"
+    prev=$cur
+    sleep 0.2
+  done
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/switch_metrics.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
+  kill -0 $sw 2>/dev/null || fail "the switch daemon died during the job: $(tail -n 5 "$slog")"
+  wget -q -O "$d/agent.txt" http://127.0.0.1:9470/metrics || fail "the agent's metrics endpoint did not answer"
+  trainemu metrics "$d/agent.txt" > "$d/agent.samples" 2> "$d/metrics.err" \
+    || fail "the agent's exposition does not parse: $(cat "$d/metrics.err")"
+  scrape end || fail "the scrape after the job failed"
+  cp "$d/metrics.txt" "$CCP_OUT/switch_metrics.prom"
+  ccp_agent_stop
+  recs=$(cat "$CCP_OUT"/switch-metrics/switch_metrics/runs/mltcp/s1/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
+  fb=$(m end 'ccp_switch_requests_total{rpc="FetchFeedback"}') us=$(m end 'ccp_switch_requests_total{rpc="UpdateSchedule"}')
+  served=$(m end ccp_switch_feedback_links_served_total)
+  note "$n scrapes during the job ($recs iteration records); after it: FetchFeedback $fb, UpdateSchedule $us, feedback links served $served; a flow schedule stored in $sched scrapes, port load in $load"
+  [ "$recs" = 50 ] || fail "the job did not complete all iterations ($recs records)"
+  [ "$(m end ccp_switch_links)" = 2 ] || fail "ccp_switch_links = '$(m end ccp_switch_links)', not the switch's 2 ports"
+  for l in 2 4; do
+    [ "$(m end "ccp_switch_link_capacity_bps{link=\"$l\"}")" = 100000000 ] \
+      || fail "port $l's capacity is '$(m end "ccp_switch_link_capacity_bps{link=\"$l\"}")', not 100000000 bit/s"
+  done
+  gt0 "$fb" || fail "the switch counted no FetchFeedback request"
+  gt0 "$us" || fail "the switch counted no UpdateSchedule request"
+  gt0 "$served" || fail "the switch served no feedback link entry"
+  [ "$sched" -ge 1 ] || fail "no scrape during the job saw a stored flow schedule"
+  for l in 2 4; do
+    for g in load estimate; do
+      [ -n "$(m end "ccp_switch_link_${g}_bps{link=\"$l\"}")" ] || fail "no ccp_switch_link_${g}_bps of port $l"
+    done
+  done
+  a() { awk -v n="$1" '$1 == n { print $2 }' "$d/agent.samples"; }
+  for r in FetchFeedback PcnStart; do
+    [ "$(a "ccp_agent_rpc_failures_total{rpc=\"$r\"}")" = 0 ] \
+      || fail "the agent counted '$(a "ccp_agent_rpc_failures_total{rpc=\"$r\"}")' failed $r requests"
+  done
+  ps=$(m end 'ccp_switch_requests_total{rpc="PcnStart"}') taken=$(m end ccp_switch_pcn_starts_total)
+  note "PCN: the agent sent $(a ccp_agent_pcn_starts_total) PcnStart, the switch received $ps, took $taken, $(m end ccp_switch_pcn_expired_total) expired"
+  [ "$ps" = "$(a ccp_agent_pcn_starts_total)" ] \
+    || fail "the switch received $ps PcnStart, the agent sent $(a ccp_agent_pcn_starts_total)"
+  [ -n "$taken" ] && [ "$taken" -le "$ps" ] || fail "ccp_switch_pcn_starts_total = '$taken' with $ps PcnStart requests"
+  [ -n "$(m end ccp_switch_pcn_expired_total)" ] || fail "no ccp_switch_pcn_expired_total in the exposition"
+  [ "$(m end ccp_switch_tc_failures_total)" = 0 ] \
+    || fail "ccp_switch_tc_failures_total = '$(m end ccp_switch_tc_failures_total)' without ECN links"
+}
+
 # ccp_rmmod_messages: unload while the agent's messages keep arriving. A privileged sender
 # floods UPDATE_FIELDS (`ccp-test-agent forge --uid 0` in a loop: root keeps CAP_NET_ADMIN, so the
 # messages go through the netlink input into the datapath) while tcp_mltcp is removed and inserted
@@ -564,7 +648,7 @@ test_ccp_rmmod_messages() {
 
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_rmmod_messages"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_switch_metrics ccp_rmmod_messages"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1
