@@ -857,6 +857,26 @@ impl Topology {
             .unwrap_or_else(|| vec![from.nic])
     }
 
+    /// The ingress links of the hosts named in `served`: the last link of every route into one
+    /// of them that is not its sender's NIC (ascending, without repeats). A NIC-only agent
+    /// plans them beside its NICs, the receive side of the hosts it serves: with both ends of
+    /// a flow served here, no notice (the mlcc paper's Alg. 2) carries the receiver's limit.
+    pub fn served_ingress(&self, served: &[String]) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .routes
+            .iter()
+            .filter(|((_, to), _)| served.contains(to))
+            .filter_map(|((from, _), links)| {
+                let last = *links.last()?;
+                let nic = self.hosts.iter().find(|h| &h.name == from)?.nic;
+                (last != nic).then_some(last)
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The switch that owns `link`, if any.
     pub fn switch_of(&self, link: u32) -> Option<&Switch> {
         self.switches.iter().find(|s| s.links.contains(&link))

@@ -69,7 +69,7 @@ pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
             .unwrap_or(UNSHAPED_MBIT);
         let _ = writeln!(
             t,
-            "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n",
+            "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {UNSHAPED_MBIT}\n",
             nic_link(i),
             h.name
         );
