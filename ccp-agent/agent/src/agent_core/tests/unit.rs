@@ -235,13 +235,20 @@ fn a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves() {
     assert_eq!(cfg.topology.served_ingress(&cfg.hosts), vec![SHARED_LINK]);
     // Flows into h3 from two of its hosts: one is served at h3's ingress capacity, the other
     // waits at the rate floor. Planned on the NICs alone, each would get a NIC's gigabit.
-    let mut core = incast_core("incast", "nic_only = true\n[sched]\nwork_conserving = false");
+    let mut core = incast_core(
+        "incast",
+        "nic_only = true\n[sched]\nwork_conserving = false",
+    );
     let mut r: Vec<u64> = rates(&core.handle(tick(FIRST_SLOT)))
         .iter()
         .map(|(_, b)| 8 * u64::from(*b))
         .collect();
     r.sort_unstable();
-    assert_eq!(r, vec![1_000_000, 100_000_000], "bit/s into a 100 Mbit/s ingress");
+    assert_eq!(
+        r,
+        vec![1_000_000, 100_000_000],
+        "bit/s into a 100 Mbit/s ingress"
+    );
 }
 
 #[test]
