@@ -71,7 +71,8 @@ listen = "127.0.0.1:50061"  # optional; default: the `agent` address of its firs
 program = "../../datapath-programs/mlcc-slot.ccp"   # the datapath program file
 progress_dir = "/dev/shm/mltcp-progress"  # optional; default $MLTCP_PROGRESS_DIR or that
 unix_name = "ccp-agent"   # with --ipc unix: the agent binds /tmp/ccp/<unix_name>
-nic_only = false          # true: no switch daemons, the agent keeps only its NIC links
+nic_only = false          # true: no switch daemons, the agent keeps only its NIC links and
+                          #  its hosts' ingress links (the last link of each route into them)
 schedule = true           # false: PCN only (the PCN paper's system): no flow gets a datapath
                           #  program, every flow keeps its own congestion control (e.g. dctcp),
                           #  and the agent only serves before_burst ([pcn] below)
@@ -857,6 +858,26 @@ impl Topology {
             .unwrap_or_else(|| vec![from.nic])
     }
 
+    /// The ingress links of the hosts named in `served`: the last link of every route into one
+    /// of them that is not its sender's NIC (ascending, without repeats). A NIC-only agent
+    /// plans them beside its NICs, the receive side of the hosts it serves: with both ends of
+    /// a flow served here, no notice (the mlcc paper's Alg. 2) carries the receiver's limit.
+    pub fn served_ingress(&self, served: &[String]) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .routes
+            .iter()
+            .filter(|((_, to), _)| served.contains(to))
+            .filter_map(|((from, _), links)| {
+                let last = *links.last()?;
+                let nic = self.hosts.iter().find(|h| &h.name == from)?.nic;
+                (last != nic).then_some(last)
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The switch that owns `link`, if any.
     pub fn switch_of(&self, link: u32) -> Option<&Switch> {
         self.switches.iter().find(|s| s.links.contains(&link))
@@ -923,7 +944,8 @@ pub struct AgentConfig {
     pub progress_dir: PathBuf,
     /// Unix socket name (`--ipc unix`).
     pub unix_name: String,
-    /// NIC-only mode.
+    /// NIC-only mode: no switch daemons; the agent plans its hosts' NIC links and their
+    /// ingress links ([`Topology::served_ingress`]).
     pub nic_only: bool,
     /// Whether registered flows get the datapath program and the slot schedule; false: PCN
     /// only ("Proactive Congestion Avoidance for Distributed Deep Learning" on its own), every

@@ -4,13 +4,20 @@
 //! workers' progress reports at the agent's directory, and stops everything after the run with
 //! SIGTERM (flows fall back to native MLTCP at once).
 //!
-//! The star as the agent sees it: host `i` (0-based) has two links of its `rate_mbit` (1000 when
-//! unshaped): its NIC's egress, id `2i+1`, and the switch port toward it, id `2i+2`; a flow from
-//! host `i` to host `j` crosses `[2i+1, 2j+2]`. NIC-only runs plan the NIC links only (the mlcc
-//! paper, "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VI-H); with
-//! the switch daemon, which owns the switch ports, the agent also plans against the ports' load
-//! (Sec. IV-A). The scenario's tbf sits on the switch ports, so only the switch mode sees the
-//! emulated bottleneck itself. A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
+//! The star as the agent sees it, as the testbed builds it (`topo.rs`): host `i` (0-based) has its
+//! NIC's egress, id `2i+1`, unshaped ([`UNSHAPED_MBIT`]: the testbed shapes no host's egress), and
+//! the switch port toward it, id `2i+2`, at the host's `rate_mbit` (its tbf; 1000 when
+//! unshaped); a flow from host `i` to host `j` crosses `[2i+1, 2j+2]`. NIC-only runs plan the NIC
+//! links (the mlcc paper, "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers",
+//! Sec. VI-H) and, the one agent serving every host, each host's ingress, its switch port (the
+//! last link of the routes into it); with the switch daemon, which owns the switch ports, the
+//! agent plans against the ports' load (Sec. IV-A) instead.
+//!
+//! Until 2026-11-27 the NIC links were given the host's `rate_mbit`, which the testbed does not
+//! enforce: a PS's two broadcasts were planned at half the rate they get under cubic, and the
+//! NIC-only agent did not see the bottleneck port at all. `ci/scenarios/agent.toml`, seeds 1-3,
+//! `mltcp+agent+rules=priority`, mean iteration against that: −11.1 % [−22.3, +0.2] (README,
+//! "ccp-agent: the flow scheduler"). A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
 //! `[link.ecn]` table naming that qdisc, so the switch daemon's PCN control changes its threshold.
 
 use crate::config::{AgentMode, PcnVariant, Scenario};
@@ -69,7 +76,7 @@ pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
             .unwrap_or(UNSHAPED_MBIT);
         let _ = writeln!(
             t,
-            "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {mbit}\n",
+            "[[link]]\nid = {}\nname = \"{}-nic\"\ncapacity_mbps = {UNSHAPED_MBIT}\n",
             nic_link(i),
             h.name
         );
@@ -492,9 +499,10 @@ workers = ["h1", "h2"]
                 .as_integer()
                 .unwrap()
         };
+        // The NICs' egress is unshaped in the testbed; the switch ports carry the tbf.
         assert_eq!(
             (cap(1), cap(2), cap(3), cap(4), cap(5), cap(6)),
-            (100, 100, 50, 50, 1000, 1000)
+            (1000, 100, 1000, 50, 1000, 1000)
         );
         assert_eq!(t["host"][1]["addrs"][0].as_str(), Some("10.77.2.1"));
         assert_eq!(t["host"][1]["nic"].as_integer(), Some(3));

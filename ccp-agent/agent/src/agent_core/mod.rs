@@ -224,6 +224,14 @@ impl Core {
             table.add_link(LinkId(h.nic), cap)?;
             local_links.insert(h.nic);
         }
+        if cfg.nic_only {
+            for l in cfg.topology.served_ingress(&cfg.hosts) {
+                let cap = cfg.topology.links.get(&l).copied().unwrap_or(1);
+                if local_links.insert(l) {
+                    table.add_link(LinkId(l), cap)?;
+                }
+            }
+        }
         let switches = if cfg.nic_only {
             Vec::new()
         } else {

@@ -525,14 +525,14 @@ impl Core {
         candidates: &[Candidate],
         job_key: impl Fn(&str) -> JobKey,
     ) -> Vec<(JobKey, u64, u64)> {
-        let mut per_job: Vec<(JobKey, u64, HashMap<u32, u64>)> = Vec::new();
+        let mut per_job: Vec<(JobKey, u64, HashMap<u32, u64>, &str)> = Vec::new();
         for c in candidates {
             let j = job_key(&c.reg.job);
             let start = burst_start(c);
-            let i = match per_job.iter().position(|(k, _, _)| *k == j) {
+            let i = match per_job.iter().position(|(k, _, _, _)| *k == j) {
                 Some(i) => i,
                 None => {
-                    per_job.push((j, u64::MAX, HashMap::new()));
+                    per_job.push((j, u64::MAX, HashMap::new(), c.reg.job.as_str()));
                     per_job.len() - 1
                 }
             };
@@ -548,7 +548,7 @@ impl Core {
         }
         per_job
             .into_iter()
-            .map(|(j, start, bytes)| {
+            .map(|(j, start, bytes, name)| {
                 let alone_ns = bytes
                     .iter()
                     .filter_map(|(l, b)| {
@@ -558,6 +558,13 @@ impl Core {
                     })
                     .max()
                     .unwrap_or(0);
+                tracing::debug!(
+                    target: "ccp_agent::plan",
+                    job = name,
+                    burst_start_ns = start,
+                    alone_ns,
+                    "burst deadline"
+                );
                 (j, start, alone_ns)
             })
             .collect()

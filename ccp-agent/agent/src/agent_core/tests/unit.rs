@@ -199,6 +199,58 @@ fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
     assert_eq!(rates(&core.handle(tick(FIRST_SLOT + 1))).len(), 2);
 }
 
+/// Two ring jobs whose flows from h1 and from h2 both go to h3: different NICs (1 Gbit/s
+/// each), one ingress (the last link of both routes, 100 Mbit/s).
+fn incast_core(tag: &str, extra: &str) -> Core {
+    let cfg = config(tag, &["h1", "h2", "h3", "h4"], extra);
+    let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
+    let reg = |job| {
+        registration(
+            job,
+            Paradigm::Ring,
+            Role::Worker,
+            FlowKind::RingSend,
+            (0, 1),
+            RING_BYTES,
+            2,
+        )
+    };
+    core.handle(Input::Progress(Registrations::from([
+        (key(1, 3, 5000), reg("r1")),
+        (key(2, 3, 6000), reg("r2")),
+    ])));
+    for (flow, k) in [(1, key(1, 3, 5000)), (2, key(2, 3, 6000))] {
+        core.handle(Input::FlowCreated {
+            flow,
+            key: k,
+            sock_id: 0,
+        });
+    }
+    core
+}
+
+#[test]
+fn a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves() {
+    let cfg = config("ingress", &["h3"], "nic_only = true");
+    assert_eq!(cfg.topology.served_ingress(&cfg.hosts), vec![SHARED_LINK]);
+    // Flows into h3 from two of its hosts: one is served at h3's ingress capacity, the other
+    // waits at the rate floor. Planned on the NICs alone, each would get a NIC's gigabit.
+    let mut core = incast_core(
+        "incast",
+        "nic_only = true\n[sched]\nwork_conserving = false",
+    );
+    let mut r: Vec<u64> = rates(&core.handle(tick(FIRST_SLOT)))
+        .iter()
+        .map(|(_, b)| 8 * u64::from(*b))
+        .collect();
+    r.sort_unstable();
+    assert_eq!(
+        r,
+        vec![1_000_000, 100_000_000],
+        "bit/s into a 100 Mbit/s ingress"
+    );
+}
+
 #[test]
 fn a_slot_waits_for_the_switch_without_holding_reports() {
     let mut core = core_with_ring("phases", &["h1", "h2", "h3", "h4"], "");
