@@ -27,6 +27,7 @@ mod cpumeter;
 mod emu;
 mod netreport;
 mod plot;
+mod portuse;
 mod progress;
 mod promtext;
 mod queue;

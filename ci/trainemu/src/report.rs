@@ -33,6 +33,7 @@ use serde::Serialize;
 
 use crate::emu::IterRecord;
 use crate::netreport::{self, bg_rows, queue_metrics, BgRow, NetRow};
+use crate::portuse::{port_use, PortUse};
 use crate::results::{discover_runs, read_meta, read_run, Meta, RunData, RunMeta, CPU_BUSY_LIMIT};
 use crate::sharing::weighted_sharing;
 use crate::stats::{self, ci95, interleave_dist, InterleaveDist, Interval, Paired};
@@ -258,6 +259,8 @@ pub struct CcSummary {
     pub f_share: Option<f64>,
     /// MLTCP runs: the share it realized in those intervals.
     pub realized_share: Option<f64>,
+    /// The bottleneck link's use while demanded ([`crate::portuse`]); None without a rate.
+    pub port: Option<PortUse>,
     /// (max job mean − min job mean) / min job mean, as a fraction.
     pub spread: f64,
     /// Mean over jobs of cubic mean / this mean.
@@ -437,6 +440,23 @@ pub fn analyse_seed(
         }
         net_of(&r.cc, &d, &jobs);
         let sharing = weighted_sharing(&d.flows, &d.samples, sharing_min_bytes);
+        let port = rate.and_then(|mbit| {
+            let t = &meta.scenario.topology;
+            let ingress = t.bottleneck_direction == "ingress";
+            let on_link = |f: &crate::emu::FlowInfo| {
+                if ingress {
+                    f.dst_host == t.bottleneck
+                } else {
+                    f.src_host == t.bottleneck
+                }
+            };
+            let win = if jobs.len() > 1 {
+                window(&jobs)
+            } else {
+                (0, u64::MAX)
+            };
+            port_use(&d.flows, &d.samples, &jobs, on_link, win, mbit)
+        });
         background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
         let win = if jobs.len() > 1 {
             window(&jobs)
@@ -524,6 +544,7 @@ pub fn analyse_seed(
             overlapped_share: avg(&|r| r.overlapped_share),
             f_share: sharing.map(|x| x.f_share),
             realized_share: sharing.map(|x| x.realized_share),
+            port,
             spread: (hi - lo) / lo,
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
             cpu_busy: r.cpu_busy,
@@ -674,6 +695,11 @@ pub struct CcStats {
     pub f_share: Option<Interval>,
     /// The share it realized, over seeds.
     pub realized_share: Option<Interval>,
+    /// Mean rate the bottleneck carried while demanded ([`PortUse::mean_mbit`]), Mbit/s, over
+    /// seeds.
+    pub port_mbit: Option<Interval>,
+    /// Share of its demanded periods below half its rate ([`PortUse::low_share`]), over seeds.
+    pub port_low_share: Option<Interval>,
     /// Job spread (max job mean / min job mean − 1, a starvation indicator), over seeds.
     pub spread: Option<Interval>,
     /// Largest job spread of any seed.
@@ -776,6 +802,8 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                 overlapped_share: col(&|c| c.overlapped_share),
                 f_share: col(&|c| c.f_share),
                 realized_share: col(&|c| c.realized_share),
+                port_mbit: col(&|c| c.port.map(|p| p.mean_mbit)),
+                port_low_share: col(&|c| c.port.map(|p| p.low_share)),
                 spread: col(&|c| Some(c.spread)),
                 spread_max: v.iter().map(|(_, c)| c.spread).max_by(f64::total_cmp),
                 interleave: interleave_dist(
@@ -1023,6 +1051,14 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
             iv(&c.alone_m_ratio, 1.0, 3),
             iv(&c.overlapped_share, 100.0, 0)
         );
+        if c.port_mbit.is_some() {
+            let _ = writeln!(
+                o,
+                "    bottleneck while demanded: {} Mbit/s; below half its rate in {} % of the samples",
+                iv(&c.port_mbit, 1.0, 1),
+                iv(&c.port_low_share, 100.0, 0)
+            );
+        }
         if c.f_share.is_some() {
             let _ = writeln!(
                 o,
