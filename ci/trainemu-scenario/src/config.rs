@@ -394,6 +394,19 @@ fn default_direction() -> String {
     "ingress".into()
 }
 
+impl Topology {
+    /// Whether a flow from `src_host` to `dst_host` crosses the bottleneck link in the direction
+    /// the results show: into the bottleneck host for "ingress", out of it for "egress".
+    pub fn crosses_bottleneck(&self, src_host: &str, dst_host: &str) -> bool {
+        let host = if self.bottleneck_direction == "ingress" {
+            dst_host
+        } else {
+            src_host
+        };
+        host == self.bottleneck
+    }
+}
+
 /// TCP sysctls set in every host namespace (absent = Linux's default kept).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -80,7 +80,6 @@ fn ensure_font() -> Result<()> {
 fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec<(f64, f64)>>> {
     let d = read_run(dir, run)?;
     let t = &meta.scenario.topology;
-    let ingress = t.bottleneck_direction == "ingress";
     let mut per_flow: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
     for s in &d.samples {
         per_flow
@@ -92,8 +91,7 @@ fn throughput(dir: &Path, meta: &Meta, run: &str) -> Result<BTreeMap<String, Vec
     let nbins = (end / BIN_US + 1) as usize;
     let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for f in &d.flows {
-        let host = if ingress { &f.dst_host } else { &f.src_host };
-        if host != &t.bottleneck {
+        if !t.crosses_bottleneck(&f.src_host, &f.dst_host) {
             continue;
         }
         let bins = out.entry(f.job.clone()).or_insert_with(|| vec![0.0; nbins]);

@@ -440,29 +440,17 @@ pub fn analyse_seed(
         }
         net_of(&r.cc, &d, &jobs);
         let sharing = weighted_sharing(&d.flows, &d.samples, sharing_min_bytes);
-        let port = rate.and_then(|mbit| {
-            let t = &meta.scenario.topology;
-            let ingress = t.bottleneck_direction == "ingress";
-            let on_link = |f: &crate::emu::FlowInfo| {
-                if ingress {
-                    f.dst_host == t.bottleneck
-                } else {
-                    f.src_host == t.bottleneck
-                }
-            };
-            let win = if jobs.len() > 1 {
-                window(&jobs)
-            } else {
-                (0, u64::MAX)
-            };
-            port_use(&d.flows, &d.samples, &jobs, on_link, win, mbit)
-        });
         background.extend(bg_rows(&r.cc, &d.samples, &d.background, &baseline));
         let win = if jobs.len() > 1 {
             window(&jobs)
         } else {
             (0, u64::MAX)
         };
+        let t = &meta.scenario.topology;
+        let port = rate.and_then(|mbit| {
+            let on_link = |f: &crate::emu::FlowInfo| t.crosses_bottleneck(&f.src_host, &f.dst_host);
+            port_use(&d.flows, &d.samples, &jobs, on_link, win, mbit)
+        });
         let mut run_rows = Vec::new();
         for (job, its) in &jobs {
             let c = counted(its, win, warm);
