@@ -98,6 +98,18 @@ pub enum PcnVariant {
     },
 }
 
+/// The agent's scheduling settings a scheduled run may name (`+rules=NAME`, `+order=NAME`,
+/// `+floor=KBPS`); each `None` leaves agent.toml's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AgentSched {
+    /// `[sched] rules` (`+rules=NAME`; the names are `mlcc_sched::Rules`').
+    pub rules: Option<mlcc_sched::Rules>,
+    /// `[sched] job_order` (`+order=NAME`; the names are `mlcc_sched::JobOrder`').
+    pub job_order: Option<mlcc_sched::JobOrder>,
+    /// `min_rate_kbps`, the floor of every rate the agent applies, kbit/s (`+floor=KBPS`, > 0).
+    pub min_rate_kbps: Option<u64>,
+}
+
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
 /// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
@@ -107,7 +119,8 @@ pub enum PcnVariant {
 /// may also name the agent's rule set, `+rules=NAME` (agent.toml's `[sched] rules`, e.g.
 /// `mltcp+agent+rules=interleave`; the names are `mlcc_sched::Rules`') and its job order,
 /// `+order=NAME` (agent.toml's `[sched] job_order`, e.g. `+order=earliest_deadline`; the names
-/// are `mlcc_sched::JobOrder`'). The whole string labels the run.
+/// are `mlcc_sched::JobOrder`'), and the floor of its rates, `+floor=KBPS` (agent.toml's
+/// `min_rate_kbps`); see [`AgentSched`]. The whole string labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -120,10 +133,8 @@ pub struct CcVariant {
     pub agent: Option<AgentMode>,
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
-    /// The agent's rule set (`+rules=NAME`); `None`: the agent's default.
-    pub rules: Option<mlcc_sched::Rules>,
-    /// The agent's job order (`+order=NAME`); `None`: the agent's default.
-    pub job_order: Option<mlcc_sched::JobOrder>,
+    /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`).
+    pub sched: AgentSched,
 }
 
 impl CcVariant {
@@ -132,7 +143,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -142,6 +153,8 @@ impl CcVariant {
             .partition(|t| t.starts_with("rules="));
         let (order_tokens, other): (Vec<&str>, Vec<&str>) =
             other.into_iter().partition(|t| t.starts_with("order="));
+        let (floor_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("floor="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -283,14 +296,36 @@ impl CcVariant {
             }
             _ => return Err("+order=NAME given more than once".into()),
         };
+        let min_rate_kbps = match floor_tokens.as_slice() {
+            [] => None,
+            [t] => {
+                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
+                    return Err(format!(
+                        "'+{t}' needs +agent or +agent+switch (the floor of the agent's rates)"
+                    ));
+                }
+                match t["floor=".len()..].parse::<u64>() {
+                    Ok(k) if k > 0 => Some(k),
+                    _ => {
+                        return Err(format!(
+                            "'+{t}': the floor must be a whole number of kbit/s > 0"
+                        ))
+                    }
+                }
+            }
+            _ => return Err("+floor=KBPS given more than once".into()),
+        };
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
             params,
             agent,
             pcn,
-            rules,
-            job_order,
+            sched: AgentSched {
+                rules,
+                job_order,
+                min_rate_kbps,
+            },
         })
     }
 
@@ -1231,7 +1266,7 @@ workers = ["h1", "h2"]
         );
         let v = CcVariant::parse("mltcp+agent+rules=interleave").unwrap();
         assert_eq!(
-            (v.agent, v.pcn, v.rules),
+            (v.agent, v.pcn, v.sched.rules),
             (
                 Some(AgentMode::NicOnly),
                 PcnVariant::Default,
@@ -1241,17 +1276,17 @@ workers = ["h1", "h2"]
         assert_eq!(v.dir_name(), "mltcp-agent-rules-interleave");
         let v = CcVariant::parse("mltcp+agent+switch+rules=mlcc+nopcn").unwrap();
         assert_eq!(
-            (v.agent, v.pcn, v.rules),
+            (v.agent, v.pcn, v.sched.rules),
             (
                 Some(AgentMode::Switch),
                 PcnVariant::Off,
                 Some(mlcc_sched::Rules::Mlcc)
             )
         );
-        assert_eq!(CcVariant::parse("mltcp+agent").unwrap().rules, None);
+        assert_eq!(CcVariant::parse("mltcp+agent").unwrap().sched.rules, None);
         let v = CcVariant::parse("mltcp+agent+rules=priority+order=earliest_deadline").unwrap();
         assert_eq!(
-            (v.rules, v.job_order),
+            (v.sched.rules, v.sched.job_order),
             (
                 Some(mlcc_sched::Rules::Priority),
                 Some(mlcc_sched::JobOrder::EarliestDeadline)
@@ -1261,7 +1296,17 @@ workers = ["h1", "h2"]
             v.dir_name(),
             "mltcp-agent-rules-priority-order-earliest_deadline"
         );
-        assert_eq!(CcVariant::parse("mltcp+agent").unwrap().job_order, None);
+        assert_eq!(
+            CcVariant::parse("mltcp+agent").unwrap().sched.job_order,
+            None
+        );
+        let v = CcVariant::parse("mltcp+agent+rules=priority+floor=5000").unwrap();
+        assert_eq!(v.sched.min_rate_kbps, Some(5000));
+        assert_eq!(v.dir_name(), "mltcp-agent-rules-priority-floor-5000");
+        assert_eq!(
+            CcVariant::parse("mltcp+agent").unwrap().sched.min_rate_kbps,
+            None
+        );
         for (bad, why) in [
             ("mltcp+order=first_come", "needs +agent or +agent+switch"),
             ("mltcp+agent+order=lifo", "must be one of \"first_come\""),
@@ -1270,6 +1315,10 @@ workers = ["h1", "h2"]
                 "more than once",
             ),
             ("mltcp+rules=mlcc", "needs +agent or +agent+switch"),
+            ("mltcp+floor=5000", "needs +agent or +agent+switch"),
+            ("mltcp+agent+floor=0", "whole number of kbit/s > 0"),
+            ("mltcp+agent+floor=fast", "whole number of kbit/s > 0"),
+            ("mltcp+agent+floor=1+floor=2", "more than once"),
             ("dctcp+pcn+rules=mlcc", "needs +agent or +agent+switch"),
             ("mltcp+agent+rules=fifo", "must be one of \"mlcc\""),
             ("mltcp+agent+rules=mlcc+rules=mlcc", "more than once"),

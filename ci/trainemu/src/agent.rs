@@ -20,7 +20,7 @@
 //! "ccp-agent: the flow scheduler"). A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
 //! `[link.ecn]` table naming that qdisc, so the switch daemon's PCN control changes its threshold.
 
-use crate::config::{AgentMode, PcnVariant, Scenario};
+use crate::config::{AgentMode, AgentSched, PcnVariant, Scenario};
 use crate::topo;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -154,14 +154,13 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
     t
 }
 
-/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `rules` and `job_order`:
-/// its `[sched] rules` and `job_order`, the agent's defaults when `None`).
+/// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `sched`: its `[sched]
+/// rules` and `job_order` and its `min_rate_kbps`, the agent's defaults where `None`).
 pub fn agent_toml(
     s: &Scenario,
     mode: AgentMode,
     pcn: PcnVariant,
-    rules: Option<mlcc_sched::Rules>,
-    job_order: Option<mlcc_sched::JobOrder>,
+    sched: AgentSched,
     program: &Path,
     regions: &Path,
 ) -> String {
@@ -182,13 +181,16 @@ pub fn agent_toml(
     if mode == AgentMode::PcnOnly {
         t.push_str("schedule = false\n");
     }
-    if rules.is_some() || job_order.is_some() {
+    if let Some(k) = sched.min_rate_kbps {
+        let _ = writeln!(t, "min_rate_kbps = {k}");
+    }
+    if sched.rules.is_some() || sched.job_order.is_some() {
         t.push_str("\n[sched]\n");
     }
-    if let Some(r) = rules {
+    if let Some(r) = sched.rules {
         let _ = writeln!(t, "rules = \"{}\"", r.name());
     }
-    if let Some(o) = job_order {
+    if let Some(o) = sched.job_order {
         let _ = writeln!(t, "job_order = \"{}\"", o.name());
     }
     match pcn {
@@ -286,8 +288,7 @@ impl AgentRun {
         s: &Scenario,
         mode: AgentMode,
         pcn: PcnVariant,
-        rules: Option<mlcc_sched::Rules>,
-        job_order: Option<mlcc_sched::JobOrder>,
+        sched: AgentSched,
         setup: &AgentSetup,
         dir: &Path,
     ) -> Result<Self> {
@@ -314,7 +315,7 @@ impl AgentRun {
         let agent_cfg = dir.join("agent.toml");
         fs::write(
             &agent_cfg,
-            agent_toml(s, mode, pcn, rules, job_order, &program, &regions),
+            agent_toml(s, mode, pcn, sched, &program, &regions),
         )?;
         let topo_s = dir.join("topo.toml").display().to_string();
         let switch = match mode {
@@ -526,8 +527,7 @@ workers = ["h1", "h2"]
             &s,
             AgentMode::NicOnly,
             PcnVariant::Default,
-            None,
-            None,
+            AgentSched::default(),
             Path::new("/p.ccp"),
             Path::new("/r"),
         ))
@@ -560,19 +560,30 @@ workers = ["h1", "h2"]
         };
         let il = Some(mlcc_sched::Rules::Interleave);
         let edf = Some(mlcc_sched::JobOrder::EarliestDeadline);
-        for (mode, pcn, rules, order) in [
-            (AgentMode::NicOnly, PcnVariant::Default, None, None),
-            (AgentMode::NicOnly, PcnVariant::Default, il, None),
-            (AgentMode::NicOnly, PcnVariant::Default, None, edf),
-            (AgentMode::Switch, PcnVariant::Default, None, None),
-            (AgentMode::Switch, PcnVariant::Off, il, edf),
-            (AgentMode::Switch, on, None, None),
-            (AgentMode::PcnOnly, on, None, None),
+        for (mode, pcn, rules, order, floor) in [
+            (AgentMode::NicOnly, PcnVariant::Default, None, None, None),
+            (AgentMode::NicOnly, PcnVariant::Default, il, None, None),
+            (
+                AgentMode::NicOnly,
+                PcnVariant::Default,
+                None,
+                edf,
+                Some(5000),
+            ),
+            (AgentMode::Switch, PcnVariant::Default, None, None, None),
+            (AgentMode::Switch, PcnVariant::Off, il, edf, Some(250)),
+            (AgentMode::Switch, on, None, None, None),
+            (AgentMode::PcnOnly, on, None, None, None),
         ] {
+            let sched = AgentSched {
+                rules,
+                job_order: order,
+                min_rate_kbps: floor,
+            };
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
                 dir.join("agent.toml"),
-                agent_toml(&s, mode, pcn, rules, order, &prog, &dir.join("regions")),
+                agent_toml(&s, mode, pcn, sched, &prog, &dir.join("regions")),
             )
             .unwrap();
             let c = ccp_agent::config::AgentConfig::load(&dir.join("agent.toml"), None, None)
@@ -581,6 +592,7 @@ workers = ["h1", "h2"]
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.rules, rules.unwrap_or_default());
             assert_eq!(c.job_order, order.unwrap_or_default());
+            assert_eq!(c.min_rate_bps, floor.unwrap_or(1000) * 1000);
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

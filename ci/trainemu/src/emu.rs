@@ -1754,8 +1754,7 @@ mod tests {
                 params: vec![],
                 agent: None,
                 pcn: Default::default(),
-                rules: None,
-                job_order: None,
+                sched: Default::default(),
             },
             ..spec_of(vec![plan("A", Paradigm::Ring, 2, 1000, 1, 1.0)], "cubic")
         };

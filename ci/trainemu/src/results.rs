@@ -597,15 +597,7 @@ fn run_with_agent(
     net: &Net,
     prog: &mut Progress,
 ) -> Result<emu::RunOutput> {
-    let mut a = AgentRun::start(
-        s,
-        mode,
-        spec.cc.pcn,
-        spec.cc.rules,
-        spec.cc.job_order,
-        setup,
-        agent_dir,
-    )?;
+    let mut a = AgentRun::start(s, mode, spec.cc.pcn, spec.cc.sched, setup, agent_dir)?;
     a.watch_status();
     let spec = RunSpec {
         progress: ProgressDir::Dir(a.regions.clone()),
