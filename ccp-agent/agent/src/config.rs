@@ -63,6 +63,21 @@ to = "h2"
 links = [1, 10]
 "#;
 
+/// The default floor of every rate the agent applies (`min_rate_kbps`), kbit/s.
+///
+/// A flow held at the floor takes a raised rate only at its next ACK, and its next segment
+/// leaves at the old rate's spacing (Linux paces by departure time, `tcp_update_skb_after_send()`
+/// in net/ipv4/tcp_output.c), so a hand-over from the served flow to a held one costs about a
+/// segment's time at the floor: 23 ms for two 1448-byte segments at 1 Mbit/s (seen in the VM's
+/// per-flow timelines: 30-40 ms of an idle port after a burst's end), 4.6 ms at 5 Mbit/s.
+/// Chosen by measurement (ci/scenarios/agent.toml, guest time, one vCPU, 20 iterations,
+/// `mltcp+agent+rules=priority` with `+floor=KBPS`, 2026-11-27): against 1000 in the same
+/// invocation, 5000 made the mean iteration 4.2, 3.8 and 7.5 % shorter (seeds 1-3) and, with
+/// strict-priority rates, 6.4, 5.2 and 0.6 %; 10000 gave 1.286 [1.139, 1.433] x ideal where
+/// 5000 gave 1.257 [1.206, 1.308] (seeds 4-6). The held flows' floors are not reserved: on a
+/// port where n flows are held, the port is booked n x the floor beyond its capacity.
+pub const DEFAULT_MIN_RATE_KBPS: u64 = 5000;
+
 /// `agent.toml`, every field (printed by `ccp-agent run --help`).
 pub const AGENT_HELP: &str = r#"# agent.toml
 topology = "topo.toml"    # relative paths are relative to this file's directory
@@ -78,7 +93,8 @@ schedule = true           # false: PCN only (the PCN paper's system): no flow ge
                           #  and the agent only serves before_burst ([pcn] below)
 slot_ms = 60              # optional; overrides the topology's; --slot-ms overrides both
 horizon = 10              # optional; likewise --horizon
-min_rate_kbps = 1000      # floor of an applied rate (a planned 0 would stall the flow)
+min_rate_kbps = 5000      # floor of an applied rate (a planned 0 would stall the flow; see
+                          #  DEFAULT_MIN_RATE_KBPS for the measurement that chose 5000)
 cwnd_bytes = 16777216     # Cwnd and its ceiling at install (the program backs off on loss below it)
 rpc_timeout_ms = 20       # how long a slot waits for the switches (default slot/3): FetchFeedback,
                           # then UpdateSchedule (admission) in what is left, at least a quarter
@@ -1141,7 +1157,7 @@ impl AgentConfig {
                 "slot grid differs from the topology's: switches plan on the topology's"
             );
         }
-        let min_rate_kbps = raw.min_rate_kbps.unwrap_or(1000);
+        let min_rate_kbps = raw.min_rate_kbps.unwrap_or(DEFAULT_MIN_RATE_KBPS);
         if min_rate_kbps == 0 {
             return Err(err(
                 file,

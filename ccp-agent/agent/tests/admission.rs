@@ -148,8 +148,8 @@ links = [3, 10]
         let (sa, sb) = (dp_a.snapshot(), dp_b.snapshot());
         if let (Some(a), Some(b)) = (sa.rates[0].last(), sb.rates[0].last()) {
             rate_samples += 1;
-            // Bytes/s; each may sit at the floor (1 Mbit/s) when admitted nothing.
-            if (a + b) * 8 > LINK_BPS + 2_000_000 {
+            // Bytes/s; each may sit at the floor when admitted nothing.
+            if (a + b) * 8 > LINK_BPS + 2 * ccp_agent::config::DEFAULT_MIN_RATE_KBPS * 1000 {
                 rate_over += 1;
             }
         }

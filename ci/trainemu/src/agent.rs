@@ -592,7 +592,10 @@ workers = ["h1", "h2"]
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.rules, rules.unwrap_or_default());
             assert_eq!(c.job_order, order.unwrap_or_default());
-            assert_eq!(c.min_rate_bps, floor.unwrap_or(1000) * 1000);
+            assert_eq!(
+                c.min_rate_bps,
+                floor.unwrap_or(ccp_agent::config::DEFAULT_MIN_RATE_KBPS) * 1000
+            );
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

@@ -246,7 +246,7 @@ fn a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves() {
     r.sort_unstable();
     assert_eq!(
         r,
-        vec![1_000_000, 100_000_000],
+        vec![crate::config::DEFAULT_MIN_RATE_KBPS * 1000, 100_000_000],
         "bit/s into a 100 Mbit/s ingress"
     );
 }
