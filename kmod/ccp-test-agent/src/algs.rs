@@ -513,6 +513,7 @@ impl<I: Ipc> Flow for RenoFlow<I> {
             updates = self.updates,
             cuts = self.cuts,
             cwnd = self.cwnd,
+            cwnd_segs = self.cwnd / self.mss,
             "flow closed"
         );
     }
