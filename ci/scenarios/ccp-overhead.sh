@@ -53,8 +53,8 @@
 # updates msgs_in msgs_out utime_us stime_us vol_ctxsw invol_ctxsw startup_us cwnd_segs": the
 # agent's window updates sent, CCP messages received and sent, and its own CPU time from
 # getrusage at exit, user and system, exact in sum; startup_us is its CPU time before iperf3
-# started, from /proc/PID/stat at USER_HZ = 100, i.e. to 10 ms; cwnd_segs is the flows' mean
-# window when they closed, segments, from the agent's "flow closed" lines). From these the
+# started, from /proc/PID/stat at USER_HZ = 100, i.e. to 10 ms; cwnd_segs is the data flows'
+# mean window when they closed, segments, from the agent's "flow closed" lines). From these the
 # summary splits each CCP kind's extra busy time over the same round's reno, per report: agent
 # user, agent system (its recv and send calls, including the module's netlink input, which runs
 # in the sender's context), and the rest (the datapath's program runs and MEASURE multicasts in
@@ -158,8 +158,9 @@ run_one() {
     _updates=$(grep -o 'updates=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
     _stop=$(grep 'agent stopped' "$OUT/agent.$_kind.$_r.log" | tail -n 1)
     _f() { echo "$_stop" | grep -o " $1=[0-9]*" | cut -d= -f2; }
-    # The flows' mean window at close, segments (`reno` logs cwnd_segs; const-rate does not: 0).
-    _segs=$(grep 'flow closed' "$OUT/agent.$_kind.$_r.log" | grep -o 'cwnd_segs=[0-9]*' | awk -F= '{ s += $2; n++ } END { printf "%d", n ? s / n : 0 }')
+    # The data flows' mean window at close, segments (`reno` logs cwnd_segs; const-rate does
+    # not: 0). Flows without reports (iperf3's control connection) do not count.
+    _segs=$(grep 'flow closed' "$OUT/agent.$_kind.$_r.log" | grep -v ' reports=0 ' | grep -o 'cwnd_segs=[0-9]*' | awk -F= '{ s += $2; n++ } END { printf "%d", n ? s / n : 0 }')
     echo "$_r $_kind $_reports $_updates $(_f msgs_in) $(_f msgs_out) $(_f utime_us) $(_f stime_us) $(_f vol_ctxsw) $(_f invol_ctxsw) $_startup_us $_segs" >> "$AGENT"
   fi
   _cc=$(vm_iperf_cc "$OUT/$_kind.$_r.json")
