@@ -248,7 +248,7 @@ pub struct RenoArgs {
     /// `ccp_heartbeat_ms`: set it below that); 0: only on a change.
     #[arg(long, default_value_t = 0)]
     pub keepalive_ms: u64,
-    /// When the window counts as used, so that Reno may grow it (see [`GrowRule`]). The default,
+    /// When the window counts as used, so that Reno may grow it (the values below). The default,
     /// `kernel`, follows Linux's `tcp_is_cwnd_limited`; `half-peak` and `half-at-report` are the
     /// agent's earlier rules, kept for comparison.
     #[arg(long, value_enum, default_value_t = GrowRule::Kernel)]
