@@ -48,17 +48,17 @@
 # (<= +1 %), ccp64 vs ccp1 (what 64 concurrent CCP flows cost per byte against 1: the lock's cost
 # shows here) and, as its control, reno64 vs reno.
 # Files: /results/ccp-overhead/runs.txt ("round kind bytes busy_s cpu_s_per_GB reports": the
-# datapath reports the agent handled, 0 without an agent), the iperf3 JSON,
-# the meter's output,
+# datapath reports the agent handled, 0 without an agent), the iperf3 JSON, the meter's output,
 # agent logs, summary.txt (also printed), and agent.txt for the CCP kinds ("round kind reports
-# updates msgs_in msgs_out utime_us stime_us vol_ctxsw invol_ctxsw startup_us": the agent's
-# window updates sent, CCP messages received and sent, and its own CPU time from getrusage at
-# exit, user and system, exact in sum; startup_us is its CPU time before iperf3 started, from
-# /proc/PID/stat at USER_HZ = 100, i.e. to 10 ms). From these the summary splits each CCP kind's
-# extra busy time over the same round's reno, per report: agent user, agent system (its recv and
-# send calls, including the module's netlink input, which runs in the sender's context), and the
-# rest (the datapath's program runs and MEASURE multicasts in the ACK path, softirq, the
-# wake-ups; everything not charged to the agent).
+# updates msgs_in msgs_out utime_us stime_us vol_ctxsw invol_ctxsw startup_us cwnd_segs": the
+# agent's window updates sent, CCP messages received and sent, and its own CPU time from
+# getrusage at exit, user and system, exact in sum; startup_us is its CPU time before iperf3
+# started, from /proc/PID/stat at USER_HZ = 100, i.e. to 10 ms; cwnd_segs is the data flows'
+# mean window when they closed, segments, from the agent's "flow closed" lines). From these the
+# summary splits each CCP kind's extra busy time over the same round's reno, per report: agent
+# user, agent system (its recv and send calls, including the module's netlink input, which runs
+# in the sender's context), and the rest (the datapath's program runs and MEASURE multicasts in
+# the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
 ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
@@ -158,7 +158,10 @@ run_one() {
     _updates=$(grep -o 'updates=[0-9]*' "$OUT/agent.$_kind.$_r.log" | awk -F= '{ s += $2 } END { print s + 0 }')
     _stop=$(grep 'agent stopped' "$OUT/agent.$_kind.$_r.log" | tail -n 1)
     _f() { echo "$_stop" | grep -o " $1=[0-9]*" | cut -d= -f2; }
-    echo "$_r $_kind $_reports $_updates $(_f msgs_in) $(_f msgs_out) $(_f utime_us) $(_f stime_us) $(_f vol_ctxsw) $(_f invol_ctxsw) $_startup_us" >> "$AGENT"
+    # The data flows' mean window at close, segments (`reno` logs cwnd_segs; const-rate does
+    # not: 0). Flows without reports (iperf3's control connection) do not count.
+    _segs=$(grep 'flow closed' "$OUT/agent.$_kind.$_r.log" | grep -v ' reports=0 ' | grep -o 'cwnd_segs=[0-9]*' | awk -F= '{ s += $2; n++ } END { printf "%d", n ? s / n : 0 }')
+    echo "$_r $_kind $_reports $_updates $(_f msgs_in) $(_f msgs_out) $(_f utime_us) $(_f stime_us) $(_f vol_ctxsw) $(_f invol_ctxsw) $_startup_us $_segs" >> "$AGENT"
   fi
   _cc=$(vm_iperf_cc "$OUT/$_kind.$_r.json")
   [ "$_cc" = "$_alg" ] || { echo "iperf3 ran with '$_cc', not $_alg"; return 1; }
@@ -237,11 +240,13 @@ for k in ccp1 ccpx1 ccpy1 ccpz1; do
       su = ($7 - $11 * $7 / ($7 + $8 + 1e-9)) / $3; ss = ($8 - $11 * $8 / ($7 + $8 + 1e-9)) / $3
       e += extra; u += su; sy += ss; rep += $3 * 1e9 / kb[$1]
       upd += $4 / $3; mi += $5 / $3; mo += $6 / $3; vc += $9 / $3
+      if (n == 1 || $12 < wlo) wlo = $12
+      if (n == 1 || $12 > whi) whi = $12
     }
     END {
       if (!n) exit
-      printf "%-6s extra %.1f us = agent user %.1f + agent sys %.1f + rest %.1f; reports/GB %.0f; per report: updates %.2f, msgs in %.2f, out %.2f, agent wake-ups %.2f (%d rounds)\n",
-        k, e / n, u / n, sy / n, (e - u - sy) / n, rep / n, upd / n, mi / n, mo / n, vc / n, n
+      printf "%-6s extra %.1f us = agent user %.1f + agent sys %.1f + rest %.1f; reports/GB %.0f; per report: updates %.2f, msgs in %.2f, out %.2f, agent wake-ups %.2f; window at close %d-%d segments (%d rounds)\n",
+        k, e / n, u / n, sy / n, (e - u - sy) / n, rep / n, upd / n, mi / n, mo / n, vc / n, wlo, whi, n
     }' "$RUNS" "$AGENT" | tee -a "$SUMMARY"
 done
 vm_net_teardown

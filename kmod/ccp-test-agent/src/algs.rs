@@ -7,7 +7,7 @@
 //! rates up to ~34 Gbit/s, windows up to 4 GB).
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
@@ -248,35 +248,78 @@ pub struct RenoArgs {
     /// `ccp_heartbeat_ms`: set it below that); 0: only on a change.
     #[arg(long, default_value_t = 0)]
     pub keepalive_ms: u64,
-    /// Judge whether the window is used by the packets in flight at the ACK that triggers the
-    /// report (the rule before 2026-11-27). By default the report carries the most packets in
-    /// flight at any ACK since the last report, as the kernel's `tcp_is_cwnd_limited` looks at
-    /// `max_packets_out` over the window: at the reporting ACK, in flight is at its lowest, so
-    /// an application-limited flow (iperf3 -b 4000M on the veth) kept a window of 22-88
-    /// segments where native reno grew to 688-1372, and sent more, smaller segments. The default
-    /// was chosen by `ccp-overhead.sh --rounds 3 --secs 2 --app-rate 4000` (2026-11-27, README
-    /// "The CCP datapath"): windows of 55-272 segments, CPU per GB +28.7 % [−12.4, +69.7] over
-    /// native reno, against +108 % [−100, +316] with the old rule in a run of the same day (two
-    /// runs, so not paired).
-    #[arg(long)]
-    pub inflight_at_report: bool,
+    /// When the window counts as used, so that Reno may grow it (the values below). The default,
+    /// `kernel`, follows Linux's `tcp_is_cwnd_limited`; `half-peak` and `half-at-report` are the
+    /// agent's earlier rules, kept for comparison.
+    #[arg(long, value_enum, default_value_t = GrowRule::Kernel)]
+    pub grow_rule: GrowRule,
 }
 
-/// The per-RTT program: accumulates acked bytes and losses, and the packets in flight (their
-/// maximum over the ACKs since the last report when `peak_inflight`, else the reporting ACK's);
-/// reports once per smoothed RTT (or per `min_report_us` when that is longer, and the floor is
-/// not 0), or at once on a loss or a timeout.
-pub fn reno_program(min_report_us: u32, peak_inflight: bool) -> String {
+/// When the agent's Reno counts its window as used and lets it grow. RFC 5681 (§3.1) grows the
+/// window on every ACK in slow start and by about one MSS per RTT in congestion avoidance; Linux
+/// does so only while the flow is cwnd-limited (`tcp_reno_cong_avoid` in net/ipv4/tcp_cong.c
+/// returns unless `tcp_is_cwnd_limited`, include/net/tcp.h), so an application-limited flow does
+/// not inflate a window it does not use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GrowRule {
+    /// Linux's rule. The kernel takes `max_packets_out`, the most packets out right after a send
+    /// within the current window, and `is_cwnd_limited`, whether a send stopped at the window
+    /// (`tcp_cwnd_validate` in net/ipv4/tcp_output.c). The datapath runs on ACKs, so the report
+    /// carries the most packets in flight just before any ACK since the last report
+    /// (`Flow.packets_in_flight + Ack.packets_acked`, the packets the ACK found outstanding: a
+    /// lower bound of `max_packets_out` over the report period). The window, in segments, grows
+    /// when that reached it (cwnd-limited), or in slow start while it is below twice that.
+    /// The default since 2026-11-27 (branch ovh3), chosen by one paired round of
+    /// `ccp-overhead.sh --rounds 1 --secs 2 --app-rate 4000 --kinds "reno ccp1 ccpx1"
+    /// --ccpx-args "--grow-rule half-peak"` (README "The CCP datapath", "The window rule"; an
+    /// anecdote): the data flow closed at 2321 segments against 71 under `half-peak` and native
+    /// reno's 1186, at CPU per GB +22.2 % over reno against +25.6 %.
+    Kernel,
+    /// The rule of 2026-11-27 (branch ovh2): the most packets in flight just after any ACK since
+    /// the last report; grows in both phases while that is at least half the window. Windows
+    /// of 55-327 segments where native reno's grew to 688-2141 (2026-11-27, README run D).
+    HalfPeak,
+    /// The rule before 2026-11-27: as `half-peak`, with the packets in flight just after the ACK
+    /// that triggers the report (when in flight is lowest): windows of 22-88 segments.
+    HalfAtReport,
+}
+
+impl GrowRule {
+    /// The program's expression for `Report.inflight`, packets.
+    fn inflight_expr(self) -> &'static str {
+        match self {
+            GrowRule::Kernel => {
+                "(max Report.inflight (+ Flow.packets_in_flight Ack.packets_acked))"
+            }
+            GrowRule::HalfPeak => "(max Report.inflight Flow.packets_in_flight)",
+            GrowRule::HalfAtReport => "Flow.packets_in_flight",
+        }
+    }
+
+    /// Whether a window of `cwnd` bytes (segments of `mss` bytes, as the datapath enforces it:
+    /// `cwnd / mss`, at least 1) may grow, given `used`, the report's `Report.inflight`
+    /// (packets), and whether the flow is in slow start (window below ssthresh).
+    pub fn may_grow(self, cwnd: u64, mss: u64, slow_start: bool, used: u64) -> bool {
+        match self {
+            GrowRule::Kernel => {
+                let segs = (cwnd / mss.max(1)).max(1);
+                used >= segs || (slow_start && segs < 2 * used)
+            }
+            GrowRule::HalfPeak | GrowRule::HalfAtReport => used * mss * 2 >= cwnd,
+        }
+    }
+}
+
+/// The per-RTT program: accumulates acked bytes and losses, and the packets in flight as `rule`
+/// measures them ([`GrowRule`]); reports once per smoothed RTT (or per `min_report_us` when that
+/// is longer, and the floor is not 0), or at once on a loss or a timeout.
+pub fn reno_program(min_report_us: u32, rule: GrowRule) -> String {
     let period = if min_report_us == 0 {
         String::from("Flow.rtt_sample_us")
     } else {
         format!("(max Flow.rtt_sample_us {min_report_us})")
     };
-    let inflight = if peak_inflight {
-        "(max Report.inflight Flow.packets_in_flight)"
-    } else {
-        "Flow.packets_in_flight"
-    };
+    let inflight = rule.inflight_expr();
     format!(
         "
     (def (Report (volatile acked 0) (volatile loss 0) (volatile timeout false) (volatile rtt 0)
@@ -300,8 +343,9 @@ fn should_send(cwnd: u64, last_sent: Option<u64>, always: bool, keepalive_due: b
     always || keepalive_due || last_sent != Some(cwnd)
 }
 
-/// Reno in the agent: slow start, additive increase of one MSS per window (only while at least
-/// half the window was in flight since the last report), halving on loss (at most once per RTT), one MSS after a timeout.
+/// Reno in the agent (RFC 5681): slow start, additive increase of one MSS per window, both only
+/// while the window is used ([`GrowRule`]), halving on loss (at most once per RTT), one MSS after
+/// a timeout.
 pub struct Reno {
     args: RenoArgs,
     program: String,
@@ -312,7 +356,7 @@ impl Reno {
     pub fn new(args: &RenoArgs) -> Self {
         Self {
             args: args.clone(),
-            program: reno_program(args.min_report_us, !args.inflight_at_report),
+            program: reno_program(args.min_report_us, args.grow_rule),
         }
     }
 }
@@ -412,11 +456,17 @@ impl<I: Ipc> Flow for RenoFlow<I> {
             self.cwnd = self.ssthresh;
             self.last_cut = Some(Instant::now());
             self.cuts += 1;
-        } else if loss == 0 && timeout == 0 && inflight * self.mss * 2 >= self.cwnd {
-            // Grow only while the window is used (the kernel's `tcp_is_cwnd_limited` rule, here
-            // as: at least half of it in flight at some ACK since the last report, or at the
-            // reporting ACK with --inflight-at-report); otherwise an application- or
-            // receiver-limited flow would inflate the window without bound.
+        } else if loss == 0
+            && timeout == 0
+            && self.args.grow_rule.may_grow(
+                self.cwnd,
+                self.mss,
+                self.cwnd < self.ssthresh,
+                inflight,
+            )
+        {
+            // Grow only while the window is used; otherwise an application- or receiver-limited
+            // flow would inflate the window without bound.
             if self.cwnd < self.ssthresh {
                 self.cwnd = (self.cwnd + acked).min(self.ssthresh.max(self.cwnd + self.mss));
             } else {
@@ -466,6 +516,7 @@ impl<I: Ipc> Flow for RenoFlow<I> {
             updates = self.updates,
             cuts = self.cuts,
             cwnd = self.cwnd,
+            cwnd_segs = self.cwnd / self.mss,
             "flow closed"
         );
     }
@@ -510,18 +561,18 @@ mod tests {
         last_inflight: u64,
     }
 
-    /// Runs `reno_program(floor, peak)` as the module does, one ACK every 10 µs for `span_us`
-    /// with a smoothed RTT of `rtt_us`, `inflight(t)` packets in flight at the ACK `t` µs in,
-    /// and a loss on the ACK at `loss_at_us` when given.
+    /// Runs `reno_program(floor, rule)` as the module does, one ACK every 10 µs for `span_us`
+    /// with a smoothed RTT of `rtt_us`; the ACK `t` µs in acks `acked_inflight(t).0` packets of
+    /// 1448 bytes and leaves `.1` in flight; a loss on the ACK at `loss_at_us` when given.
     fn run(
         floor: u32,
-        peak: bool,
+        rule: GrowRule,
         rtt_us: u64,
         span_us: u64,
         loss_at_us: Option<u64>,
-        inflight: impl Fn(u64) -> u64,
+        acked_inflight: impl Fn(u64) -> (u64, u64),
     ) -> Seen {
-        let (bin, sc) = portus::lang::compile(reno_program(floor, peak).as_bytes(), &[])
+        let (bin, sc) = portus::lang::compile(reno_program(floor, rule).as_bytes(), &[])
             .expect("portus compiles the program");
         let install = serialize::serialize(&serialize::install::Msg {
             sid: 0,
@@ -558,11 +609,12 @@ mod tests {
         while host.now - start < span_us {
             host.now += 10;
             let t = host.now - start;
+            let (acked, in_flight) = acked_inflight(t);
             let prims = Primitives {
-                bytes_acked: 1448,
-                packets_acked: 1,
+                bytes_acked: 1448 * acked,
+                packets_acked: acked,
                 lost_pkts_sample: u64::from(loss_at_us == Some(t)),
-                packets_in_flight: inflight(t),
+                packets_in_flight: in_flight,
                 rtt_sample_us: rtt_us,
                 snd_cwnd: 14_480,
                 ..Primitives::default()
@@ -585,7 +637,10 @@ mod tests {
     }
 
     fn reports(floor: u32, rtt_us: u64, span_us: u64, loss_at_us: Option<u64>) -> usize {
-        run(floor, true, rtt_us, span_us, loss_at_us, |_| 10).reports
+        run(floor, GrowRule::Kernel, rtt_us, span_us, loss_at_us, |_| {
+            (1, 10)
+        })
+        .reports
     }
 
     #[test]
@@ -598,39 +653,107 @@ mod tests {
     #[test]
     fn the_floor_bounds_the_report_rate_and_a_longer_rtt_wins() {
         let n = reports(1_000, 30, 10_000, None);
-        assert!((9..=10).contains(&n), "{n} reports in 10 ms at a 1 ms floor");
+        assert!(
+            (9..=10).contains(&n),
+            "{n} reports in 10 ms at a 1 ms floor"
+        );
         // An RTT above the floor: once per RTT again.
         let n = reports(1_000, 2_000, 20_000, None);
         assert!((9..=10).contains(&n), "{n} reports in 20 ms at a 2 ms RTT");
         // A floor of 0 is the per-RTT program itself.
-        assert!(!reno_program(0, false).contains("max"));
+        assert!(!reno_program(0, GrowRule::HalfAtReport).contains("max"));
     }
 
     #[test]
     fn a_loss_reports_at_once_under_the_floor() {
         // Within the first 900 µs no periodic report is due; the loss at 500 µs reports.
         assert_eq!(reports(1_000, 30, 900, None), 0);
-        assert_eq!(reports(1_000, 30, 900, Some(500)), 1, "the loss is its own report");
+        assert_eq!(
+            reports(1_000, 30, 900, Some(500)),
+            1,
+            "the loss is its own report"
+        );
     }
 
     #[test]
-    fn the_report_carries_the_peak_in_flight_or_the_reporting_acks() {
-        // 30 µs RTT: reports at t = 40, 80, ... µs; 20 packets in flight at the ACK midway
-        // between two reports (t % 40 == 20), 2 at the others (the reporting ones included).
-        let inflight = |t: u64| if t % 40 == 20 { 20 } else { 2 };
-        let peak = run(0, true, 30, 1_000, None, inflight);
-        assert!(peak.reports > 20);
-        assert_eq!(peak.last_inflight, 20, "the most in flight since the last report");
-        let at_report = run(0, false, 30, 1_000, None, inflight);
+    fn the_report_carries_in_flight_as_each_rule_measures_it() {
+        // 30 µs RTT: reports at t = 40, 80, ... µs. The ACK midway between two reports
+        // (t % 40 == 20) is a stretch ACK: it acks 18 packets and leaves 2 in flight (20 before
+        // it); the others ack 1 and leave 5 (6 before), the reporting ones included.
+        let acked_inflight = |t: u64| if t % 40 == 20 { (18, 2) } else { (1, 5) };
+        let kernel = run(0, GrowRule::Kernel, 30, 1_000, None, acked_inflight);
+        assert!(kernel.reports > 20);
+        assert_eq!(kernel.last_inflight, 20, "the most in flight before an ACK");
+        let peak = run(0, GrowRule::HalfPeak, 30, 1_000, None, acked_inflight);
+        assert_eq!(peak.last_inflight, 5, "the most in flight after an ACK");
+        let at_report = run(0, GrowRule::HalfAtReport, 30, 1_000, None, |t| {
+            if t % 40 == 20 {
+                (1, 20)
+            } else {
+                (1, 2)
+            }
+        });
         assert_eq!(at_report.last_inflight, 2, "the reporting ACK's");
+    }
+
+    #[test]
+    fn the_kernel_rule_grows_a_used_window_and_in_slow_start_up_to_twice_the_use() {
+        let (mss, k) = (1448, GrowRule::Kernel);
+        // Congestion avoidance: only a window that was filled (`is_cwnd_limited`).
+        assert!(k.may_grow(100 * mss, mss, false, 100));
+        assert!(
+            k.may_grow(100 * mss, mss, false, 120),
+            "more in flight than the window"
+        );
+        assert!(!k.may_grow(100 * mss, mss, false, 99));
+        assert!(
+            !k.may_grow(100 * mss, mss, false, 51),
+            "half used is not enough"
+        );
+        // Slow start: while the window is below twice the most in flight.
+        assert!(k.may_grow(100 * mss, mss, true, 51));
+        assert!(
+            !k.may_grow(100 * mss, mss, true, 50),
+            "100 < 2 x 50 is false"
+        );
+        assert!(!k.may_grow(100 * mss, mss, true, 0));
+        // The window counts in whole segments, as the datapath enforces it: 100.9 MSS is 100.
+        assert!(k.may_grow(100 * mss + mss - 1, mss, false, 100));
+        assert!(!k.may_grow(100 * mss + mss - 1, mss, true, 50));
+        // A window below one MSS is one segment.
+        assert!(k.may_grow(100, mss, false, 1));
+    }
+
+    #[test]
+    fn the_half_rules_grow_while_half_the_window_is_in_flight_in_either_phase() {
+        let mss = 1448;
+        for rule in [GrowRule::HalfPeak, GrowRule::HalfAtReport] {
+            for slow_start in [false, true] {
+                assert!(rule.may_grow(100 * mss, mss, slow_start, 50));
+                assert!(!rule.may_grow(100 * mss, mss, slow_start, 49));
+                // Bytes, not whole segments: 99 in flight do not cover half of 198.5 MSS.
+                assert!(!rule.may_grow(198 * mss + mss / 2, mss, slow_start, 99));
+            }
+        }
+        // Where the rules part: half the window in flight in congestion avoidance.
+        assert!(!GrowRule::Kernel.may_grow(100 * mss, mss, false, 50));
     }
 
     #[test]
     fn only_a_changed_window_is_sent_unless_asked() {
         assert!(should_send(20_000, None, false, false), "nothing sent yet");
         assert!(should_send(20_000, Some(18_552), false, false), "changed");
-        assert!(!should_send(20_000, Some(20_000), false, false), "unchanged");
-        assert!(should_send(20_000, Some(20_000), true, false), "--update-unchanged");
-        assert!(should_send(20_000, Some(20_000), false, true), "keepalive due");
+        assert!(
+            !should_send(20_000, Some(20_000), false, false),
+            "unchanged"
+        );
+        assert!(
+            should_send(20_000, Some(20_000), true, false),
+            "--update-unchanged"
+        );
+        assert!(
+            should_send(20_000, Some(20_000), false, true),
+            "keepalive due"
+        );
     }
 }
