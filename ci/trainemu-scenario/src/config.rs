@@ -137,6 +137,28 @@ pub struct CcVariant {
     pub sched: AgentSched,
 }
 
+/// One `+KEY=VALUE` setting of the agent in a `ccs` entry (`tokens`: the entry's tokens that
+/// start with `KEY=`): `None` when absent, its value through `parse` when given once to a run
+/// the agent schedules (`scheduled`); errors name the token, and say `what` the setting is when
+/// the run has no agent.
+fn agent_setting<T>(
+    tokens: &[&str],
+    key: &str,
+    placeholder: &str,
+    what: &str,
+    scheduled: bool,
+    parse: impl FnOnce(&str) -> std::result::Result<T, String>,
+) -> std::result::Result<Option<T>, String> {
+    match tokens {
+        [] => Ok(None),
+        [t] if !scheduled => Err(format!("'+{t}' needs +agent or +agent+switch ({what})")),
+        [t] => parse(&t[key.len() + 1..])
+            .map(Some)
+            .map_err(|why| format!("'+{t}': {why}")),
+        _ => Err(format!("+{key}={placeholder} given more than once")),
+    }
+}
+
 impl CcVariant {
     /// Parses `CC`, `CC[NAME=VALUE,...]`, either followed by `+agent` or `+agent+switch`, then
     /// optionally `+nopcn` or `+pcn=BYTES[:min|harmonic]` (the latter with `+agent+switch`); or
@@ -264,57 +286,36 @@ impl CcVariant {
         {
             return Err(format!("ccp-agent schedules flows through tcp_mltcp's CCP datapath: '{cc}' is not one of its algorithms"));
         }
-        let rules = match rules_tokens.as_slice() {
-            [] => None,
-            [t] => {
-                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
-                    return Err(format!("'+{t}' needs +agent or +agent+switch (the rule set of the agent's scheduler)"));
-                }
-                let name = &t["rules=".len()..];
-                // The agent's own names (mlcc_sched::Rules::name, as agent.toml spells them).
-                Some(
-                    name.parse::<mlcc_sched::Rules>()
-                        .map_err(|why| format!("'+{t}': {why}"))?,
-                )
-            }
-            _ => return Err("+rules=NAME given more than once".into()),
-        };
-        let job_order = match order_tokens.as_slice() {
-            [] => None,
-            [t] => {
-                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
-                    return Err(format!(
-                        "'+{t}' needs +agent or +agent+switch (the job order of the agent's scheduler)"
-                    ));
-                }
-                let name = &t["order=".len()..];
-                // The agent's own names (mlcc_sched::JobOrder::name, as agent.toml spells them).
-                Some(
-                    name.parse::<mlcc_sched::JobOrder>()
-                        .map_err(|why| format!("'+{t}': {why}"))?,
-                )
-            }
-            _ => return Err("+order=NAME given more than once".into()),
-        };
-        let min_rate_kbps = match floor_tokens.as_slice() {
-            [] => None,
-            [t] => {
-                if !matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch)) {
-                    return Err(format!(
-                        "'+{t}' needs +agent or +agent+switch (the floor of the agent's rates)"
-                    ));
-                }
-                match t["floor=".len()..].parse::<u64>() {
-                    Ok(k) if k > 0 => Some(k),
-                    _ => {
-                        return Err(format!(
-                            "'+{t}': the floor must be a whole number of kbit/s > 0"
-                        ))
-                    }
-                }
-            }
-            _ => return Err("+floor=KBPS given more than once".into()),
-        };
+        let scheduled = matches!(agent, Some(AgentMode::NicOnly | AgentMode::Switch));
+        // The agent's own names (mlcc_sched::Rules::name and JobOrder::name, as agent.toml
+        // spells them).
+        let rules = agent_setting(
+            &rules_tokens,
+            "rules",
+            "NAME",
+            "the rule set of the agent's scheduler",
+            scheduled,
+            |v| v.parse::<mlcc_sched::Rules>(),
+        )?;
+        let job_order = agent_setting(
+            &order_tokens,
+            "order",
+            "NAME",
+            "the job order of the agent's scheduler",
+            scheduled,
+            |v| v.parse::<mlcc_sched::JobOrder>(),
+        )?;
+        let min_rate_kbps = agent_setting(
+            &floor_tokens,
+            "floor",
+            "KBPS",
+            "the floor of the agent's rates",
+            scheduled,
+            |v| match v.parse::<u64>() {
+                Ok(k) if k > 0 => Ok(k),
+                _ => Err("the floor must be a whole number of kbit/s > 0".to_string()),
+            },
+        )?;
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
