@@ -51,9 +51,6 @@
 //!   beyond its capacity: in the VM's agent scenario a lower-ranked job's pushes ran at their
 //!   plans' 25 + 16 Mbit/s beside a first-ranked ring paced at the whole 100 Mbit/s port
 //!   (`ccp_agent::plan=debug`, 2026-11-27), and the port's queue, not the rank, decided who sent.
-//!   Measured in that scenario (guest time, 20 iterations): no difference in mean iteration
-//!   (seeds 1-6 with a 5 Mbit/s floor, +0.1 % on average against the rule before); it stays for
-//!   booking no link beyond its capacity and matching the simulator's priority.
 //!   The simulator realises the same rule event by event through [`priority_levels`] and
 //!   [`priority_weight`].
 //! - **Work conservation** ([`PolicyOptions::work_conserving`], not in the mlcc paper): a plan
