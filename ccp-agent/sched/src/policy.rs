@@ -45,12 +45,6 @@
 //!   a group's members split equally, per link, what the flows not decided now and the groups
 //!   before it left of the slot's capacity, the least over the path. Work-conserving: the
 //!   first-ranked job may take a whole link, the next ones what it leaves (its compute phase).
-//!   With [`PolicyOptions::work_conserving`] the share *is* the rate (at least the floor): a
-//!   lower-ranked flow is no longer also raised to its own plan's rate, which its plan took from
-//!   what the higher-ranked *plans* left (less than their shares), so the link was booked
-//!   beyond its capacity: in the VM's agent scenario a lower-ranked job's pushes ran at their
-//!   plans' 25 + 16 Mbit/s beside a first-ranked ring paced at the whole 100 Mbit/s port
-//!   (`ccp_agent::plan=debug`, 2026-11-27), and the port's queue, not the rank, decided who sent.
 //!   The simulator realises the same rule event by event through [`priority_levels`] and
 //!   [`priority_weight`].
 //! - **Work conservation** ([`PolicyOptions::work_conserving`], not in the mlcc paper): a plan
@@ -945,21 +939,15 @@ fn finish_rates(
         || options.rules == Rules::Priority
         || snapshot.min_rate_bps > 0
     {
-        let strict = options.rules == Rules::Priority && options.work_conserving;
         for g in &mut out.groups {
             for (k, d) in g.decision.decisions.iter().enumerate() {
-                g.rates_bps[k] = if strict {
-                    // Strict priority: the share is the rate (module documentation).
-                    g.spare_bps[k].max(snapshot.min_rate_bps)
-                } else {
-                    slot_rate_bps(
-                        d,
-                        g.progress[k].remaining_bytes,
-                        g.decision.share_now_bps[k],
-                        g.spare_bps[k],
-                        snapshot.min_rate_bps,
-                    )
-                };
+                g.rates_bps[k] = slot_rate_bps(
+                    d,
+                    g.progress[k].remaining_bytes,
+                    g.decision.share_now_bps[k],
+                    g.spare_bps[k],
+                    snapshot.min_rate_bps,
+                );
             }
         }
     }

@@ -631,43 +631,6 @@ fn work_conserving_priority_skips_idle_higher_ranked_jobs() {
 }
 
 #[test]
-fn work_conserving_priority_paces_a_lower_ranked_flow_at_its_share_not_its_plan() {
-    // The first test's jobs, both active: job 1's plan takes 600 of link 0's 1000 bit/s in
-    // the slot and leaves job 2's plan 400, but job 1's share is the whole link: job 2 gets what
-    // job 1's share leaves (nothing: the floor), so the link is not booked beyond its capacity.
-    // Without work conservation job 2's plan stays its floor (that test).
-    let flows = vec![
-        flow(1, 1, FlowRole::Other, &[0], 0, 600),
-        flow(2, 2, FlowRole::Other, &[0, 1], 0, 2_000),
-    ];
-    let wc = PolicyOptions {
-        rules: Rules::Priority,
-        work_conserving: true,
-        job_rank: vec![(JobKey(1), 0), (JobKey(2), 1)],
-        ..PolicyOptions::default()
-    };
-    let mut t = table(&[1_000, 400], 4);
-    let d = decide(&mut t, &snapshot(flows.clone()), &wc).unwrap();
-    let (g2, k2) = group(&d, 2);
-    assert!(
-        g2.decision.decisions[k2].plan.bytes[0] > 0,
-        "job 2 has a plan in the slot"
-    );
-    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
-    assert_eq!(d.rate_bps(FlowId(2)), Some(0));
-    // With a floor, job 2 runs at the floor.
-    let floored = Snapshot {
-        min_rate_bps: 10,
-        ..snapshot(flows)
-    };
-    let mut t = table(&[1_000, 400], 4);
-    let d = decide(&mut t, &floored, &wc).unwrap();
-    assert_eq!(d.rate_bps(FlowId(2)), Some(10));
-    let booked: u64 = [1, 2].iter().map(|f| d.rate_bps(FlowId(*f)).unwrap()).sum();
-    assert!(booked <= 1_010, "booked {booked}");
-}
-
-#[test]
 fn priority_levels_and_weights() {
     let job = |j: u64, rank: u64, links: &[u32]| RankedJob {
         job: JobKey(j),
