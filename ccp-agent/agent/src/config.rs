@@ -72,8 +72,9 @@ links = [1, 10]
 /// per-flow timelines: 30-40 ms of an idle port after a burst's end), 4.6 ms at 5 Mbit/s.
 /// Chosen by measurement (ci/scenarios/agent.toml, guest time, one vCPU, 20 iterations,
 /// `mltcp+agent+rules=priority` with `+floor=KBPS`, 2026-11-27): against 1000 in the same
-/// invocation, 5000 made the mean iteration 4.2, 3.8 and 7.5 % shorter (seeds 1-3) and, with
-/// strict-priority rates, 6.4, 5.2 and 0.6 %; 10000 gave 1.286 [1.139, 1.433] x ideal where
+/// invocation, 5000 made the mean iteration 4.2, 3.8 and 7.5 % shorter (seeds 1-3) and, in a
+/// second invocation, 6.4, 5.2 and 0.6 %; over 12 seeds the agent at 5000 was 2.0 % [0.6, 3.5]
+/// faster than cubic (README, "The hand-over and the rate floor"); 10000 gave 1.286 [1.139, 1.433] x ideal where
 /// 5000 gave 1.257 [1.206, 1.308] (seeds 4-6). The held flows' floors are not reserved: on a
 /// port where n flows are held, the port is booked n x the floor beyond its capacity.
 pub const DEFAULT_MIN_RATE_KBPS: u64 = 5000;
