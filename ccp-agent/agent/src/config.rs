@@ -121,6 +121,11 @@ work_conserving = true    # (default true) a plan is a claim, not a limit: activ
                           #  what the slot's plans leave of their links, idle flows claim
                           #  nothing, and (NIC-only) a burst's start or end re-plans the slot
                           #  at once; false: the paper's per-slot rates
+strict_rates = false      # "priority" with work_conserving: true paces each flow at its
+                          #  strict-priority share (at least min_rate_kbps, the floors of the
+                          #  flows with bytes to send reserved first), so a port is never booked
+                          #  beyond its capacity; false (default): also at least its own plan's
+                          #  rate
 
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)
@@ -317,6 +322,8 @@ pub struct RawAgentSched {
     pub rules: Option<String>,
     /// Work-conserving rates and event re-planning (default true).
     pub work_conserving: Option<bool>,
+    /// Strict-priority shares as the rates (default [`DEFAULT_STRICT_RATES`]).
+    pub strict_rates: Option<bool>,
     /// The job ranks under "interleave" and "priority": a [`mlcc_sched::JobOrder::name`].
     pub job_order: Option<String>,
 }
@@ -331,11 +338,11 @@ pub struct RawAgentSched {
 pub use mlcc_sched::JobOrder;
 
 /// Checks `[sched]` of `agent.toml`: the policy layer's rule set (default
-/// [`mlcc_sched::Rules::Mlcc`]), the job order and work conservation.
+/// [`mlcc_sched::Rules::Mlcc`]), the job order, work conservation and strict rates.
 fn check_agent_sched(
     file: &Path,
     raw: &RawAgentSched,
-) -> Result<(mlcc_sched::Rules, JobOrder, bool), ConfigError> {
+) -> Result<(mlcc_sched::Rules, JobOrder, bool, bool), ConfigError> {
     let rules = match raw.rules.as_deref() {
         None => mlcc_sched::Rules::default(),
         Some(v) => v
@@ -349,7 +356,8 @@ fn check_agent_sched(
             .map_err(|why: String| err(file, "sched.job_order", format!("{v:?}"), why))?,
     };
     let work_conserving = raw.work_conserving.unwrap_or(DEFAULT_WORK_CONSERVING);
-    Ok((rules, job_order, work_conserving))
+    let strict_rates = raw.strict_rates.unwrap_or(DEFAULT_STRICT_RATES);
+    Ok((rules, job_order, work_conserving, strict_rates))
 }
 
 /// Checked `[pcn]` of `agent.toml`: how the agent answers the writers' `before_burst`.
@@ -991,7 +999,14 @@ pub struct AgentConfig {
     /// slot when a burst begins or ends (see `crate::agent_core`). Default true: see
     /// [`DEFAULT_WORK_CONSERVING`].
     pub work_conserving: bool,
+    /// `[sched] strict_rates`: under `priority` with work conservation, each flow is paced at
+    /// its strict-priority share, the floors reserved
+    /// (`mlcc_sched::PolicyOptions::strict_rates`). Default: [`DEFAULT_STRICT_RATES`].
+    pub strict_rates: bool,
 }
+
+/// Default of `[sched] strict_rates`.
+pub const DEFAULT_STRICT_RATES: bool = false;
 
 /// Default of `[sched] work_conserving`. Chosen by the guest-time runs of
 /// `ci/scenarios/agent.toml` (seeds 1-3, 20 iterations, 2026-11-26, README "The ccp-agent
@@ -1205,12 +1220,14 @@ impl AgentConfig {
         }
         let metrics_addr = metrics_addr.map(|(a, _)| a);
         let pcn = check_agent_pcn(file, &raw.pcn)?;
-        let (rules, job_order, work_conserving) = check_agent_sched(file, &raw.sched)?;
+        let (rules, job_order, work_conserving, strict_rates) =
+            check_agent_sched(file, &raw.sched)?;
         Ok(AgentConfig {
             pcn,
             rules,
             job_order,
             work_conserving,
+            strict_rates,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

@@ -91,8 +91,8 @@ pub use planner::{
 pub use policy::{
     priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
     rank_least_attained, receiver_cut_bytes, slot_rate_bps, Decisions, FlowRole, FlowState,
-    GroupOutcome, GroupPhase, JobKey, JobOrder, JobWork, PolicyOptions, RankedJob, Rules, Snapshot, UnitKind, PRIORITY_WEIGHT_MIN,
-    PRIORITY_WEIGHT_RATIO,
+    GroupOutcome, GroupPhase, JobKey, JobOrder, JobWork, PolicyOptions, RankedJob, RateRule, Rules,
+    Snapshot, UnitKind, PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_RATIO,
 };
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{

@@ -45,6 +45,9 @@
 //!   a group's members split equally, per link, what the flows not decided now and the groups
 //!   before it left of the slot's capacity, the least over the path. Work-conserving: the
 //!   first-ranked job may take a whole link, the next ones what it leaves (its compute phase).
+//!   With [`PolicyOptions::strict_rates`] (and work conservation) the share is the rate, the
+//!   active flows' floors reserved first ([`RateRule::Share`]); without, a flow is also raised
+//!   to its own plan's pacing rate ([`RateRule::PlanOrShare`]).
 //!   The simulator realises the same rule event by event through [`priority_levels`] and
 //!   [`priority_weight`].
 //! - **Work conservation** ([`PolicyOptions::work_conserving`], not in the mlcc paper): a plan
@@ -266,9 +269,44 @@ pub struct PolicyOptions {
     /// one has bytes to send). Off: the rates of the paper's slots.
     #[serde(default)]
     pub work_conserving: bool,
+    /// Under [`Rules::Priority`] with [`PolicyOptions::work_conserving`]: the strict-priority
+    /// share *is* the rate ([`RateRule::Share`]), and the floors of the active flows
+    /// ([`Snapshot::min_rate_bps`]) are reserved before the shares, so the rates on a link add
+    /// up to what it has; off, a flow is also raised to its own plan's pacing rate
+    /// ([`RateRule::PlanOrShare`]), which its plan took from what the higher-ranked *plans*
+    /// left (less than their shares), so a link could be booked beyond its capacity. See
+    /// [`PolicyOptions::rate_rule`].
+    #[serde(default)]
+    pub strict_rates: bool,
     /// Under [`Rules::Interleave`] and [`Rules::Priority`], each job's rank (lower first), as
     /// (job, rank); a job not listed ranks last. Ignored under [`Rules::Mlcc`].
     pub job_rank: Vec<(JobKey, u64)>,
+}
+
+impl PolicyOptions {
+    /// How [`slot_rate_bps`] forms a decided flow's rate under these options:
+    /// [`RateRule::Share`] under [`Rules::Priority`] with both
+    /// [`PolicyOptions::work_conserving`] and [`PolicyOptions::strict_rates`], else
+    /// [`RateRule::PlanOrShare`].
+    pub fn rate_rule(&self) -> RateRule {
+        if self.rules == Rules::Priority && self.work_conserving && self.strict_rates {
+            RateRule::Share
+        } else {
+            RateRule::PlanOrShare
+        }
+    }
+}
+
+/// How a decided flow's current-slot rate is formed from its parts ([`slot_rate_bps`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RateRule {
+    /// The plan's pacing rate at its MADD share, raised to the flow's spare (or
+    /// strict-priority) share and to the floor.
+    #[default]
+    PlanOrShare,
+    /// The flow's strict-priority share, at least the floor: the plan sets what the flow is
+    /// owed over the horizon, the job's rank who sends now ([`PolicyOptions::strict_rates`]).
+    Share,
 }
 
 /// A job's work left, for [`rank_jobs`].
@@ -529,24 +567,31 @@ impl Decisions {
     }
 }
 
-/// The rate to pace a decided flow at in the current slot, bit/s: [`Decision::pacing_rate_bps`]
-/// at its MADD share `share_now_bps` (a slot that completes it goes at the largest feasible
-/// rate, mlcc paper Sec. IV-B), raised to its spare share `spare_bps` (work conservation, see
-/// [`PolicyOptions::share_spare`]) and to the floor `min_rate_bps` ([`Snapshot::min_rate_bps`]).
-/// [`decide`] sets [`GroupOutcome::rates_bps`] with it; a caller that changes a decision later in
-/// the slot (the agent's cut to a switch's admission, or by a notice from another host) takes the
-/// new rate from it too.
+/// The rate to pace a decided flow at in the current slot, bit/s. Under
+/// [`RateRule::PlanOrShare`]: [`Decision::pacing_rate_bps`] at its MADD share `share_now_bps` (a
+/// slot that completes it goes at the largest feasible rate, mlcc paper Sec. IV-B), raised to
+/// its spare share `spare_bps` (work conservation, see [`PolicyOptions::share_spare`]; under
+/// [`Rules::Priority`], its strict-priority share) and to the floor `min_rate_bps`
+/// ([`Snapshot::min_rate_bps`]). Under [`RateRule::Share`]: `spare_bps` (its strict-priority
+/// share) raised to the floor; the plan does not raise it. [`decide`] sets
+/// [`GroupOutcome::rates_bps`] with it (the rule from [`PolicyOptions::rate_rule`]); a caller
+/// that changes a decision later in the slot (the agent's cut to a switch's admission, or by a
+/// notice from another host) takes the new rate from it too, with the same rule.
 pub fn slot_rate_bps(
+    rule: RateRule,
     decision: &Decision,
     remaining_bytes: u64,
     share_now_bps: u64,
     spare_bps: u64,
     min_rate_bps: u64,
 ) -> u64 {
-    decision
-        .pacing_rate_bps(remaining_bytes, share_now_bps)
-        .max(spare_bps)
-        .max(min_rate_bps)
+    match rule {
+        RateRule::PlanOrShare => decision
+            .pacing_rate_bps(remaining_bytes, share_now_bps)
+            .max(spare_bps)
+            .max(min_rate_bps),
+        RateRule::Share => spare_bps.max(min_rate_bps),
+    }
 }
 
 /// The receiver's cut of Alg. 2 (mlcc paper, Sec. IV-C, lines 13-16) for a flow with `role`
@@ -868,7 +913,16 @@ fn plan_members(
         .iter()
         .zip(&g.decisions)
         .zip(&g.share_now_bps)
-        .map(|((r, d), share)| slot_rate_bps(d, r.progress.remaining_bytes, *share, 0, 0))
+        .map(|((r, d), share)| {
+            slot_rate_bps(
+                RateRule::PlanOrShare,
+                d,
+                r.progress.remaining_bytes,
+                *share,
+                0,
+                0,
+            )
+        })
         .collect();
     Ok(Some(GroupOutcome {
         job: unit.job,
@@ -894,7 +948,18 @@ fn finish_rates(
     out: &mut Decisions,
 ) -> Result<(), SchedError> {
     if options.rules == Rules::Priority {
-        priority_shares(table, snapshot, at, out, options.work_conserving)?;
+        let reserve_bps = match options.rate_rule() {
+            RateRule::Share => snapshot.min_rate_bps,
+            RateRule::PlanOrShare => 0,
+        };
+        priority_shares(
+            table,
+            snapshot,
+            at,
+            out,
+            options.work_conserving,
+            reserve_bps,
+        )?;
     } else if options.share_spare {
         // The idle members (planned no bytes in the current slot), and per link how many of
         // them cross it.
@@ -939,9 +1004,11 @@ fn finish_rates(
         || options.rules == Rules::Priority
         || snapshot.min_rate_bps > 0
     {
+        let rule = options.rate_rule();
         for g in &mut out.groups {
             for (k, d) in g.decision.decisions.iter().enumerate() {
                 g.rates_bps[k] = slot_rate_bps(
+                    rule,
                     d,
                     g.progress[k].remaining_bytes,
                     g.decision.share_now_bps[k],
@@ -1020,16 +1087,36 @@ fn is_active(g: &GroupOutcome, k: usize) -> bool {
 /// planning order, each member gets the least over its path of what is left divided by the
 /// group's members on the link, and what it gets is taken off its links. With
 /// `work_conserving`, two such passes: the active members first ([`is_active`]), then the idle
-/// ones, so an idle group never holds what an active one after it could send.
+/// ones, so an idle group never holds what an active one after it could send. With
+/// `reserve_bps` > 0 (the floor under [`RateRule::Share`], with `work_conserving`), that much
+/// is first set aside on its links for every active member, and an active member's share is
+/// its split of the rest plus its reserve: the floors the lower-ranked active flows will be
+/// paced at are not also given to the first-ranked one.
 fn priority_shares(
     table: &LinkLoadTable,
     snapshot: &Snapshot,
     at: &std::collections::HashMap<FlowId, usize>,
     out: &mut Decisions,
     work_conserving: bool,
+    reserve_bps: u64,
 ) -> Result<(), SchedError> {
     let path_of = |f: FlowId| path_in(snapshot, at, f);
     let mut left = undecided_leave(table, snapshot, at, out)?;
+    let reserve_bps = if work_conserving { reserve_bps } else { 0 };
+    if reserve_bps > 0 {
+        for g in &out.groups {
+            for (k, f) in g.flows.iter().enumerate() {
+                if !is_active(g, k) {
+                    continue;
+                }
+                for l in path_of(*f) {
+                    if let Some(e) = left.get_mut(l) {
+                        *e = e.saturating_sub(reserve_bps);
+                    }
+                }
+            }
+        }
+    }
     // Pass 0 (or the only pass): which members take part.
     let passes: &[Option<bool>] = if work_conserving {
         &[Some(true), Some(false)]
@@ -1047,11 +1134,15 @@ fn priority_shares(
                     *members_on.entry(*l).or_default() += 1;
                 }
             }
+            // The active pass's members hold a reserve besides their split.
+            let reserve = if *pass == Some(true) { reserve_bps } else { 0 };
+            let mut split = vec![0; g.flows.len()];
             for (k, f) in g.flows.iter().enumerate() {
                 if !takes[k] {
                     continue;
                 }
-                g.spare_bps[k] = least_split(path_of(*f), &left, &members_on);
+                split[k] = least_split(path_of(*f), &left, &members_on);
+                g.spare_bps[k] = split[k].saturating_add(reserve);
             }
             for (k, f) in g.flows.iter().enumerate() {
                 if !takes[k] {
@@ -1059,7 +1150,7 @@ fn priority_shares(
                 }
                 for l in path_of(*f) {
                     if let Some(e) = left.get_mut(l) {
-                        *e = e.saturating_sub(g.spare_bps[k]);
+                        *e = e.saturating_sub(split[k]);
                     }
                 }
             }

@@ -227,18 +227,66 @@ fn the_receivers_cut_and_the_slot_rate() {
     let pace = x.pacing_rate_bps(2_500, g.decision.share_now_bps[k]);
     assert_eq!(pace, 1_000);
     assert_eq!(
-        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 0, 0),
+        slot_rate_bps(
+            RateRule::PlanOrShare,
+            x,
+            2_500,
+            g.decision.share_now_bps[k],
+            0,
+            0
+        ),
         pace
     );
     assert_eq!(
-        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 1_500, 0),
+        slot_rate_bps(
+            RateRule::PlanOrShare,
+            x,
+            2_500,
+            g.decision.share_now_bps[k],
+            1_500,
+            0
+        ),
         1_500
     );
     assert_eq!(
-        slot_rate_bps(x, 2_500, g.decision.share_now_bps[k], 1_500, 2_000),
+        slot_rate_bps(
+            RateRule::PlanOrShare,
+            x,
+            2_500,
+            g.decision.share_now_bps[k],
+            1_500,
+            2_000
+        ),
         2_000
     );
     assert_eq!(g.spare_bps, vec![0]);
+    // Under the strict-priority rule the share is the rate: the plan does not raise it.
+    assert_eq!(
+        slot_rate_bps(RateRule::Share, x, 2_500, g.decision.share_now_bps[k], 0, 0),
+        0
+    );
+    assert_eq!(
+        slot_rate_bps(
+            RateRule::Share,
+            x,
+            2_500,
+            g.decision.share_now_bps[k],
+            300,
+            200
+        ),
+        300
+    );
+    assert_eq!(
+        slot_rate_bps(
+            RateRule::Share,
+            x,
+            2_500,
+            g.decision.share_now_bps[k],
+            100,
+            200
+        ),
+        200
+    );
 }
 
 #[test]
@@ -445,6 +493,7 @@ proptest! {
             share_spare: spare,
             sendable_only: sendable,
             work_conserving: false,
+            strict_rates: false,
             job_rank: vec![(JobKey(2), 0), (JobKey(1), 1)],
         };
         let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
@@ -509,7 +558,7 @@ proptest! {
         // nothing now, and only with spare sharing on.
         for g in &d.groups {
             for (k, x) in g.decision.decisions.iter().enumerate() {
-                prop_assert_eq!(g.rates_bps[k], slot_rate_bps(x, g.progress[k].remaining_bytes,
+                prop_assert_eq!(g.rates_bps[k], slot_rate_bps(opts.rate_rule(), x, g.progress[k].remaining_bytes,
                     g.decision.share_now_bps[k], g.spare_bps[k], 0));
                 let idle = x.plan.bytes.first().copied().unwrap_or(0) == 0;
                 prop_assert!(g.spare_bps[k] == 0 || (spare && idle), "spare {} to flow {}", g.spare_bps[k], g.flows[k].0);
@@ -631,6 +680,69 @@ fn work_conserving_priority_skips_idle_higher_ranked_jobs() {
 }
 
 #[test]
+fn strict_rates_pace_a_lower_ranked_flow_at_its_share_with_the_floors_reserved() {
+    // Both jobs active on link 0 (1000 bit/s): job 1's plan takes 600 of it in the slot and
+    // leaves job 2's plan 400, but job 1's strict-priority share is the whole link. With the
+    // plan-or-share rule job 2 also runs at its plan: the link is booked beyond its capacity.
+    // With strict rates job 2 gets what job 1's share leaves (its floor, reserved first) and
+    // the two rates add up to the link.
+    let flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 600),
+        flow(2, 2, FlowRole::Other, &[0, 1], 0, 2_000),
+    ];
+    let plan_or_share = PolicyOptions {
+        rules: Rules::Priority,
+        work_conserving: true,
+        job_rank: vec![(JobKey(1), 0), (JobKey(2), 1)],
+        ..PolicyOptions::default()
+    };
+    assert_eq!(plan_or_share.rate_rule(), RateRule::PlanOrShare);
+    let floored = Snapshot {
+        min_rate_bps: 10,
+        ..snapshot(flows.clone())
+    };
+    let mut t = table(&[1_000, 400], 4);
+    let d = decide(&mut t, &floored, &plan_or_share).unwrap();
+    let (g2, k2) = group(&d, 2);
+    assert!(
+        g2.decision.decisions[k2].plan.bytes[0] > 0,
+        "job 2 has a plan in the slot"
+    );
+    let booked =
+        |d: &Decisions| -> u64 { [1, 2].iter().map(|f| d.rate_bps(FlowId(*f)).unwrap()).sum() };
+    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
+    assert!(booked(&d) > 1_000, "overbooked: {}", booked(&d));
+    let strict = PolicyOptions {
+        strict_rates: true,
+        ..plan_or_share.clone()
+    };
+    assert_eq!(strict.rate_rule(), RateRule::Share);
+    let mut t = table(&[1_000, 400], 4);
+    let d = decide(&mut t, &floored, &strict).unwrap();
+    assert_eq!(d.rate_bps(FlowId(1)), Some(990));
+    assert_eq!(d.rate_bps(FlowId(2)), Some(10));
+    assert_eq!(booked(&d), 1_000);
+    // Without a floor, job 2 gets nothing while job 1 sends.
+    let mut t = table(&[1_000, 400], 4);
+    let d = decide(&mut t, &snapshot(flows.clone()), &strict).unwrap();
+    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
+    assert_eq!(d.rate_bps(FlowId(2)), Some(0));
+    // Strict rates need work conservation and strict priority; elsewhere the rule is unchanged.
+    for o in [
+        PolicyOptions {
+            work_conserving: false,
+            ..strict.clone()
+        },
+        PolicyOptions {
+            rules: Rules::Interleave,
+            ..strict.clone()
+        },
+    ] {
+        assert_eq!(o.rate_rule(), RateRule::PlanOrShare);
+    }
+}
+
+#[test]
 fn priority_levels_and_weights() {
     let job = |j: u64, rank: u64, links: &[u32]| RankedJob {
         job: JobKey(j),
@@ -712,6 +824,7 @@ proptest! {
             share_spare: false,
             sendable_only: sendable,
             work_conserving: false,
+            strict_rates: false,
             job_rank: vec![(JobKey(first), 0), (JobKey(3 - first), 1)],
         };
         let d = decide(&mut t, &snapshot(flows.clone()), &opts).unwrap();
@@ -738,6 +851,48 @@ proptest! {
             let path = &flows.iter().find(|f| f.flow == g0.flows[0]).unwrap().path;
             let whole = path.iter().map(|l| caps[l.0 as usize]).min().unwrap();
             prop_assert_eq!(g0.spare_bps[0], whole);
+        }
+    }
+
+    /// Work-conserving strict priority with strict rates and a floor: on every link, the rates
+    /// of the flows with bytes to send now add up to at most its capacity (their floors are
+    /// reserved, none is raised to its own plan), and each is at least the floor.
+    #[test]
+    fn strict_rates_never_overbook_a_link_with_active_flows(
+        (caps, flows, _spare, sendable) in mix(),
+        first in 1u64..=2,
+        floor in 0u64..=3,
+    ) {
+        let mut t = table(&caps, 4);
+        let opts = PolicyOptions {
+            rules: Rules::Priority,
+            share_spare: true,
+            sendable_only: sendable,
+            work_conserving: true,
+            strict_rates: true,
+            job_rank: vec![(JobKey(first), 0), (JobKey(3 - first), 1)],
+        };
+        let snap = Snapshot { min_rate_bps: floor, ..snapshot(flows.clone()) };
+        let d = decide(&mut t, &snap, &opts).unwrap();
+        let path = |f: FlowId| &flows.iter().find(|x| x.flow == f).unwrap().path;
+        for (l, c) in caps.iter().enumerate() {
+            let link = LinkId(l as u32);
+            let active: Vec<u64> = d.groups.iter()
+                .flat_map(|g| (0..g.flows.len()).map(move |k| (g, k)))
+                .filter(|(g, k)| g.decision.decisions[*k].plan.bytes.first().is_some_and(|b| *b > 0))
+                .filter(|(g, k)| path(g.flows[*k]).contains(&link))
+                .map(|(g, k)| g.rates_bps[k])
+                .collect();
+            if floor * active.len() as u64 <= *c {
+                let sum: u64 = active.iter().sum();
+                prop_assert!(sum <= *c, "link {} active rates {:?} over {}", l, active, c);
+            }
+        }
+        for g in &d.groups {
+            for k in 0..g.flows.len() {
+                prop_assert!(g.rates_bps[k] >= floor);
+                prop_assert_eq!(g.rates_bps[k], g.spare_bps[k].max(floor));
+            }
         }
     }
 }

@@ -136,6 +136,7 @@ fn mlcc_il(cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Mlcc, SimError> 
         share_spare: true,
         sendable_only: false,
         work_conserving: false,
+        strict_rates: false,
         job_rank: Vec::new(),
     };
     m.name = "mlcc-il".into();

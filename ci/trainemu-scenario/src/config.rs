@@ -99,7 +99,7 @@ pub enum PcnVariant {
 }
 
 /// The agent's scheduling settings a scheduled run may name (`+rules=NAME`, `+order=NAME`,
-/// `+floor=KBPS`); each `None` leaves agent.toml's default.
+/// `+floor=KBPS`, `+strict=on|off`); each `None` leaves agent.toml's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentSched {
     /// `[sched] rules` (`+rules=NAME`; the names are `mlcc_sched::Rules`').
@@ -108,6 +108,9 @@ pub struct AgentSched {
     pub job_order: Option<mlcc_sched::JobOrder>,
     /// `min_rate_kbps`, the floor of every rate the agent applies, kbit/s (`+floor=KBPS`, > 0).
     pub min_rate_kbps: Option<u64>,
+    /// `[sched] strict_rates` (`+strict=on|off`): under `priority`, each flow paced at its
+    /// strict-priority share (`mlcc_sched::PolicyOptions::strict_rates`).
+    pub strict_rates: Option<bool>,
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
@@ -119,8 +122,9 @@ pub struct AgentSched {
 /// may also name the agent's rule set, `+rules=NAME` (agent.toml's `[sched] rules`, e.g.
 /// `mltcp+agent+rules=interleave`; the names are `mlcc_sched::Rules`') and its job order,
 /// `+order=NAME` (agent.toml's `[sched] job_order`, e.g. `+order=earliest_deadline`; the names
-/// are `mlcc_sched::JobOrder`'), and the floor of its rates, `+floor=KBPS` (agent.toml's
-/// `min_rate_kbps`); see [`AgentSched`]. The whole string labels the run.
+/// are `mlcc_sched::JobOrder`'), the floor of its rates, `+floor=KBPS` (agent.toml's
+/// `min_rate_kbps`), and its strict-priority rates, `+strict=on|off` (`[sched]
+/// strict_rates`); see [`AgentSched`]. The whole string labels the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -133,7 +137,7 @@ pub struct CcVariant {
     pub agent: Option<AgentMode>,
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
-    /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`).
+    /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`, `+strict=`).
     pub sched: AgentSched,
 }
 
@@ -165,7 +169,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -177,6 +181,8 @@ impl CcVariant {
             other.into_iter().partition(|t| t.starts_with("order="));
         let (floor_tokens, other): (Vec<&str>, Vec<&str>) =
             other.into_iter().partition(|t| t.starts_with("floor="));
+        let (strict_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("strict="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -316,6 +322,18 @@ impl CcVariant {
                 _ => Err("the floor must be a whole number of kbit/s > 0".to_string()),
             },
         )?;
+        let strict_rates = agent_setting(
+            &strict_tokens,
+            "strict",
+            "on|off",
+            "the agent's strict-priority rates",
+            scheduled,
+            |v| match v {
+                "on" => Ok(true),
+                "off" => Ok(false),
+                _ => Err("strict rates are 'on' or 'off'".to_string()),
+            },
+        )?;
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
@@ -326,6 +344,7 @@ impl CcVariant {
                 rules,
                 job_order,
                 min_rate_kbps,
+                strict_rates,
             },
         })
     }
@@ -1308,6 +1327,20 @@ workers = ["h1", "h2"]
             CcVariant::parse("mltcp+agent").unwrap().sched.min_rate_kbps,
             None
         );
+        let v = CcVariant::parse("mltcp+agent+rules=priority+strict=on").unwrap();
+        assert_eq!(v.sched.strict_rates, Some(true));
+        assert_eq!(v.dir_name(), "mltcp-agent-rules-priority-strict-on");
+        assert_eq!(
+            CcVariant::parse("mltcp+agent+strict=off")
+                .unwrap()
+                .sched
+                .strict_rates,
+            Some(false)
+        );
+        assert_eq!(
+            CcVariant::parse("mltcp+agent").unwrap().sched.strict_rates,
+            None
+        );
         for (bad, why) in [
             ("mltcp+order=first_come", "needs +agent or +agent+switch"),
             ("mltcp+agent+order=lifo", "must be one of \"first_come\""),
@@ -1320,6 +1353,9 @@ workers = ["h1", "h2"]
             ("mltcp+agent+floor=0", "whole number of kbit/s > 0"),
             ("mltcp+agent+floor=fast", "whole number of kbit/s > 0"),
             ("mltcp+agent+floor=1+floor=2", "more than once"),
+            ("mltcp+strict=on", "needs +agent or +agent+switch"),
+            ("mltcp+agent+strict=yes", "'on' or 'off'"),
+            ("mltcp+agent+strict=on+strict=off", "more than once"),
             ("dctcp+pcn+rules=mlcc", "needs +agent or +agent+switch"),
             ("mltcp+agent+rules=fifo", "must be one of \"mlcc\""),
             ("mltcp+agent+rules=mlcc+rules=mlcc", "more than once"),

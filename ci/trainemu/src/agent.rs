@@ -155,7 +155,8 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
 }
 
 /// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `sched`: its `[sched]
-/// rules` and `job_order` and its `min_rate_kbps`, the agent's defaults where `None`).
+/// rules`, `job_order` and `strict_rates` and its `min_rate_kbps`, the agent's defaults where
+/// `None`).
 pub fn agent_toml(
     s: &Scenario,
     mode: AgentMode,
@@ -184,7 +185,7 @@ pub fn agent_toml(
     if let Some(k) = sched.min_rate_kbps {
         let _ = writeln!(t, "min_rate_kbps = {k}");
     }
-    if sched.rules.is_some() || sched.job_order.is_some() {
+    if sched.rules.is_some() || sched.job_order.is_some() || sched.strict_rates.is_some() {
         t.push_str("\n[sched]\n");
     }
     if let Some(r) = sched.rules {
@@ -192,6 +193,9 @@ pub fn agent_toml(
     }
     if let Some(o) = sched.job_order {
         let _ = writeln!(t, "job_order = \"{}\"", o.name());
+    }
+    if let Some(on) = sched.strict_rates {
+        let _ = writeln!(t, "strict_rates = {on}");
     }
     match pcn {
         PcnVariant::Default => {}
@@ -560,25 +564,55 @@ workers = ["h1", "h2"]
         };
         let il = Some(mlcc_sched::Rules::Interleave);
         let edf = Some(mlcc_sched::JobOrder::EarliestDeadline);
-        for (mode, pcn, rules, order, floor) in [
-            (AgentMode::NicOnly, PcnVariant::Default, None, None, None),
-            (AgentMode::NicOnly, PcnVariant::Default, il, None, None),
+        for (mode, pcn, rules, order, floor, strict) in [
+            (
+                AgentMode::NicOnly,
+                PcnVariant::Default,
+                None,
+                None,
+                None,
+                None,
+            ),
+            (
+                AgentMode::NicOnly,
+                PcnVariant::Default,
+                il,
+                None,
+                None,
+                None,
+            ),
             (
                 AgentMode::NicOnly,
                 PcnVariant::Default,
                 None,
                 edf,
                 Some(5000),
+                Some(true),
             ),
-            (AgentMode::Switch, PcnVariant::Default, None, None, None),
-            (AgentMode::Switch, PcnVariant::Off, il, edf, Some(250)),
-            (AgentMode::Switch, on, None, None, None),
-            (AgentMode::PcnOnly, on, None, None, None),
+            (
+                AgentMode::Switch,
+                PcnVariant::Default,
+                None,
+                None,
+                None,
+                None,
+            ),
+            (
+                AgentMode::Switch,
+                PcnVariant::Off,
+                il,
+                edf,
+                Some(250),
+                Some(false),
+            ),
+            (AgentMode::Switch, on, None, None, None, None),
+            (AgentMode::PcnOnly, on, None, None, None, None),
         ] {
             let sched = AgentSched {
                 rules,
                 job_order: order,
                 min_rate_kbps: floor,
+                strict_rates: strict,
             };
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
@@ -592,6 +626,10 @@ workers = ["h1", "h2"]
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
             assert_eq!(c.rules, rules.unwrap_or_default());
             assert_eq!(c.job_order, order.unwrap_or_default());
+            assert_eq!(
+                c.strict_rates,
+                strict.unwrap_or(ccp_agent::config::DEFAULT_STRICT_RATES)
+            );
             assert_eq!(
                 c.min_rate_bps,
                 floor.unwrap_or(ccp_agent::config::DEFAULT_MIN_RATE_KBPS) * 1000

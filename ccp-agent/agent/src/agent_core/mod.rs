@@ -949,6 +949,7 @@ impl Core {
         match (&f.reg, &f.plan) {
             (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
                 mlcc_sched::slot_rate_bps(
+                    p.rate_rule,
                     &p.decision,
                     p.progress.remaining_bytes,
                     p.available_now_bps,

@@ -66,6 +66,9 @@ pub(super) struct Planned {
     /// dependency, or deferred by Alg. 1): its share of what every plan of the slot leaves
     /// free on its path, bit/s (`GroupOutcome::spare_bps`); 0 for a flow with bytes planned.
     pub(super) spare_bps: u64,
+    /// How its rate is formed from the plan, the spare share and the floor
+    /// (`mlcc_sched::PolicyOptions::rate_rule`).
+    pub(super) rate_rule: mlcc_sched::RateRule,
     /// The progress it was planned with (bytes left bounded by what its dependency lets it
     /// send).
     pub(super) progress: FlowProgress,
@@ -411,6 +414,7 @@ impl Core {
             share_spare: true,
             sendable_only: true,
             work_conserving: self.cfg.work_conserving,
+            strict_rates: self.cfg.strict_rates,
             job_rank,
         };
         let decisions = match policy::decide(&mut table, &snapshot, &options) {
@@ -439,6 +443,7 @@ impl Core {
                     view: g.decision.views.get(k).cloned().unwrap_or_default(),
                     available_now_bps: g.decision.share_now_bps.get(k).copied().unwrap_or(0),
                     spare_bps: g.spare_bps.get(k).copied().unwrap_or(0),
+                    rate_rule: options.rate_rule(),
                     progress: g.progress.get(k).copied().unwrap_or(c.state.progress),
                     role,
                     local: c.local_links.clone(),
