@@ -1082,6 +1082,13 @@ fn is_active(g: &GroupOutcome, k: usize) -> bool {
         .is_some_and(|b| *b > 0)
 }
 
+/// Whether member `k` of group `g` has bytes to send now (under
+/// [`PolicyOptions::sendable_only`], bytes its dependency lets it send), planned in the current
+/// slot or not: such a flow sends at least at the floor whatever its plan.
+fn has_bytes(g: &GroupOutcome, k: usize) -> bool {
+    g.progress.get(k).is_some_and(|p| p.remaining_bytes > 0)
+}
+
 /// [`Rules::Priority`]'s shares of the current slot, into [`GroupOutcome::spare_bps`]: per
 /// link, what the flows not decided now leave ([`undecided_leave`]); then, group by group in
 /// planning order, each member gets the least over its path of what is left divided by the
@@ -1089,9 +1096,10 @@ fn is_active(g: &GroupOutcome, k: usize) -> bool {
 /// `work_conserving`, two such passes: the active members first ([`is_active`]), then the idle
 /// ones, so an idle group never holds what an active one after it could send. With
 /// `reserve_bps` > 0 (the floor under [`RateRule::Share`], with `work_conserving`), that much
-/// is first set aside on its links for every active member, and an active member's share is
-/// its split of the rest plus its reserve: the floors the lower-ranked active flows will be
-/// paced at are not also given to the first-ranked one.
+/// is first set aside on its links for every member with bytes to send ([`has_bytes`]: planned
+/// in the current slot or deferred behind higher-ranked plans, it sends at the floor either
+/// way), and such a member's share is its split of the rest plus its reserve: the floors the
+/// lower-ranked flows will be paced at are not also given to the first-ranked one.
 fn priority_shares(
     table: &LinkLoadTable,
     snapshot: &Snapshot,
@@ -1106,7 +1114,7 @@ fn priority_shares(
     if reserve_bps > 0 {
         for g in &out.groups {
             for (k, f) in g.flows.iter().enumerate() {
-                if !is_active(g, k) {
+                if !has_bytes(g, k) {
                     continue;
                 }
                 for l in path_of(*f) {
@@ -1134,14 +1142,14 @@ fn priority_shares(
                     *members_on.entry(*l).or_default() += 1;
                 }
             }
-            // The active pass's members hold a reserve besides their split.
-            let reserve = if *pass == Some(true) { reserve_bps } else { 0 };
             let mut split = vec![0; g.flows.len()];
             for (k, f) in g.flows.iter().enumerate() {
                 if !takes[k] {
                     continue;
                 }
                 split[k] = least_split(path_of(*f), &left, &members_on);
+                // A member with bytes to send holds its reserve besides its split.
+                let reserve = if has_bytes(g, k) { reserve_bps } else { 0 };
                 g.spare_bps[k] = split[k].saturating_add(reserve);
             }
             for (k, f) in g.flows.iter().enumerate() {

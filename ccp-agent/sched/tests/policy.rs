@@ -855,8 +855,9 @@ proptest! {
     }
 
     /// Work-conserving strict priority with strict rates and a floor: on every link, the rates
-    /// of the flows with bytes to send now add up to at most its capacity (their floors are
-    /// reserved, none is raised to its own plan), and each is at least the floor.
+    /// of the flows with bytes to send now (planned in the slot or not) add up to at most its
+    /// capacity (their floors are reserved, none is raised to its own plan), and each is at
+    /// least the floor.
     #[test]
     fn strict_rates_never_overbook_a_link_with_active_flows(
         (caps, flows, _spare, sendable) in mix(),
@@ -879,7 +880,7 @@ proptest! {
             let link = LinkId(l as u32);
             let active: Vec<u64> = d.groups.iter()
                 .flat_map(|g| (0..g.flows.len()).map(move |k| (g, k)))
-                .filter(|(g, k)| g.decision.decisions[*k].plan.bytes.first().is_some_and(|b| *b > 0))
+                .filter(|(g, k)| g.progress[*k].remaining_bytes > 0)
                 .filter(|(g, k)| path(g.flows[*k]).contains(&link))
                 .map(|(g, k)| g.rates_bps[k])
                 .collect();

@@ -273,6 +273,9 @@ pub struct Sim {
     /// Hold the switch's answers until every agent has ticked (replies slower than the
     /// agents' ticks), instead of answering at once.
     pub slow_switch: bool,
+    /// Slots in which the flows' rates asked the shared link for more than its capacity
+    /// (every sender then lost bytes).
+    pub overbooked_slots: u64,
     next_local: LocalFlow,
     held: Vec<(usize, Input)>,
 }
@@ -310,6 +313,7 @@ impl Sim {
             switch: SimSwitch::default(),
             slot: FIRST_SLOT,
             slow_switch: false,
+            overbooked_slots: 0,
             next_local: 1,
             held: Vec::new(),
         }
@@ -611,6 +615,7 @@ impl Sim {
         let cap = (SHARED_BPS / 8) as f64 * slot_s;
         let total: u64 = want.iter().sum();
         let scale = if total as f64 > cap {
+            self.overbooked_slots += 1;
             cap / total as f64
         } else {
             1.0
