@@ -13,8 +13,9 @@
 # timer: TCG emulates no PMU; on the guest clock a sample is a fixed count of instructions).
 # perf costs CPU itself, so this gives where the time goes, not how much there is: the amounts
 # come from ccp-overhead.sh. Files in /results/ccp-profile: KIND.sym.txt (samples by command and
-# symbol, kernel and user), KIND.dso.txt (by command and object), the agent's log, and the
-# iperf3 JSON. A single run: read it as an anecdote that points where to measure.
+# symbol, kernel and user), KIND.dso.txt (by command and object), KIND.mltcp.txt (tcp_mltcp's
+# own symbols, all of them), the agent's log, and the iperf3 JSON. A single run: read it as an
+# anecdote that points where to measure.
 
 VM_LIB=${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}
 . "$VM_LIB" || { echo "cannot source vm-lib.sh"; exit 1; }
@@ -59,6 +60,9 @@ for kind in reno ccp1; do
     > "$OUT/$kind.sym.txt" 2>/dev/null
   perf report -i "$OUT/$kind.data" --stdio --no-children --sort comm,dso \
     > "$OUT/$kind.dso.txt" 2>/dev/null
+  # The module's own symbols, every one (the per-ACK program and its glue under CCP).
+  perf report -i "$OUT/$kind.data" --stdio --no-children --sort dso,sym --percent-limit 0 \
+    2>/dev/null | grep 'tcp_mltcp' > "$OUT/$kind.mltcp.txt"
   rm -f "$OUT/$kind.data"
   echo "== $kind: $(vm_iperf_bytes "$OUT/$kind.json") bytes; top by command and object:"
   grep -v '^#' "$OUT/$kind.dso.txt" | grep -v '^$' | head -n 12

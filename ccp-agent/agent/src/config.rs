@@ -1005,7 +1005,14 @@ pub struct AgentConfig {
     pub strict_rates: bool,
 }
 
-/// Default of `[sched] strict_rates`.
+/// Default of `[sched] strict_rates`: off, by measurement. On `ci/scenarios/agent.toml` (guest
+/// time, one vCPU, 20 iterations, seeds 1-12 in one invocation, 2026-11-27: `run-scenario.sh
+/// --seeds 12 --vms 2 --iterations 20 --ccs "cubic,mltcp+agent+rules=priority+strict=off,
+/// mltcp+agent+rules=priority+strict=on"`, README "Strict-priority rates"), strict rates made
+/// the mean iteration 4.6 % [0.3, 8.8] longer than the plan-or-share rates, paired per seed
+/// (against cubic: off −2.8 % [−5.0, −0.6], on +1.6 % [−2.7, +6.0]). The port's drops fell
+/// (seed 1: 298 against 658), but in 5 of 12 seeds the jobs locked into a schedule where all
+/// three computed at once and the port sat idle (rings at 1.45-1.50 x ideal against 1.13-1.27).
 pub const DEFAULT_STRICT_RATES: bool = false;
 
 /// Default of `[sched] work_conserving`. Chosen by the guest-time runs of
