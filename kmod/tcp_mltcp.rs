@@ -20,7 +20,8 @@
 //!   proportion to the fraction of CE-marked packets) with MLTCP-Reno's F-scaled increase; without
 //!   ECN negotiated it runs MLTCP-Reno, as tcp_dctcp.c falls back to Reno.
 //!
-//! Multiplicative decrease is unchanged; slow start is scaled by F capped at 1.0
+//! Multiplicative decrease is unchanged (with `scale_decrease = 1`, `mltcp`'s is scaled by F
+//! as well: `mltcp_math::reno::mltcp_ssthresh`); slow start is scaled by F capped at 1.0
 //! (`scale_slow_start`). Iterations are found in the flow itself:
 //! a send after an idle gap longer than `idle_gap_us` (and than two smoothed RTTs) starts a new
 //! iteration; bytes per iteration are an EWMA of completed iterations. Until one iteration has
@@ -120,6 +121,14 @@ kernel::module_param!(
 );
 
 kernel::module_param!(
+    /// Whether `mltcp`'s multiplicative decrease is scaled by F as well.
+    static SCALE_DECREASE: u32 = Params::DEFAULT.scale_decrease;
+    module: "tcp_mltcp", name: "scale_decrease", perm: 0o644,
+    check: |v| params::validate_scale_decrease(v).map_err(refuse),
+    desc: "1: mltcp keeps 1 - 1/(2F) of its window at a loss (within 1/8..7/8); 0: Reno's half (0..1)"
+);
+
+kernel::module_param!(
     /// CCP: fall back to native MLTCP after this long without a message from the agent (0: off).
     static CCP_HEARTBEAT_MS: u32 = 0;
     module: "tcp_mltcp", name: "ccp_heartbeat_ms", perm: 0o644,
@@ -156,6 +165,7 @@ fn params() -> Params {
         idle_gap_us: IDLE_GAP_US.get(),
         ewma_weight_fx: EWMA_WEIGHT_FX.get(),
         scale_slow_start: SCALE_SLOW_START.get(),
+        scale_decrease: SCALE_DECREASE.get(),
     }
 }
 
@@ -381,7 +391,13 @@ impl Base for Reno {
     type State = MltcpRenoState;
 
     fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
-        reno::ssthresh(sk.snd_cwnd())
+        let p = params();
+        if p.scale_decrease == 0 {
+            return reno::ssthresh(sk.snd_cwnd());
+        }
+        let bytes = sk.bytes_acked();
+        let f_fx = sk.data().m.iter.scale_fx(&p, bytes);
+        reno::mltcp_ssthresh(sk.snd_cwnd(), f_fx)
     }
 
     fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {
@@ -553,12 +569,13 @@ impl kernel::Module for MltcpModule {
         let dctcp = Registration::new(module)?;
         let p = params();
         pr_info!(
-            "registered mltcp, mltcp_cubic and mltcp_dctcp (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={} scale_slow_start={})\n",
+            "registered mltcp, mltcp_cubic and mltcp_dctcp (slope_fx={} intercept_fx={} idle_gap_us={} ewma_weight_fx={} scale_slow_start={} scale_decrease={})\n",
             p.slope_fx,
             p.intercept_fx,
             p.idle_gap_us,
             p.ewma_weight_fx,
-            p.scale_slow_start
+            p.scale_slow_start,
+            p.scale_decrease
         );
         Ok(Self { _reno: reno, _cubic: cubic, _dctcp: dctcp, _ccp: ccp })
     }

@@ -56,6 +56,7 @@ pub const MLTCP_PARAMS: &[&str] = &[
     "idle_gap_us",
     "ewma_weight_fx",
     "scale_slow_start",
+    "scale_decrease",
     "dctcp_shift_g",
     "dctcp_alpha_on_init",
 ];

@@ -46,6 +46,13 @@ pub struct Params {
     /// than Linux's; [`super::iteration::slow_start_gain_fx`]); 0: Linux's slow start, F acts in
     /// congestion avoidance only. Range `[0, 1]`.
     pub scale_slow_start: u32,
+    /// 1: MLTCP-Reno's multiplicative decrease is scaled by F too: a loss keeps `1 − 1/(2F)` of
+    /// the window (Reno's half at F = 1), within `[1/8, 7/8]`
+    /// ([`super::reno::mltcp_ssthresh`]), so the flow further into its iteration keeps more of
+    /// its window and the weighting holds from the first loss on; 0: Reno's half, as the thesis
+    /// has it ("multiplicative decrease is unchanged"). This project's extension, `mltcp` only.
+    /// Range `[0, 1]`.
+    pub scale_decrease: u32,
 }
 
 impl Params {
@@ -113,6 +120,7 @@ impl Params {
         idle_gap_us: 20_000,
         ewma_weight_fx: 256,
         scale_slow_start: 1,
+        scale_decrease: 0,
     };
 
     /// Checks every field against its range; returns the first offending one.
@@ -122,6 +130,7 @@ impl Params {
         validate_idle_gap_us(self.idle_gap_us)?;
         validate_ewma_weight_fx(self.ewma_weight_fx)?;
         validate_scale_slow_start(self.scale_slow_start)?;
+        validate_scale_decrease(self.scale_decrease)?;
         Ok(())
     }
 }
@@ -188,6 +197,11 @@ pub fn validate_ewma_weight_fx(v: u32) -> Result<u32, ParamError> {
     check("ewma_weight_fx", v, 1, FX_ONE)
 }
 
+/// Validates `scale_decrease` (a flag): 0 or 1.
+pub fn validate_scale_decrease(v: u32) -> Result<u32, ParamError> {
+    check("scale_decrease", v, 0, 1)
+}
+
 /// Validates `scale_slow_start` (a flag): 0 or 1.
 pub fn validate_scale_slow_start(v: u32) -> Result<u32, ParamError> {
     check("scale_slow_start", v, 0, 1)
@@ -231,6 +245,9 @@ mod tests {
         assert!(validate_scale_slow_start(0).is_ok());
         assert!(validate_scale_slow_start(1).is_ok());
         assert!(validate_scale_slow_start(2).is_err());
+        assert!(validate_scale_decrease(0).is_ok());
+        assert!(validate_scale_decrease(1).is_ok());
+        assert!(validate_scale_decrease(2).is_err());
         let e = validate_ewma_weight_fx(0).unwrap_err();
         assert_eq!(
             e,

@@ -31,6 +31,7 @@ const IDENTITY: Params = Params {
     idle_gap_us: 20_000,
     ewma_weight_fx: 256,
     scale_slow_start: 0,
+    scale_decrease: 0,
 };
 
 #[derive(Clone, Copy, Debug)]

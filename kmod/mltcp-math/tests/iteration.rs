@@ -197,6 +197,7 @@ fn params() -> impl Strategy<Value = Params> {
             idle_gap_us: g,
             ewma_weight_fx: w,
             scale_slow_start: ss,
+            scale_decrease: 0,
         })
 }
 

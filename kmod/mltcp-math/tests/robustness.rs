@@ -112,6 +112,7 @@ fn any_params() -> impl Strategy<Value = Params> {
             idle_gap_us: g,
             ewma_weight_fx: w,
             scale_slow_start: ss,
+            scale_decrease: 0,
         })
 }
 
