@@ -38,7 +38,10 @@ const RENO: &str = "
 
 /// ccp-agent's program, without its comment lines (as the agent compiles it).
 fn mlcc_slot() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datapath-programs/mlcc-slot.ccp");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../datapath-programs/mlcc-slot.ccp"
+    );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     program_lines(&text).collect::<Vec<_>>().join("\n")
 }
