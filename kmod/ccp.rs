@@ -65,7 +65,7 @@ const PROGRAMS: usize = 32;
 /// The core over our shards; programs live in kernel `Arc`s.
 type Core = ShardedDatapath<SHARDS, PER_SHARD, PROGRAMS, KernelPrograms>;
 
-/// The program store of the kernel: each installed program in its own `Arc` (about 9.2 KiB,
+/// The program store of the kernel: each installed program in its own `Arc` (about 14 KiB,
 /// allocated in the netlink input's process context), shared by the master table and the
 /// shards' replicas, freed with the last of them.
 struct KernelPrograms;

@@ -155,7 +155,7 @@ impl FlowLoc {
 /// `N` flow slots with their generations, a round-robin hint and the counters of what happened
 /// to them: all the flows of a [`Datapath`], one shard of a [`ShardedDatapath`].
 ///
-/// Size on x86-64: `N` × 752 B + 300 B. Every field is an integer, bool or array of them, and
+/// Size on x86-64: `N` × 864 B + 300 B. Every field is an integer, bool or array of them, and
 /// the all-zero bit pattern is the same value as [`FlowTable::new`], so the kernel may allocate
 /// it zeroed. Not thread-safe by itself: a host locks it (one lock per shard).
 #[derive(Clone, Debug)]
@@ -386,7 +386,7 @@ impl<const N: usize> Default for FlowTable<N> {
 /// A single-threaded CCP datapath for up to `FLOWS` flows (1..=65535) and `PROGRAMS` programs,
 /// programs kept by value ([`InlineProgram`]).
 ///
-/// Size on x86-64: `FLOWS` × 752 B + `PROGRAMS` × 9.2 KiB. Not thread-safe by itself: calls take
+/// Size on x86-64: `FLOWS` × 864 B + `PROGRAMS` × 14 KiB. Not thread-safe by itself: calls take
 /// `&mut self`; a multi-threaded host uses [`ShardedDatapath`].
 #[derive(Clone, Debug)]
 pub struct Datapath<const FLOWS: usize, const PROGRAMS: usize> {

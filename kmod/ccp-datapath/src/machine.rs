@@ -5,15 +5,20 @@
 //! written over fixed-size state so that it runs in softirq context: nothing allocates, nothing
 //! panics, and every register access is bounds-checked (install-time validation makes the checks
 //! never fail).
+//!
+//! Per ACK the machine reads operands from one flat register file per flow ([`Registers`], laid
+//! out as `program::file` says) through slots resolved at install ([`FlatInstr`]): one load per
+//! operand instead of a `match` on its kind, with this invocation's primitives copied into the
+//! file first. Benchmark: `cargo bench -p ccp-datapath --bench invoke`.
 
 use super::error::Error;
-use super::program::{Instr, Op, ProgRef, Program, ProgramTable, Reg, RegKind};
-use core::ops::Deref;
+use super::program::{file, FlatInstr, Op, Operand, ProgRef, Program, ProgramTable, Reg, RegKind};
 use super::wire::{self, Create, UpdateField, Updates};
 use super::{
-    DatapathOps, FlowInfo, CONTROL_REGS, CREATE_RETRY_US, IMPLICIT_REGS, LOCAL_REGS, REPORT_REGS,
-    TMP_REGS,
+    DatapathOps, FlowInfo, CONTROL_REGS, CREATE_RETRY_US, IMPLICIT_REGS, LOCAL_REGS,
+    NUM_PRIMITIVES, REPORT_REGS, TMP_REGS,
 };
+use core::ops::Deref;
 
 /// Implicit register `__eventFlag`: set by an event's condition.
 pub const EVENT_FLAG: usize = 0;
@@ -67,30 +72,102 @@ pub struct Primitives {
     pub snd_rate: u64,
 }
 
-/// The register files of one flow (libccp `struct register_file`). Public for inspection.
+/// The register files of one flow (libccp `struct register_file`), kept as one array laid out
+/// as [`file`] says, plus the primitives of the current invocation. Public for inspection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registers {
-    /// Report registers (`Report.*`).
-    pub report: [u64; REPORT_REGS],
-    /// Control registers (`Control.*` / plain `def` variables).
-    pub control: [u64; CONTROL_REGS],
-    /// Implicit registers, see [`EVENT_FLAG`]..[`RATE`].
-    pub implicit: [u64; IMPLICIT_REGS],
-    /// Temporaries.
-    pub tmp: [u64; TMP_REGS],
-    /// Locals.
-    pub local: [u64; LOCAL_REGS],
+    file: [u64; file::LEN],
 }
 
 impl Registers {
     /// All registers zero.
     pub const fn new() -> Self {
         Registers {
-            report: [0; REPORT_REGS],
-            control: [0; CONTROL_REGS],
-            implicit: [0; IMPLICIT_REGS],
-            tmp: [0; TMP_REGS],
-            local: [0; LOCAL_REGS],
+            file: [0; file::LEN],
+        }
+    }
+
+    fn part(&self, base: usize, len: usize) -> &[u64] {
+        let end = base.saturating_add(len);
+        self.file.get(base..end).unwrap_or(&[])
+    }
+
+    /// Report registers (`Report.*`).
+    pub fn report(&self) -> &[u64] {
+        self.part(file::REPORT, REPORT_REGS)
+    }
+
+    /// Control registers (`Control.*` / plain `def` variables).
+    pub fn control(&self) -> &[u64] {
+        self.part(file::CONTROL, CONTROL_REGS)
+    }
+
+    /// Implicit registers, see [`EVENT_FLAG`]..[`RATE`].
+    pub fn implicit(&self) -> &[u64] {
+        self.part(file::IMPLICIT, IMPLICIT_REGS)
+    }
+
+    /// Temporaries.
+    pub fn tmp(&self) -> &[u64] {
+        self.part(file::TMP, TMP_REGS)
+    }
+
+    /// Locals.
+    pub fn local(&self) -> &[u64] {
+        self.part(file::LOCAL, LOCAL_REGS)
+    }
+
+    /// The register at `slot` (0 beyond the file, which validation excludes).
+    fn get(&self, slot: usize) -> u64 {
+        self.file.get(slot).copied().unwrap_or(0)
+    }
+
+    /// Sets the register at `slot` (nothing beyond the file, which validation excludes).
+    fn set(&mut self, slot: usize, v: u64) {
+        if let Some(r) = self.file.get_mut(slot) {
+            *r = v;
+        }
+    }
+
+    /// An operand's value (libccp `read_reg`): the register plus an immediate's value.
+    fn read(&self, o: Operand) -> u64 {
+        self.get(usize::from(o.slot)).wrapping_add(u64::from(o.imm))
+    }
+
+    /// Copies the primitives of this invocation into their part (libccp `read_reg` reads them
+    /// from `struct ccp_primitives`; they do not change during a run). `ack_now_us` is
+    /// `Ack.now`, µs since the datapath's time zero.
+    fn load_primitives(&mut self, p: &Primitives, ack_now_us: u64) {
+        // libccp reads an RTT sample of 0 (none) as 0xffff_ffff.
+        let rtt = if p.rtt_sample_us == 0 {
+            0xffff_ffff
+        } else {
+            p.rtt_sample_us
+        };
+        let values: [u64; NUM_PRIMITIVES] = [
+            p.bytes_acked,
+            p.bytes_misordered,
+            p.ecn_bytes,
+            p.ecn_packets,
+            p.lost_pkts_sample,
+            ack_now_us,
+            p.packets_acked,
+            p.packets_misordered,
+            p.bytes_in_flight,
+            p.bytes_pending,
+            p.packets_in_flight,
+            p.rate_incoming,
+            p.rate_outgoing,
+            rtt,
+            u64::from(p.was_timeout),
+        ];
+        // A zip, not `copy_from_slice`: nothing that could panic (lengths match by `file`).
+        let dst = self
+            .file
+            .get_mut(file::PRIMITIVE..file::ZERO)
+            .unwrap_or(&mut []);
+        for (d, v) in dst.iter_mut().zip(values) {
+            *d = v;
         }
     }
 }
@@ -101,12 +178,18 @@ impl Default for Registers {
     }
 }
 
+const _: () = assert!(
+    CONTROL_REGS <= u16::BITS as usize,
+    "Staged::control_pending has one bit per Control register"
+);
+
 /// Updates received from the agent, applied at the start of the next invocation (libccp
 /// `struct staged_update` and `staged_program_index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Staged {
     control: [u64; CONTROL_REGS],
-    control_pending: [bool; CONTROL_REGS],
+    /// Bit `i` set: `control[i]` is pending (one check per ACK tells whether any is).
+    control_pending: u16,
     cwnd: u64,
     cwnd_pending: bool,
     rate: u64,
@@ -120,7 +203,7 @@ impl Staged {
     pub const fn new() -> Self {
         Staged {
             control: [0; CONTROL_REGS],
-            control_pending: [false; CONTROL_REGS],
+            control_pending: 0,
             cwnd: 0,
             cwnd_pending: false,
             rate: 0,
@@ -131,7 +214,7 @@ impl Staged {
     }
 
     fn clear_updates(&mut self) {
-        self.control_pending = [false; CONTROL_REGS];
+        self.control_pending = 0;
         self.cwnd_pending = false;
         self.rate_pending = false;
     }
@@ -156,11 +239,9 @@ impl Staged {
         match RegKind::from_u8(u.reg_type) {
             Ok(RegKind::NonvolatileControl | RegKind::VolatileControl) => {
                 let i = u.reg_index as usize;
-                if let (Some(v), Some(p)) =
-                    (self.control.get_mut(i), self.control_pending.get_mut(i))
-                {
+                if let Some(v) = self.control.get_mut(i) {
                     *v = u.value;
-                    *p = true;
+                    self.control_pending |= 1u16.checked_shl(u.reg_index).unwrap_or(0);
                 }
             }
             Ok(RegKind::Implicit) if u.reg_index as usize == CWND => {
@@ -173,6 +254,28 @@ impl Staged {
             }
             _ => {}
         }
+    }
+
+    /// True if any update (Control, `Cwnd`, `Rate`) waits for the next invocation.
+    fn any_update(&self) -> bool {
+        self.control_pending != 0 || self.cwnd_pending || self.rate_pending
+    }
+
+    /// True if Control register `i` has a staged value.
+    fn control_is_pending(&self, i: usize) -> bool {
+        u32::try_from(i)
+            .ok()
+            .and_then(|i| self.control_pending.checked_shr(i))
+            .is_some_and(|m| m & 1 != 0)
+    }
+
+    /// The staged Control registers: (index, value) of each pending one.
+    fn pending_control(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.control
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.control_is_pending(i))
+            .map(|(i, &v)| (i, v))
     }
 
     /// Validates all updates, then stages them all (all or nothing).
@@ -216,7 +319,7 @@ pub enum ReportStatus {
     SendFailed,
 }
 
-/// The state of one flow: 744 bytes on x86-64, no pointers. The all-zero value is a valid (unused)
+/// The state of one flow: 856 bytes on x86-64, no pointers. The all-zero value is a valid (unused)
 /// state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowState {
@@ -358,16 +461,35 @@ impl FlowState {
             self.set_implicit(MICROS, 0);
         }
 
-        for ((r, v), p) in self
-            .regs
-            .control
-            .iter_mut()
-            .zip(self.staged.control)
-            .zip(self.staged.control_pending)
-        {
-            if p {
-                *r = v;
-            }
+        if self.staged.any_update() {
+            self.apply_updates(ops);
+        }
+        if gone {
+            return Err(Error::ProgramGone);
+        }
+        if self.program.is_none() {
+            return Ok(Invoked::NoProgram);
+        }
+        let Some(prog) = programs.get(self.program) else {
+            self.program = ProgRef::NONE;
+            return Err(Error::ProgramGone);
+        };
+
+        self.run(prog, prims, now, dp_time_zero_us)?;
+        self.enforce(ops);
+        let mut report = ReportStatus::None;
+        if self.implicit(SHOULD_REPORT) != 0 {
+            report = self.send_report(sid, prog, ops);
+            self.reset_volatile(prog);
+        }
+        Ok(Invoked::Ran { report })
+    }
+
+    /// Applies the staged updates (libccp `ccp_invoke`): Control registers, then `Cwnd` and
+    /// `Rate`, each also set in the datapath when non-zero.
+    fn apply_updates(&mut self, ops: &mut impl DatapathOps) {
+        for (i, v) in self.staged.pending_control() {
+            self.regs.set(file::CONTROL.saturating_add(i), v);
         }
         if self.staged.cwnd_pending {
             self.set_implicit(CWND, self.staged.cwnd);
@@ -382,20 +504,11 @@ impl FlowState {
             }
         }
         self.staged.clear_updates();
+    }
 
-        if gone {
-            return Err(Error::ProgramGone);
-        }
-        if self.program.is_none() {
-            return Ok(Invoked::NoProgram);
-        }
-        let Some(prog) = programs.get(self.program) else {
-            self.program = ProgRef::NONE;
-            return Err(Error::ProgramGone);
-        };
-
-        self.run(prog, prims, now, dp_time_zero_us)?;
-
+    /// Enforces what a run left in `Cwnd` (when > 0) and `Rate` (when != 0) (libccp
+    /// `state_machine`).
+    fn enforce(&self, ops: &mut impl DatapathOps) {
         let cwnd = self.implicit(CWND);
         if cwnd > 0 {
             ops.set_cwnd(cwnd);
@@ -404,12 +517,6 @@ impl FlowState {
         if rate != 0 {
             ops.set_rate_abs(rate);
         }
-        let mut report = ReportStatus::None;
-        if self.implicit(SHOULD_REPORT) != 0 {
-            report = self.send_report(sid, prog, ops);
-            self.reset_volatile(prog);
-        }
-        Ok(Invoked::Ran { report })
     }
 
     /// Runs the program's events once (libccp `state_machine` without enforcement and report):
@@ -428,18 +535,15 @@ impl FlowState {
         self.set_implicit(SHOULD_CONTINUE, 0);
         self.set_implicit(SHOULD_REPORT, 0);
         self.set_implicit(MICROS, now_us.wrapping_sub(self.time_zero_us));
-        let cx = Cx {
-            prims,
-            now_us,
-            dp_time_zero_us,
-        };
+        self.regs
+            .load_primitives(prims, now_us.wrapping_sub(dp_time_zero_us));
         for ev in prog.events() {
-            for i in prog.instr_range(ev.cond_start, ev.cond_len) {
-                self.exec(i, &cx)?;
+            for i in prog.flat_range(ev.cond_start, ev.cond_len) {
+                self.exec(i, now_us)?;
             }
             if self.implicit(EVENT_FLAG) != 0 {
-                for i in prog.instr_range(ev.body_start, ev.body_len) {
-                    self.exec(i, &cx)?;
+                for i in prog.flat_range(ev.body_start, ev.body_len) {
+                    self.exec(i, now_us)?;
                 }
             }
             if self.implicit(EVENT_FLAG) != 0 && self.implicit(SHOULD_CONTINUE) == 0 {
@@ -450,7 +554,7 @@ impl FlowState {
     }
 
     fn send_report(&self, sid: u32, prog: &Program, ops: &mut impl DatapathOps) -> ReportStatus {
-        let fields = self.regs.report.get(..prog.num_report()).unwrap_or(&[]);
+        let fields = self.regs.report().get(..prog.num_report()).unwrap_or(&[]);
         let mut buf = [0u8; wire::MEASURE_FIXED_LEN + 8 * REPORT_REGS];
         match wire::write_measure(&mut buf, sid, prog.uid(), fields) {
             Ok(n) => match ops.send_msg(buf.get(..n).unwrap_or(&[])) {
@@ -488,61 +592,36 @@ impl FlowState {
 
     /// The value of implicit register `i` (0 if out of range).
     pub fn implicit(&self, i: usize) -> u64 {
-        self.regs.implicit.get(i).copied().unwrap_or(0)
+        self.regs.implicit().get(i).copied().unwrap_or(0)
     }
 
     fn set_implicit(&mut self, i: usize, v: u64) {
-        if let Some(r) = self.regs.implicit.get_mut(i) {
-            *r = v;
+        if i < IMPLICIT_REGS {
+            self.regs.set(file::IMPLICIT.saturating_add(i), v);
         }
     }
 
     /// Plain store into a register file (no `Micros` side effect); ignores read-only kinds.
     fn store(&mut self, r: Reg, v: u64) {
-        let slot = match r.kind {
-            RegKind::VolatileReport | RegKind::NonvolatileReport => {
-                self.regs.report.get_mut(r.index())
-            }
-            RegKind::VolatileControl | RegKind::NonvolatileControl => {
-                self.regs.control.get_mut(r.index())
-            }
-            RegKind::Tmp => self.regs.tmp.get_mut(r.index()),
-            RegKind::Local => self.regs.local.get_mut(r.index()),
-            RegKind::Implicit => self.regs.implicit.get_mut(r.index()),
-            RegKind::Immediate | RegKind::Primitive => None,
-        };
-        if let Some(s) = slot {
-            *s = v;
+        if !matches!(r.kind, RegKind::Immediate | RegKind::Primitive) {
+            self.regs.set(r.slot(), v);
         }
     }
 
     /// Instruction result write (libccp `write_reg`): writing `Micros` moves the flow's time zero
-    /// so that `Micros` reads `v` now.
-    fn write(&mut self, r: Reg, v: u64, cx: &Cx<'_>) {
-        if r.kind == RegKind::Implicit && r.index() == MICROS {
-            self.time_zero_us = cx.now_us.wrapping_sub(v);
+    /// so that `Micros` reads `v` now. `ret` is a writable slot (install-time validation).
+    fn write(&mut self, ret: u8, v: u64, now_us: u64) {
+        let slot = usize::from(ret);
+        if slot == file::IMPLICIT.saturating_add(MICROS) {
+            self.time_zero_us = now_us.wrapping_sub(v);
         }
-        self.store(r, v);
+        self.regs.set(slot, v);
     }
 
-    /// Operand read (libccp `read_reg`).
-    fn read(&self, r: Reg, cx: &Cx<'_>) -> u64 {
-        let file: &[u64] = match r.kind {
-            RegKind::Immediate => return u64::from(r.val),
-            RegKind::Primitive => return cx.primitive(r.index()),
-            RegKind::VolatileReport | RegKind::NonvolatileReport => &self.regs.report,
-            RegKind::VolatileControl | RegKind::NonvolatileControl => &self.regs.control,
-            RegKind::Tmp => &self.regs.tmp,
-            RegKind::Local => &self.regs.local,
-            RegKind::Implicit => &self.regs.implicit,
-        };
-        file.get(r.index()).copied().unwrap_or(0)
-    }
-
-    /// Executes one instruction (libccp `process_instruction`).
-    fn exec(&mut self, i: &Instr, cx: &Cx<'_>) -> Result<(), Error> {
-        let a = self.read(i.left, cx);
-        let b = self.read(i.right, cx);
+    /// Executes one instruction (libccp `process_instruction`) at clock `now_us`.
+    fn exec(&mut self, i: &FlatInstr, now_us: u64) -> Result<(), Error> {
+        let a = self.regs.read(i.left);
+        let b = self.regs.read(i.right);
         let out = match i.op {
             Op::Add => {
                 let r = a.wrapping_add(b);
@@ -555,7 +634,7 @@ impl FlowState {
             Op::Def => None,
             Op::Div => Some(a.checked_div(b).ok_or(Error::DivByZero)?),
             Op::Equiv => Some(u64::from(a == b)),
-            Op::Ewma => Some(ewma(a, self.read(i.ret, cx), b)),
+            Op::Ewma => Some(ewma(a, self.regs.get(usize::from(i.ret)), b)),
             Op::Gt => Some(u64::from(a > b)),
             Op::If => (a != 0).then_some(b),
             Op::Lt => Some(u64::from(a < b)),
@@ -580,42 +659,9 @@ impl FlowState {
             }
         };
         if let Some(v) = out {
-            self.write(i.ret, v, cx);
+            self.write(i.ret, v, now_us);
         }
         Ok(())
-    }
-}
-
-/// Read-only context of one run.
-struct Cx<'a> {
-    prims: &'a Primitives,
-    now_us: u64,
-    dp_time_zero_us: u64,
-}
-
-impl Cx<'_> {
-    /// Primitive register `i` (libccp `read_reg`, `PRIMITIVE_REG` case).
-    fn primitive(&self, i: usize) -> u64 {
-        let p = self.prims;
-        match i {
-            0 => p.bytes_acked,
-            1 => p.bytes_misordered,
-            2 => p.ecn_bytes,
-            3 => p.ecn_packets,
-            4 => p.lost_pkts_sample,
-            5 => self.now_us.wrapping_sub(self.dp_time_zero_us),
-            6 => p.packets_acked,
-            7 => p.packets_misordered,
-            8 => p.bytes_in_flight,
-            9 => p.bytes_pending,
-            10 => p.packets_in_flight,
-            11 => p.rate_incoming,
-            12 => p.rate_outgoing,
-            13 if p.rtt_sample_us == 0 => 0xffff_ffff,
-            13 => p.rtt_sample_us,
-            14 => u64::from(p.was_timeout),
-            _ => 0,
-        }
     }
 }
 

@@ -9,11 +9,11 @@
 
 use super::error::Error;
 use super::wire::{Install, InstrMsg, RegMsg};
-use core::ops::Deref;
 use super::{
     CONTROL_REGS, IMPLICIT_REGS, LOCAL_REGS, MAX_EVENTS, MAX_INSTRS, NUM_PRIMITIVES, REPORT_REGS,
     TMP_REGS,
 };
+use core::ops::Deref;
 
 /// The lines of a datapath program file without its comment lines (first non-blank character
 /// `#`). The project's program files (`datapath-programs/*.ccp`) carry comments, but portus 0.9's
@@ -147,6 +147,35 @@ impl RegKind {
     }
 }
 
+/// Where each register kind lives in a flow's register file (one flat array of u64, see
+/// [`super::Registers`]): install time resolves every operand to an index into it, so that an
+/// ACK reads a register with one load instead of a `match` on its kind. Primitives are copied
+/// into their part once per invocation; the last slot always holds 0 (immediates read it, see
+/// [`Operand`]).
+pub mod file {
+    use super::super::{
+        CONTROL_REGS, IMPLICIT_REGS, LOCAL_REGS, NUM_PRIMITIVES, REPORT_REGS, TMP_REGS,
+    };
+
+    /// First implicit register (`__eventFlag`; `Micros` is `IMPLICIT + 3`).
+    pub const IMPLICIT: usize = 0;
+    /// First Report register (volatile and non-volatile share the file, as in libccp).
+    pub const REPORT: usize = IMPLICIT + IMPLICIT_REGS;
+    /// First Control register (volatile and non-volatile share the file, as in libccp).
+    pub const CONTROL: usize = REPORT + REPORT_REGS;
+    /// First temporary.
+    pub const TMP: usize = CONTROL + CONTROL_REGS;
+    /// First local.
+    pub const LOCAL: usize = TMP + TMP_REGS;
+    /// First primitive (`Ack.bytes_acked`); primitive `i` is at `PRIMITIVE + i`.
+    pub const PRIMITIVE: usize = LOCAL + LOCAL_REGS;
+    /// The slot that is never written (0): what an immediate operand reads.
+    pub const ZERO: usize = PRIMITIVE + NUM_PRIMITIVES;
+    /// Registers in the file (78: 624 bytes per flow).
+    pub const LEN: usize = ZERO + 1;
+    const _: () = assert!(LEN <= u8::MAX as usize, "slots are u8");
+}
+
 /// A validated register operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Reg {
@@ -173,6 +202,78 @@ impl Reg {
     /// The register index as `usize` (the value for an immediate).
     pub fn index(self) -> usize {
         self.val as usize
+    }
+
+    /// This register's index in a flow's register file ([`file`]); [`file::ZERO`] for an
+    /// immediate. The index is below [`file::LEN`] for a validated register.
+    pub fn slot(self) -> usize {
+        let base = match self.kind {
+            RegKind::Immediate => return file::ZERO,
+            RegKind::Implicit => file::IMPLICIT,
+            RegKind::VolatileReport | RegKind::NonvolatileReport => file::REPORT,
+            RegKind::VolatileControl | RegKind::NonvolatileControl => file::CONTROL,
+            RegKind::Tmp => file::TMP,
+            RegKind::Local => file::LOCAL,
+            RegKind::Primitive => file::PRIMITIVE,
+        };
+        base.saturating_add(self.index())
+    }
+
+    /// The register's slot as an [`Operand`] reads it, with an immediate's value as its addend.
+    fn operand(self) -> Operand {
+        let imm = if self.kind == RegKind::Immediate {
+            self.val
+        } else {
+            0
+        };
+        Operand {
+            slot: u8::try_from(self.slot()).unwrap_or(file::ZERO as u8),
+            imm,
+        }
+    }
+}
+
+/// An operand resolved at install time: its value is `file[slot] + imm`. A register has
+/// `imm` 0; an immediate reads [`file::ZERO`] (always 0) plus its value. So a read is one load
+/// and one add, the same for every kind, with no branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Operand {
+    /// Index into the flow's register file, below [`file::LEN`].
+    pub slot: u8,
+    /// Added to the register's value: an immediate's value, else 0.
+    pub imm: u32,
+}
+
+/// An instruction as the machine executes it: [`Instr`] with its operands resolved into the
+/// register file ([`Operand`]); built once at install.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FlatInstr {
+    /// Operation.
+    pub op: Op,
+    /// Result register's slot (a writable kind: never [`file::ZERO`] or a primitive).
+    pub ret: u8,
+    /// Left operand.
+    pub left: Operand,
+    /// Right operand.
+    pub right: Operand,
+}
+
+impl FlatInstr {
+    const EMPTY: FlatInstr = FlatInstr {
+        op: Op::Add,
+        ret: 0,
+        left: Operand { slot: 0, imm: 0 },
+        right: Operand { slot: 0, imm: 0 },
+    };
+
+    /// Resolves a validated instruction.
+    fn of(i: &Instr) -> FlatInstr {
+        FlatInstr {
+            op: i.op,
+            ret: i.ret.operand().slot,
+            left: i.left.operand(),
+            right: i.right.operand(),
+        }
     }
 }
 
@@ -242,7 +343,8 @@ fn range_in(start: u32, len: u32, n_instrs: usize) -> Result<(u16, u16), Error> 
 }
 
 /// An installed program: fixed capacity ([`MAX_EVENTS`] events, [`MAX_INSTRS`] instructions),
-/// about 9 KiB. The all-zero value is an empty program.
+/// about 14 KiB (each instruction kept as decoded and as executed, [`FlatInstr`]). The all-zero
+/// value is an empty program.
 #[derive(Clone, Debug)]
 pub struct Program {
     uid: u32,
@@ -252,6 +354,8 @@ pub struct Program {
     n_report: u8,
     events: [Event; MAX_EVENTS],
     instrs: [Instr; MAX_INSTRS],
+    /// `instrs` resolved for execution, index by index.
+    flat: [FlatInstr; MAX_INSTRS],
 }
 
 const EMPTY_EVENT: Event = Event {
@@ -282,6 +386,7 @@ impl Program {
             n_report: 0,
             events: [EMPTY_EVENT; MAX_EVENTS],
             instrs: [EMPTY_INSTR; MAX_INSTRS],
+            flat: [FlatInstr::EMPTY; MAX_INSTRS],
         }
     }
 
@@ -341,8 +446,9 @@ impl Program {
         self.uid = msg.program_uid;
         self.n_events = 0;
         self.n_instrs = 0;
-        for (dst, m) in self.instrs.iter_mut().zip(msg.instrs()) {
+        for ((dst, flat), m) in self.instrs.iter_mut().zip(&mut self.flat).zip(msg.instrs()) {
             *dst = Instr::from_msg(&m)?;
+            *flat = FlatInstr::of(dst);
             self.n_instrs = self.n_instrs.saturating_add(1);
         }
         let n = usize::from(self.n_instrs);
@@ -389,6 +495,17 @@ impl Program {
         let s = usize::from(start);
         let e = s.saturating_add(usize::from(len));
         self.instrs().get(s..e).unwrap_or(&[])
+    }
+
+    /// Instructions `start..start+len` resolved for execution ([`FlatInstr`]; empty if out of
+    /// range, which validation excludes).
+    pub fn flat_range(&self, start: u16, len: u16) -> &[FlatInstr] {
+        let s = usize::from(start);
+        let e = s.saturating_add(usize::from(len));
+        self.flat
+            .get(..usize::from(self.n_instrs))
+            .and_then(|f| f.get(s..e))
+            .unwrap_or(&[])
     }
 
     /// Number of fields a MEASURE of this program carries: Report-register DEFs in the DEF
@@ -442,7 +559,7 @@ pub trait ProgramStore {
 }
 
 /// A program kept by value: the [`ProgramStore`] of the single-threaded [`super::Datapath`]
-/// (no allocation; a clone copies the program, about 9 KiB).
+/// (no allocation; a clone copies the program, about 14 KiB).
 #[derive(Clone, Debug, Default)]
 pub struct InlineProgram(Program);
 
