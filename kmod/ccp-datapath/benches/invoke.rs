@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use portus::lang::Reg;
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 
 const ACKS: u32 = 1024;

@@ -194,7 +194,7 @@ pub const MAX_KEEP_FX: u32 = FX_ONE - FX_ONE / 8;
 pub fn decrease_keep_fx(f_fx: u32) -> u32 {
     // 1/(2F) in fixed point: FX_ONE² / (2 f_fx); f_fx = 0 gives the largest decrease.
     let drop_fx = (u64::from(FX_ONE) << FX_SHIFT)
-        .checked_div(2 * u64::from(f_fx))
+        .checked_div(u64::from(f_fx).saturating_mul(2))
         .unwrap_or(u64::MAX);
     let keep = u64::from(FX_ONE).saturating_sub(drop_fx);
     u32::try_from(keep)
@@ -207,7 +207,8 @@ pub fn decrease_keep_fx(f_fx: u32) -> u32 {
 /// `f_fx = FX_ONE` this is exactly [`ssthresh`].
 #[inline]
 pub fn mltcp_ssthresh(cwnd: u32, f_fx: u32) -> u32 {
-    let kept = (u64::from(cwnd) * u64::from(decrease_keep_fx(f_fx))) >> FX_SHIFT;
+    // cwnd < 2^32 and the fraction <= FX_ONE: the product cannot saturate.
+    let kept = u64::from(cwnd).saturating_mul(u64::from(decrease_keep_fx(f_fx))) >> FX_SHIFT;
     u32::try_from(kept).unwrap_or(u32::MAX).max(2)
 }
 
