@@ -1113,7 +1113,6 @@ fn priority_shares(
 ) -> Result<(), SchedError> {
     let path_of = |f: FlowId| path_in(snapshot, at, f);
     let mut left = undecided_leave(table, snapshot, at, out)?;
-    let reserve_bps = if work_conserving { reserve_bps } else { 0 };
     if reserve_bps > 0 {
         for g in &out.groups {
             for (k, f) in g.flows.iter().enumerate() {

@@ -21,20 +21,10 @@ const ACKS: u32 = 1024;
 /// Interval between ACKs, µs.
 const ACK_GAP_US: u64 = 10;
 
-/// ccp-test-agent's Reno program as `ccp-test-agent reno --min-report-us 10000` installs it
-/// (`reno_program(10000, GrowRule::Kernel)` in kmod/ccp-test-agent/src/algs.rs).
-const RENO: &str = "
-    (def (Report (volatile acked 0) (volatile loss 0) (volatile timeout false) (volatile rtt 0)
-                 (volatile inflight 0)))
-    (when true
-        (:= Report.acked (+ Report.acked Ack.bytes_acked))
-        (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
-        (:= Report.timeout Flow.was_timeout)
-        (:= Report.rtt Flow.rtt_sample_us)
-        (:= Report.inflight (max Report.inflight (+ Flow.packets_in_flight Ack.packets_acked)))
-        (fallthrough))
-    (when (|| Report.timeout (> Report.loss 0)) (report) (:= Micros 0))
-    (when (> Micros (max Flow.rtt_sample_us 10000)) (report) (:= Micros 0))";
+/// The program text of ccp-test-agent's Reno (one definition, shared through `#[path]`).
+#[path = "../../ccp-test-agent/src/reno_program.rs"]
+#[allow(dead_code)] // the bench runs one of its window rules
+mod reno_program;
 
 /// ccp-agent's program, without its comment lines (as the agent compiles it).
 fn mlcc_slot() -> String {
@@ -131,7 +121,9 @@ fn bench_program(c: &mut Criterion, name: &str, src: &str, fields: &[(&str, u64)
 }
 
 fn bench(c: &mut Criterion) {
-    bench_program(c, "reno", RENO, &[("Cwnd", 14_480)]);
+    // As `ccp-test-agent reno --min-report-us 10000` installs it (the kernel window rule).
+    let reno = reno_program::text(10_000, reno_program::INFLIGHT_KERNEL);
+    bench_program(c, "reno", &reno, &[("Cwnd", 14_480)]);
     // ccp-agent's install (ccp-agent's ccp.rs; as tests/mlcc_program.rs).
     bench_program(
         c,

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::reno_program;
+
 /// Arguments of `const-rate`.
 #[derive(Args, Debug, Clone)]
 pub struct ConstRateArgs {
@@ -288,11 +290,9 @@ impl GrowRule {
     /// The program's expression for `Report.inflight`, packets.
     fn inflight_expr(self) -> &'static str {
         match self {
-            GrowRule::Kernel => {
-                "(max Report.inflight (+ Flow.packets_in_flight Ack.packets_acked))"
-            }
-            GrowRule::HalfPeak => "(max Report.inflight Flow.packets_in_flight)",
-            GrowRule::HalfAtReport => "Flow.packets_in_flight",
+            GrowRule::Kernel => reno_program::INFLIGHT_KERNEL,
+            GrowRule::HalfPeak => reno_program::INFLIGHT_HALF_PEAK,
+            GrowRule::HalfAtReport => reno_program::INFLIGHT_HALF_AT_REPORT,
         }
     }
 
@@ -314,26 +314,7 @@ impl GrowRule {
 /// measures them ([`GrowRule`]); reports once per smoothed RTT (or per `min_report_us` when that
 /// is longer, and the floor is not 0), or at once on a loss or a timeout.
 pub fn reno_program(min_report_us: u32, rule: GrowRule) -> String {
-    let period = if min_report_us == 0 {
-        String::from("Flow.rtt_sample_us")
-    } else {
-        format!("(max Flow.rtt_sample_us {min_report_us})")
-    };
-    let inflight = rule.inflight_expr();
-    format!(
-        "
-    (def (Report (volatile acked 0) (volatile loss 0) (volatile timeout false) (volatile rtt 0)
-                 (volatile inflight 0)))
-    (when true
-        (:= Report.acked (+ Report.acked Ack.bytes_acked))
-        (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
-        (:= Report.timeout Flow.was_timeout)
-        (:= Report.rtt Flow.rtt_sample_us)
-        (:= Report.inflight {inflight})
-        (fallthrough))
-    (when (|| Report.timeout (> Report.loss 0)) (report) (:= Micros 0))
-    (when (> Micros {period}) (report) (:= Micros 0))"
-    )
+    reno_program::text(min_report_us, rule.inflight_expr())
 }
 
 /// Whether a window is sent to the datapath after a report: when it changed since the last

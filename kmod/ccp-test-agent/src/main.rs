@@ -28,6 +28,7 @@ mod algs;
 mod churn;
 mod forge;
 mod ping;
+mod reno_program;
 
 /// The sender-checked netlink backend, shared with `ccp-agent` (crate `ccp-ipc`).
 use ccp_ipc::netlink as nl;
