@@ -60,8 +60,12 @@ pub struct Params {
     /// against its solo time 1.005 against 1.024), (b) +3.5 % [−0.5, +7.4], (c) −1.5 % [−4.2,
     /// +1.3]. Against CUBIC it is resolved in none of the three (−0.7, −1.8, +0.2 %). The
     /// higher-F flow's realized share rose only a little (0.57 against 0.54 in (a), 0.60
-    /// against 0.55 in (c), meant 0.67-0.76). A win in (a) and a possible loss in (b) do not
-    /// make a default.
+    /// against 0.55 in (c), meant 0.67-0.76). Re-measured with more seeds (2026-11-27, same
+    /// command with `--seed-list 11,...,20` for b.toml, and `ci/scenarios/solo.toml` with 10
+    /// seeds): one job alone −0.7 % [−1.2, −0.3] against `mltcp` (it removes mltcp's +0.9 %
+    /// [+0.4, +1.5] uncontended cost: +0.2 % [−0.2, +0.6] against CUBIC); (b) over 20 seeds
+    /// +2.4 % [−0.0, +4.8] against `mltcp`. A gain with one or two jobs against a likely loss
+    /// with three does not make a default.
     pub scale_decrease: u32,
 }
 
