@@ -21,7 +21,7 @@
 //!   ECN negotiated it runs MLTCP-Reno, as tcp_dctcp.c falls back to Reno.
 //!
 //! Multiplicative decrease is unchanged (with `scale_decrease = 1`, `mltcp`'s is scaled by F
-//! as well: `mltcp_math::reno::mltcp_ssthresh`); slow start is scaled by F capped at 1.0
+//! as well, with 2 only above Reno's half: `mltcp_math::reno::mltcp_ssthresh`); slow start is scaled by F capped at 1.0
 //! (`scale_slow_start`). Iterations are found in the flow itself:
 //! a send after an idle gap longer than `idle_gap_us` (and than two smoothed RTTs) starts a new
 //! iteration; bytes per iteration are an EWMA of completed iterations. Until one iteration has
@@ -392,12 +392,14 @@ impl Base for Reno {
 
     fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
         let p = params();
-        if p.scale_decrease == 0 {
-            return reno::ssthresh(sk.snd_cwnd());
-        }
+        let scaling = match p.scale_decrease {
+            0 => return reno::ssthresh(sk.snd_cwnd()),
+            1 => reno::DecreaseScaling::Both,
+            _ => reno::DecreaseScaling::RaiseOnly,
+        };
         let bytes = sk.bytes_acked();
         let f_fx = sk.data().m.iter.scale_fx(&p, bytes);
-        reno::mltcp_ssthresh(sk.snd_cwnd(), f_fx)
+        reno::mltcp_ssthresh(sk.snd_cwnd(), f_fx, scaling)
     }
 
     fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {

@@ -277,7 +277,7 @@ test_bad_params() {
     bad_write idle_gap_us 5
     bad_write ewma_weight_fx 2000
     bad_write scale_slow_start 2
-    bad_write scale_decrease 2
+    bad_write scale_decrease 3
     bad_write dctcp_shift_g 11
     bad_write dctcp_alpha_on_init 1025
   fi

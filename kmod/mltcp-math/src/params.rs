@@ -50,8 +50,9 @@ pub struct Params {
     /// the window (Reno's half at F = 1), within `[1/8, 7/8]`
     /// ([`super::reno::mltcp_ssthresh`]), so the flow further into its iteration keeps more of
     /// its window and the weighting holds from the first loss on; 0: Reno's half, as the thesis
-    /// has it ("multiplicative decrease is unchanged"). This project's extension, `mltcp` only.
-    /// Range `[0, 1]`. Default 0, by measurement (guest time, one vCPU, 10 seeds, 20
+    /// has it ("multiplicative decrease is unchanged"); 2: raise only, at least Reno's half
+    /// (only a flow with F > 1 keeps more: [`super::reno::DecreaseScaling::RaiseOnly`]). This
+    /// project's extension, `mltcp` only. Range `[0, 2]`. Default 0, by measurement (guest time, one vCPU, 10 seeds, 20
     /// iterations, one invocation per scenario, 2026-11-27; `ci/scenarios/run-scenario.sh
     /// --seeds 10 --vms 2 --iterations 20 --ccs "cubic,mltcp,mltcp[scale_decrease=1]"
     /// ci/scenarios/a.toml`, and the same with reno added for b.toml and c.toml; mean iteration
@@ -211,9 +212,9 @@ pub fn validate_ewma_weight_fx(v: u32) -> Result<u32, ParamError> {
     check("ewma_weight_fx", v, 1, FX_ONE)
 }
 
-/// Validates `scale_decrease` (a flag): 0 or 1.
+/// Validates `scale_decrease`: 0 (off), 1 (both ways) or 2 (raise only).
 pub fn validate_scale_decrease(v: u32) -> Result<u32, ParamError> {
-    check("scale_decrease", v, 0, 1)
+    check("scale_decrease", v, 0, 2)
 }
 
 /// Validates `scale_slow_start` (a flag): 0 or 1.
@@ -261,7 +262,8 @@ mod tests {
         assert!(validate_scale_slow_start(2).is_err());
         assert!(validate_scale_decrease(0).is_ok());
         assert!(validate_scale_decrease(1).is_ok());
-        assert!(validate_scale_decrease(2).is_err());
+        assert!(validate_scale_decrease(2).is_ok());
+        assert!(validate_scale_decrease(3).is_err());
         let e = validate_ewma_weight_fx(0).unwrap_err();
         assert_eq!(
             e,

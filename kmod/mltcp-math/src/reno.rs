@@ -202,13 +202,29 @@ pub fn decrease_keep_fx(f_fx: u32) -> u32 {
         .clamp(MIN_KEEP_FX, MAX_KEEP_FX)
 }
 
+/// Which way a scaled decrease may move the window kept at a loss away from Reno's half
+/// (`Params::scale_decrease`: 1 = [`DecreaseScaling::Both`], 2 = [`DecreaseScaling::RaiseOnly`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecreaseScaling {
+    /// [`decrease_keep_fx`] as it is: a flow early in its iteration (F < 1) keeps less than
+    /// half, one late in it (F > 1) more.
+    Both,
+    /// At least Reno's half: only a flow late in its iteration (F > 1) keeps more; F < 1 keeps
+    /// half, so a flow that starts its burst on an empty link is not cut deeper than Reno.
+    RaiseOnly,
+}
+
 /// MLTCP-Reno's slow-start threshold after a loss with the decrease scaled by F: the window
-/// times [`decrease_keep_fx`]`(f_fx)`, at least 2 segments (as [`ssthresh`]). With
-/// `f_fx = FX_ONE` this is exactly [`ssthresh`].
+/// times [`decrease_keep_fx`]`(f_fx)` (at least one half under [`DecreaseScaling::RaiseOnly`]),
+/// at least 2 segments (as [`ssthresh`]). With `f_fx = FX_ONE` this is exactly [`ssthresh`].
 #[inline]
-pub fn mltcp_ssthresh(cwnd: u32, f_fx: u32) -> u32 {
+pub fn mltcp_ssthresh(cwnd: u32, f_fx: u32, scaling: DecreaseScaling) -> u32 {
+    let keep_fx = match scaling {
+        DecreaseScaling::Both => decrease_keep_fx(f_fx),
+        DecreaseScaling::RaiseOnly => decrease_keep_fx(f_fx).max(FX_ONE / 2),
+    };
     // cwnd < 2^32 and the fraction <= FX_ONE: the product cannot saturate.
-    let kept = u64::from(cwnd).saturating_mul(u64::from(decrease_keep_fx(f_fx))) >> FX_SHIFT;
+    let kept = u64::from(cwnd).saturating_mul(u64::from(keep_fx)) >> FX_SHIFT;
     u32::try_from(kept).unwrap_or(u32::MAX).max(2)
 }
 
@@ -235,20 +251,20 @@ mod tests {
     #[test]
     fn scaled_decrease_at_one_is_reno_and_keeps_more_at_larger_f() {
         for cwnd in [0u32, 1, 2, 3, 4, 5, 10, 99, 1000, u32::MAX] {
-            assert_eq!(mltcp_ssthresh(cwnd, FX_ONE), ssthresh(cwnd), "cwnd {cwnd}");
+            assert_eq!(mltcp_ssthresh(cwnd, FX_ONE, DecreaseScaling::Both), ssthresh(cwnd), "cwnd {cwnd}");
         }
         // F = 0.25 (an iteration's start, the default intercept) and F = 0: an eighth.
         assert_eq!(decrease_keep_fx(256), MIN_KEEP_FX);
         assert_eq!(decrease_keep_fx(0), MIN_KEEP_FX);
-        assert_eq!(mltcp_ssthresh(80, 256), 10);
+        assert_eq!(mltcp_ssthresh(80, 256, DecreaseScaling::Both), 10);
         // F = 1.75 (an iteration's end): 1 − 1/3.5 = 0.714.
         assert_eq!(decrease_keep_fx(1792), 1024 - 292);
-        assert_eq!(mltcp_ssthresh(100, 1792), 71);
+        assert_eq!(mltcp_ssthresh(100, 1792, DecreaseScaling::Both), 71);
         // A huge F still lowers the window.
         assert_eq!(decrease_keep_fx(u32::MAX), MAX_KEEP_FX);
-        assert_eq!(mltcp_ssthresh(100, u32::MAX), 87);
+        assert_eq!(mltcp_ssthresh(100, u32::MAX, DecreaseScaling::Both), 87);
         // Never below 2 segments, and monotone in F.
-        assert_eq!(mltcp_ssthresh(3, 256), 2);
+        assert_eq!(mltcp_ssthresh(3, 256, DecreaseScaling::Both), 2);
         let mut last = 0;
         for f in (0..=8 * FX_ONE).step_by(7) {
             let k = decrease_keep_fx(f);
@@ -256,6 +272,30 @@ mod tests {
             assert!((MIN_KEEP_FX..=MAX_KEEP_FX).contains(&k));
             last = k;
         }
+    }
+
+    #[test]
+    fn raise_only_keeps_reno_half_below_one_and_the_scaled_fraction_above() {
+        for cwnd in [0u32, 1, 2, 3, 4, 5, 10, 99, 1000, u32::MAX] {
+            // F <= 1: Reno's half exactly (F = 0, the intercept 0.25, 0.5, 1.0).
+            for f in [0, 256, 512, FX_ONE] {
+                assert_eq!(
+                    mltcp_ssthresh(cwnd, f, DecreaseScaling::RaiseOnly),
+                    ssthresh(cwnd),
+                    "cwnd {cwnd} f {f}"
+                );
+            }
+            // F > 1: as the two-way scaling.
+            for f in [FX_ONE + 1, 1792, 4 * FX_ONE, u32::MAX] {
+                assert_eq!(
+                    mltcp_ssthresh(cwnd, f, DecreaseScaling::RaiseOnly),
+                    mltcp_ssthresh(cwnd, f, DecreaseScaling::Both),
+                    "cwnd {cwnd} f {f}"
+                );
+            }
+        }
+        assert_eq!(mltcp_ssthresh(80, 256, DecreaseScaling::RaiseOnly), 40);
+        assert_eq!(mltcp_ssthresh(100, 1792, DecreaseScaling::RaiseOnly), 71);
     }
 
     #[test]
