@@ -20,9 +20,10 @@
 //!   proportion to the fraction of CE-marked packets) with MLTCP-Reno's F-scaled increase; without
 //!   ECN negotiated it runs MLTCP-Reno, as tcp_dctcp.c falls back to Reno.
 //!
-//! Multiplicative decrease is unchanged (with `scale_decrease = 1`, `mltcp`'s is scaled by F
-//! as well, with 2 only above Reno's half: `mltcp_math::reno::mltcp_ssthresh`); slow start is scaled by F capped at 1.0
-//! (`scale_slow_start`). Iterations are found in the flow itself:
+//! Multiplicative decrease is the base's, except `mltcp`'s by default (`scale_decrease = 2`:
+//! a loss keeps the larger of Reno's half and `1 − 1/(2F)`, so a flow late in its iteration
+//! keeps more; 1 scales both ways, 0 is Reno's: `mltcp_math::reno::mltcp_ssthresh`); slow start
+//! is scaled by F capped at 1.0 (`scale_slow_start`). Iterations are found in the flow itself:
 //! a send after an idle gap longer than `idle_gap_us` (and than two smoothed RTTs) starts a new
 //! iteration; bytes per iteration are an EWMA of completed iterations. Until one iteration has
 //! completed, F = 1 and the algorithms behave exactly as Reno and CUBIC. All the math lives in the
@@ -125,7 +126,7 @@ kernel::module_param!(
     static SCALE_DECREASE: u32 = Params::DEFAULT.scale_decrease;
     module: "tcp_mltcp", name: "scale_decrease", perm: 0o644,
     check: |v| params::validate_scale_decrease(v).map_err(refuse),
-    desc: "1: mltcp keeps 1 - 1/(2F) of its window at a loss (within 1/8..7/8); 0: Reno's half (0..1)"
+    desc: "mltcp at a loss: 0 keeps Reno's half; 1 keeps 1 - 1/(2F) (within 1/8..7/8); 2 keeps the larger of the two (0..2)"
 );
 
 kernel::module_param!(
