@@ -128,3 +128,30 @@ vm_median() {
 vm_cc_available() {
   grep -qw "$1" /proc/sys/net/ipv4/tcp_available_congestion_control
 }
+
+# vm_cpu_meter_start FILE: start `trainemu cpu-meter` (one SCHED_IDLE spinner per CPU; busy =
+# its window minus the spinners' run time, to the microsecond) with its output in FILE, and wait
+# until it measures. Sets VM_METER_PID. Fails (saying why) when it does not start within 5 s.
+vm_cpu_meter_start() {
+  trainemu cpu-meter > "$1" 2>&1 &
+  VM_METER_PID=$!
+  _i=0
+  while ! grep -q '^ready' "$1" 2>/dev/null; do
+    _i=$((_i + 1))
+    if [ $_i -ge 50 ]; then
+      echo "cpu-meter did not start: $(tail -n 3 "$1")" >&2
+      kill "$VM_METER_PID" 2>/dev/null
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# vm_cpu_meter_stop FILE: stop the meter started by vm_cpu_meter_start FILE and print the busy
+# time of all CPUs over its window, ns. Fails (saying why) when the meter gave no reading.
+vm_cpu_meter_stop() {
+  kill -TERM "$VM_METER_PID"; wait "$VM_METER_PID"
+  _busy=$(awk '$1 == "cpus" { print $6 }' "$1")
+  [ -n "$_busy" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$1")" >&2; return 1; }
+  echo "$_busy"
+}

@@ -393,10 +393,8 @@ impl Base for Reno {
 
     fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
         let p = params();
-        let scaling = match p.scale_decrease {
-            0 => return reno::ssthresh(sk.snd_cwnd()),
-            1 => reno::DecreaseScaling::Both,
-            _ => reno::DecreaseScaling::RaiseOnly,
+        let Some(scaling) = p.decrease_scaling() else {
+            return reno::ssthresh(sk.snd_cwnd());
         };
         let bytes = sk.bytes_acked();
         let f_fx = sk.data().m.iter.scale_fx(&p, bytes);

@@ -130,23 +130,15 @@ run_one() {
       done ;;
   esac
   _meter_out=$OUT/meter.$_kind.$_r.txt
-  trainemu cpu-meter > "$_meter_out" 2>&1 &
-  _meter=$!
-  _i=0
-  while ! grep -q '^ready' "$_meter_out" 2>/dev/null; do
-    _i=$((_i + 1)); [ $_i -lt 50 ] || { echo "cpu-meter did not start: $(tail -n 3 "$_meter_out")"; kill "$_meter" 2>/dev/null; return 1; }
-    sleep 0.1
-  done
+  vm_cpu_meter_start "$_meter_out" || return 1
   # The agent's CPU time so far (its start: compiling and installing the program), 10 ms ticks.
   _startup_us=0
   [ -z "$_agent" ] || _startup_us=$(awk '{ print ($14 + $15) * 10000 }' "/proc/$_agent/stat" 2>/dev/null || echo 0)
   # With --app-rate, each of the _p flows sends its share (iperf3's -b is per stream), in kbit/s.
   set -- -C "$_alg" -t "$SECS" -P "$_p"
   [ -z "$APP_RATE_MBIT" ] || set -- "$@" -b "$((APP_RATE_MBIT * 1000 / _p))K"
-  vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$_meter"; return 1; }
-  kill -TERM "$_meter"; wait "$_meter"
-  _busy_ns=$(awk '$1 == "cpus" { print $6 }' "$_meter_out")
-  [ -n "$_busy_ns" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$_meter_out")"; return 1; }
+  vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$VM_METER_PID"; return 1; }
+  _busy_ns=$(vm_cpu_meter_stop "$_meter_out") || return 1
   _reports=0
   if [ -n "$_agent" ]; then
     kill "$_agent"; wait "$_agent" 2>/dev/null

@@ -15,9 +15,10 @@
 # --rounds N repeats the pair N times (default 1), so a difference can be set beside the spread
 # between rounds of one kind. --meter runs ccp-overhead.sh's CPU meter (`trainemu cpu-meter`: a
 # SCHED_IDLE spinner per CPU, so the CPU never idles) beside each transfer, profiles the guest in
-# the state ccp-overhead.sh measures it in, and prints busy CPU s per GB (KIND.R.meter.txt). perf
-# costs CPU itself, so this gives where the time goes, not how
-# much there is: the amounts come from ccp-overhead.sh. Files in /results/ccp-profile, per kind
+# the state ccp-overhead.sh measures it in, and prints busy CPU s per GB over the meter's window
+# (KIND.R.meter.txt), which includes perf's own start and end: compare the spinner's share of the
+# samples, not these. perf costs CPU itself, so this gives where the time goes, not how much
+# there is: the amounts come from ccp-overhead.sh. Files in /results/ccp-profile, per kind
 # and round (KIND.R): KIND.R.sym.txt (samples by command and symbol, kernel and user, above
 # 0.3 %), KIND.R.allsym.txt (by symbol alone, every symbol above 0.01 %: the one to diff),
 # KIND.R.dso.txt (by command and object), KIND.R.mltcp.txt (tcp_mltcp's own symbols, all of
@@ -58,6 +59,14 @@ link_stats() {
   _d=/sys/class/net/$2/statistics
   ip netns exec "$1" sh -c "echo $2 \$(cat $_d/tx_packets $_d/tx_bytes $_d/rx_packets $_d/rx_bytes)"
 }
+# snapshot SUFFIX: both veth ends' counts into /tmp/link.SUFFIX and, with nstat, both
+# namespaces' counters (prefixed snd. and rcv.) into /tmp/nstat.SUFFIX.
+snapshot() {
+  { link_stats "$VM_SND" "$VM_SND_DEV"; link_stats "$VM_RCV" "$VM_RCV_DEV"; } > "/tmp/link.$1"
+  if command -v nstat >/dev/null; then
+    { counters "$VM_SND" | sed 's/^/snd./'; counters "$VM_RCV" | sed 's/^/rcv./'; } > "/tmp/nstat.$1"
+  fi
+}
 # delta BEFORE AFTER: per key (first field), AFTER's numbers minus BEFORE's.
 delta() {
   awk 'NR == FNR { for (i = 2; i <= NF; i++) b[$1, i] = $i; next }
@@ -81,34 +90,19 @@ for kind in reno ccp1; do
       sleep 0.1
     done
   fi
-  { link_stats "$VM_SND" "$VM_SND_DEV"; link_stats "$VM_RCV" "$VM_RCV_DEV"; } > /tmp/link.before
-  if command -v nstat >/dev/null; then
-    { counters "$VM_SND" | sed 's/^/snd./'; counters "$VM_RCV" | sed 's/^/rcv./'; } > /tmp/nstat.before
-  fi
-  meter=""
-  if [ "$METER" = 1 ]; then
-    trainemu cpu-meter > "$OUT/$tag.meter.txt" 2>&1 &
-    meter=$!
-    i=0
-    while ! grep -q '^ready' "$OUT/$tag.meter.txt" 2>/dev/null; do
-      i=$((i + 1)); [ $i -lt 50 ] || { echo "cpu-meter did not start: $(tail -n 3 "$OUT/$tag.meter.txt")"; exit 1; }
-      sleep 0.1
-    done
-  fi
+  snapshot before
+  [ "$METER" = 0 ] || vm_cpu_meter_start "$OUT/$tag.meter.txt" || exit 1
   perf record -q -a -e cpu-clock -F 4999 -o "$OUT/$tag.data" -- \
     sh -c ". \"$VM_LIB\"; vm_iperf \"$OUT/$tag.json\" -C $alg -t $SECS -b ${APP_RATE_MBIT}M" \
     || { echo "$tag: perf record failed"; exit 1; }
-  if [ -n "$meter" ]; then
-    kill -TERM "$meter"; wait "$meter"
-    busy_ns=$(awk '$1 == "cpus" { print $6 }' "$OUT/$tag.meter.txt")
-    [ -n "$busy_ns" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$OUT/$tag.meter.txt")"; exit 1; }
+  if [ "$METER" = 1 ]; then
+    busy_ns=$(vm_cpu_meter_stop "$OUT/$tag.meter.txt") || exit 1
     echo "== $tag: busy $busy_ns ns, $(awk -v b="$busy_ns" -v n="$(vm_iperf_bytes "$OUT/$tag.json")" \
-      'BEGIN { printf "%.4f", b / 1e9 / (n / 1e9) }') CPU s per GB (with perf running)"
+      'BEGIN { printf "%.4f", b / 1e9 / (n / 1e9) }') CPU s per GB (perf's own start and end included)"
   fi
-  { link_stats "$VM_SND" "$VM_SND_DEV"; link_stats "$VM_RCV" "$VM_RCV_DEV"; } > /tmp/link.after
+  snapshot after
   delta /tmp/link.before /tmp/link.after > "$OUT/$tag.link.txt"
   if command -v nstat >/dev/null; then
-    { counters "$VM_SND" | sed 's/^/snd./'; counters "$VM_RCV" | sed 's/^/rcv./'; } > /tmp/nstat.after
     delta /tmp/nstat.before /tmp/nstat.after | awk '$2 != 0' > "$OUT/$tag.nstat.txt"
   fi
   if [ -n "$agent" ]; then kill "$agent"; wait "$agent" 2>/dev/null; fi

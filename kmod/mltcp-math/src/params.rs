@@ -8,6 +8,7 @@
 use core::fmt;
 
 use super::fixed::FX_ONE;
+use super::reno::DecreaseScaling;
 
 /// Largest slope and intercept accepted: 64.0. F stays below 128.0, i.e. at most 128 segments of
 /// window growth per RTT in congestion avoidance, and `slope_fx * FX_ONE` fits easily in 32 bits.
@@ -52,9 +53,9 @@ pub struct Params {
     /// its window and the weighting holds from the first loss on; 0: Reno's half, as the thesis
     /// has it ("multiplicative decrease is unchanged"); 2: raise only, at least Reno's half
     /// (only a flow with F > 1 keeps more: [`super::reno::DecreaseScaling::RaiseOnly`]). This
-    /// project's extension, `mltcp` only. Range `[0, 2]`. Default 2 (raise only), by the
-    /// measurements at the end of this comment; 1 was measured first and is not a default,
-    /// by measurement (guest time, one vCPU, 10 seeds, 20
+    /// project's extension, `mltcp` only ([`Params::decrease_scaling`]). Range `[0, 2]`.
+    /// Default 2 (raise only), by the measurements at the end of this comment. 1, measured
+    /// first, is not a default (guest time, one vCPU, 10 seeds, 20
     /// iterations, one invocation per scenario, 2026-11-27; `ci/scenarios/run-scenario.sh
     /// --seeds 10 --vms 2 --iterations 20 --ccs "cubic,mltcp,mltcp[scale_decrease=1]"
     /// ci/scenarios/a.toml`, and the same with reno added for b.toml and c.toml; mean iteration
@@ -77,8 +78,9 @@ pub struct Params {
     /// c.toml; mean iteration paired against `mltcp` with 0): one job alone −1.2 % [−1.6,
     /// −0.7] (every seed faster; the burst on an empty link 0.999 of its solo time against
     /// 1.026: it removes the uncontended cost), (a) −1.2 % [−4.4, +2.0], (b) over 20 seeds
-    /// −0.3 % [−3.2, +2.5], (c) −2.5 % [−4.8, −0.3]. No loss shown anywhere, a resolved gain where a
-    /// burst meets an empty link. Every measurement of `mltcp` before that date ran with 0.
+    /// −0.3 % [−3.2, +2.5], (c) −2.5 % [−4.8, −0.3]. No loss shown anywhere, a resolved gain
+    /// where a burst meets an empty link. Every measurement of `mltcp` before that date ran
+    /// with 0.
     pub scale_decrease: u32,
 }
 
@@ -149,6 +151,18 @@ impl Params {
         scale_slow_start: 1,
         scale_decrease: 2,
     };
+
+    /// How `mltcp`'s multiplicative decrease is scaled by F: `None` for Reno's half
+    /// (`scale_decrease = 0`), else [`DecreaseScaling::Both`] (1) or
+    /// [`DecreaseScaling::RaiseOnly`] (2; also any larger value, which [`Params::validate`]
+    /// refuses).
+    pub fn decrease_scaling(&self) -> Option<DecreaseScaling> {
+        match self.scale_decrease {
+            0 => None,
+            1 => Some(DecreaseScaling::Both),
+            _ => Some(DecreaseScaling::RaiseOnly),
+        }
+    }
 
     /// Checks every field against its range; returns the first offending one.
     pub fn validate(&self) -> Result<(), ParamError> {
@@ -276,6 +290,13 @@ mod tests {
         assert!(validate_scale_decrease(1).is_ok());
         assert!(validate_scale_decrease(2).is_ok());
         assert!(validate_scale_decrease(3).is_err());
+        let with = |scale_decrease| Params {
+            scale_decrease,
+            ..Params::DEFAULT
+        };
+        assert_eq!(with(0).decrease_scaling(), None);
+        assert_eq!(with(1).decrease_scaling(), Some(DecreaseScaling::Both));
+        assert_eq!(with(2).decrease_scaling(), Some(DecreaseScaling::RaiseOnly));
         let e = validate_ewma_weight_fx(0).unwrap_err();
         assert_eq!(
             e,

@@ -251,7 +251,11 @@ mod tests {
     #[test]
     fn scaled_decrease_at_one_is_reno_and_keeps_more_at_larger_f() {
         for cwnd in [0u32, 1, 2, 3, 4, 5, 10, 99, 1000, u32::MAX] {
-            assert_eq!(mltcp_ssthresh(cwnd, FX_ONE, DecreaseScaling::Both), ssthresh(cwnd), "cwnd {cwnd}");
+            assert_eq!(
+                mltcp_ssthresh(cwnd, FX_ONE, DecreaseScaling::Both),
+                ssthresh(cwnd),
+                "cwnd {cwnd}"
+            );
         }
         // F = 0.25 (an iteration's start, the default intercept) and F = 0: an eighth.
         assert_eq!(decrease_keep_fx(256), MIN_KEEP_FX);
