@@ -147,11 +147,12 @@ vm_cpu_meter_start() {
   done
 }
 
-# vm_cpu_meter_stop FILE: stop the meter started by vm_cpu_meter_start FILE and print the busy
-# time of all CPUs over its window, ns. Fails (saying why) when the meter gave no reading.
+# vm_cpu_meter_stop FILE: stop the meter started by vm_cpu_meter_start FILE and set
+# VM_METER_BUSY_NS to the busy time of all CPUs over its window, ns. Fails (saying why) when the
+# meter gave no reading. Call it in the shell that started the meter, not in $(...): a subshell
+# cannot wait for the meter, and would read FILE before the meter writes its reading.
 vm_cpu_meter_stop() {
   kill -TERM "$VM_METER_PID"; wait "$VM_METER_PID"
-  _busy=$(awk '$1 == "cpus" { print $6 }' "$1")
-  [ -n "$_busy" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$1")" >&2; return 1; }
-  echo "$_busy"
+  VM_METER_BUSY_NS=$(awk '$1 == "cpus" { print $6 }' "$1")
+  [ -n "$VM_METER_BUSY_NS" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$1")" >&2; return 1; }
 }

@@ -138,7 +138,8 @@ run_one() {
   set -- -C "$_alg" -t "$SECS" -P "$_p"
   [ -z "$APP_RATE_MBIT" ] || set -- "$@" -b "$((APP_RATE_MBIT * 1000 / _p))K"
   vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$VM_METER_PID"; return 1; }
-  _busy_ns=$(vm_cpu_meter_stop "$_meter_out") || return 1
+  vm_cpu_meter_stop "$_meter_out" || return 1
+  _busy_ns=$VM_METER_BUSY_NS
   _reports=0
   if [ -n "$_agent" ]; then
     kill "$_agent"; wait "$_agent" 2>/dev/null

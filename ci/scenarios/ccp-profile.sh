@@ -96,7 +96,8 @@ for kind in reno ccp1; do
     sh -c ". \"$VM_LIB\"; vm_iperf \"$OUT/$tag.json\" -C $alg -t $SECS -b ${APP_RATE_MBIT}M" \
     || { echo "$tag: perf record failed"; exit 1; }
   if [ "$METER" = 1 ]; then
-    busy_ns=$(vm_cpu_meter_stop "$OUT/$tag.meter.txt") || exit 1
+    vm_cpu_meter_stop "$OUT/$tag.meter.txt" || exit 1
+    busy_ns=$VM_METER_BUSY_NS
     echo "== $tag: busy $busy_ns ns, $(awk -v b="$busy_ns" -v n="$(vm_iperf_bytes "$OUT/$tag.json")" \
       'BEGIN { printf "%.4f", b / 1e9 / (n / 1e9) }') CPU s per GB (perf's own start and end included)"
   fi
