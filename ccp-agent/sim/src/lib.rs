@@ -34,7 +34,7 @@ use policy::ccml::Ccml;
 use policy::fair::Fair;
 use policy::mcs::Mcs;
 use policy::mlcc::Mlcc;
-use policy::mltcp::{FUpdate, Mltcp};
+use policy::mltcp::{FSample, FUpdate, Mltcp};
 use policy::priority::{Priority, PriorityByBurst};
 use policy::Policy;
 
@@ -64,8 +64,11 @@ pub struct PolicyConfig {
     pub slot_us: u64,
     /// mlcc horizon K, slots (paper: 10).
     pub horizon: usize,
-    /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much; 0 = only at events.
+    /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much; 0 = only at events
+    /// (default [`policy::mltcp::DEFAULT_RATIO_STEP`]).
     pub mltcp_ratio_step: f64,
+    /// MLTCP: where in a step F is sampled ([`FSample`], default the midpoint).
+    pub mltcp_sample: FSample,
     /// CCML: weight ratio between priority levels.
     pub ccml_ratio: f64,
     /// Cassini: candidate placements.
@@ -73,9 +76,10 @@ pub struct PolicyConfig {
     /// Cassini: angles sampled on a unified circle.
     pub cassini_angles: usize,
     /// Reference mode: mlcc re-plans every coflow unit at every slot, MCS re-decides every
-    /// coflow at every event and MLTCP re-evaluates every job's F (no plan reuse, no
-    /// component-restricted decisions, no skipped jobs; slow at scale, see `policy::mlcc`,
-    /// `policy::mcs` and `policy::mltcp`).
+    /// coflow at every event, MLTCP re-evaluates every job's F and `priority-fc`/`priority-edf`
+    /// re-level every job at every change (no plan reuse, no component-restricted decisions, no
+    /// skipped jobs; slow at scale, see `policy::mlcc`, `policy::mcs`, `policy::mltcp` and
+    /// `policy::priority`).
     pub exact: bool,
     /// mlcc: re-plan an incomplete plan at its age limit instead of rolling it forward
     /// (`policy::mlcc`, "Rolling incomplete plans forward"); the previous approximation, kept to
@@ -88,7 +92,8 @@ impl Default for PolicyConfig {
         PolicyConfig {
             slot_us: mlcc_sched::DEFAULT_SLOT_US,
             horizon: mlcc_sched::DEFAULT_HORIZON,
-            mltcp_ratio_step: 1.0 / 32.0,
+            mltcp_ratio_step: policy::mltcp::DEFAULT_RATIO_STEP,
+            mltcp_sample: FSample::Midpoint,
             ccml_ratio: policy::ccml::DEFAULT_RATIO,
             cassini_candidates: 3,
             cassini_angles: 60,
@@ -108,6 +113,7 @@ fn mltcp(cfg: &PolicyConfig) -> Mltcp {
     };
     Mltcp {
         update,
+        sample: cfg.mltcp_sample,
         skip_alone: !cfg.exact,
         coalesce: if cfg.exact {
             0.0
@@ -193,10 +199,12 @@ pub fn make_policy(
         "priority-fc" => Box::new(PriorityByBurst::new(
             mlcc_sched::PRIORITY_WEIGHT_RATIO,
             mlcc_sched::JobOrder::FirstCome,
+            cfg.exact,
         )),
         "priority-edf" => Box::new(PriorityByBurst::new(
             mlcc_sched::PRIORITY_WEIGHT_RATIO,
             mlcc_sched::JobOrder::EarliestDeadline,
+            cfg.exact,
         )),
         other => {
             return Err(SimError::Config(format!(

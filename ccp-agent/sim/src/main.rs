@@ -30,10 +30,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Cli {
-    /// Policies to run, comma separated (fair, mltcp, mcs, ccml, cassini, cassini+mltcp, mlcc).
+    /// Policies to run, comma separated, or `all` (every one: fair, mltcp, mcs, ccml, cassini,
+    /// cassini+mltcp, mlcc, mlcc-il, cassini+mlcc-il, priority, cassini+priority, priority-fc,
+    /// priority-edf).
     #[arg(
         long,
-        default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc",
+        default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc,priority,cassini+priority",
         value_delimiter = ','
     )]
     policies: Vec<String>,
@@ -115,8 +117,12 @@ struct Cli {
     #[arg(long, default_value_t = mlcc_sched::DEFAULT_HORIZON)]
     horizon: usize,
     /// MLTCP: re-evaluate F when a bytes_ratio may have moved by this much (0: only at events).
-    #[arg(long, default_value_t = 1.0 / 32.0)]
+    #[arg(long, default_value_t = mlcc_sim::policy::mltcp::DEFAULT_RATIO_STEP)]
     mltcp_ratio_step: f64,
+    /// MLTCP: where in a step F is sampled: `midpoint` (F's mean over the step) or `start`
+    /// (the bytes_ratio now, the simulator's rule before round 13).
+    #[arg(long, value_enum, default_value = "midpoint")]
+    mltcp_f_at: mlcc_sim::policy::mltcp::FSample,
     /// CCML: weight ratio between priority levels.
     #[arg(long, default_value_t = 4.0)]
     ccml_ratio: f64,
@@ -160,7 +166,10 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if cli.policies.iter().any(|p| p == "all") {
+        cli.policies = POLICIES.iter().map(|p| p.to_string()).collect();
+    }
     let models = match &cli.models {
         None => ModelFile::builtin(),
         Some(p) => {
@@ -173,6 +182,7 @@ fn main() -> Result<()> {
         slot_us: cli.slot_ms.saturating_mul(1000),
         horizon: cli.horizon,
         mltcp_ratio_step: cli.mltcp_ratio_step,
+        mltcp_sample: cli.mltcp_f_at,
         ccml_ratio: cli.ccml_ratio,
         cassini_candidates: cli.cassini_candidates,
         cassini_angles: cli.cassini_angles,

@@ -1024,6 +1024,32 @@ impl Sim {
         }
     }
 
+    /// Indices of job `j`'s flows that are active network flows (not done, between two
+    /// servers), as in [`Sim::active`] while the job communicates.
+    pub fn network_flows(&self, j: usize) -> impl Iterator<Item = usize> + '_ {
+        self.jobs[j]
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, fl)| !fl.done && fl.src != fl.dst)
+            .map(|(f, _)| f)
+    }
+
+    /// The communicating jobs with a flow capped at the rate of the flow it waits on (pipelined,
+    /// caught up), appended to `out` (a job may appear more than once). The whole-cluster path
+    /// re-allocates them at every decision, since the refinement rounds follow chains only two
+    /// links deep; a sparse policy that must match it decides them too.
+    pub fn up_capped_jobs(&self, out: &mut Vec<usize>) {
+        for &id in &self.with_up {
+            if self.up_of[id as usize].is_some() {
+                let j = self.id_job[id as usize] as usize;
+                if self.jobs[j].phase == Phase::Communicating {
+                    out.push(j);
+                }
+            }
+        }
+    }
+
     /// Stable allocation id of flow `f` of job `j`.
     fn flow_id(&self, j: usize, f: usize) -> u32 {
         self.jobs[j].flow_base + f as u32

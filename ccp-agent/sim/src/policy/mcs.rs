@@ -33,7 +33,7 @@
 //! keeps rates computed from older remaining bytes. `exact` re-decides every coflow at every
 //! event (the reference; its cost grows with all active flows at every event).
 
-use super::{Control, DepMode, Policy};
+use super::{ComponentSearch, Control, DepMode, Policy};
 use crate::sim::{Phase, Sim};
 
 /// MCS-like centralised coflow scheduling.
@@ -47,13 +47,11 @@ pub struct Mcs {
     residual: Vec<f64>,
     res_mark: Vec<u32>,
     stamp: u32,
-    /// Per job and per port: visited in the current component search (by stamp).
-    job_mark: Vec<u32>,
-    port_mark: Vec<u32>,
-    /// Scratch: the flows decided, their caps, and the jobs of the search's queue.
+    /// The port-connected component search.
+    search: ComponentSearch,
+    /// Scratch: the flows decided and their caps.
     flows: Vec<(usize, usize)>,
     caps: Vec<f64>,
-    queue: Vec<usize>,
 }
 
 impl Mcs {
@@ -194,44 +192,29 @@ impl Policy for Mcs {
         _at_decision: bool,
         out: &mut Vec<usize>,
     ) {
-        self.stamp = self.stamp.wrapping_add(1);
-        let stamp = self.stamp;
-        self.job_mark.resize(sim.jobs.len(), 0);
-        self.port_mark.resize(sim.tree.links(), 0);
-        self.queue.clear();
+        self.search.begin(sim);
         for &j in touched {
-            if self.job_mark[j] != stamp {
-                self.job_mark[j] = stamp;
-                self.queue.push(j);
-            }
+            self.search.seed(j);
         }
-        while let Some(j) = self.queue.pop() {
-            for fl in &sim.jobs[j].flows {
-                let (Some(&a), Some(&b)) = (fl.path.first(), fl.path.last()) else {
-                    continue;
-                };
-                if fl.src == fl.dst {
-                    continue;
-                }
-                for p in [a as usize, b as usize] {
-                    if self.port_mark[p] == stamp {
+        self.search.run(
+            sim,
+            |sim, j, visit| {
+                for fl in &sim.jobs[j].flows {
+                    if fl.src == fl.dst {
                         continue;
                     }
-                    self.port_mark[p] = stamp;
-                    for &k in &sim.link_jobs[p] {
-                        let job = &sim.jobs[k];
-                        if self.job_mark[k] != stamp
-                            && job.network
-                            && job.phase == Phase::Communicating
-                        {
-                            self.job_mark[k] = stamp;
-                            self.queue.push(k);
-                            out.push(k);
-                        }
+                    if let (Some(&a), Some(&b)) = (fl.path.first(), fl.path.last()) {
+                        visit(a as usize);
+                        visit(b as usize);
                     }
                 }
-            }
-        }
+            },
+            |sim, k| {
+                let job = &sim.jobs[k];
+                job.network && job.phase == Phase::Communicating
+            },
+            out,
+        );
     }
 
     fn decide_jobs(
@@ -248,13 +231,7 @@ impl Policy for Mcs {
         for &j in &order {
             let job = &sim.jobs[j];
             if job.network && job.phase == Phase::Communicating {
-                flows.extend(
-                    job.flows
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, fl)| !fl.done && fl.src != fl.dst)
-                        .map(|(f, _)| (j, f)),
-                );
+                flows.extend(sim.network_flows(j).map(|f| (j, f)));
             }
         }
         let mut caps = std::mem::take(&mut self.caps);

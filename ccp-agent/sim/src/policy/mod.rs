@@ -213,6 +213,69 @@ impl<T: JobWeights> Policy for T {
     }
 }
 
+/// A search for the jobs link-connected to some starting jobs, for the sparse policies that
+/// re-decide whole components ([`Policy::select_jobs`]): MCS through server ports, the
+/// burst-ranked priorities through every link. Marks are stamped, so a search costs what it
+/// visits.
+#[derive(Clone, Debug, Default)]
+pub struct ComponentSearch {
+    job_mark: Vec<u32>,
+    link_mark: Vec<u32>,
+    stamp: u32,
+    queue: Vec<usize>,
+}
+
+impl ComponentSearch {
+    /// Starts a search: no job or link visited yet.
+    pub fn begin(&mut self, sim: &Sim) {
+        self.stamp = self.stamp.wrapping_add(1);
+        self.job_mark.resize(sim.jobs.len(), 0);
+        self.link_mark.resize(sim.tree.links(), 0);
+        self.queue.clear();
+    }
+
+    /// Adds job `j` as a starting point (searched from whether or not it is a member); true when
+    /// it had not been visited.
+    pub fn seed(&mut self, j: usize) -> bool {
+        if self.job_mark[j] == self.stamp {
+            return false;
+        }
+        self.job_mark[j] = self.stamp;
+        self.queue.push(j);
+        true
+    }
+
+    /// Visits every job reachable from the seeds: from each visited job through the links
+    /// `links(sim, job, visit)` names, to the jobs on those links ([`Sim::link_jobs`]) that are
+    /// members (`member`), each pushed once to `out` (seeds are not).
+    pub fn run(
+        &mut self,
+        sim: &Sim,
+        links: impl Fn(&Sim, usize, &mut dyn FnMut(usize)),
+        member: impl Fn(&Sim, usize) -> bool,
+        out: &mut Vec<usize>,
+    ) {
+        let stamp = self.stamp;
+        while let Some(j) = self.queue.pop() {
+            let (job_mark, link_mark, queue) =
+                (&mut self.job_mark, &mut self.link_mark, &mut self.queue);
+            links(sim, j, &mut |l| {
+                if link_mark[l] == stamp {
+                    return;
+                }
+                link_mark[l] = stamp;
+                for &k in &sim.link_jobs[l] {
+                    if job_mark[k] != stamp && member(sim, k) {
+                        job_mark[k] = stamp;
+                        queue.push(k);
+                        out.push(k);
+                    }
+                }
+            });
+        }
+    }
+}
+
 /// The work left of `jobs` for the policy layer's [`mlcc_sched::rank_jobs`]: iterations left
 /// times the job's iteration time alone, µs.
 pub fn job_work(sim: &Sim, jobs: &[usize]) -> Vec<JobWork> {

@@ -19,21 +19,40 @@
 //! current communication phase began first goes first, so links serve bursts in the order they
 //! arrive, each at the full link), or earliest deadline first ([`rank_earliest_deadline`], a
 //! burst's deadline being its start plus the job's communication time alone). Their ranks change
-//! at every burst start and end, so they re-level all communicating jobs whenever the set of
-//! active flows changes.
+//! at every burst start and end, so the jobs' levels are taken anew whenever the set of active
+//! flows changes.
+//!
+//! Which jobs are re-levelled at a change (exact, not an approximation): a job's level depends
+//! only on the ranked jobs it is link-connected to (two jobs are connected when their flows cross
+//! a common link, [`mlcc_sched::priority_levels`]: one more than the highest level of the
+//! higher-ranked jobs sharing a link), and the ranks order every burst by a key of its own (its
+//! start, its deadline), so the levels of a union of whole components computed alone are the
+//! levels computed over all jobs (the JCTs then agree up to rounding, which strict priority can
+//! amplify into another order of two near-simultaneous bursts: `tests/approx.rs`). At a change,
+//! only the components reached from the links of the jobs it touched are re-levelled (a search through [`Sim::link_jobs`]; a job whose burst ended
+//! is still searched from, so the component it held together is re-levelled as its parts);
+//! `exact` re-levels every communicating job at every change (the reference, whose cost grows
+//! with all active flows at every event: at cluster scale it did not finish in 230 s where fair
+//! took 17 s, RESULTS.md round 12).
 
 use mlcc_sched::{
     priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
     rank_least_attained, JobKey, JobOrder, LinkId, RankedJob,
 };
 
-use super::{job_work, Control, JobWeights, Policy};
+use super::{job_work, ComponentSearch, Control, JobWeights, Policy};
 use crate::sim::{Phase, Sim};
 
 /// The layer's levels for `ranks` over the links of each ranked job's flows: per job (index),
 /// its flows' weight, 1 for a job not ranked.
 fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
     weight.clear();
+    level_weights_of(sim, ranks, ratio, weight);
+}
+
+/// [`level_weights`] for the ranked jobs only: their entries of `weight` (per job, index) are
+/// set, every other entry is left as it was (1 where `weight` grows).
+fn level_weights_of(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
     weight.resize(sim.jobs.len(), 1.0);
     let ranked: Vec<RankedJob> = ranks
         .into_iter()
@@ -119,34 +138,32 @@ pub struct PriorityByBurst {
     /// deadline: the burst's start plus the job's communication time alone on its placement,
     /// [`crate::sim::Job::alone_comm_s`]); [`JobOrder::LeastAttained`] ranks by iterations done.
     pub order: JobOrder,
+    /// Re-level every communicating job at every change instead of the link-connected
+    /// components a change reaches (module header; both give the same levels).
+    pub exact: bool,
     weight: Vec<f64>,
+    /// The component search and scratch for its starting jobs.
+    search: ComponentSearch,
+    start: Vec<usize>,
 }
 
 impl PriorityByBurst {
-    /// The policy with weight ratio `ratio` between levels and burst order `order`.
-    pub fn new(ratio: f64, order: JobOrder) -> Self {
+    /// The policy with weight ratio `ratio` between levels and burst order `order`, re-levelling
+    /// the components a change reaches (`exact` false) or every job.
+    pub fn new(ratio: f64, order: JobOrder, exact: bool) -> Self {
         PriorityByBurst {
             ratio,
             order,
+            exact,
             weight: Vec::new(),
-        }
-    }
-}
-
-impl Policy for PriorityByBurst {
-    fn name(&self) -> String {
-        match self.order {
-            JobOrder::FirstCome => "priority-fc".into(),
-            JobOrder::EarliestDeadline => "priority-edf".into(),
-            JobOrder::LeastAttained => "priority-las".into(),
+            search: ComponentSearch::default(),
+            start: Vec::new(),
         }
     }
 
-    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
-        ctl.fair(sim.active.len());
-        let mut jobs: Vec<usize> = sim.active.iter().map(|(j, _)| *j).collect();
-        jobs.sort_unstable();
-        jobs.dedup();
+    /// Ranks `jobs` (distinct) by burst in [`PriorityByBurst::order`] and sets their weights
+    /// from their levels.
+    fn relevel(&mut self, sim: &Sim, jobs: &[usize]) {
         // Burst starts and times alone in ns of simulated time (the layer's shared clock).
         let ns = |s: f64| {
             if s.is_finite() {
@@ -184,9 +201,96 @@ impl Policy for PriorityByBurst {
             }
         }
         .unwrap_or_default();
-        level_weights(sim, ranks, self.ratio, &mut self.weight);
+        level_weights_of(sim, ranks, self.ratio, &mut self.weight);
+    }
+}
+
+/// True when job `j` is ranked: it communicates over the network now (a network flow of it is
+/// active, as in [`Sim::active`]).
+fn ranked(sim: &Sim, j: usize) -> bool {
+    let job = &sim.jobs[j];
+    job.network && job.phase == Phase::Communicating && sim.network_flows(j).next().is_some()
+}
+
+impl Policy for PriorityByBurst {
+    fn name(&self) -> String {
+        match self.order {
+            JobOrder::FirstCome => "priority-fc".into(),
+            JobOrder::EarliestDeadline => "priority-edf".into(),
+            JobOrder::LeastAttained => "priority-las".into(),
+        }
+    }
+
+    fn decide(&mut self, sim: &Sim, ctl: &mut Control) -> f64 {
+        ctl.fair(sim.active.len());
+        let mut jobs: Vec<usize> = sim.active.iter().map(|(j, _)| *j).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        self.weight.clear();
+        self.relevel(sim, &jobs);
         for (i, &(j, _)) in sim.active.iter().enumerate() {
             ctl.weight[i] = self.weight.get(j).copied().unwrap_or(1.0);
+        }
+        f64::INFINITY
+    }
+
+    fn is_sparse(&self) -> bool {
+        !self.exact
+    }
+
+    /// The ranked jobs link-connected to the touched jobs: a search through the links of the
+    /// touched jobs (ranked or not: a job whose burst ended held its component together) and of
+    /// the ranked jobs it reaches.
+    fn select_jobs(
+        &mut self,
+        sim: &Sim,
+        touched: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<usize>,
+    ) {
+        self.search.begin(sim);
+        for &j in touched {
+            self.search.seed(j);
+        }
+        // The jobs the whole-cluster path re-allocates at every decision (flows capped at the
+        // rate they wait on) are searched from too, so both paths re-allocate the same flows.
+        let mut start = std::mem::take(&mut self.start);
+        start.clear();
+        sim.up_capped_jobs(&mut start);
+        for &j in &start {
+            if self.search.seed(j) {
+                out.push(j);
+            }
+        }
+        self.start = start;
+        self.search.run(
+            sim,
+            |sim, j, visit| {
+                for &(l, _) in &sim.jobs[j].link_bytes {
+                    visit(l as usize);
+                }
+            },
+            ranked,
+            out,
+        );
+    }
+
+    /// Levels of the ranked jobs among `jobs` (whole components, [`Self::select_jobs`]); the
+    /// weight of each of their active network flows, uncapped.
+    fn decide_jobs(
+        &mut self,
+        sim: &Sim,
+        jobs: &[usize],
+        _at_decision: bool,
+        out: &mut Vec<(usize, usize, f64, f64)>,
+    ) -> f64 {
+        let mut live: Vec<usize> = jobs.iter().copied().filter(|&j| ranked(sim, j)).collect();
+        live.sort_unstable();
+        live.dedup();
+        self.relevel(sim, &live);
+        for &j in &live {
+            let w = self.weight.get(j).copied().unwrap_or(1.0);
+            out.extend(sim.network_flows(j).map(|f| (j, f, w, f64::INFINITY)));
         }
         f64::INFINITY
     }
