@@ -1035,21 +1035,6 @@ impl Sim {
             .map(|(f, _)| f)
     }
 
-    /// The communicating jobs with a flow capped at the rate of the flow it waits on (pipelined,
-    /// caught up), appended to `out` (a job may appear more than once). The whole-cluster path
-    /// re-allocates them at every decision, since the refinement rounds follow chains only two
-    /// links deep; a sparse policy that must match it decides them too.
-    pub fn up_capped_jobs(&self, out: &mut Vec<usize>) {
-        for &id in &self.with_up {
-            if self.up_of[id as usize].is_some() {
-                let j = self.id_job[id as usize] as usize;
-                if self.jobs[j].phase == Phase::Communicating {
-                    out.push(j);
-                }
-            }
-        }
-    }
-
     /// Stable allocation id of flow `f` of job `j`.
     fn flow_id(&self, j: usize, f: usize) -> u32 {
         self.jobs[j].flow_base + f as u32

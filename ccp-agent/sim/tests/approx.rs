@@ -2,7 +2,7 @@
 //! The documented approximations of the fast mode against the exact reference (`--exact`,
 //! `PolicyConfig::exact`): MCS re-deciding only the port-connected components an event reaches,
 //! `priority-fc`/`priority-edf` re-levelling only the link-connected components a change reaches
-//! (the same levels; JCTs equal up to rounding that strict priority may amplify), mlcc reusing unit plans that nothing invalidated (and rolling incomplete ones forward), and
+//! (the same levels; mean JCTs within 0.15 %), mlcc reusing unit plans that nothing invalidated (and rolling incomplete ones forward), and
 //! MLTCP skipping jobs whose weights move no rate and re-evaluating F early to coalesce jobs
 //! sharing a link (their module headers). On small random clusters with a mix of single- and
 //! multi-server ring and PS jobs, both modes finish every job; MCS's JCTs agree within 1 % per
@@ -135,10 +135,10 @@ fn mcs_components_match_the_whole_cluster_decision() {
 
 /// `priority-fc` and `priority-edf` re-level only the link-connected components a change
 /// reaches, whose levels are those of re-levelling every job (the module header of
-/// `policy::priority`). The engine then brings byte counts up to date at other instants than the
-/// whole-cluster path does, and strict priority can amplify that rounding into a different order
-/// of two near-simultaneous bursts: measured on these cases, every `priority-fc` JCT equal within
-/// 1e-6, `priority-edf` within 0.03 % for all jobs but one (0.9 %, seed 6).
+/// `policy::priority`); the engine's sparse path re-allocates flows capped at their upstream's
+/// rate only with their job, not at every decision as its whole-cluster path does. Measured on
+/// these cases: mean JCT within 0.15 %, per job within 0.96 % (`priority-fc`) and 1.8 %
+/// (`priority-edf`).
 #[test]
 fn burst_priority_components_match_the_whole_cluster_levels() {
     for name in ["priority-fc", "priority-edf"] {
@@ -148,13 +148,13 @@ fn burst_priority_components_match_the_whole_cluster_levels() {
             let (fast, _, _) = run(name, false, &tree, &specs);
             for (k, (a, b)) in fast.iter().zip(&exact).enumerate() {
                 assert!(
-                    (a - b).abs() <= 0.02 * b,
+                    (a - b).abs() <= 0.03 * b,
                     "{name}, seed {seed}, job {k}: JCT {a} (components) vs {b} (exact)"
                 );
             }
             let (ma, mb) = (mean(&fast), mean(&exact));
             assert!(
-                (ma - mb).abs() <= 0.002 * mb,
+                (ma - mb).abs() <= 0.005 * mb,
                 "{name}, seed {seed}: mean JCT {ma} (components) vs {mb} (exact)"
             );
         }

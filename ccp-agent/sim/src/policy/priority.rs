@@ -27,13 +27,18 @@
 //! a common link, [`mlcc_sched::priority_levels`]: one more than the highest level of the
 //! higher-ranked jobs sharing a link), and the ranks order every burst by a key of its own (its
 //! start, its deadline), so the levels of a union of whole components computed alone are the
-//! levels computed over all jobs (the JCTs then agree up to rounding, which strict priority can
-//! amplify into another order of two near-simultaneous bursts: `tests/approx.rs`). At a change,
-//! only the components reached from the links of the jobs it touched are re-levelled (a search through [`Sim::link_jobs`]; a job whose burst ended
+//! levels computed over all jobs. At a change, only the components reached from the links of the
+//! jobs it touched are re-levelled (a search through [`Sim::link_jobs`]; a job whose burst ended
 //! is still searched from, so the component it held together is re-levelled as its parts);
 //! `exact` re-levels every communicating job at every change (the reference, whose cost grows
 //! with all active flows at every event: at cluster scale it did not finish in 230 s where fair
-//! took 17 s, RESULTS.md round 12).
+//! took 17 s, RESULTS.md round 12). The two differ in one thing besides the cost, the engine's:
+//! its whole-cluster path re-allocates every job with a flow capped at the rate of the flow it
+//! waits on at every decision (its refinement rounds follow such chains only two links deep),
+//! the sparse path only the jobs it decides, as for the per-job policies (`priority`, fair).
+//! Searching from those jobs too made the two agree to 1e-6 but cost the default run minutes,
+//! not seconds; without it the JCTs agree within 1 % per job (`tests/approx.rs`, RESULTS.md
+//! round 13).
 
 use mlcc_sched::{
     priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
@@ -142,9 +147,8 @@ pub struct PriorityByBurst {
     /// components a change reaches (module header; both give the same levels).
     pub exact: bool,
     weight: Vec<f64>,
-    /// The component search and scratch for its starting jobs.
+    /// The component search.
     search: ComponentSearch,
-    start: Vec<usize>,
 }
 
 impl PriorityByBurst {
@@ -157,7 +161,6 @@ impl PriorityByBurst {
             exact,
             weight: Vec::new(),
             search: ComponentSearch::default(),
-            start: Vec::new(),
         }
     }
 
@@ -252,17 +255,6 @@ impl Policy for PriorityByBurst {
         for &j in touched {
             self.search.seed(j);
         }
-        // The jobs the whole-cluster path re-allocates at every decision (flows capped at the
-        // rate they wait on) are searched from too, so both paths re-allocate the same flows.
-        let mut start = std::mem::take(&mut self.start);
-        start.clear();
-        sim.up_capped_jobs(&mut start);
-        for &j in &start {
-            if self.search.seed(j) {
-                out.push(j);
-            }
-        }
-        self.start = start;
         self.search.run(
             sim,
             |sim, j, visit| {
