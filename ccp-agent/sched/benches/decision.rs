@@ -11,7 +11,12 @@
 //! flows; a flow crosses its source NIC, and, between racks, both ToR uplinks/downlinks, and the
 //! destination NIC (2 or 4 links). Flows carry 1-200 MB; every third one is a ring flow whose
 //! predecessor is ahead, so Alg. 2's raise branch runs too. The coflow rows plan groups of 4
-//! consecutive flows jointly (`plan_group`) and report the group's time over its members.
+//! consecutive flows jointly (`plan_group`) and report the group's time over its members. The
+//! policy rows time the layer's whole per-slot decision as the agent calls it
+//! (`policy::decide` over a snapshot of every flow, the same flows as 4-worker ring jobs) under
+//! the rule the agent runs by default (`Rules::Priority`, jobs ranked earliest deadline first,
+//! work-conserving, spare sharing; issue 19) and under the paper's `Rules::Mlcc`, reported as
+//! the call's time over its flows.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -88,6 +93,65 @@ fn setup(flows: usize) -> (LinkLoadTable, Vec<FlowRequest>) {
         plan_flow(&mut t, r).unwrap();
     }
     (t, reqs)
+}
+
+/// The flows of [`setup`] as 4-worker ring jobs (job = flow / 4, each flow's predecessor the
+/// previous flow of its ring), for the policy layer.
+fn ring_snapshot(reqs: &[FlowRequest]) -> Vec<FlowState> {
+    reqs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let first = i / GROUP * GROUP;
+            let members = GROUP.min(reqs.len() - first);
+            let pred = first + (i - first + members - 1) % members;
+            let size = r.progress.sent_bytes + r.progress.remaining_bytes;
+            FlowState {
+                flow: r.flow,
+                job: JobKey((i / GROUP) as u64),
+                role: FlowRole::RingSend {
+                    predecessor: Some(reqs[pred].flow),
+                    chunk_bytes: (size / GROUP as u64).max(1),
+                },
+                path: r.path.clone(),
+                progress: r.progress,
+                iteration_bytes: size,
+                decide: true,
+            }
+        })
+        .collect()
+}
+
+/// Options for the policy rows: `rules`, with the jobs of [`ring_snapshot`] ranked earliest
+/// deadline first (seeded burst starts and times alone, µs) under [`Rules::Priority`].
+fn policy_options(rules: Rules, jobs: usize) -> PolicyOptions {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let bursts: Vec<(JobKey, u64, u64)> = (0..jobs as u64)
+        .map(|j| (JobKey(j), rng.below(1_000_000), 1_000 + rng.below(500_000)))
+        .collect();
+    PolicyOptions {
+        rules,
+        share_spare: true,
+        sendable_only: false,
+        work_conserving: rules == Rules::Priority,
+        strict_rates: false,
+        job_rank: if rules == Rules::Priority {
+            rank_earliest_deadline(&bursts).unwrap()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// One slot of the policy layer: expire the past slot, decide every flow of `flows` at once.
+fn policy_slot(t: &mut LinkLoadTable, flows: &[FlowState], options: &PolicyOptions) -> usize {
+    let next = t.current_slot() + 1;
+    t.advance_to(next).unwrap();
+    let snapshot = Snapshot {
+        slot: next,
+        flows: flows.to_vec(),
+        min_rate_bps: 0,
+    };
+    policy::decide(t, &snapshot, options).unwrap().groups.len()
 }
 
 /// One whole slot: expire the past slot, plan every flow, let each send its current-slot bytes
@@ -175,6 +239,24 @@ fn report_percentiles() {
             "{n:>6}  {:<34} {a:>8.2} {b:>8.2} {c:>8.2} {m:>8}",
             "plan_group of 4 (per flow)"
         );
+        // The policy layer's per-slot decision over all flows, per flow.
+        let flows = ring_snapshot(&reqs);
+        for (rules, what) in [
+            (Rules::Priority, "policy::decide priority (per flow)"),
+            (Rules::Mlcc, "policy::decide mlcc (per flow)"),
+        ] {
+            let options = policy_options(rules, n.div_ceil(GROUP));
+            let calls = (20_000 / n).clamp(20, 2000);
+            let mut ns = Vec::with_capacity(calls * n);
+            for _ in 0..calls {
+                let s = Instant::now();
+                black_box(policy_slot(&mut t, black_box(&flows), &options));
+                let per_flow = s.elapsed().as_nanos() as u64 / n as u64;
+                ns.extend(std::iter::repeat_n(per_flow, n));
+            }
+            let (a, b, c) = percentiles(&ns);
+            println!("{n:>6}  {what:<34} {a:>8.2} {b:>8.2} {c:>8.2} {calls:>8}");
+        }
         // Whole slots.
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         let slots = (20_000 / n).clamp(50, 2000);
@@ -241,6 +323,11 @@ fn main() {
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         run_slot(&mut t, &mut reqs, &bytes);
         plan_group(&mut t, &reqs[..GROUP]).unwrap();
+        let flows = ring_snapshot(&reqs);
+        for rules in [Rules::Priority, Rules::Mlcc] {
+            let groups = policy_slot(&mut t, &flows, &policy_options(rules, 3));
+            assert!(groups > 0, "{rules:?}: the policy layer decided no group");
+        }
         println!("decision bench: smoke run ok");
         return;
     }
