@@ -399,7 +399,7 @@ fn run_scenario(
     };
     if !cli.vm_summary.is_empty() {
         println!(
-            "fidelity: simulator against VM, mean iteration time per job over the seeds both have"
+            "fidelity: simulator against VM, mean iteration time per job over the seeds both have, then per policy (all jobs: the mean of the jobs' means)"
         );
         println!("  policy             VM cc                              job        sim_ms     vm_ms   error  seeds");
         for f in &fid {

@@ -294,9 +294,15 @@ pub struct Fidelity {
     pub error_pct: f64,
 }
 
+/// Job name of the per-policy row of [`fidelity`].
+pub const ALL_JOBS: &str = "all jobs";
+
 /// Pairs the simulator's runs (`sim`: policy, seed, the jobs' results) with the VM's rows for
 /// each (policy, cc) of `pairs`, job by job, over the seeds both have. Jobs or pairs without a
-/// common seed are left out.
+/// common seed are left out. After the jobs of a pair with more than one job comes a row for
+/// the policy as a whole (job [`ALL_JOBS`]): the mean over its jobs of their mean iteration
+/// times, simulator and VM, and the error of those (issue 19's fidelity is per policy); its
+/// seeds are those every job row has.
 pub fn fidelity(
     sim: &[(String, u64, Vec<JobResult>)],
     vm: &[VmRow],
@@ -304,6 +310,7 @@ pub fn fidelity(
 ) -> Vec<Fidelity> {
     let mut out = Vec::new();
     for (policy, cc) in pairs {
+        let first = out.len();
         let mut jobs: Vec<&str> = sim
             .iter()
             .filter(|r| &r.0 == policy)
@@ -341,6 +348,23 @@ pub fn fidelity(
                 policy: policy.clone(),
                 cc: cc.clone(),
                 job: job.to_string(),
+                seeds,
+                sim_ms,
+                vm_ms,
+                error_pct: 100.0 * (sim_ms / vm_ms - 1.0),
+            });
+        }
+        let rows = &out[first..];
+        if rows.len() > 1 {
+            let n = rows.len() as f64;
+            let sim_ms = rows.iter().map(|r| r.sim_ms).sum::<f64>() / n;
+            let vm_ms = rows.iter().map(|r| r.vm_ms).sum::<f64>() / n;
+            let mut seeds = rows[0].seeds.clone();
+            seeds.retain(|s| rows.iter().all(|r| r.seeds.contains(s)));
+            out.push(Fidelity {
+                policy: policy.clone(),
+                cc: cc.clone(),
+                job: ALL_JOBS.to_string(),
                 seeds,
                 sim_ms,
                 vm_ms,
@@ -491,7 +515,7 @@ start_offset_ms = 30
             row("cubic", "A", 4, 1.0),
         ];
         let f = fidelity(&sim, &vm, &[("fair".into(), "cubic".into())]);
-        assert_eq!(f.len(), 2);
+        assert_eq!(f.len(), 3);
         // A: seeds 1 and 2 (seed 3 has no VM run, seed 4 no simulation): sim 800, VM 800.
         assert_eq!(f[0].job, "A");
         assert_eq!(f[0].seeds, [1, 2]);
@@ -500,6 +524,12 @@ start_offset_ms = 30
         // B: seed 2's simulation has no mean, so seed 1 only: 800 against 1000 ms.
         assert_eq!(f[1].seeds, [1]);
         assert!((f[1].error_pct + 20.0).abs() < 1e-9, "{}", f[1].error_pct);
+        // The policy as a whole: the mean of the jobs' means, sim (800 + 800) / 2 against VM
+        // (800 + 1000) / 2, over the seeds both jobs have.
+        assert_eq!(f[2].job, ALL_JOBS);
+        assert_eq!(f[2].seeds, [1]);
+        assert!((f[2].sim_ms - 800.0).abs() < 1e-9 && (f[2].vm_ms - 900.0).abs() < 1e-9);
+        assert!((f[2].error_pct - 100.0 * (800.0 / 900.0 - 1.0)).abs() < 1e-9);
         // A pair with no VM rows gives nothing.
         assert!(fidelity(&sim, &vm, &[("fair".into(), "bbr".into())]).is_empty());
     }
