@@ -22,7 +22,8 @@
 //! at every burst start and end, so the jobs' levels are taken anew whenever the set of active
 //! flows changes.
 //!
-//! Which jobs are re-levelled at a change (exact, not an approximation): a job's level depends
+//! Which jobs are re-levelled at a change (the levels are exactly those of re-levelling every
+//! job; what differs is the engine's, below): a job's level depends
 //! only on the ranked jobs it is link-connected to (two jobs are connected when their flows cross
 //! a common link, [`mlcc_sched::priority_levels`]: one more than the highest level of the
 //! higher-ranked jobs sharing a link), and the ranks order every burst by a key of its own (its
