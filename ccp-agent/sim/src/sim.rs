@@ -326,6 +326,18 @@ impl TimeHist {
     }
 }
 
+/// [`Sim::allocate`]'s scratch buffers: flow ids that left the allocation, that a solve moved,
+/// that any solve of this allocation moved, the backfill's links and the jobs of the refinement
+/// rounds.
+#[derive(Clone, Debug, Default)]
+struct AllocScratch {
+    gone: Vec<u32>,
+    changed: Vec<u32>,
+    moved: Vec<u32>,
+    links: Vec<u32>,
+    touched_jobs: Vec<usize>,
+}
+
 /// The state of one run.
 pub struct Sim {
     /// The network.
@@ -385,6 +397,9 @@ pub struct Sim {
     job_events: BinaryHeap<JobEvent>,
     scratch: Vec<f64>,
     mins: Vec<(f64, Option<usize>)>,
+    /// [`Sim::allocate`]'s buffers, kept between calls so an allocation allocates nothing once
+    /// they have grown.
+    alloc_scratch: AllocScratch,
     /// Scratch lists of a sparse policy's decision (jobs decided, jobs it selected).
     touched: Vec<usize>,
     selected: Vec<usize>,
@@ -526,6 +541,7 @@ impl Sim {
             job_events: BinaryHeap::new(),
             scratch: Vec::new(),
             mins: Vec::new(),
+            alloc_scratch: AllocScratch::default(),
             touched: Vec::new(),
             selected: Vec::new(),
             link_first: RefCell::new((vec![UNSEEN; links], Vec::new())),
@@ -1179,7 +1195,9 @@ impl Sim {
             .resize(self.next_flow_id as usize, f64::INFINITY);
         self.blocked_flag.resize(self.next_flow_id as usize, false);
         // Flows of the dirty jobs that are no longer active leave the allocation.
-        let mut gone: Vec<u32> = Vec::new();
+        let mut sc = std::mem::take(&mut self.alloc_scratch);
+        let mut gone = std::mem::take(&mut sc.gone);
+        gone.clear();
         for k in 0..self.dirty.len() {
             let j = self.dirty[k];
             let comm = self.jobs[j].phase == Phase::Communicating;
@@ -1234,14 +1252,17 @@ impl Sim {
             self.blocked_flag[id as usize] = blocked;
         }
         self.mins = mins;
-        let mut changed: Vec<u32> = Vec::new();
-        let mut moved: Vec<u32> = Vec::new();
+        let mut changed = std::mem::take(&mut sc.changed);
+        let mut moved = std::mem::take(&mut sc.moved);
+        moved.clear();
         self.inc.solve(&mut changed);
         moved.extend_from_slice(&changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains): the
         // blocked flows just decided, and those whose upstream's rate moved.
         if self.n_up > 0 {
-            let mut touched_jobs: Vec<usize> = decided.iter().map(|d| d.0).collect();
+            let mut touched_jobs = std::mem::take(&mut sc.touched_jobs);
+            touched_jobs.clear();
+            touched_jobs.extend(decided.iter().map(|d| d.0));
             for _ in 0..2 {
                 for &id in &changed {
                     touched_jobs.push(self.id_job[id as usize] as usize);
@@ -1269,6 +1290,7 @@ impl Sim {
                 self.inc.solve(&mut changed);
                 moved.extend_from_slice(&changed);
             }
+            sc.touched_jobs = touched_jobs;
         }
         if backfill {
             // Work conservation: what the caps left idle is shared max-min among the flows that
@@ -1277,7 +1299,8 @@ impl Sim {
                 .back
                 .get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
             back.always_full = full;
-            let mut links: Vec<u32> = Vec::new();
+            let mut links = std::mem::take(&mut sc.links);
+            links.clear();
             for &id in moved.iter().chain(gone.iter()) {
                 links.extend_from_slice(self.inc.path_of(id));
             }
@@ -1303,6 +1326,7 @@ impl Sim {
             }
             back.solve(&mut changed);
             moved.extend_from_slice(&changed);
+            sc.links = links;
         } else {
             self.back = None;
         }
@@ -1336,6 +1360,10 @@ impl Sim {
         }
         jobs.clear();
         self.dirty = jobs;
+        sc.gone = gone;
+        sc.changed = changed;
+        sc.moved = moved;
+        self.alloc_scratch = sc;
     }
 
     /// Time until the next flow event of job `j` (a completion, a flow catching up with its

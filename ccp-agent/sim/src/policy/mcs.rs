@@ -49,9 +49,14 @@ pub struct Mcs {
     stamp: u32,
     /// The port-connected component search.
     search: ComponentSearch,
-    /// Scratch: the flows decided and their caps.
+    /// Scratch: the flows decided and their caps; in [`Mcs::caps`], the sendable flows, the
+    /// coflows (job, range of `sendable`), bytes per port and the coflows' order.
     flows: Vec<(usize, usize)>,
     caps: Vec<f64>,
+    sendable: Vec<usize>,
+    coflows: Vec<(usize, usize, usize)>,
+    load: Vec<(usize, f64)>,
+    order: Vec<(f64, usize)>,
 }
 
 impl Mcs {
@@ -68,16 +73,23 @@ impl Mcs {
     fn caps(&mut self, sim: &Sim, flows: &[(usize, usize)], cap: &mut Vec<f64>) {
         cap.clear();
         cap.resize(flows.len(), 0.0);
-        // Coflows: the sendable active flows of each job.
-        let mut coflows: Vec<(usize, Vec<usize>)> = Vec::new();
+        // Coflows: the sendable active flows of each job, as ranges of `sendable` (the flows
+        // come in job order). Scratch buffers are kept between calls.
+        let mut sendable = std::mem::take(&mut self.sendable);
+        let mut coflows = std::mem::take(&mut self.coflows);
+        let mut load = std::mem::take(&mut self.load);
+        let mut order = std::mem::take(&mut self.order);
+        sendable.clear();
+        coflows.clear();
         for (i, &(j, f)) in flows.iter().enumerate() {
             if sim.blocked(j, f) || sim.jobs[j].flows[f].path.is_empty() {
                 continue;
             }
             match coflows.last_mut() {
-                Some((cj, v)) if *cj == j => v.push(i),
-                _ => coflows.push((j, vec![i])),
+                Some((cj, _, end)) if *cj == j => *end += 1,
+                _ => coflows.push((j, sendable.len(), sendable.len() + 1)),
             }
+            sendable.push(i);
         }
         let link_cap = &sim.tree.capacity;
         let ports = |i: usize| {
@@ -90,9 +102,10 @@ impl Mcs {
             let fl = &sim.jobs[j].flows[f];
             (fl.size - fl.sent).max(0.0)
         };
-        // Bottleneck time of a coflow on ports with capacities `c`.
-        let gamma = |flows: &[usize], c: &dyn Fn(usize) -> f64| -> f64 {
-            let mut load: Vec<(usize, f64)> = Vec::new();
+        // Bottleneck time of a coflow on ports with capacities `c` (`load`: scratch for the
+        // bytes per port).
+        let gamma = |flows: &[usize], c: &dyn Fn(usize) -> f64, load: &mut Vec<(usize, f64)>| {
+            load.clear();
             for &i in flows {
                 let (a, b) = ports(i);
                 for p in [a, b] {
@@ -113,11 +126,10 @@ impl Mcs {
                 .fold(0.0, f64::max)
         };
         let full = |p: usize| link_cap[p];
-        let mut order: Vec<(f64, usize)> = coflows
-            .iter()
-            .enumerate()
-            .map(|(k, (_, v))| (gamma(v, &full), k))
-            .collect();
+        order.clear();
+        for (k, &(_, a, b)) in coflows.iter().enumerate() {
+            order.push((gamma(&sendable[a..b], &full, &mut load), k));
+        }
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // Residual capacity of the ports, set lazily (capacity until a coflow takes some).
         self.stamp = self.stamp.wrapping_add(1);
@@ -126,8 +138,9 @@ impl Mcs {
             self.res_mark.resize(link_cap.len(), 0);
         }
         let stamp = self.stamp;
-        for (_, k) in order {
-            let flows = &coflows[k].1;
+        for &(_, k) in &order {
+            let (_, a, b) = coflows[k];
+            let flows = &sendable[a..b];
             let g = {
                 let (res, mark) = (&self.residual, &self.res_mark);
                 let c = |p: usize| {
@@ -137,7 +150,7 @@ impl Mcs {
                         link_cap[p]
                     }
                 };
-                gamma(flows, &c)
+                gamma(flows, &c, &mut load)
             };
             if !(g.is_finite() && g > 0.0) {
                 continue;
@@ -155,6 +168,10 @@ impl Mcs {
                 }
             }
         }
+        self.sendable = sendable;
+        self.coflows = coflows;
+        self.load = load;
+        self.order = order;
     }
 }
 
