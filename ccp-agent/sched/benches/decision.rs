@@ -96,9 +96,10 @@ fn setup(flows: usize) -> (LinkLoadTable, Vec<FlowRequest>) {
 }
 
 /// The flows of [`setup`] as 4-worker ring jobs (job = flow / 4, each flow's predecessor the
-/// previous flow of its ring), for the policy layer.
-fn ring_snapshot(reqs: &[FlowRequest]) -> Vec<FlowState> {
-    reqs.iter()
+/// previous flow of its ring), a snapshot for the policy layer.
+fn ring_snapshot(reqs: &[FlowRequest]) -> Snapshot {
+    let flows = reqs
+        .iter()
         .enumerate()
         .map(|(i, r)| {
             let first = i / GROUP * GROUP;
@@ -118,7 +119,12 @@ fn ring_snapshot(reqs: &[FlowRequest]) -> Vec<FlowState> {
                 decide: true,
             }
         })
-        .collect()
+        .collect();
+    Snapshot {
+        slot: 0,
+        flows,
+        min_rate_bps: 0,
+    }
 }
 
 /// Options for the policy rows: `rules`, with the jobs of [`ring_snapshot`] ranked earliest
@@ -142,16 +148,13 @@ fn policy_options(rules: Rules, jobs: usize) -> PolicyOptions {
     }
 }
 
-/// One slot of the policy layer: expire the past slot, decide every flow of `flows` at once.
-fn policy_slot(t: &mut LinkLoadTable, flows: &[FlowState], options: &PolicyOptions) -> usize {
+/// One slot of the policy layer: expire the past slot, decide every flow of `snapshot` at once
+/// (its slot set to the new one).
+fn policy_slot(t: &mut LinkLoadTable, snapshot: &mut Snapshot, options: &PolicyOptions) -> usize {
     let next = t.current_slot() + 1;
     t.advance_to(next).unwrap();
-    let snapshot = Snapshot {
-        slot: next,
-        flows: flows.to_vec(),
-        min_rate_bps: 0,
-    };
-    policy::decide(t, &snapshot, options).unwrap().groups.len()
+    snapshot.slot = next;
+    policy::decide(t, snapshot, options).unwrap().groups.len()
 }
 
 /// One whole slot: expire the past slot, plan every flow, let each send its current-slot bytes
@@ -240,7 +243,7 @@ fn report_percentiles() {
             "plan_group of 4 (per flow)"
         );
         // The policy layer's per-slot decision over all flows, per flow.
-        let flows = ring_snapshot(&reqs);
+        let mut snapshot = ring_snapshot(&reqs);
         for (rules, what) in [
             (Rules::Priority, "policy::decide priority (per flow)"),
             (Rules::Mlcc, "policy::decide mlcc (per flow)"),
@@ -250,7 +253,7 @@ fn report_percentiles() {
             let mut ns = Vec::with_capacity(calls * n);
             for _ in 0..calls {
                 let s = Instant::now();
-                black_box(policy_slot(&mut t, black_box(&flows), &options));
+                black_box(policy_slot(&mut t, black_box(&mut snapshot), &options));
                 let per_flow = s.elapsed().as_nanos() as u64 / n as u64;
                 ns.extend(std::iter::repeat_n(per_flow, n));
             }
@@ -323,9 +326,9 @@ fn main() {
         let bytes: Vec<u64> = reqs.iter().map(|r| r.progress.remaining_bytes).collect();
         run_slot(&mut t, &mut reqs, &bytes);
         plan_group(&mut t, &reqs[..GROUP]).unwrap();
-        let flows = ring_snapshot(&reqs);
+        let mut snapshot = ring_snapshot(&reqs);
         for rules in [Rules::Priority, Rules::Mlcc] {
-            let groups = policy_slot(&mut t, &flows, &policy_options(rules, 3));
+            let groups = policy_slot(&mut t, &mut snapshot, &policy_options(rules, 3));
             assert!(groups > 0, "{rules:?}: the policy layer decided no group");
         }
         println!("decision bench: smoke run ok");

@@ -1196,8 +1196,7 @@ impl Sim {
         self.blocked_flag.resize(self.next_flow_id as usize, false);
         // Flows of the dirty jobs that are no longer active leave the allocation.
         let mut sc = std::mem::take(&mut self.alloc_scratch);
-        let mut gone = std::mem::take(&mut sc.gone);
-        gone.clear();
+        sc.gone.clear();
         for k in 0..self.dirty.len() {
             let j = self.dirty[k];
             let comm = self.jobs[j].phase == Phase::Communicating;
@@ -1210,7 +1209,7 @@ impl Sim {
                     }
                     self.set_up(id, None);
                     self.blocked_flag[id as usize] = false;
-                    gone.push(id);
+                    sc.gone.push(id);
                 }
             }
         }
@@ -1252,24 +1251,21 @@ impl Sim {
             self.blocked_flag[id as usize] = blocked;
         }
         self.mins = mins;
-        let mut changed = std::mem::take(&mut sc.changed);
-        let mut moved = std::mem::take(&mut sc.moved);
-        moved.clear();
-        self.inc.solve(&mut changed);
-        moved.extend_from_slice(&changed);
+        sc.moved.clear();
+        self.inc.solve(&mut sc.changed);
+        sc.moved.extend_from_slice(&sc.changed);
         // Blocked flows go no faster than what they wait on (two refinements for chains): the
         // blocked flows just decided, and those whose upstream's rate moved.
         if self.n_up > 0 {
-            let mut touched_jobs = std::mem::take(&mut sc.touched_jobs);
-            touched_jobs.clear();
-            touched_jobs.extend(decided.iter().map(|d| d.0));
+            sc.touched_jobs.clear();
+            sc.touched_jobs.extend(decided.iter().map(|d| d.0));
             for _ in 0..2 {
-                for &id in &changed {
-                    touched_jobs.push(self.id_job[id as usize] as usize);
+                for &id in &sc.changed {
+                    sc.touched_jobs.push(self.id_job[id as usize] as usize);
                 }
-                touched_jobs.sort_unstable();
-                touched_jobs.dedup();
-                for &j in &touched_jobs {
+                sc.touched_jobs.sort_unstable();
+                sc.touched_jobs.dedup();
+                for &j in &sc.touched_jobs {
                     if self.jobs[j].phase != Phase::Communicating || self.job_up[j] == 0 {
                         continue;
                     }
@@ -1286,11 +1282,10 @@ impl Sim {
                         }
                     }
                 }
-                touched_jobs.clear();
-                self.inc.solve(&mut changed);
-                moved.extend_from_slice(&changed);
+                sc.touched_jobs.clear();
+                self.inc.solve(&mut sc.changed);
+                sc.moved.extend_from_slice(&sc.changed);
             }
-            sc.touched_jobs = touched_jobs;
         }
         if backfill {
             // Work conservation: what the caps left idle is shared max-min among the flows that
@@ -1299,17 +1294,16 @@ impl Sim {
                 .back
                 .get_or_insert_with(|| IncMaxMin::new(&self.tree.capacity));
             back.always_full = full;
-            let mut links = std::mem::take(&mut sc.links);
-            links.clear();
-            for &id in moved.iter().chain(gone.iter()) {
-                links.extend_from_slice(self.inc.path_of(id));
+            sc.links.clear();
+            for &id in sc.moved.iter().chain(sc.gone.iter()) {
+                sc.links.extend_from_slice(self.inc.path_of(id));
             }
             if full {
-                links.extend(0..self.tree.links() as u32);
+                sc.links.extend(0..self.tree.links() as u32);
             }
-            links.sort_unstable();
-            links.dedup();
-            for &l in &links {
+            sc.links.sort_unstable();
+            sc.links.dedup();
+            for &l in &sc.links {
                 back.set_link_cap(
                     l,
                     (self.tree.capacity[l as usize] - self.inc.load(l)).max(0.0),
@@ -1324,9 +1318,8 @@ impl Sim {
                 };
                 back.set(id, &self.jobs[j].flows[f].path, 1.0, c);
             }
-            back.solve(&mut changed);
-            moved.extend_from_slice(&changed);
-            sc.links = links;
+            back.solve(&mut sc.changed);
+            sc.moved.extend_from_slice(&sc.changed);
         } else {
             self.back = None;
         }
@@ -1335,7 +1328,7 @@ impl Sim {
         for &j in &jobs {
             self.is_dirty[j] = false;
         }
-        for &id in &moved {
+        for &id in &sc.moved {
             let j = self.id_job[id as usize] as usize;
             if !self.is_dirty[j] {
                 self.is_dirty[j] = true;
@@ -1360,9 +1353,6 @@ impl Sim {
         }
         jobs.clear();
         self.dirty = jobs;
-        sc.gone = gone;
-        sc.changed = changed;
-        sc.moved = moved;
         self.alloc_scratch = sc;
     }
 

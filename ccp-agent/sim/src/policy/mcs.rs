@@ -49,10 +49,16 @@ pub struct Mcs {
     stamp: u32,
     /// The port-connected component search.
     search: ComponentSearch,
-    /// Scratch: the flows decided and their caps; in [`Mcs::caps`], the sendable flows, the
-    /// coflows (job, range of `sendable`), bytes per port and the coflows' order.
+    /// Scratch: the flows decided and their caps, and [`Mcs::caps`]'s buffers.
     flows: Vec<(usize, usize)>,
     caps: Vec<f64>,
+    scratch: CapsScratch,
+}
+
+/// [`Mcs::caps`]'s buffers, kept between calls: the sendable flows, the coflows (job, range of
+/// `sendable`), bytes per port and the coflows' order.
+#[derive(Clone, Debug, Default)]
+struct CapsScratch {
     sendable: Vec<usize>,
     coflows: Vec<(usize, usize, usize)>,
     load: Vec<(usize, f64)>,
@@ -75,10 +81,13 @@ impl Mcs {
         cap.resize(flows.len(), 0.0);
         // Coflows: the sendable active flows of each job, as ranges of `sendable` (the flows
         // come in job order). Scratch buffers are kept between calls.
-        let mut sendable = std::mem::take(&mut self.sendable);
-        let mut coflows = std::mem::take(&mut self.coflows);
-        let mut load = std::mem::take(&mut self.load);
-        let mut order = std::mem::take(&mut self.order);
+        let mut sc = std::mem::take(&mut self.scratch);
+        let CapsScratch {
+            sendable,
+            coflows,
+            load,
+            order,
+        } = &mut sc;
         sendable.clear();
         coflows.clear();
         for (i, &(j, f)) in flows.iter().enumerate() {
@@ -128,7 +137,7 @@ impl Mcs {
         let full = |p: usize| link_cap[p];
         order.clear();
         for (k, &(_, a, b)) in coflows.iter().enumerate() {
-            order.push((gamma(&sendable[a..b], &full, &mut load), k));
+            order.push((gamma(&sendable[a..b], &full, load), k));
         }
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // Residual capacity of the ports, set lazily (capacity until a coflow takes some).
@@ -138,7 +147,7 @@ impl Mcs {
             self.res_mark.resize(link_cap.len(), 0);
         }
         let stamp = self.stamp;
-        for &(_, k) in &order {
+        for &(_, k) in order.iter() {
             let (_, a, b) = coflows[k];
             let flows = &sendable[a..b];
             let g = {
@@ -150,7 +159,7 @@ impl Mcs {
                         link_cap[p]
                     }
                 };
-                gamma(flows, &c, &mut load)
+                gamma(flows, &c, load)
             };
             if !(g.is_finite() && g > 0.0) {
                 continue;
@@ -168,10 +177,7 @@ impl Mcs {
                 }
             }
         }
-        self.sendable = sendable;
-        self.coflows = coflows;
-        self.load = load;
-        self.order = order;
+        self.scratch = sc;
     }
 }
 
@@ -209,12 +215,9 @@ impl Policy for Mcs {
         _at_decision: bool,
         out: &mut Vec<usize>,
     ) {
-        self.search.begin(sim);
-        for &j in touched {
-            self.search.seed(j);
-        }
         self.search.run(
             sim,
+            touched,
             |sim, j, visit| {
                 for fl in &sim.jobs[j].flows {
                     if fl.src == fl.dst {

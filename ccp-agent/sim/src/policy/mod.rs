@@ -226,36 +226,29 @@ pub struct ComponentSearch {
 }
 
 impl ComponentSearch {
-    /// Starts a search: no job or link visited yet.
-    pub fn begin(&mut self, sim: &Sim) {
-        self.stamp = self.stamp.wrapping_add(1);
-        self.job_mark.resize(sim.jobs.len(), 0);
-        self.link_mark.resize(sim.tree.links(), 0);
-        self.queue.clear();
-    }
-
-    /// Adds job `j` as a starting point (searched from whether or not it is a member); true when
-    /// it had not been visited.
-    pub fn seed(&mut self, j: usize) -> bool {
-        if self.job_mark[j] == self.stamp {
-            return false;
-        }
-        self.job_mark[j] = self.stamp;
-        self.queue.push(j);
-        true
-    }
-
-    /// Visits every job reachable from the seeds: from each visited job through the links
-    /// `links(sim, job, visit)` names, to the jobs on those links ([`Sim::link_jobs`]) that are
-    /// members (`member`), each pushed once to `out` (seeds are not).
+    /// Visits every job reachable from the jobs `seeds` (searched from whether or not they are
+    /// members): from each visited job through the links `links(sim, job, visit)` names, to the
+    /// jobs on those links ([`Sim::link_jobs`]) that are members (`member`), each pushed once
+    /// to `out` (seeds are not).
     pub fn run(
         &mut self,
         sim: &Sim,
+        seeds: &[usize],
         links: impl Fn(&Sim, usize, &mut dyn FnMut(usize)),
         member: impl Fn(&Sim, usize) -> bool,
         out: &mut Vec<usize>,
     ) {
+        self.stamp = self.stamp.wrapping_add(1);
         let stamp = self.stamp;
+        self.job_mark.resize(sim.jobs.len(), 0);
+        self.link_mark.resize(sim.tree.links(), 0);
+        self.queue.clear();
+        for &j in seeds {
+            if self.job_mark[j] != stamp {
+                self.job_mark[j] = stamp;
+                self.queue.push(j);
+            }
+        }
         while let Some(j) = self.queue.pop() {
             let (job_mark, link_mark, queue) =
                 (&mut self.job_mark, &mut self.link_mark, &mut self.queue);

@@ -50,15 +50,9 @@ use super::{job_work, ComponentSearch, Control, JobWeights, Policy};
 use crate::sim::{Phase, Sim};
 
 /// The layer's levels for `ranks` over the links of each ranked job's flows: per job (index),
-/// its flows' weight, 1 for a job not ranked.
+/// its flows' weight for the ranked jobs; every other entry of `weight` is left as it was (1
+/// where `weight` grows: clear it first for 1 everywhere else).
 fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
-    weight.clear();
-    level_weights_of(sim, ranks, ratio, weight);
-}
-
-/// [`level_weights`] for the ranked jobs only: their entries of `weight` (per job, index) are
-/// set, every other entry is left as it was (1 where `weight` grows).
-fn level_weights_of(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
     weight.resize(sim.jobs.len(), 1.0);
     let ranked: Vec<RankedJob> = ranks
         .into_iter()
@@ -110,6 +104,7 @@ impl Priority {
         let work = job_work(sim, &live);
         // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
         let ranks = rank_jobs(&work).unwrap_or_default();
+        self.weight.clear();
         level_weights(sim, ranks, self.ratio, &mut self.weight);
     }
 
@@ -205,7 +200,7 @@ impl PriorityByBurst {
             }
         }
         .unwrap_or_default();
-        level_weights_of(sim, ranks, self.ratio, &mut self.weight);
+        level_weights(sim, ranks, self.ratio, &mut self.weight);
     }
 }
 
@@ -252,12 +247,9 @@ impl Policy for PriorityByBurst {
         _at_decision: bool,
         out: &mut Vec<usize>,
     ) {
-        self.search.begin(sim);
-        for &j in touched {
-            self.search.seed(j);
-        }
         self.search.run(
             sim,
+            touched,
             |sim, j, visit| {
                 for &(l, _) in &sim.jobs[j].link_bytes {
                     visit(l as usize);
@@ -277,9 +269,9 @@ impl Policy for PriorityByBurst {
         _at_decision: bool,
         out: &mut Vec<(usize, usize, f64, f64)>,
     ) -> f64 {
+        // `jobs` holds each job once; decided in job order (the allocation's order of updates).
         let mut live: Vec<usize> = jobs.iter().copied().filter(|&j| ranked(sim, j)).collect();
         live.sort_unstable();
-        live.dedup();
         self.relevel(sim, &live);
         for &j in &live {
             let w = self.weight.get(j).copied().unwrap_or(1.0);
