@@ -454,7 +454,12 @@ impl Ccp {
         }
         let idle_ns = Ktime::ktime_get().to_ns().saturating_sub(self.last_msg_ns.load(Ordering::Relaxed));
         let silent = idle_ns > i64::from(hb_ms).saturating_mul(1_000_000);
-        if silent != self.silent.swap(silent, Ordering::AcqRel) {
+        // A plain load first: on almost every ACK nothing changed, and a swap would write the
+        // shared cache line on each one. Only a transition pays for the swap, and the swap's
+        // result decides which CPU logs it.
+        if silent != self.silent.load(Ordering::Acquire)
+            && silent != self.silent.swap(silent, Ordering::AcqRel)
+        {
             if silent {
                 pr_info!("ccp: no message from the agent for over {} ms: flows back on native MLTCP\n", hb_ms);
             } else {

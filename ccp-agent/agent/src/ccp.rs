@@ -165,10 +165,10 @@ impl<I: Ipc> Shell<I> {
             } => {
                 let f = self.flows.get(&flow)?;
                 let sc = f.scope.as_ref()?;
-                match f
-                    .dp
-                    .update_field(sc, &[("Rate", rate_bytes), ("Control.cwnd_cap", cwnd_bytes)])
-                {
+                match f.dp.update_field(
+                    sc,
+                    &[("Rate", rate_bytes), ("Control.cwnd_cap", cwnd_bytes)],
+                ) {
                     Ok(()) => None,
                     Err(e) => {
                         tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Control.cwnd_cap failed");

@@ -286,7 +286,10 @@ mod tests {
             let mut frame = vec![0xffu8; NLMSG_HDRSIZE + n];
             frame_into(&mut frame, (NLMSG_HDRSIZE + n) as u32, &payload);
             assert_eq!(frame[..4], ((NLMSG_HDRSIZE + n) as u32).to_le_bytes());
-            assert!(frame[4..NLMSG_HDRSIZE].iter().all(|&b| b == 0), "header rest zeroed");
+            assert!(
+                frame[4..NLMSG_HDRSIZE].iter().all(|&b| b == 0),
+                "header rest zeroed"
+            );
             assert_eq!(frame[NLMSG_HDRSIZE..], payload[..]);
         }
     }

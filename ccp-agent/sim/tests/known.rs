@@ -393,5 +393,10 @@ fn priority_runs_the_shortest_remaining_job_first() {
     let mut fair = Sim::new(tree, spread(), jobs).unwrap();
     run(&mut fair, &mut Fair);
     let avg = |s: &Sim| s.jobs.iter().map(|j| j.finish_s).sum::<f64>() / 2.0;
-    assert!(avg(&sim) < 0.9 * avg(&fair), "priority {} fair {}", avg(&sim), avg(&fair));
+    assert!(
+        avg(&sim) < 0.9 * avg(&fair),
+        "priority {} fair {}",
+        avg(&sim),
+        avg(&fair)
+    );
 }

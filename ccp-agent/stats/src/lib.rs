@@ -30,7 +30,12 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
     // saturates: a NaN or negative rank becomes 0, a huge one usize::MAX.
     let x = q * n as f64;
     let t = x as usize;
-    let rank = if (t as f64) < x { t.saturating_add(1) } else { t }.clamp(1, n);
+    let rank = if (t as f64) < x {
+        t.saturating_add(1)
+    } else {
+        t
+    }
+    .clamp(1, n);
     sorted.get(rank - 1).copied()
 }
 

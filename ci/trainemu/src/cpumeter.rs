@@ -66,7 +66,8 @@ impl Reading {
 /// Move the calling thread to CPU `cpu` under `SCHED_IDLE`.
 fn pin_idle(cpu: usize) -> Result<()> {
     let mut set = CpuSet::new();
-    set.set(cpu).with_context(|| format!("CPU {cpu} out of range"))?;
+    set.set(cpu)
+        .with_context(|| format!("CPU {cpu} out of range"))?;
     sched_setaffinity(Pid::from_raw(0), &set).with_context(|| format!("pin to CPU {cpu}"))?;
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler reads `param` (a valid, initialised sched_param that outlives
@@ -117,7 +118,9 @@ pub fn wait_stop_signal(sigs: &SigSet) -> Result<()> {
 pub fn measure(out: &mut dyn Write, wait_stop: impl FnOnce() -> Result<()>) -> Result<Reading> {
     let cpus: Vec<usize> = {
         let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).context("sched_getaffinity")?;
-        (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect()
+        (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect()
     };
     if cpus.is_empty() {
         bail!("no CPU in this process's affinity mask");
@@ -171,10 +174,7 @@ mod tests {
             idle_ns: 600,
         };
         assert_eq!(r.busy_ns(), 1_400);
-        assert_eq!(
-            r.line(),
-            "cpus 2 window_ns 1000 busy_ns 1400 idle_ns 600"
-        );
+        assert_eq!(r.line(), "cpus 2 window_ns 1000 busy_ns 1400 idle_ns 600");
     }
 
     #[test]

@@ -336,12 +336,16 @@ impl<const N: usize> FlowTable<N> {
     ) -> Result<Handled, Error> {
         match msg {
             Msg::UpdateFields(u) => {
-                let slot = loc.and_then(|l| self.slot_mut(l)).ok_or(Error::UnknownFlow)?;
+                let slot = loc
+                    .and_then(|l| self.slot_mut(l))
+                    .ok_or(Error::UnknownFlow)?;
                 slot.state.stage_updates(&u.updates)?;
                 Ok(Handled::Updated { sid: u.sid })
             }
             Msg::ChangeProg(c) => {
-                let slot = loc.and_then(|l| self.slot_mut(l)).ok_or(Error::UnknownFlow)?;
+                let slot = loc
+                    .and_then(|l| self.slot_mut(l))
+                    .ok_or(Error::UnknownFlow)?;
                 let p = programs
                     .lookup_uid(c.program_uid)
                     .ok_or(Error::ProgramNotFound)?;
@@ -511,9 +515,7 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
     ) -> Result<Invoked, Error> {
         let tz = self.time_zero_us;
         match Self::loc(sid) {
-            Some(loc) => self
-                .flows
-                .invoke(loc, sid, &self.programs, prims, tz, ops),
+            Some(loc) => self.flows.invoke(loc, sid, &self.programs, prims, tz, ops),
             None => self.flows.count(Err(Error::UnknownFlow)),
         }
     }
@@ -786,7 +788,9 @@ impl<const SHARDS: usize, const PER_SHARD: usize, const P: usize, S: ProgramStor
         let tz = self.time_zero_us;
         Self::locate(sid)
             .and_then(|loc| {
-                host.with_shard(loc.shard, |t, p| t.invoke(loc, sid, p, prims, tz, &mut *ops))
+                host.with_shard(loc.shard, |t, p| {
+                    t.invoke(loc, sid, p, prims, tz, &mut *ops)
+                })
             })
             .unwrap_or_else(|| host.with_master(|m| m.count(Err(Error::UnknownFlow))))
     }

@@ -251,7 +251,9 @@ impl Stats {
             *a = a.wrapping_add(*b);
         }
         self.msgs_handled = self.msgs_handled.wrapping_add(other.msgs_handled);
-        self.programs_installed = self.programs_installed.wrapping_add(other.programs_installed);
+        self.programs_installed = self
+            .programs_installed
+            .wrapping_add(other.programs_installed);
         self.reports_sent = self.reports_sent.wrapping_add(other.reports_sent);
         self.flows_started = self.flows_started.wrapping_add(other.flows_started);
         self.flows_ended = self.flows_ended.wrapping_add(other.flows_ended);

@@ -85,8 +85,8 @@ pub use self::datapath::{
 pub use self::error::{DropCause, Error, Stats};
 pub use self::machine::{FlowState, Invoked, Primitives, Registers, ReportStatus};
 pub use self::program::{
-    build_program, program_lines, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore, ProgramTable, Reg,
-    RegKind,
+    build_program, program_lines, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore,
+    ProgramTable, Reg, RegKind,
 };
 
 /// Maximum events per program (libccp `MAX_EXPRESSIONS`).

@@ -11,7 +11,10 @@ use portus::lang::Scope;
 
 /// The program as ccp-agent loads it: without its comment lines ([`program_lines`]).
 fn shipped_program() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datapath-programs/mlcc-slot.ccp");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../datapath-programs/mlcc-slot.ccp"
+    );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     program_lines(&text).collect::<Vec<_>>().join("\n")
 }
@@ -51,7 +54,8 @@ impl Flow {
             (reg_of(&sc, "Rate"), 12_500_000),
             (reg_of(&sc, "Control.slot_us"), 60_000),
         ];
-        dp.handle_msg(&change_prog(sid, sc.program_uid, fields)).unwrap();
+        dp.handle_msg(&change_prog(sid, sc.program_uid, fields))
+            .unwrap();
         let mut f = Flow {
             dp,
             ops,
@@ -77,7 +81,9 @@ impl Flow {
             ..Primitives::default()
         };
         self.ops.acts.clear();
-        self.dp.flow_invoke(self.sid, &prims, &mut self.ops).unwrap();
+        self.dp
+            .flow_invoke(self.sid, &prims, &mut self.ops)
+            .unwrap();
         for a in &self.ops.acts {
             if let Act::Cwnd(c) = a {
                 self.cwnd = *c;
@@ -110,7 +116,11 @@ fn window_stays_under_the_ceiling_without_loss() {
 fn loss_halves_the_window_once_per_rtt_then_reno_grows_it() {
     let mut f = Flow::new(100_000, 100_000);
     // Halved, plus that ACK's own additive increase (1448 x 1448 / 50000 bytes).
-    assert_eq!(f.ack_after(RTT_US + 1, 1448, 2), 50_000 + 41, "halved on loss");
+    assert_eq!(
+        f.ack_after(RTT_US + 1, 1448, 2),
+        50_000 + 41,
+        "halved on loss"
+    );
     // More losses within the same RTT (one recovery episode): no second cut.
     assert!(f.ack(1448, 1) >= 50_000);
     assert!(f.ack(1448, 3) >= 50_000);
@@ -122,7 +132,10 @@ fn loss_halves_the_window_once_per_rtt_then_reno_grows_it() {
         acked += 1448;
     }
     let grown = f.cwnd - before;
-    assert!((1300..=1600).contains(&grown), "grew {grown} bytes over one window");
+    assert!(
+        (1300..=1600).contains(&grown),
+        "grew {grown} bytes over one window"
+    );
     // A loss an RTT later cuts again.
     let w = f.cwnd;
     let half = w / 2;

@@ -191,7 +191,9 @@ fn same_results_as_the_single_threaded_datapath() {
             sharded.handle_msg(&host, &chg(s2, uid)).is_ok()
         );
         if i % 3 == 0 {
-            assert!(single.handle_msg(&cwnd_update(s1, 30_000 + i as u64)).is_ok());
+            assert!(single
+                .handle_msg(&cwnd_update(s1, 30_000 + i as u64))
+                .is_ok());
             assert!(sharded
                 .handle_msg(&host, &cwnd_update(s2, 30_000 + i as u64))
                 .is_ok());
@@ -302,7 +304,10 @@ fn drops_are_told_apart_across_shards() {
     }
     let mut short = cwnd_update(live, 1);
     short.truncate(6);
-    assert_eq!(dp.handle_msg(&host, &short).unwrap_err().1, DropCause::Malformed);
+    assert_eq!(
+        dp.handle_msg(&host, &short).unwrap_err().1,
+        DropCause::Malformed
+    );
     assert_eq!(
         dp.handle_msg(&host, &chg(live, 77)),
         Err((Error::ProgramNotFound, DropCause::Malformed))
@@ -375,7 +380,8 @@ fn threads_share_the_datapath() {
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                dp.handle_msg(&*host, &install_of(2 + (n % 2) as u32)).unwrap();
+                dp.handle_msg(&*host, &install_of(2 + (n % 2) as u32))
+                    .unwrap();
                 n += 1;
             }
             n
@@ -394,7 +400,10 @@ fn threads_share_the_datapath() {
                         else {
                             continue;
                         };
-                        assert!(live.lock().unwrap().insert(sid), "sid {sid:#x} handed out twice");
+                        assert!(
+                            live.lock().unwrap().insert(sid),
+                            "sid {sid:#x} handed out twice"
+                        );
                         mine.push(sid);
                     }
                     for &sid in &mine {

@@ -277,7 +277,8 @@ impl Policy for Cassini {
             let flows = Sim::build_flows(&sim.tree, &sim.jobs[j].spec, servers);
             let links = wire_bytes(&Sim::bytes_per_link(&flows));
             if !affinity_has_loop(&Self::graph_with(sim, j, &links)) {
-                let comm_s = Sim::alone_comm_s(&sim.tree, &sim.jobs[j].spec, &flows, sim.config.deps);
+                let comm_s =
+                    Sim::alone_comm_s(&sim.tree, &sim.jobs[j].spec, &flows, sim.config.deps);
                 loop_free.push((k, self.placement_score(sim, j, &links, comm_s)));
             } else if k == 0 {
                 self.stats.first_candidate_looped += 1;

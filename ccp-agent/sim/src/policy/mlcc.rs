@@ -108,8 +108,8 @@ use std::collections::HashMap;
 use mlcc_sched::policy::{self, group_phase, GroupPhase};
 use mlcc_sched::{
     extend_group, group_share_now_bps, pacing_rate_bps, rank_jobs, Dependency, FlowId,
-    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, LinkId, LinkLoadTable,
-    PolicyOptions, Rules, SlotClock, Snapshot, UnitKind,
+    FlowProgress, FlowRequest, FlowRole, FlowState, JobKey, LinkId, LinkLoadTable, PolicyOptions,
+    Rules, SlotClock, Snapshot, UnitKind,
 };
 use serde_json::{json, Value};
 use smallvec::SmallVec;
