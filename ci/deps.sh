@@ -12,6 +12,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 APT_PACKAGES=(
   # Linux 6.12 source and the Rust toolchain Debian pairs with it for the kernel.
   linux-source-6.12 rustc-web rust-web-src libclang-dev
+  # The kernel rustc's clippy, for the module's `make CLIPPY=1` lint (ci/build-module.sh --clippy).
+  rust-web-clippy
   # Kernel build.
   bc flex bison libelf-dev libssl-dev cpio kmod build-essential xz-utils
   # VM testbed: emulator, initramfs userland, traffic tools.
