@@ -69,14 +69,15 @@ copy_kmod_sources() {
      \( -name '*.rs' -o -name Kbuild -o -name Makefile \) -print0 | cpio -0pdm --quiet "$1")
 }
 
-# install_common ROOT PKG: the modules-load.d / modprobe.d / sysctl.d snippets (conffiles) and the
-# README, under ROOT.
+# install_common ROOT PKG: the modules-load.d / modprobe.d / sysctl.d snippets (conffiles), the
+# README and the module's reference (docs/module.md: parameters, per-socket state), under ROOT.
 install_common() {
   local f
   for f in modules-load.d/tcp_mltcp.conf modprobe.d/tcp_mltcp.conf sysctl.d/60-mltcp.conf; do
     install -D -m 0644 "$REPO_ROOT/kmod/packaging/etc/$f" "$1/etc/$f"
   done
   install -D -m 0644 "$REPO_ROOT/README.md" "$1/usr/share/doc/$2/README.md"
+  install -D -m 0644 "$REPO_ROOT/docs/module.md" "$1/usr/share/doc/$2/module.md"
   mkdir -p "$1/DEBIAN"
   printf '/etc/modules-load.d/tcp_mltcp.conf\n/etc/modprobe.d/tcp_mltcp.conf\n/etc/sysctl.d/60-mltcp.conf\n' \
     > "$1/DEBIAN/conffiles"
