@@ -51,16 +51,27 @@ fi
 
 # bindgen-cli, pinned: the kernel's Rust build checks its version, and 0.69.5 is the one verified
 # with Linux 6.12 and libclang 14. Installed into the cache, not the repo.
+# cargo_tool CRATE VERSION: `cargo install --locked` into the cache, tried twice (a registry hiccup
+# or another cargo holding the package cache's lock should not fail a run); the log is shown on
+# failure.
+cargo_tool() {
+  local log_file=$MLTCP_CACHE/tools/install-$1.log try
+  mkdir -p "$MLTCP_CACHE/tools"
+  for try in 1 2; do
+    cargo install --locked "$1" --version "$2" --root "$MLTCP_CACHE/tools" >"$log_file" 2>&1 && return 0
+    log "cargo install $1 $2 failed (try $try of 2)"
+  done
+  tail -n 20 "$log_file" >&2
+  die "cargo install $1 $2 failed (log: $log_file)"
+}
 if [ ! -x "$BINDGEN" ]; then
   log "installing bindgen-cli 0.69.5 into $MLTCP_CACHE/tools"
-  cargo install --locked bindgen-cli --version 0.69.5 --root "$MLTCP_CACHE/tools" >/dev/null 2>&1 \
-    || die "cargo install bindgen-cli 0.69.5 failed"
+  cargo_tool bindgen-cli 0.69.5
 fi
 # cargo-deb, pinned: builds the user-space .deb packages (ci/package-userspace.sh).
 if [ ! -x "$CARGO_DEB" ]; then
   log "installing cargo-deb 3.8.0 into $MLTCP_CACHE/tools"
-  cargo install --locked cargo-deb --version 3.8.0 --root "$MLTCP_CACHE/tools" >/dev/null 2>&1 \
-    || die "cargo install cargo-deb 3.8.0 failed"
+  cargo_tool cargo-deb 3.8.0
 fi
 # kubernetes-validate, pinned, in a venv in the cache: validates the Kubernetes manifest offline
 # against the API's JSON schemas it carries (ci/packaging-check.sh).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ci/scenarios/pair-sweep.sh: sweeps over scenario (a)'s two identical VGG16 ring jobs on guest
-# time (issue "virtual-time testbed", part 4, MLTCP's own experiment). Every combination of
+# time (MLTCP's own experiment, docs/results/mltcp.md). Every combination of
 #   --offsets: job B's start OFFSET % of the nominal communication time M after job A (M = the
 #              per-worker ring bytes 2(W-1)/W x G over the 100 Mbit/s link = 268 ms), fixed for
 #              every seed (`[jitter] start_ms = 0`: the seeds draw only the compute jitter); or

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (issue 2, item 6; the iteration test
+# ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (the iteration test
 # comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh, the library
 # tests (LD_PRELOAD shim, patched libzmq) from libs.sh, the ECN tests of mltcp_dctcp from ecn.sh;
 # the CCP datapath
@@ -85,7 +85,7 @@ need_module_params() {
 # set_default_cc NS ALG: the netns' default congestion control.
 # Linux lets a network namespace other than the initial one make an algorithm its default only
 # if the algorithm is in tcp_allowed_congestion_control (set in the initial namespace); modular
-# algorithms such as mltcp, like bbr, are not until an operator lists them (README).
+# algorithms such as mltcp, like bbr, are not until an operator lists them (docs/module.md).
 allow_cc() {
   _cur=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
   case " $_cur " in *" $1 "*) ;; *) sysctl -q -w net.ipv4.tcp_allowed_congestion_control="$_cur $1" ;; esac
