@@ -34,7 +34,7 @@ pub struct ThresholdChange {
 /// [`tc_command`] line and adds one to `failures`. The one place a change is made, by the
 /// [`OrderedApplier`]'s thread (and by tests that apply changes synchronously). Returns the
 /// failure's description.
-pub fn apply_logged(
+pub(super) fn apply_logged(
     applier: &dyn ThresholdApplier,
     c: &ThresholdChange,
     failures: &AtomicU64,

@@ -60,8 +60,8 @@ mod service;
 mod state;
 
 pub use applier::{
-    apply_logged, qdisc_change, tc_command, NetlinkApplier, OrderedApplier, RecordingRunner,
-    ThresholdApplier, ThresholdChange,
+    qdisc_change, tc_command, NetlinkApplier, OrderedApplier, RecordingRunner, ThresholdApplier,
+    ThresholdChange,
 };
 pub use metrics::switch_registry;
 pub use pcn::{MAX_JOB_BYTES, MAX_PCN_STARTS};

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Most PCN starts a switch keeps outstanding: the gRPC service is unauthenticated (see the
-/// module docs), and a flood of starts under distinct names must not grow the state without
+/// Most PCN starts a switch keeps outstanding: the gRPC service is unauthenticated (see
+/// [`crate::switch`]'s docs), and a flood of starts under distinct names must not grow the state without
 /// bound. Far above any real count (one per process of a job, each for at most the timeout).
 pub const MAX_PCN_STARTS: usize = 4096;
 /// Longest job name a start may carry, bytes (a progress region's job id has at most 63).
