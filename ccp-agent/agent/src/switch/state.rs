@@ -2,7 +2,7 @@
 //! The state of one switch daemon: its load table over the next K slots ("Dynamic Flow
 //! Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A and V), the admission of the
 //! agents' schedules into it, the feedback read from it, and its PCN bookkeeping
-//! ([`super::pcn`]). Pure bookkeeping: the threshold changes it decides are handed out by
+//! ([`super::pcn`]). It touches no qdisc: the threshold changes it decides are handed out by
 //! [`SwitchState::take_changes`] for the applier to make.
 
 use super::applier::ThresholdChange;
