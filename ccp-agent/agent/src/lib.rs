@@ -16,7 +16,8 @@
 //!   the datapath program comes from a file, `datapath-programs/mlcc-slot.ccp`), [`ticker`]
 //!   (the slot timer thread), [`net`] (the core's RPCs as tokio tasks, answers posted back);
 //! - [`switch`]: the switch daemon (`ccp-agent switch`), a load table per link over K slots
-//!   that admits the agents' schedules, and PCN's ECN thresholds set with `tc`;
+//!   that admits the agents' schedules, and PCN's ECN thresholds, changed over rtnetlink by one
+//!   ordered applier outside the state's lock;
 //! - [`burst`]: the PCN burst gate, which answers the libraries' `before_burst` with PCN-START
 //!   to the switches and grants the burst after one RTT or the switches' acknowledgement;
 //! - [`proto`]: the gRPC messages and services (tonic/prost, no protoc);

@@ -3,11 +3,14 @@
 //! `GET /metrics` answers the Prometheus text exposition format (version 0.0.4), encoded by
 //! `prometheus-client`; any other path is 404.
 //!
+//! This file holds the exposition (the helpers that write a metric family, the encoding, the
+//! HTTP endpoint) and the agent's metrics; the switch daemon's collector is the switch's own
+//! ([`crate::switch::switch_registry`]), written with the helpers here.
+//!
 //! The numbers come from where `ccp-agent status` gets its own, read at each scrape: the agent's
 //! [`Shared::status`] (the last slot's flows and the live counters) and [`Shared`]'s counters by
-//! cause or RPC; the switch's [`SwitchState::snapshot`] (what `status --switch` prints) and
-//! [`SwitchState::served`]. Only the two timing histograms are observed as they happen (by the
-//! shell, [`crate::ccp`]): a slot's numbers are gone by the next scrape.
+//! cause or RPC. Only the two timing histograms are observed as they happen (by the shell,
+//! [`crate::ccp`]): a slot's numbers are gone by the next scrape.
 //!
 //! Agent metrics (names carry their unit; `_total` is a counter):
 //!
@@ -27,15 +30,10 @@
 //! | `ccp_agent_notices_received_total` | counter | | dependency notices received |
 //! | `ccp_agent_datapath_drops_total` | counter | `cause` | datapath messages dropped: `foreign`, `malformed`, `unparsable` |
 //!
-//! Switch metrics: `ccp_switch_requests_total{rpc}`, `ccp_switch_feedback_links_served_total`,
-//! `ccp_switch_links`, `ccp_switch_flow_schedules`, `ccp_switch_pcn_starts_total`,
-//! `ccp_switch_pcn_expired_total`, `ccp_switch_tc_failures_total`, and per link
-//! `ccp_switch_link_capacity_bps`, `ccp_switch_link_estimate_bps`, `ccp_switch_link_load_bps`
-//! (the current slot's) and `ccp_switch_link_ecn_threshold_bytes` (ECN links).
+//! The switch daemon's metrics are listed with its collector ([`crate::switch::switch_registry`]).
 
 use crate::proto;
 use crate::shared::Shared;
-use crate::switch::{SwitchState, SWITCH_RPCS};
 use anyhow::{Context, Result};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -45,7 +43,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The per-slot timing histograms, in seconds; observed by the agent's datapath thread.
 #[derive(Debug, Clone)]
@@ -70,8 +68,8 @@ impl Default for SlotTimings {
 }
 
 /// One metric family with one label, for [`Collector::encode`]: `rows` are (label value,
-/// metric); nothing is written when there are none (e.g. no job yet).
-fn family<M: EncodeMetric>(
+/// metric); nothing is written when there are none (e.g. no job yet). Errors: the encoder's.
+pub fn family<M: EncodeMetric>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -89,8 +87,8 @@ fn family<M: EncodeMetric>(
     Ok(())
 }
 
-/// An unlabelled gauge or counter.
-fn single(
+/// An unlabelled gauge or counter, for [`Collector::encode`]. Errors: the encoder's.
+pub fn single(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -99,11 +97,13 @@ fn single(
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }
 
-fn gauge(v: u64) -> ConstGauge<i64> {
+/// A gauge of `v` (saturated at `i64::MAX`, the exposition's gauge type).
+pub fn gauge(v: u64) -> ConstGauge<i64> {
     ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
-fn counter(v: u64) -> ConstCounter<u64> {
+/// A counter of `v`.
+pub fn counter(v: u64) -> ConstCounter<u64> {
     ConstCounter::new(v)
 }
 
@@ -225,120 +225,6 @@ pub fn agent_registry(shared: Arc<Shared>) -> Registry {
     r
 }
 
-/// The switch daemon's metrics, read from its state at each scrape.
-struct SwitchCollector(Arc<Mutex<SwitchState>>);
-
-impl std::fmt::Debug for SwitchCollector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SwitchCollector")
-    }
-}
-
-impl Collector for SwitchCollector {
-    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        let (t, served) = {
-            let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            (st.snapshot(), st.served())
-        };
-        let e = &mut enc;
-        family(
-            e,
-            "ccp_switch_requests",
-            "gRPC requests received, answered or refused.",
-            "rpc",
-            SWITCH_RPCS
-                .iter()
-                .zip(served.requests)
-                .map(|(r, n)| (r.to_string(), counter(n)))
-                .collect(),
-        )?;
-        single(
-            e,
-            "ccp_switch_feedback_links_served",
-            "Link entries sent in FetchFeedback replies.",
-            counter(served.feedback_links),
-        )?;
-        single(
-            e,
-            "ccp_switch_links",
-            "Links in the switch's load table.",
-            gauge(t.links.len() as u64),
-        )?;
-        single(
-            e,
-            "ccp_switch_flow_schedules",
-            "Flows with a stored schedule.",
-            gauge(u64::from(t.flows)),
-        )?;
-        single(
-            e,
-            "ccp_switch_pcn_starts",
-            "PcnStart requests taken.",
-            counter(t.pcn_starts),
-        )?;
-        single(
-            e,
-            "ccp_switch_pcn_expired",
-            "PCN starts dropped because their burst never came within the timeout.",
-            counter(t.pcn_expired),
-        )?;
-        single(
-            e,
-            "ccp_switch_tc_failures",
-            "ECN threshold changes that failed or timed out.",
-            counter(t.threshold_failures),
-        )?;
-        let per_link = |f: &dyn Fn(&proto::LinkFeedback) -> u64| -> Vec<(String, ConstGauge<i64>)> {
-            t.links
-                .iter()
-                .map(|l| (l.link.to_string(), gauge(f(l))))
-                .collect()
-        };
-        family(
-            e,
-            "ccp_switch_link_capacity_bps",
-            "Link capacity, bit/s.",
-            "link",
-            per_link(&|l| l.capacity_bps),
-        )?;
-        family(
-            e,
-            "ccp_switch_link_estimate_bps",
-            "Link available-bandwidth estimate, bit/s.",
-            "link",
-            per_link(&|l| l.estimate_bps),
-        )?;
-        family(
-            e,
-            "ccp_switch_link_load_bps",
-            "Load stored on the link for the current slot, bit/s.",
-            "link",
-            per_link(&|l| l.load_bps.first().copied().unwrap_or(0)),
-        )?;
-        let ecn: Vec<_> = t
-            .links
-            .iter()
-            .filter(|l| l.ecn_threshold_bytes > 0)
-            .map(|l| (l.link.to_string(), gauge(u64::from(l.ecn_threshold_bytes))))
-            .collect();
-        family(
-            e,
-            "ccp_switch_link_ecn_threshold_bytes",
-            "ECN marking threshold of the link's queue now, bytes.",
-            "link",
-            ecn,
-        )?;
-        Ok(())
-    }
-}
-
-/// The switch daemon's registry, over its state.
-pub fn switch_registry(state: Arc<Mutex<SwitchState>>) -> Registry {
-    let mut r = Registry::default();
-    r.register_collector(Box::new(SwitchCollector(state)));
-    r
-}
-
 /// `registry` in the Prometheus text format (version 0.0.4).
 pub fn encode(registry: &Registry) -> String {
     let mut out = String::new();
@@ -391,17 +277,14 @@ pub async fn serve(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::config::Topology;
     use crate::shared::RpcKind;
     use prometheus_parse::{Scrape, Value};
-    use std::io::{Read, Write};
-    use std::path::Path;
 
     /// The exposition parsed with a Prometheus text-format parser (prometheus-parse); every
     /// non-comment line must be a sample it took.
-    fn parse(text: &str) -> Scrape {
+    pub(crate) fn parse(text: &str) -> Scrape {
         for l in text.lines() {
             let known = l.is_empty()
                 || l.starts_with('#')
@@ -415,7 +298,7 @@ mod tests {
     }
 
     /// The value of `name` with the label `label` (or no label) in `s`.
-    fn value(s: &Scrape, name: &str, label: Option<(&str, &str)>) -> f64 {
+    pub(crate) fn value(s: &Scrape, name: &str, label: Option<(&str, &str)>) -> f64 {
         let sample = s
             .samples
             .iter()
@@ -501,91 +384,6 @@ mod tests {
         assert!(
             text.contains("# TYPE ccp_agent_decision_seconds histogram"),
             "{text}"
-        );
-    }
-
-    fn switch_state() -> Arc<Mutex<SwitchState>> {
-        let topo = Topology::parse_text(
-            Path::new("topo.toml"),
-            "[[link]]\nid = 10\ncapacity_mbps = 40\n[[link]]\nid = 11\ncapacity_mbps = 10\n[[switch]]\nname = \"s\"\nlisten = \"127.0.0.1:1\"\nlinks = [10, 11]\n",
-        )
-        .unwrap();
-        let clock = mlcc_sched::SlotClock::new(1_000_000, 4).unwrap();
-        Arc::new(Mutex::new(
-            SwitchState::new(&topo, &topo.switches[0], clock).unwrap(),
-        ))
-    }
-
-    #[test]
-    fn switch_metrics_carry_the_table_and_the_requests() {
-        let st = switch_state();
-        let text = encode(&switch_registry(st.clone()));
-        let s = parse(&text);
-        assert_eq!(value(&s, "ccp_switch_links", None), 2.0);
-        assert_eq!(value(&s, "ccp_switch_flow_schedules", None), 0.0);
-        assert_eq!(
-            value(&s, "ccp_switch_link_capacity_bps", Some(("link", "11"))),
-            10e6
-        );
-        for r in SWITCH_RPCS {
-            assert_eq!(
-                value(&s, "ccp_switch_requests_total", Some(("rpc", r))),
-                0.0
-            );
-        }
-        // A scrape is not a request: the switch's own snapshot serves it.
-        assert_eq!(
-            st.lock().unwrap().served(),
-            crate::switch::Served::default()
-        );
-    }
-
-    /// One HTTP/1.1 GET of `path` on `addr`: (status line, whole response).
-    fn get(addr: SocketAddr, path: &str) -> (String, String) {
-        let mut c = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            c,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut r = String::new();
-        c.read_to_string(&mut r).unwrap();
-        (r.lines().next().unwrap_or("").to_string(), r)
-    }
-
-    #[test]
-    fn the_endpoint_serves_the_text_format_on_metrics_only() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let l = bind("127.0.0.1:0".parse().unwrap(), "--metrics-addr").unwrap();
-        let addr = l.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let registry = Arc::new(switch_registry(switch_state()));
-        let task = rt.spawn(serve(l, registry, async {
-            let _ = rx.await;
-        }));
-        let (status, resp) = get(addr, "/metrics");
-        assert!(status.contains("200"), "{resp}");
-        assert!(
-            resp.to_ascii_lowercase()
-                .contains("content-type: text/plain; version=0.0.4"),
-            "{resp}"
-        );
-        let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-        assert_eq!(value(&parse(body), "ccp_switch_links", None), 2.0);
-        assert!(get(addr, "/").0.contains("404"));
-        let _ = tx.send(());
-        rt.block_on(task).unwrap().unwrap();
-        // A taken address is refused naming the flag and the address.
-        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = busy.local_addr().unwrap();
-        let e = format!("{:#}", bind(a, "--metrics-addr").unwrap_err());
-        assert!(
-            e.contains("--metrics-addr") && e.contains(&a.to_string()),
-            "{e}"
         );
     }
 }

@@ -117,6 +117,20 @@ fn link_status(
     (r, l)
 }
 
+/// The switch's `tc` lines once the initial threshold (12 ms) has followed the PCN one (3 ms),
+/// or after 3 s: the switch makes its changes after the RPC that decided them, so a test that
+/// saw the restored threshold in the bookkeeping waits here for the change itself.
+fn restored_lines(runner: &RecordingRunner) -> Vec<String> {
+    runner.lines_when(
+        |l| {
+            l.iter()
+                .skip_while(|c| !c.ends_with("ce_threshold 3000us"))
+                .any(|c| c.ends_with("ce_threshold 12000us"))
+        },
+        Duration::from_secs(3),
+    )
+}
+
 #[test]
 fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
     common::init_tracing("ccp_agent=debug");
@@ -159,14 +173,15 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
         (r, l) = link10(&rt);
     }
     assert_eq!(r.pcn_starts, 1, "{r:?}");
-    println!(
-        "granted after {waited:?}; switch: {r:?}; tc: {:?}",
-        runner.lines()
+    // The switch makes its threshold changes after the RPC that decided them: wait for them.
+    let lines = runner.lines_when(
+        |l| l.iter().any(|c| c.ends_with("ce_threshold 3000us")),
+        Duration::from_secs(2),
     );
+    println!("granted after {waited:?}; switch: {r:?}; tc: {lines:?}");
     if r.pcn_expired == 0 {
         assert_eq!((l.ecn_threshold_bytes, l.pcn_outstanding), (15_000, 1));
     }
-    let lines = runner.lines();
     assert_eq!(
         lines[0], "tc qdisc change dev s1-eth2 root fq_codel ce_threshold 12000us",
         "initial threshold at start-up: 60 000 bytes at 40 Mbit/s"
@@ -192,8 +207,7 @@ fn before_burst_is_granted_and_the_switch_lowers_then_restores_the_threshold() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(runner
-        .lines()
+    assert!(restored_lines(&runner)
         .last()
         .unwrap()
         .ends_with("ce_threshold 12000us"));
@@ -357,7 +371,7 @@ fn the_bursts_bytes_restore_the_threshold() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let lines = f.runner.lines();
+    let lines = restored_lines(&f.runner);
     assert!(
         lines.iter().any(|c| c.ends_with("ce_threshold 3000us")),
         "{lines:?}"
