@@ -8,10 +8,10 @@
 //! queues served by the transmission selection of IEEE 802.1Qaz: strict priority, or ETS
 //! weights between groups of classes), of which a datacenter gives training a few, 4 by
 //! default ([`DEFAULT_CLASSES`]); the policy ranks any number of jobs. Crux (Cao et al., "Crux:
-//! GPU-Efficient Communication Scheduling for Deep Learning Training", SIGCOMM '24) compresses
-//! its job priorities onto the hardware's few levels in the same way, keeping the order of jobs
-//! that contend on a link; this module does that with the levels of [`super::priority_levels`]
-//! and adds what a per-slot scheduler needs, stability.
+//! GPU-Efficient Communication Scheduling for Deep Learning Training", SIGCOMM '24) likewise
+//! compresses its job priorities onto the few priority levels the network offers, where only
+//! the order of jobs that contend on a link matters; the rule here is our own: the levels of
+//! [`super::priority_levels`] capped at N, plus what a per-slot scheduler needs, stability.
 //!
 //! # The rule
 //!
