@@ -12,7 +12,13 @@
 //! - per ACK, the flow's primitives (derived from the socket's counters) run the agent's
 //!   datapath program, which reports MEASUREs and sets `Cwnd` and `Rate`;
 //! - `Rate` is enforced as the socket's maximum pacing rate with internal pacing on, `Cwnd` as
-//!   cwnd; the kernel's `cong_avoid` path, loss recovery and pacing update stay in place.
+//!   cwnd; the kernel's `cong_avoid` path, loss recovery and pacing update stay in place;
+//! - a traffic class the agent sets with SET_CLASS (this project's extension of the protocol,
+//!   `wire::SET_CLASS`: a DSCP, or release) is written into the socket's TOS (`dscp << 2`, the
+//!   ECN bits kept) with `sk_priority` = its precedence (`dscp >> 3`) for the host's qdisc,
+//!   while the agent is in charge; the socket's own TOS and priority, saved when the class is
+//!   first applied, come back whenever the flow returns to native MLTCP (below), on release by
+//!   the agent, and when the socket releases the algorithm.
 //!
 //! The flow stays on native MLTCP whenever the agent is not in charge: no agent listening on
 //! group 22 (a killed agent's socket closes, so this is immediate), no program installed for the
@@ -107,7 +113,24 @@ struct FlowExtra {
     controlled: bool,
     /// A program error made the flow native for good.
     dead: bool,
+    /// The DSCP the agent set (SET_CLASS), valid when `has_class`; kept while the flow is
+    /// native, so that it applies again when the agent is back in charge.
+    class_dscp: u8,
+    has_class: bool,
+    /// Whether the socket carries the agent's class now (its own TOS and priority saved).
+    class_applied: bool,
+    /// The socket's own TOS octet and `sk_priority`, saved when the class was applied.
+    own_tos: u8,
+    own_priority: u32,
+    /// The TOS octet (without ECN bits) and priority the class left on the socket: a restore
+    /// puts the socket's own back only where they are still there (a `setsockopt(IP_TOS)` or
+    /// `SO_PRIORITY` meanwhile wins).
+    applied_tos: u8,
+    applied_priority: u32,
 }
+
+/// The ECN bits of a TOS octet (RFC 3168 §5), which TCP owns.
+const ECN_MASK: u8 = 0b11;
 
 /// One shard's flows: the core's table and the glue state of each slot (same index).
 struct ShardFlows {
@@ -371,11 +394,13 @@ struct Ops<'a> {
     now_us: u64,
     cwnd_bytes: Option<u64>,
     rate_bps: Option<u64>,
+    /// A class change of this invocation: `Some(Some(dscp))`, `Some(None)` (release), `None`.
+    class: Option<Option<u8>>,
 }
 
 impl<'a> Ops<'a> {
     fn new(nl: &'a KernelSocket<NetlinkRx>, now_us: u64) -> Self {
-        Ops { nl, now_us, cwnd_bytes: None, rate_bps: None }
+        Ops { nl, now_us, cwnd_bytes: None, rate_bps: None, class: None }
     }
 }
 
@@ -391,6 +416,9 @@ impl DatapathOps for Ops<'_> {
     }
     fn set_rate_abs(&mut self, bytes_per_sec: u64) {
         self.rate_bps = Some(bytes_per_sec);
+    }
+    fn set_class(&mut self, dscp: Option<u8>) {
+        self.class = Some(dscp);
     }
 }
 
@@ -562,6 +590,13 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
                         rate_bps: 0,
                         controlled: false,
                         dead: false,
+                        class_dscp: 0,
+                        has_class: false,
+                        class_applied: false,
+                        own_tos: 0,
+                        own_priority: 0,
+                        applied_tos: 0,
+                        applied_priority: 0,
                     }
                 });
             }
@@ -622,7 +657,13 @@ pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> b
     e.last_bytes_acked = bytes_acked;
     e.last_lost = lost;
     let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
-    match table.invoke(loc, sid, programs, &prims, c.core.time_zero_us(), &mut ops) {
+    let r = table.invoke(loc, sid, programs, &prims, c.core.time_zero_us(), &mut ops);
+    // A class change is recorded whatever the outcome; it is applied only under control.
+    if let Some(class) = ops.class {
+        e.class_dscp = class.unwrap_or(0);
+        e.has_class = class.is_some();
+    }
+    match r {
         Ok(Invoked::Ran { .. }) => {
             if let Some(b) = ops.cwnd_bytes {
                 e.cwnd_bytes = b;
@@ -659,10 +700,54 @@ fn take_control<T: ?Sized>(sk: &mut Sock<'_, T>, e: &mut FlowExtra) {
         sk.set_max_pacing_rate(u64::MAX);
     }
     e.controlled = true;
+    if e.has_class {
+        apply_class(sk, e);
+    } else {
+        restore_class(sk, e);
+    }
 }
 
-/// Gives the flow back to native MLTCP: no pacing limit, internal pacing off.
+/// Marks the flow with the agent's class: TOS `dscp << 2` (the ECN bits kept by `set_tos`,
+/// which also resets the route on a change) and `sk_priority` = the DSCP's precedence
+/// (`dscp >> 3`, RFC 2474 §4.2.2.2), the band a host's `prio`/`mqprio` qdisc maps it to
+/// (`rt_tos2priority()`, which `set_tos` applies as `IP_TOS` does, gives every AF class the same
+/// band). Saves the socket's own TOS and priority first when the socket carries its own.
+/// Nothing is written when the class is already in place.
+fn apply_class<T: ?Sized>(sk: &mut Sock<'_, T>, e: &mut FlowExtra) {
+    let tos = e.class_dscp << 2;
+    if e.class_applied && e.applied_tos == tos {
+        return;
+    }
+    if !e.class_applied {
+        e.own_tos = sk.tos();
+        e.own_priority = sk.priority();
+    }
+    sk.set_tos(tos);
+    let prio = u32::from(e.class_dscp >> 3);
+    sk.set_priority(prio);
+    e.class_applied = true;
+    e.applied_tos = tos;
+    e.applied_priority = prio;
+}
+
+/// Gives the socket back its own TOS and priority, where the class's are still in place.
+fn restore_class<T: ?Sized>(sk: &mut Sock<'_, T>, e: &mut FlowExtra) {
+    if !e.class_applied {
+        return;
+    }
+    e.class_applied = false;
+    if sk.tos() & !ECN_MASK == e.applied_tos {
+        sk.set_tos(e.own_tos);
+    }
+    if sk.priority() == e.applied_priority {
+        sk.set_priority(e.own_priority);
+    }
+}
+
+/// Gives the flow back to native MLTCP: no pacing limit, internal pacing off, the socket's own
+/// TOS and priority (the agent's class stays recorded for when it is in charge again).
 fn release_control<T: ?Sized>(sk: &mut Sock<'_, T>, e: &mut FlowExtra) {
+    restore_class(sk, e);
     if e.controlled {
         sk.set_max_pacing_rate(u64::MAX);
         if sk.pacing_status() == PacingStatus::Needed {

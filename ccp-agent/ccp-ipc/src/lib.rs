@@ -12,6 +12,9 @@
 //!   datapaths (tests).
 //! - [`netns::check_initial_netns`]: the module's kernel socket lives in the initial network
 //!   namespace only (`init_net`); an agent elsewhere would listen to nothing.
+//! - [`set_class_msg`], [`send_set_class`], [`netlink::KernelSender`]: this project's SET_CLASS
+//!   message (a flow's traffic class, `ccp_datapath::wire::SET_CLASS`), which portus cannot
+//!   send, encoded by the one wire format and sent through any backend or a send-only socket.
 //!
 //! Both backends implement [`PollableIpc`], so a caller can wait on the socket with a deadline
 //! of its own (the agent's slot boundaries) instead of the sockets' 1 s receive timeout.
@@ -20,7 +23,7 @@ pub mod netlink;
 pub mod netns;
 pub mod unix;
 
-pub use netlink::{CheckedNetlink, DropCounters, Verdict};
+pub use netlink::{CheckedNetlink, DropCounters, KernelSender, Verdict};
 pub use netns::{check_initial_netns, NetnsError};
 pub use unix::UnixIpc;
 
@@ -47,6 +50,35 @@ pub fn portus_safe(buf: &[u8]) -> bool {
     !buf.is_empty()
 }
 
+/// The SET_CLASS message for flow `sid` (`ccp_datapath::wire::write_set_class`: type `0x4d01`,
+/// 12 bytes): `Some(dscp)`, 0..=63, marks the flow's packets with that DSCP, `None` gives it
+/// back its socket's own marking. The datapath applies it at the flow's next ACK while the
+/// agent is in charge of the flow.
+///
+/// Errors: `ccp_datapath::Error::BadClass` for a DSCP above 63.
+pub fn set_class_msg(
+    sid: u32,
+    dscp: Option<u8>,
+) -> Result<[u8; ccp_datapath::wire::SET_CLASS_LEN], ccp_datapath::Error> {
+    let mut b = [0u8; ccp_datapath::wire::SET_CLASS_LEN];
+    ccp_datapath::wire::write_set_class(&mut b, sid, dscp)?;
+    Ok(b)
+}
+
+/// Sends a SET_CLASS ([`set_class_msg`]) through any portus backend `ipc` to `to` (the kernel
+/// for netlink, a user-space datapath's address for unix sockets).
+///
+/// Errors: a DSCP above 63, or the backend's send error.
+pub fn send_set_class<I: portus::ipc::Ipc>(
+    ipc: &I,
+    to: &I::Addr,
+    sid: u32,
+    dscp: Option<u8>,
+) -> portus::Result<()> {
+    let msg = set_class_msg(sid, dscp).map_err(|e| portus::Error(format!("SET_CLASS: {e}")))?;
+    ipc.send(&msg, to)
+}
+
 /// An [`Ipc`](portus::ipc::Ipc) whose socket can be polled for input: [`AsFd`] lends its
 /// descriptor, which stays owned by the backend.
 ///
@@ -59,7 +91,51 @@ impl PollableIpc for UnixIpc {}
 
 #[cfg(test)]
 mod tests {
-    use super::portus_safe;
+    use super::{portus_safe, send_set_class, set_class_msg};
+    use std::cell::RefCell;
+
+    /// A backend that records what it is asked to send.
+    struct Recorder(RefCell<Vec<Vec<u8>>>);
+
+    impl portus::ipc::Ipc for Recorder {
+        type Addr = ();
+        fn name() -> String {
+            String::from("recorder")
+        }
+        fn send(&self, msg: &[u8], _to: &()) -> portus::Result<()> {
+            self.0.borrow_mut().push(msg.to_vec());
+            Ok(())
+        }
+        fn recv(&self, _buf: &mut [u8]) -> portus::Result<(usize, ())> {
+            Err(portus::Error(String::from("nothing to receive")))
+        }
+        fn close(&mut self) -> portus::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn set_class_is_the_wire_format_and_never_reaches_portus() {
+        use ccp_datapath::wire::{self, Msg, SetClass};
+        let m = set_class_msg(0x0002_0005, Some(26)).unwrap();
+        assert_eq!(
+            wire::parse(&m).unwrap(),
+            (
+                Msg::SetClass(SetClass {
+                    sid: 0x0002_0005,
+                    dscp: Some(26)
+                }),
+                12
+            )
+        );
+        assert!(set_class_msg(1, Some(64)).is_err());
+        assert!(!portus_safe(&m), "agent -> datapath only");
+        let r = Recorder(RefCell::new(Vec::new()));
+        send_set_class(&r, &(), 7, None).unwrap();
+        assert!(send_set_class(&r, &(), 7, Some(200)).is_err());
+        let sent = r.0.into_inner();
+        assert_eq!(sent, [set_class_msg(7, None).unwrap().to_vec()]);
+    }
 
     fn msg(typ: u16, body: &[u8]) -> Vec<u8> {
         let mut v = typ.to_le_bytes().to_vec();

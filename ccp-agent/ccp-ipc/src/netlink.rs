@@ -152,6 +152,42 @@ fn frame_into(frame: &mut [u8], nl_len: u32, payload: &[u8]) {
     body.copy_from_slice(payload);
 }
 
+/// A socket that only sends CCP messages to the kernel (port id 0, no group joined): how an
+/// agent sends what portus's `Datapath` handle cannot, this project's SET_CLASS
+/// ([`ccp_datapath::wire::SET_CLASS`]), beside the socket portus reads from. The module takes
+/// messages only from senders with CAP_NET_ADMIN.
+pub struct KernelSender {
+    sock: Socket,
+}
+
+impl KernelSender {
+    /// Opens and binds the socket (no privilege needed to open it; the module checks the
+    /// sender's CAP_NET_ADMIN per message).
+    pub fn new() -> Result<Self> {
+        let mut sock = open_usersock()?;
+        bind_auto(&mut sock)?;
+        Ok(Self { sock })
+    }
+
+    /// Sends one CCP message (`payload`, header included) to the kernel.
+    pub fn send(&self, payload: &[u8]) -> std::io::Result<()> {
+        send_to_kernel(&self.sock, payload)?;
+        SENT.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sends a SET_CLASS for flow `sid`: `Some(dscp)` (0..=63) marks its packets with that DSCP,
+    /// `None` gives it back the socket's own marking (see [`crate::set_class_msg`]).
+    ///
+    /// Errors: `InvalidInput` for a DSCP above 63; the socket's send error.
+    pub fn set_class(&self, sid: u32, dscp: Option<u8>) -> std::io::Result<()> {
+        let msg = crate::set_class_msg(sid, dscp).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("SET_CLASS: {e}"))
+        })?;
+        self.send(&msg)
+    }
+}
+
 impl CheckedNetlink {
     /// Opens the socket, joins group 22 (needs CAP_NET_ADMIN in the initial network namespace,
     /// where the module's kernel socket lives), enlarges its receive buffer, and sets a 1 s

@@ -25,7 +25,8 @@
 //! - [`planner`]: the per-slot step over a table;
 //! - [`policy`]: the policy layer, one entry point ([`policy::decide`]) from a snapshot of
 //!   flows, jobs, progress and the slot to the slot's decisions (groups, dependencies, order,
-//!   cuts, rates), called by the agent and the simulator alike;
+//!   cuts, rates), called by the agent and the simulator alike, and its rank compression onto
+//!   a few traffic classes ([`policy::classes`], [`decide_with_classes`]);
 //! - [`cassini`]: unified-circle compatibility score, rotations and Affinity-graph time shifts;
 //! - [`pcn`]: PCN threshold bookkeeping per link;
 //! - [`error`]: [`SchedError`], every refusal naming the refused value.
@@ -88,11 +89,14 @@ pub use planner::{
     apply_group_reduction, apply_reduction, extend_group, group_bottleneck_us, group_share_now_bps,
     plan_flow, plan_group, plan_slot, FlowRequest,
 };
+pub use policy::classes::{
+    job_order, JobClass, TrafficClasses, DEFAULT_CLASSES, DEFAULT_DSCP, MAX_CLASSES,
+};
 pub use policy::{
-    priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
-    rank_least_attained, receiver_cut_bytes, slot_rate_bps, Decisions, FlowRole, FlowState,
-    GroupOutcome, GroupPhase, JobKey, JobOrder, JobWork, PolicyOptions, RankedJob, RateRule, Rules,
-    Snapshot, UnitKind, PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_RATIO,
+    decide_with_classes, priority_levels, priority_weight, rank_earliest_deadline, rank_first_come,
+    rank_jobs, rank_least_attained, receiver_cut_bytes, slot_rate_bps, Decisions, FlowRole,
+    FlowState, GroupOutcome, GroupPhase, JobKey, JobOrder, JobWork, PolicyOptions, RankedJob,
+    RateRule, Rules, Snapshot, UnitKind, PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_RATIO,
 };
 pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{

@@ -57,6 +57,10 @@
 //!   the link, the least over its path; under [`Rules::Priority`] the active groups take their
 //!   shares first and idle members only what is left. The agent uses it; the simulator's
 //!   policies leave it off (their results are unchanged).
+//! - **Traffic classes** ([`classes`], [`decide_with_classes`]): the job order of the
+//!   decisions compressed onto a few strict-priority classes for the switches (Crux, SIGCOMM
+//!   '24; IEEE 802.1Qaz), stable across slots, with no inversion among jobs that share a link;
+//!   rates are unchanged by it.
 //! - **Bytes planned**: with [`PolicyOptions::sendable_only`], a flow is planned only for the
 //!   bytes its dependency lets it send ([`crate::Dependency::sendable_bytes`]), so bytes it
 //!   cannot send reserve nothing (the agent's reading); off, every byte left is planned (the
@@ -72,6 +76,8 @@ use crate::dependency::{excess_bytes, Decision, Dependency, FlowProgress};
 use crate::error::SchedError;
 use crate::planner::{apply_group_reduction, group_bottleneck_us, plan_group, FlowRequest};
 use crate::table::{FlowId, LinkId, LinkLoadTable};
+
+pub mod classes;
 
 /// A training job, as the caller numbers it (the simulator's job index; the agent maps its
 /// job names to numbers).
@@ -549,6 +555,11 @@ pub struct GroupOutcome {
     pub spare_bps: Vec<u64>,
     /// Per member, the rate to pace it at in the current slot, bit/s ([`slot_rate_bps`]).
     pub rates_bps: Vec<u64>,
+    /// Per member, its traffic class (0 highest; its job's, from [`classes::TrafficClasses`]),
+    /// set by [`decide_with_classes`] or [`Decisions::set_classes`]; empty from [`decide`]
+    /// alone (and then not serialised, so [`decide`]'s output reads as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<u8>,
 }
 
 /// The decisions of one slot: the groups in planning order.
@@ -621,6 +632,25 @@ struct Unit {
     job: JobKey,
     kind: UnitKind,
     flows: Vec<usize>,
+}
+
+/// [`decide`], then the traffic class of every decided flow: the job order of the decisions
+/// ([`classes::job_order`]) compressed by `classes` ([`classes::TrafficClasses::assign`], whose
+/// state carries the hysteresis from slot to slot) into [`GroupOutcome::classes`]. Rates,
+/// order and plans are [`decide`]'s, unchanged.
+///
+/// Errors: those of [`decide`] (the table and `classes` are then unchanged; the assignment
+/// itself cannot fail on the job order it is given, each job listed once).
+pub fn decide_with_classes(
+    table: &mut LinkLoadTable,
+    snapshot: &Snapshot,
+    options: &PolicyOptions,
+    classes: &mut classes::TrafficClasses,
+) -> Result<Decisions, SchedError> {
+    let mut d = decide(table, snapshot, options)?;
+    let assigned = classes.assign(&classes::job_order(&d, snapshot))?;
+    d.set_classes(&assigned);
+    Ok(d)
 }
 
 /// Checks the snapshot against `table`: the slot is the table's current slot, no flow twice,
@@ -939,6 +969,7 @@ fn plan_members(
         decision: g,
         spare_bps: vec![0; reqs.len()],
         rates_bps,
+        classes: Vec::new(),
     }))
 }
 

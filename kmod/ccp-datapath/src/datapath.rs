@@ -30,8 +30,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendError;
 
-/// What the host provides: a clock, a way to send to the agent, and the two actuators of the
-/// flow being invoked (libccp `struct ccp_datapath` callbacks).
+/// What the host provides: a clock, a way to send to the agent, and the actuators of the flow
+/// being invoked (libccp `struct ccp_datapath` callbacks, plus this project's traffic class).
 pub trait DatapathOps {
     /// Monotonic clock in µs (any origin).
     fn now_us(&self) -> u64;
@@ -43,6 +43,15 @@ pub trait DatapathOps {
     /// Sets the rate of the flow being invoked, in bytes/s (libccp `set_rate_abs`, which takes
     /// u32; here u64 because UPDATE_FIELDS carries u64).
     fn set_rate_abs(&mut self, bytes_per_sec: u64);
+    /// Sets the traffic class of the flow being invoked (not in libccp; the agent's SET_CLASS,
+    /// [`wire::SET_CLASS`]): `Some(dscp)`, 0..=63, marks its packets with that DSCP (RFC 2474
+    /// §3; the kernel module writes `dscp << 2` into the IP TOS, keeping the ECN bits, and the
+    /// matching `sk_priority`), `None` restores the socket's own marking. Called during an
+    /// invocation, only when the class changes ([`FlowState::class`] tells the class in force).
+    /// The default ignores it: a host that cannot mark packets (a user-space mock).
+    fn set_class(&mut self, dscp: Option<u8>) {
+        let _ = dscp;
+    }
 }
 
 /// What CREATE announces about a flow (libccp `struct ccp_datapath_info`).
@@ -110,6 +119,13 @@ pub enum Handled {
         sid: u32,
         /// Program uid.
         uid: u32,
+    },
+    /// SET_CLASS staged for this flow (applied at its next invocation).
+    ClassStaged {
+        /// Socket id.
+        sid: u32,
+        /// The DSCP, or `None` for the socket's own marking.
+        dscp: Option<u8>,
     },
 }
 
@@ -308,12 +324,13 @@ impl<const N: usize> FlowTable<N> {
         self.count(r)
     }
 
-    /// Stages an UPDATE_FIELDS or a CHANGE_PROG for the flow at `loc` (`None`: a socket id no
-    /// table has); CHANGE_PROG looks the uid up in `programs`. Counts the outcome (handled or
-    /// the error).
+    /// Stages an UPDATE_FIELDS, a CHANGE_PROG or a SET_CLASS for the flow at `loc` (`None`: a
+    /// socket id no table has); CHANGE_PROG looks the uid up in `programs`. Counts the outcome
+    /// (handled or the error).
     ///
     /// Errors (counted): [`Error::UnknownFlow`], [`Error::ProgramNotFound`],
-    /// [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`], [`Error::UnexpectedMsg`] for
+    /// [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`], [`Error::BadClass`],
+    /// [`Error::UnexpectedMsg`] for
     /// any other message. On error nothing changes.
     pub fn handle_flow_msg<const P: usize, H: Deref<Target = Program>>(
         &mut self,
@@ -353,6 +370,16 @@ impl<const N: usize> FlowTable<N> {
                 Ok(Handled::ProgramChanged {
                     sid: c.sid,
                     uid: c.program_uid,
+                })
+            }
+            Msg::SetClass(c) => {
+                let slot = loc
+                    .and_then(|l| self.slot_mut(l))
+                    .ok_or(Error::UnknownFlow)?;
+                slot.state.stage_class(c.dscp)?;
+                Ok(Handled::ClassStaged {
+                    sid: c.sid,
+                    dscp: c.dscp,
                 })
             }
             _ => Err(Error::UnexpectedMsg),
@@ -521,12 +548,14 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
     }
 
     /// Handles one message from the agent (libccp `ccp_read_msg`): INSTALL, UPDATE_FIELDS or
-    /// CHANGE_PROG. Updates are staged and take effect at the flow's next invocation. Bytes
-    /// after the message's `len` are ignored.
+    /// CHANGE_PROG, and this project's SET_CLASS ([`wire::SET_CLASS`]). Updates and classes are
+    /// staged and take effect at the flow's next invocation. Bytes after the message's `len`
+    /// are ignored.
     ///
     /// Errors (counted): every wire error, [`Error::UnexpectedMsg`] for CREATE/MEASURE/READY,
     /// the install errors, [`Error::UnknownFlow`], [`Error::ProgramNotFound`],
-    /// [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`]. On error nothing changes.
+    /// [`Error::BadUpdateReg`], [`Error::UpdateIndexOutOfRange`], [`Error::BadClass`]. On error
+    /// nothing changes.
     pub fn handle_msg(&mut self, buf: &[u8]) -> Result<Handled, Error> {
         let msg = match wire::parse(buf) {
             Ok((m, _)) => m,
@@ -549,6 +578,10 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
                 self.flows.handle_flow_msg(loc, &msg, &self.programs)
             }
             Msg::ChangeProg(c) => {
+                let loc = Self::loc(c.sid);
+                self.flows.handle_flow_msg(loc, &msg, &self.programs)
+            }
+            Msg::SetClass(c) => {
                 let loc = Self::loc(c.sid);
                 self.flows.handle_flow_msg(loc, &msg, &self.programs)
             }
@@ -642,8 +675,8 @@ pub trait Shards<const PER_SHARD: usize, const P: usize, H> {
 ///
 /// - Per ACK ([`ShardedDatapath::flow_invoke`], or [`FlowTable::invoke`] on a shard the host
 ///   locked itself): the flow's shard only.
-/// - UPDATE_FIELDS and CHANGE_PROG: the flow's shard only (CHANGE_PROG finds the uid in the
-///   shard's replica).
+/// - UPDATE_FIELDS, CHANGE_PROG and SET_CLASS: the flow's shard only (CHANGE_PROG finds the
+///   uid in the shard's replica).
 /// - Flow start: one shard at a time, from a round-robin atomic hint, until one has room; the
 ///   datapath is full ([`Error::FlowTableFull`]) when every shard was full when visited. Flow
 ///   end: the flow's shard.
@@ -795,8 +828,8 @@ impl<const SHARDS: usize, const PER_SHARD: usize, const P: usize, S: ProgramStor
             .unwrap_or_else(|| host.with_master(|m| m.count(Err(Error::UnknownFlow))))
     }
 
-    /// Handles one message from the agent (see [`Datapath::handle_msg`]): UPDATE_FIELDS and
-    /// CHANGE_PROG under their flow's shard lock only; INSTALL in the master, then in every
+    /// Handles one message from the agent (see [`Datapath::handle_msg`]): UPDATE_FIELDS,
+    /// CHANGE_PROG and SET_CLASS under their flow's shard lock only; INSTALL in the master, then in every
     /// shard's replica (see the type's documentation). On error, also says why the message was
     /// dropped (see [`FlowTable::drop_cause`]), decided under the same lock as the refusal.
     ///
@@ -815,6 +848,7 @@ impl<const SHARDS: usize, const PER_SHARD: usize, const P: usize, S: ProgramStor
             Msg::Install(i) => return self.install(host, i).map_err(malformed),
             Msg::UpdateFields(u) => u.sid,
             Msg::ChangeProg(c) => c.sid,
+            Msg::SetClass(c) => c.sid,
             Msg::Create(_) | Msg::Measure(_) | Msg::Ready { .. } => {
                 return host
                     .with_master(|m| m.count(Err(Error::UnexpectedMsg)))

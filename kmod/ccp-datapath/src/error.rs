@@ -21,7 +21,7 @@ pub enum Error {
     BadLength,
     /// The header's `len` disagrees with the counts inside the message body.
     LengthMismatch,
-    /// The header's message type is not one of CREATE..READY (libccp
+    /// The header's message type is not one of CREATE..READY or SET_CLASS (libccp
     /// `LIBCCP_READ_INVALID_HEADER_TYPE`).
     UnknownType,
     /// A well-formed message that the datapath does not accept (CREATE, MEASURE, READY sent to
@@ -96,11 +96,16 @@ pub enum Error {
     SendFailed,
     /// The host had no memory for a program an INSTALL carried ([`super::ProgramStore::build`]).
     AllocFailed,
+
+    // ---- this project's extension messages (wire.rs SET_CLASS) ----
+    /// SET_CLASS with a class byte that is neither a DSCP (0..=63, RFC 2474 §3) nor the release
+    /// marker, or with a reserved byte that is not 0 (see [`super::wire::SET_CLASS`]).
+    BadClass,
 }
 
 impl Error {
     /// Number of error kinds: the length of [`Stats::errors`].
-    pub const COUNT: usize = Error::AllocFailed as usize + 1;
+    pub const COUNT: usize = Error::BadClass as usize + 1;
 
     /// Every error kind, in discriminant order (for printing all counters).
     pub const ALL: [Error; Error::COUNT] = [
@@ -135,6 +140,7 @@ impl Error {
         Error::DivByZero,
         Error::SendFailed,
         Error::AllocFailed,
+        Error::BadClass,
     ];
 
     /// A short snake_case name, stable, for logs and counters.
@@ -171,6 +177,7 @@ impl Error {
             Error::DivByZero => "div_by_zero",
             Error::SendFailed => "send_failed",
             Error::AllocFailed => "alloc_failed",
+            Error::BadClass => "bad_class",
         }
     }
 }

@@ -6,11 +6,12 @@
 //! names `crate::`) and tested in user space against portus 0.9 and libccp 1.2.
 //!
 //! - [`wire`]: parse every message (CREATE, MEASURE, INSTALL, UPDATE_FIELDS, CHANGE_PROG, READY)
-//!   into borrowed views and serialise into caller buffers, exactly as portus 0.9 does.
+//!   into borrowed views and serialise into caller buffers, exactly as portus 0.9 does; and this
+//!   project's own SET_CLASS (a flow's traffic class, [`wire::SET_CLASS`]).
 //! - [`program`]: validated programs and the program table (libccp `machine.c`, `ccp.c`).
 //! - [`machine`]: per-flow registers, staged updates and one invocation (libccp `ccp_invoke`).
 //! - [`Datapath`]: the flow table and the entry points a host calls; the host implements
-//!   [`DatapathOps`] (clock, send, `set_cwnd`, `set_rate_abs`).
+//!   [`DatapathOps`] (clock, send, `set_cwnd`, `set_rate_abs`, `set_class`).
 //! - [`ShardedDatapath`]: the same over `SHARDS` flow tables, each behind its own lock (the host
 //!   provides the locks through [`Shards`] and the program storage through [`ProgramStore`]),
 //!   so that the per-ACK path and the agent's per-flow messages take only their flow's shard
@@ -43,6 +44,8 @@
 //!   one); flows that ran a replaced or cleared program stop running it ([`Error::ProgramGone`]).
 //!   INSTALL of uid 1 clears the table, as in libccp.
 //! - Rates and windows are u64 up to the [`DatapathOps`] callbacks (libccp: u32).
+//! - SET_CLASS ([`wire::SET_CLASS`], type `0x4d01`): a flow's traffic class (DSCP), staged
+//!   like UPDATE_FIELDS and applied through [`DatapathOps::set_class`]; libccp refuses the type.
 //! - `Micros` is in µs on the host's clock; writing `v` to it makes it read `v` now (libccp
 //!   subtracts µs from its nanosecond clock; the same for `(:= Micros 0)`, all portus emits).
 //! - No global fallback timer (libccp `fto_us`): the host decides liveness.

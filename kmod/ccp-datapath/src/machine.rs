@@ -196,6 +196,10 @@ pub struct Staged {
     rate_pending: bool,
     program: ProgRef,
     program_pending: bool,
+    /// The SET_CLASS class byte waiting for the next invocation (a DSCP, or
+    /// [`wire::CLASS_RELEASE`]); a plain byte and a flag, so that all-zero is "nothing staged".
+    class: u8,
+    class_pending: bool,
 }
 
 impl Staged {
@@ -210,9 +214,12 @@ impl Staged {
             rate_pending: false,
             program: ProgRef::NONE,
             program_pending: false,
+            class: 0,
+            class_pending: false,
         }
     }
 
+    /// Clears the staged register updates (not a staged class: CHANGE_PROG does not touch it).
     fn clear_updates(&mut self) {
         self.control_pending = 0;
         self.cwnd_pending = false;
@@ -256,9 +263,9 @@ impl Staged {
         }
     }
 
-    /// True if any update (Control, `Cwnd`, `Rate`) waits for the next invocation.
+    /// True if any update (Control, `Cwnd`, `Rate`, the class) waits for the next invocation.
     fn any_update(&self) -> bool {
-        self.control_pending != 0 || self.cwnd_pending || self.rate_pending
+        self.control_pending != 0 || self.cwnd_pending || self.rate_pending || self.class_pending
     }
 
     /// True if Control register `i` has a staged value.
@@ -334,6 +341,10 @@ pub struct FlowState {
     created: bool,
     create_tried: bool,
     last_create_us: u64,
+    /// The DSCP the agent set with SET_CLASS and the datapath applied, valid when `has_class`
+    /// (a byte and a flag rather than an `Option`, so that all-zero is "none").
+    class: u8,
+    has_class: bool,
 }
 
 impl FlowState {
@@ -349,7 +360,36 @@ impl FlowState {
             created: false,
             create_tried: false,
             last_create_us: 0,
+            class: 0,
+            has_class: false,
         }
+    }
+
+    /// The traffic class in force: the DSCP of the agent's last SET_CLASS applied at an
+    /// invocation, or `None` (the socket's own marking: never set, or released). A host restores
+    /// the socket's own marking while the agent is not in charge and applies this again when it
+    /// is.
+    pub fn class(&self) -> Option<u8> {
+        self.has_class.then_some(self.class)
+    }
+
+    /// The class staged by a SET_CLASS and not applied yet: `Some(Some(dscp))`, `Some(None)`
+    /// (release), or `None` (nothing staged).
+    pub fn class_pending(&self) -> Option<Option<u8>> {
+        self.staged
+            .class_pending
+            .then(|| (self.staged.class != wire::CLASS_RELEASE).then_some(self.staged.class))
+    }
+
+    /// Stages a SET_CLASS: `Some(dscp)` (0..=[`wire::DSCP_MAX`]) or `None` (release), applied
+    /// at the next invocation ([`DatapathOps::set_class`], called only when the class changes).
+    /// A later SET_CLASS before that invocation replaces it; CHANGE_PROG keeps it.
+    ///
+    /// Errors: [`Error::BadClass`] for a DSCP above [`wire::DSCP_MAX`] (nothing staged).
+    pub fn stage_class(&mut self, dscp: Option<u8>) -> Result<(), Error> {
+        self.staged.class = wire::SetClass::class_byte(dscp)?;
+        self.staged.class_pending = true;
+        Ok(())
     }
 
     /// Whether the agent has been sent this flow's CREATE.
@@ -486,7 +526,8 @@ impl FlowState {
     }
 
     /// Applies the staged updates (libccp `ccp_invoke`): Control registers, then `Cwnd` and
-    /// `Rate`, each also set in the datapath when non-zero.
+    /// `Rate`, each also set in the datapath when non-zero; then a staged class (not in
+    /// libccp), through [`DatapathOps::set_class`] when it differs from the class in force.
     fn apply_updates(&mut self, ops: &mut impl DatapathOps) {
         for (i, v) in self.staged.pending_control() {
             self.regs.set(file::CONTROL.saturating_add(i), v);
@@ -501,6 +542,15 @@ impl FlowState {
             self.set_implicit(RATE, self.staged.rate);
             if self.staged.rate != 0 {
                 ops.set_rate_abs(self.staged.rate);
+            }
+        }
+        if self.staged.class_pending {
+            self.staged.class_pending = false;
+            let class = (self.staged.class != wire::CLASS_RELEASE).then_some(self.staged.class);
+            if class != self.class() {
+                self.class = class.unwrap_or(0);
+                self.has_class = class.is_some();
+                ops.set_class(class);
             }
         }
         self.staged.clear_updates();

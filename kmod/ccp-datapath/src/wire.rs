@@ -4,6 +4,11 @@
 //! counts the header). Layouts follow libccp `serialize.h`/`serialize.c` and portus 0.9
 //! `src/serialize/*.rs`; the reference is "CCP: Congestion Control Plane" (the ccp-project).
 //! Nothing here allocates, indexes unchecked or panics: malformed input gives an `Error`.
+//!
+//! One message is this project's own, not portus's or libccp's: SET_CLASS ([`SET_CLASS`]), the
+//! agent's per-flow traffic class. Its type lies far from the protocol's 0..=5 so that a later
+//! CCP message type does not collide with it; a stock portus agent never sends it, libccp
+//! refuses it as an unknown type, and everything else is parsed and written as before.
 
 use super::error::Error;
 use super::{MAX_EVENTS, MAX_INSTRS, MAX_UPDATES};
@@ -28,6 +33,18 @@ pub const UPDATE_FIELDS: u16 = 3;
 pub const CHANGE_PROG: u16 = 4;
 /// Message type of READY (datapath → agent, portus `serialize::ready`).
 pub const READY: u16 = 5;
+/// Message type of SET_CLASS (agent → datapath; this project's extension, not in portus or
+/// libccp): `0x4d01`, the first of the extension types `0x4d00..=0x4dff` ("M" for MLTCP).
+///
+/// Layout (12 bytes, little-endian like the rest): the header (`type`, `len` = 12, `sid`),
+/// then `u8 class`, then 3 reserved bytes that must be 0. `class` is a DSCP, 0..=63
+/// (RFC 2474 §3: the upper six bits of the IPv4 TOS / IPv6 Traffic Class octet), to mark the
+/// flow's packets with, or [`CLASS_RELEASE`] to give the flow back its socket's own marking.
+/// Any other value, or a reserved byte that is not 0, is [`Error::BadClass`]. The datapath
+/// applies it at the flow's next invocation, like UPDATE_FIELDS, and keeps it until the next
+/// SET_CLASS or the flow's end; a host restores the socket's own marking whenever the agent is
+/// not in charge of the flow.
+pub const SET_CLASS: u16 = 0x4d01;
 
 /// Size of the algorithm-name field of CREATE in bytes (libccp `MAX_CONG_ALG_SIZE`).
 pub const ALG_NAME_LEN: usize = 64;
@@ -35,6 +52,13 @@ pub const ALG_NAME_LEN: usize = 64;
 pub const CREATE_LEN: usize = HDR_LEN + 24 + ALG_NAME_LEN;
 /// Total length of a READY message (libccp `READY_MSG_SIZE`).
 pub const READY_LEN: usize = HDR_LEN + 4;
+/// Total length of a SET_CLASS message: header + class byte + 3 reserved bytes.
+pub const SET_CLASS_LEN: usize = HDR_LEN + 4;
+/// The largest DSCP (a 6-bit field, RFC 2474 §3).
+pub const DSCP_MAX: u8 = 63;
+/// The class byte of a SET_CLASS that releases the flow's class: its packets go back to the
+/// socket's own marking.
+pub const CLASS_RELEASE: u8 = 0xff;
 /// Length of the fixed part of MEASURE: header + program uid + field count.
 pub const MEASURE_FIXED_LEN: usize = HDR_LEN + 8;
 /// Length of the fixed part of INSTALL: header + uid + event count + instruction count.
@@ -623,6 +647,64 @@ fn write_ready_sid(out: &mut [u8], sid: u32, id: u32) -> Result<usize, Error> {
     Ok(w.done())
 }
 
+/// SET_CLASS: the agent's traffic class for one flow (this project's extension, see
+/// [`SET_CLASS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetClass {
+    /// Socket id of the flow.
+    pub sid: u32,
+    /// The DSCP to mark the flow's packets with (0..=[`DSCP_MAX`]), or `None` to restore the
+    /// socket's own marking.
+    pub dscp: Option<u8>,
+}
+
+impl SetClass {
+    /// The wire byte of `dscp`: the DSCP itself, or [`CLASS_RELEASE`] for `None`.
+    ///
+    /// Errors: [`Error::BadClass`] for a DSCP above [`DSCP_MAX`].
+    pub fn class_byte(dscp: Option<u8>) -> Result<u8, Error> {
+        match dscp {
+            None => Ok(CLASS_RELEASE),
+            Some(d) if d <= DSCP_MAX => Ok(d),
+            Some(_) => Err(Error::BadClass),
+        }
+    }
+
+    fn parse(h: &Header, body: &[u8]) -> Result<Self, Error> {
+        if usize::from(h.len) != SET_CLASS_LEN {
+            return Err(Error::LengthMismatch);
+        }
+        let [class, r0, r1, r2] = *body.first_chunk::<4>().ok_or(Error::Truncated)?;
+        if [r0, r1, r2] != [0, 0, 0] {
+            return Err(Error::BadClass);
+        }
+        let dscp = match class {
+            CLASS_RELEASE => None,
+            d if d <= DSCP_MAX => Some(d),
+            _ => return Err(Error::BadClass),
+        };
+        Ok(SetClass { sid: h.sid, dscp })
+    }
+
+    /// Serialises into `out`; returns the length written ([`SET_CLASS_LEN`]).
+    ///
+    /// Errors: [`Error::BadClass`] (a DSCP above [`DSCP_MAX`]), [`Error::BufferTooSmall`].
+    pub fn write(&self, out: &mut [u8]) -> Result<usize, Error> {
+        let class = Self::class_byte(self.dscp)?;
+        let mut w = Writer::start(out, SET_CLASS, SET_CLASS_LEN, self.sid)?;
+        w.put(&[class, 0, 0, 0])?;
+        Ok(w.done())
+    }
+}
+
+/// Serialises a SET_CLASS for flow `sid` into `out` (see [`SET_CLASS`]): `Some(dscp)` marks its
+/// packets with `dscp`, `None` restores the socket's own marking. Returns [`SET_CLASS_LEN`].
+///
+/// Errors: [`Error::BadClass`] (a DSCP above [`DSCP_MAX`]), [`Error::BufferTooSmall`].
+pub fn write_set_class(out: &mut [u8], sid: u32, dscp: Option<u8>) -> Result<usize, Error> {
+    SetClass { sid, dscp }.write(out)
+}
+
 /// Any parsed message: owned for the fixed-size ones, borrowed views for the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Msg<'a> {
@@ -636,6 +718,8 @@ pub enum Msg<'a> {
     UpdateFields(UpdateFieldsMsg<'a>),
     /// CHANGE_PROG.
     ChangeProg(ChangeProg<'a>),
+    /// SET_CLASS (this project's extension).
+    SetClass(SetClass),
     /// READY with the datapath id.
     Ready {
         /// Socket id from the header (libccp and we send 0; portus ignores it).
@@ -651,7 +735,7 @@ pub enum Msg<'a> {
 /// Strict: the header's `len` must equal the length the counts in the body imply.
 /// Errors: [`Error::Truncated`], [`Error::BadLength`], [`Error::LengthMismatch`],
 /// [`Error::UnknownType`], [`Error::TooManyEvents`], [`Error::TooManyInstrs`],
-/// [`Error::TooManyUpdates`].
+/// [`Error::TooManyUpdates`], [`Error::BadClass`].
 pub fn parse(buf: &[u8]) -> Result<(Msg<'_>, usize), Error> {
     let h = Header::parse(buf)?;
     let len = usize::from(h.len);
@@ -687,13 +771,14 @@ pub fn parse(buf: &[u8]) -> Result<(Msg<'_>, usize), Error> {
                 id: rd_u32(body, 0).ok_or(Error::Truncated)?,
             }
         }
+        SET_CLASS => Msg::SetClass(SetClass::parse(&h, body)?),
         _ => return Err(Error::UnknownType),
     };
     Ok((m, len))
 }
 
 impl Msg<'_> {
-    /// The message type code ([`CREATE`]..=[`READY`]).
+    /// The message type code ([`CREATE`]..=[`READY`], or [`SET_CLASS`]).
     pub fn typ(&self) -> u16 {
         match self {
             Msg::Create(_) => CREATE,
@@ -702,6 +787,7 @@ impl Msg<'_> {
             Msg::UpdateFields(_) => UPDATE_FIELDS,
             Msg::ChangeProg(_) => CHANGE_PROG,
             Msg::Ready { .. } => READY,
+            Msg::SetClass(_) => SET_CLASS,
         }
     }
 
@@ -712,6 +798,7 @@ impl Msg<'_> {
     pub fn write(&self, out: &mut [u8]) -> Result<usize, Error> {
         match self {
             Msg::Create(c) => c.write(out),
+            Msg::SetClass(c) => c.write(out),
             Msg::Ready { sid, id } => write_ready_sid(out, *sid, *id),
             Msg::Measure(m) => {
                 let total = MEASURE_FIXED_LEN

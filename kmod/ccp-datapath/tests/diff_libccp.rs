@@ -3,6 +3,10 @@
 //! must give the same `set_cwnd`/`set_rate_abs` calls, the same MEASURE reports and the same
 //! success/error per invocation.
 //!
+//! SET_CLASS, this project's own message, is interleaved too: libccp must refuse it as an unknown
+//! type, we must accept it, and it must change nothing libccp can see (only `set_class` calls,
+//! one per class change at the next invocation).
+//!
 //! libccp reads the wall clock through function pointers in `struct ccp_datapath`; the safe
 //! wrapper does not expose them, so [`LibccpDp`] overwrites them with a per-thread manual clock
 //! through a `#[repr(C)]` mirror of the struct (layout checked below and at run time). Values
@@ -163,6 +167,8 @@ enum Step {
         prog: usize,
         updates: Vec<(usize, u64)>,
     },
+    /// SET_CLASS (ours only: libccp refuses the type): a DSCP, or `None` for release.
+    Class(Option<u8>),
 }
 
 /// MEASURE contents, sid-free.
@@ -226,6 +232,10 @@ fn run_both(srcs: &[String], names: &[&str], steps: &[Step]) -> Result<(), TestC
         prog: 0,
         updates: vec![],
     }];
+    // The class in force in our datapath and the one staged by SET_CLASS since the last
+    // invocation (what the next `set_class` call must carry, if it differs).
+    let mut class_now: Option<u8> = None;
+    let mut class_staged: Option<Option<u8>> = None;
     for (k, step) in first.iter().chain(steps).enumerate() {
         let (lres, ores) = match step {
             Step::Invoke { dt, prims } => {
@@ -234,6 +244,7 @@ fn run_both(srcs: &[String], names: &[&str], steps: &[Step]) -> Result<(), TestC
                 ops.now = t;
                 lconn.load_primitives(libccp_prims(prims));
                 let l = lconn.invoke().map_err(|e| format!("{e:?}"));
+                let before = ours.flow(osid).map(|f| f.class());
                 let o = match ours.flow_invoke(osid, prims, &mut ops) {
                     Ok(Invoked::Ran { .. }) => Ok(()),
                     Ok(Invoked::NoProgram) => Err("LibccpProgIsNull".to_string()),
@@ -247,7 +258,42 @@ fn run_both(srcs: &[String], names: &[&str], steps: &[Step]) -> Result<(), TestC
                     }
                     .to_string()),
                 };
+                prop_assert_eq!(
+                    before,
+                    Some(class_now),
+                    "class in force before the invocation"
+                );
+                let want: Vec<Act> = match class_staged.take() {
+                    Some(c) if c != class_now => {
+                        class_now = c;
+                        vec![Act::Class(c)]
+                    }
+                    _ => vec![],
+                };
+                let got: Vec<Act> = ops
+                    .acts
+                    .iter()
+                    .copied()
+                    .filter(|a| matches!(a, Act::Class(_)))
+                    .collect();
+                prop_assert_eq!(got, want, "set_class calls of step {}", k);
                 (l, o)
+            }
+            Step::Class(dscp) => {
+                let mut b = [0u8; ccp_datapath::wire::SET_CLASS_LEN];
+                ccp_datapath::wire::write_set_class(&mut b, lsid, *dscp).unwrap();
+                let l = lc.dp.recv_msg(&mut b.to_vec());
+                prop_assert!(l.is_err(), "libccp refuses SET_CLASS: {:?}", l);
+                ccp_datapath::wire::write_set_class(&mut b, osid, *dscp).unwrap();
+                prop_assert_eq!(
+                    ours.handle_msg(&b),
+                    Ok(ccp_datapath::Handled::ClassStaged {
+                        sid: osid,
+                        dscp: *dscp
+                    })
+                );
+                class_staged = Some(*dscp);
+                (Ok(()), Ok(()))
             }
             Step::Update(ups) => {
                 let f = regs(cur, ups);
@@ -286,10 +332,12 @@ fn run_both(srcs: &[String], names: &[&str], steps: &[Step]) -> Result<(), TestC
         let lacts = std::mem::take(&mut lconn.acts);
         let oacts: Vec<Act> = std::mem::take(&mut ops.acts)
             .into_iter()
-            .map(|a| match a {
+            .filter_map(|a| match a {
                 // libccp's callbacks take u32.
-                Act::Cwnd(v) => Act::Cwnd(u64::from(v as u32)),
-                Act::Rate(v) => Act::Rate(u64::from(v as u32)),
+                Act::Cwnd(v) => Some(Act::Cwnd(u64::from(v as u32))),
+                Act::Rate(v) => Some(Act::Rate(u64::from(v as u32))),
+                // Checked above; libccp has no such callback.
+                Act::Class(_) => None,
             })
             .collect();
         prop_assert_eq!(&lacts, &oacts, "step {} actuators: {:?}", k, step);
@@ -492,6 +540,7 @@ fn arb_steps(n_progs: usize) -> impl Strategy<Value = Vec<Step>> {
         8 => (prop_oneof![0u64..10, 0u64..5000], arb_prims()).prop_map(|(dt, prims)| Step::Invoke { dt, prims }),
         2 => arb_updates().prop_map(Step::Update),
         1 => (0..n_progs + 1, arb_updates()).prop_map(|(prog, updates)| Step::Change { prog, updates }),
+        1 => prop::option::of(0u8..=63).prop_map(Step::Class),
     ];
     prop::collection::vec(step, 1..40)
 }

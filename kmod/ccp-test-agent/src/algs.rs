@@ -13,7 +13,10 @@ use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
+
+use ccp_ipc::KernelSender;
 
 use crate::reno_program;
 
@@ -38,6 +41,31 @@ pub struct ConstRateArgs {
     /// for the module's `ccp_heartbeat_ms`); 0: only on a change.
     #[arg(long, default_value_t = 0)]
     pub keepalive_ms: u64,
+    /// Give every flow this traffic class, a DSCP (0..=63), with SET_CLASS (this project's
+    /// extension of the CCP protocol) when it is created: the module marks its packets with it
+    /// while the agent is in charge. Sent to the kernel over a send-only netlink socket (not
+    /// with `--ipc unix`).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    pub dscp: Option<u8>,
+    /// A file holding a traffic class, re-read on every report: a DSCP (0..=63), or `release`
+    /// (the socket's own marking); a changed value is sent to every flow at its next report
+    /// (so a test can set and release classes mid-flow). Overrides `--dscp` while readable.
+    #[arg(long)]
+    pub class_file: Option<PathBuf>,
+}
+
+/// A traffic class as `--class-file` holds it: a DSCP 0..=63 (`Some`), or `release` / `none`
+/// (`None`: the socket's own marking); surrounding whitespace ignored.
+pub fn parse_class(s: &str) -> Result<Option<u8>> {
+    match s.trim() {
+        "release" | "none" => Ok(None),
+        t => match t.parse::<u8>() {
+            Ok(d) if d <= 63 => Ok(Some(d)),
+            _ => Err(anyhow::anyhow!(
+                "traffic class {t:?}: want a DSCP 0..=63 or \"release\""
+            )),
+        },
+    }
 }
 
 /// Mbit/s to bytes/s, clamped to what `update_field` carries (u32).
@@ -45,16 +73,32 @@ fn mbit_to_bps(mbit: f64) -> u32 {
     (mbit * 1e6 / 8.0).round().clamp(1.0, f64::from(u32::MAX)) as u32
 }
 
-/// Constant-rate algorithm: sets `Rate` and a non-limiting `Cwnd` on every flow.
+/// Constant-rate algorithm: sets `Rate` and a non-limiting `Cwnd` on every flow, and a traffic
+/// class when asked (`--dscp`, `--class-file`).
 pub struct ConstRate {
     args: ConstRateArgs,
     program: String,
+    /// Where SET_CLASS goes (present when a class is asked for and the IPC reaches the kernel).
+    classes: Option<Arc<KernelSender>>,
 }
 
 impl ConstRate {
-    /// Builds the algorithm and its datapath program (reports every `report_ms`).
-    pub fn new(args: &ConstRateArgs) -> Result<Self> {
+    /// Builds the algorithm and its datapath program (reports every `report_ms`); opens the
+    /// socket SET_CLASS goes through when a class is asked for and `to_kernel` (the IPC is
+    /// netlink; over unix sockets the class is not sent, with a warning).
+    pub fn new(args: &ConstRateArgs, to_kernel: bool) -> Result<Self> {
         anyhow::ensure!(args.rate_mbit > 0.0, "--rate-mbit must be positive");
+        let wants_class = args.dscp.is_some() || args.class_file.is_some();
+        let classes = match (wants_class, to_kernel) {
+            (true, true) => Some(Arc::new(
+                KernelSender::new().map_err(|e| anyhow::anyhow!("SET_CLASS socket: {}", e.0))?,
+            )),
+            (true, false) => {
+                tracing::warn!("--dscp/--class-file need the netlink IPC: no class is sent");
+                None
+            }
+            (false, _) => None,
+        };
         let us = u64::from(args.report_ms.max(1)) * 1000;
         let program = format!(
             "(def (Report (volatile acked 0) (volatile loss 0) (rtt 0) (rin 0) (rate 0) (cwnd 0)))
@@ -71,7 +115,50 @@ impl ConstRate {
         Ok(Self {
             args: args.clone(),
             program,
+            classes,
         })
+    }
+
+    /// The class to give the flows now: the class file's when it is set and readable, else
+    /// `--dscp` (`None`: no class asked for, or the file says `release`).
+    fn current_class(&self) -> Option<u8> {
+        let from_file = self.args.class_file.as_ref().and_then(|p| {
+            let s = std::fs::read_to_string(p).ok()?;
+            match parse_class(&s) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), err = %e, "class file ignored");
+                    None
+                }
+            }
+        });
+        from_file.unwrap_or(self.args.dscp)
+    }
+
+    /// Sends `class` for `sid` when it differs from `last` (what was sent before; `None` at
+    /// first, when only a class is worth sending); returns what is in force now.
+    fn send_class(
+        &self,
+        sid: u32,
+        class: Option<u8>,
+        last: Option<Option<u8>>,
+    ) -> Option<Option<u8>> {
+        let Some(tx) = &self.classes else {
+            return last;
+        };
+        if last == Some(class) || (last.is_none() && class.is_none()) {
+            return last;
+        }
+        match tx.set_class(sid, class) {
+            Ok(()) => {
+                tracing::info!(sid, dscp = ?class, "SET_CLASS sent");
+                Some(class)
+            }
+            Err(e) => {
+                tracing::error!(sid, err = %e, "SET_CLASS failed");
+                last
+            }
+        }
     }
 
     /// The rate to apply now, bytes/s: the rate file's when it is set and readable, else the
@@ -109,6 +196,8 @@ pub struct ConstRateFlow<I: Ipc> {
     started: Instant,
     /// When Rate/Cwnd were last sent (for `--keepalive-ms`).
     last_sent: Instant,
+    /// The traffic class last sent with SET_CLASS (`Some(None)`: released; `None`: none sent).
+    class: Option<Option<u8>>,
 }
 
 impl<I: Ipc> CongAlg<I> for ConstRate {
@@ -143,6 +232,7 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
             cwnd,
             "CREATE: flow under constant rate"
         );
+        let class = self.send_class(info.sock_id, self.current_class(), None);
         ConstRateFlow {
             control,
             sc,
@@ -153,10 +243,12 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
             alg: ConstRate {
                 args: self.args.clone(),
                 program: String::new(),
+                classes: self.classes.clone(),
             },
             reports: 0,
             started: Instant::now(),
             last_sent: Instant::now(),
+            class,
         }
     }
 }
@@ -171,6 +263,10 @@ fn endpoint(ip_be: u32, port_be: u32) -> String {
 impl<I: Ipc> Flow for ConstRateFlow<I> {
     fn on_report(&mut self, sock_id: u32, m: Report) {
         self.reports += 1;
+        if self.alg.classes.is_some() {
+            let now = self.alg.current_class();
+            self.class = self.alg.send_class(sock_id, now, self.class);
+        }
         let srtt = m.get_field("Report.rtt", &self.sc).unwrap_or(0);
         let rate = self.alg.current_rate();
         let cwnd = self.alg.cwnd_for(rate, srtt, self.mss);
@@ -508,6 +604,49 @@ mod tests {
     use super::*;
     use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
     use portus::serialize;
+
+    #[test]
+    fn class_file_values() {
+        assert_eq!(parse_class(" 26\n").unwrap(), Some(26));
+        assert_eq!(parse_class("0").unwrap(), Some(0));
+        assert_eq!(parse_class("63").unwrap(), Some(63));
+        assert_eq!(parse_class("release\n").unwrap(), None);
+        assert_eq!(parse_class("none").unwrap(), None);
+        for bad in ["64", "-1", "", "af41"] {
+            assert!(parse_class(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// What `--dscp` sends reaches the user-space datapath as a class change at the flow's
+    /// next invocation (the same message the kernel module gets).
+    #[test]
+    fn set_class_reaches_the_datapath() {
+        #[derive(Default)]
+        struct Classes(Vec<Option<u8>>);
+        impl DatapathOps for Classes {
+            fn now_us(&self) -> u64 {
+                0
+            }
+            fn send_msg(&mut self, _msg: &[u8]) -> Result<(), SendError> {
+                Ok(())
+            }
+            fn set_cwnd(&mut self, _bytes: u64) {}
+            fn set_rate_abs(&mut self, _bytes_per_sec: u64) {}
+            fn set_class(&mut self, dscp: Option<u8>) {
+                self.0.push(dscp);
+            }
+        }
+        let mut dp = Box::new(Datapath::<2, 1>::new());
+        let mut host = Classes::default();
+        let sid = dp.flow_start(&FlowInfo::default(), &mut host).unwrap();
+        for class in [Some(34), None] {
+            dp.handle_msg(&ccp_ipc::set_class_msg(sid, class).unwrap())
+                .unwrap();
+            dp.flow_invoke(sid, &Primitives::default(), &mut host)
+                .unwrap();
+        }
+        assert_eq!(host.0, [Some(34), None]);
+    }
 
     /// A user-space host for the datapath core: a manual clock, the MEASUREs counted and the
     /// last one kept.

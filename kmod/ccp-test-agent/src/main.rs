@@ -4,7 +4,8 @@
 //! lives there; joining multicast group 22 needs CAP_NET_ADMIN). Subcommands:
 //!
 //! - `const-rate`: every `mltcp`/`mltcp_cubic` flow gets a constant `Rate` (bytes/s, optionally
-//!   re-read from a file on every report) and a `Cwnd` large enough not to limit it;
+//!   re-read from a file on every report) and a `Cwnd` large enough not to limit it, and, with
+//!   `--dscp` or `--class-file`, a traffic class (SET_CLASS, this project's extension);
 //! - `reno`: Reno's window computed in the agent from per-RTT reports (the benchmark against the
 //!   kernel's native reno);
 //! - `ping`: the agent -> datapath -> report round trip, over netlink to the kernel or over
@@ -210,7 +211,7 @@ fn main() -> Result<()> {
     let stop = Arc::new(AtomicBool::new(true));
     match &cli.cmd {
         Cmd::ConstRate(a) => {
-            let alg = algs::ConstRate::new(a).context("const-rate")?;
+            let alg = algs::ConstRate::new(a, cli.ipc != IpcKind::Unix).context("const-rate")?;
             run_with(&cli, alg, stop)
         }
         Cmd::Reno(a) => run_with(&cli, algs::Reno::new(a), stop),

@@ -2,10 +2,12 @@
 //!
 //! The input is a script of operations on one datapath (8 flows, 4 programs): raw messages
 //! (parsed, re-serialised and handed to the datapath), structured INSTALL / UPDATE_FIELDS /
-//! CHANGE_PROG messages built from the input (so that many programs pass validation and run),
-//! flow starts and ends, and invocations with fuzzed primitives and clock steps. Properties: no
-//! panic (overflow checks are on in this build), a parsed message re-serialises to its bytes, and
-//! every returned error is counted exactly once.
+//! CHANGE_PROG / SET_CLASS messages built from the input (so that many programs pass validation
+//! and run, and most classes are valid), flow starts and ends, and invocations with fuzzed
+//! primitives and clock steps. Properties: no panic (overflow checks are on in this build), a
+//! parsed message re-serialises to its bytes, every returned error is counted exactly once, and
+//! `set_class` is called only with a DSCP (0..=63) or `None`, only when the flow's class changes,
+//! and leaves that class in force.
 #![no_main]
 
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, RegMsg, UpdateField};
@@ -16,6 +18,8 @@ struct Ops {
     now: u64,
     fail: bool,
     out: [u8; 256],
+    /// The `set_class` calls of the current invocation.
+    classes: Vec<Option<u8>>,
 }
 
 impl DatapathOps for Ops {
@@ -36,6 +40,13 @@ impl DatapathOps for Ops {
     }
     fn set_cwnd(&mut self, _bytes: u64) {}
     fn set_rate_abs(&mut self, _bytes_per_sec: u64) {}
+    fn set_class(&mut self, dscp: Option<u8>) {
+        assert!(
+            dscp.is_none_or(|d| d <= wire::DSCP_MAX),
+            "set_class({dscp:?})"
+        );
+        self.classes.push(dscp);
+    }
 }
 
 struct Input<'a>(&'a [u8]);
@@ -102,6 +113,7 @@ fn run(data: &[u8]) -> Option<()> {
         now: 0,
         fail: false,
         out: [0; 256],
+        classes: Vec::new(),
     };
     let mut inp = Input(data);
     let mut sids: Vec<u32> = Vec::new();
@@ -119,7 +131,7 @@ fn run(data: &[u8]) -> Option<()> {
         })
     };
     while let Some(tag) = inp.byte() {
-        match tag % 8 {
+        match tag % 9 {
             0 => {
                 let len = usize::from(inp.byte()?) * 4;
                 let msg = inp.take(len).to_vec();
@@ -168,7 +180,16 @@ fn run(data: &[u8]) -> Option<()> {
                 };
                 ops.fail = inp.byte()? % 16 == 0;
                 let before = dp.stats().total_errors();
+                let class_before = dp.flow(s).map(|f| f.class());
                 let r = dp.flow_invoke(s, &prims, &mut ops);
+                // At most one class change per invocation, to a class not in force before,
+                // which is in force after.
+                let calls = std::mem::take(&mut ops.classes);
+                assert!(calls.len() <= 1, "set_class calls {calls:?}");
+                if let Some(&c) = calls.first() {
+                    assert_ne!(class_before, Some(c), "set_class without a change");
+                    assert_eq!(dp.flow(s).map(|f| f.class()), Some(c));
+                }
                 let extra = u64::from(matches!(
                     r,
                     Ok(ccp_datapath::Invoked::Ran {
@@ -237,6 +258,33 @@ fn run(data: &[u8]) -> Option<()> {
                 if let Ok(k) = k {
                     let msg = buf[..k].to_vec();
                     check_msg(&mut dp, &msg, &mut scratch);
+                }
+            }
+            8 => {
+                // SET_CLASS: a DSCP most of the time, release or a bad byte sometimes, and now
+                // and then a non-zero reserved byte.
+                let s = pick_sid(&mut inp, &sids)?;
+                let class = match inp.byte()? {
+                    b @ 0..=191 => b % 64,
+                    b @ 192..=223 => b,
+                    _ => wire::CLASS_RELEASE,
+                };
+                let reserved = if inp.byte()? % 16 == 0 {
+                    inp.byte()?
+                } else {
+                    0
+                };
+                let mut msg = [0u8; wire::SET_CLASS_LEN];
+                msg[..2].copy_from_slice(&wire::SET_CLASS.to_le_bytes());
+                msg[2..4].copy_from_slice(&(wire::SET_CLASS_LEN as u16).to_le_bytes());
+                msg[4..8].copy_from_slice(&s.to_le_bytes());
+                msg[8] = class;
+                msg[9] = reserved;
+                let before = dp.flow(s).map(|f| f.class_pending());
+                check_msg(&mut dp, &msg, &mut scratch);
+                // A refused SET_CLASS stages nothing.
+                if class > wire::DSCP_MAX && class != wire::CLASS_RELEASE || reserved != 0 {
+                    assert_eq!(dp.flow(s).map(|f| f.class_pending()), before);
                 }
             }
             _ => unreachable!(),

@@ -6,11 +6,13 @@ use ccp_datapath::{DatapathOps, SendError};
 use portus::lang::{Bin, Reg, Scope};
 use portus::serialize;
 
-/// A call of one of the two actuators.
+/// A call of one of the actuators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Act {
     Cwnd(u64),
     Rate(u64),
+    /// `set_class` (this project's SET_CLASS; libccp has no such callback).
+    Class(Option<u8>),
 }
 
 /// User-space host: manual clock, sent messages and actuator calls recorded.
@@ -38,6 +40,9 @@ impl DatapathOps for MockOps {
     }
     fn set_rate_abs(&mut self, bytes_per_sec: u64) {
         self.acts.push(Act::Rate(bytes_per_sec));
+    }
+    fn set_class(&mut self, dscp: Option<u8>) {
+        self.acts.push(Act::Class(dscp));
     }
 }
 
