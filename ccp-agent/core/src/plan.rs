@@ -8,18 +8,18 @@
 //!
 //! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A (Alg. 1),
 //! IV-B (Alg. 2, dependencies) and IV-C (the control protocol); the steps are described in
-//! [`crate::agent_core`]'s module docs. These functions read and write the core's state and
+//! [`crate`]'s docs. These functions read and write the core's state and
 //! queue RPCs as [`Action`]s; they do no I/O.
 
-use super::Core;
-use crate::agent_core::io::{Action, Rpc};
-use crate::config::JobOrder;
 use crate::flows::FlowKey;
-use crate::monitor::Registration;
+use crate::io::{Action, Rpc};
 use crate::proto::{self, notice_kind};
+use crate::registration::Registration;
+use crate::Core;
 use mlcc_sched::policy::{self, FlowRole, FlowState, JobKey, PolicyOptions, Snapshot};
 use mlcc_sched::{
-    Decision, FlowId, FlowProgress, LinkId, LinkLoadTable, LinkView, PathView, RateSample, Schedule,
+    Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
+    RateSample, Schedule,
 };
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The agent core: the per-host scheduler as a state machine without I/O. Datapath reports,
-//! progress readings, switch feedback, peer notices and the time go in ([`Input`]); rate and
-//! window updates, program installs, RPC requests, notices and the status come out
-//! ([`Action`]). No portus, tokio, tonic or clock is used here: the shell ([`crate::ccp`],
-//! [`crate::net`], [`crate::run`]) performs the actions and feeds the inputs, and the tests feed
-//! a simulated datapath.
+//! `mlcc-agent-core`: the agent core, the per-host scheduler of ccp-agent as a state machine
+//! without I/O. Datapath reports, progress readings, switch feedback, peer notices and the time
+//! go in ([`Input`]); rate and window updates, program installs, RPC requests, notices and the
+//! status come out ([`Action`]). Its own crate so that the compiler holds the line: no portus,
+//! tokio, tonic or hyper is in its dependency tree (`ci/check-core-deps.sh` checks it), and it
+//! opens no socket or file and reads no clock. The agent's shell (`ccp_agent::ccp`,
+//! `ccp_agent::net`, `ccp_agent::run`) performs the actions and feeds the inputs, and the tests
+//! here feed a simulated datapath.
 //!
-//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV (Alg. 1 and 2,
-//! the control protocol of Sec. IV-C) and Sec. V (the prototype's scheduler on CCP). At the
-//! first [`Input::Tick`] of every slot (`slot_us`, aligned to multiples of its length on the
-//! wall clock, so that agents and switches agree on slot numbers) the core:
+//! The plain data the core speaks: [`config::CoreConfig`] (what it is configured with, built by
+//! the agent from its files), [`fabric`] (hosts, switches, links, routes), [`flows`] (flow
+//! identities), [`registration`] (what the progress regions say of a flow), [`proto`] (the gRPC
+//! messages, prost only; the agent adds the tonic services) and [`io`] (inputs and actions).
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-V: Sec. IV
+//! (Alg. 1 and 2, the control protocol of Sec. IV-C) and Sec. V (the prototype's scheduler on
+//! CCP). At the first [`Input::Tick`] of every slot (`slot_us`, aligned to multiples of its
+//! length on the wall clock, so that agents and switches agree on slot numbers) the core:
 //!
 //! 1. turns the reports of the past slot into each flow's achieved rate, and records per NIC
 //!    link the total achieved rate as a rate sample (network-limited when a flow that had bytes
@@ -85,23 +92,33 @@
 //! for the new iteration. The datapath program reports once per slot and also at the ACK that
 //! empties the pipe, so an iteration's tail is reported before the next iteration begins.
 
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod config;
+pub mod fabric;
+pub mod flows;
 pub mod io;
 pub(crate) mod measure;
 mod plan;
+pub mod proto;
+pub mod registration;
 #[cfg(test)]
 mod tests;
 
+pub use config::CoreConfig;
 pub use io::{Action, Command, Input, LocalFlow, Measurement, Rpc};
 
-use crate::config::{AgentConfig, Switch};
-use crate::flows::FlowKey;
-use crate::monitor::{Registration, Registrations};
-use crate::proto;
+use fabric::Switch;
+use flows::FlowKey;
 use measure::{paced_cwnd_bytes, split_acked, DatapathClock};
 use mlcc_sched::{FlowId, LinkId, LinkLoadTable, RateSample, SlotClock};
 use plan::Planned;
+use registration::{Registration, Registrations};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One CCP flow of a datapath.
@@ -182,7 +199,7 @@ enum Phase {
 
 /// The agent core (see the module docs).
 pub struct Core {
-    cfg: Arc<AgentConfig>,
+    cfg: CoreConfig,
     clock: SlotClock,
     /// The switches (none in NIC-only mode).
     switches: Vec<Switch>,
@@ -215,7 +232,7 @@ impl Core {
     /// A core for `cfg` at wall-clock time `now_us` (µs). Errors: slot length or horizon
     /// refused by `mlcc_sched::SlotClock`, a NIC link refused by the table (neither happens
     /// with a checked config).
-    pub fn new(cfg: Arc<AgentConfig>, now_us: u64) -> Result<Self, mlcc_sched::SchedError> {
+    pub fn new(cfg: CoreConfig, now_us: u64) -> Result<Self, mlcc_sched::SchedError> {
         let clock = SlotClock::new(cfg.slot_ms * 1000, cfg.horizon)?;
         let mut table = LinkLoadTable::new(clock, clock.slot_at(now_us));
         let mut local_links = HashSet::new();
