@@ -10,7 +10,7 @@
 //! definition: the `Switch` client and server ([`switch_client`], [`switch_server`]) and the
 //! `Agent` ones ([`agent_client`], [`agent_server`]).
 
-/// The services generated from `proto/mlcc.proto`.
+/// The services generated from the core's `proto/mlcc.proto`.
 #[allow(clippy::all, clippy::pedantic, unused_qualifications)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/mlcc.v1.rs"));

@@ -32,7 +32,7 @@
 //!    link itself (with no switch answering, this is NIC-only planning);
 //! 4. decides the flows it plans with the scheduling library's policy layer
 //!    (`mlcc_sched::policy::decide`, the same entry point the cluster simulator plans
-//!    through; [`plan`] builds its snapshot): coflow groups (a job's ring flows; per parameter
+//!    through; `plan` builds its snapshot): coflow groups (a job's ring flows; per parameter
 //!    server, the aggregation flows into it, then its broadcast flows; any other flow alone),
 //!    each planned jointly (Alg. 1 over the group, each member advancing by the same fraction of
 //!    its bytes left per slot, Varys's MADD, then Alg. 2's raise per member), in the order of
@@ -87,7 +87,7 @@
 //! job's current iteration began; the bytes left are the flow's share of the job's bytes per
 //! iteration minus F_i, so bytes still queued in the socket are still planned, and a job
 //! between iterations reserves nothing. Each report is dated on CLOCK_MONOTONIC (the datapath
-//! time of its ACK, `Report.now`, calibrated against arrivals: [`measure`]); when the region's
+//! time of its ACK, `Report.now`, calibrated against arrivals: `measure`); when the region's
 //! iteration number has moved, only the reports dated after the region's `iter_start_ns` count
 //! for the new iteration. The datapath program reports once per slot and also at the ACK that
 //! empties the pipe, so an iteration's tail is reported before the next iteration begins.

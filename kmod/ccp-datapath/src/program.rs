@@ -47,11 +47,9 @@ pub struct MissingField {
 
 impl fmt::Display for MissingField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the program lacks {}, which the agent reads or sets",
-            self.field
-        )
+        f.write_str("the program lacks ")?;
+        f.write_str(self.field)?;
+        f.write_str(", which the agent reads or sets")
     }
 }
 

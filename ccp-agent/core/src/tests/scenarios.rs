@@ -5,9 +5,8 @@
 //! slot, flows close cleanly, and a failing or slow switch degrades the planning without losing
 //! a flow.
 
-use super::sim::{Sim, FIRST_SLOT};
+use super::sim::{Sim, Tweak, FIRST_SLOT};
 use crate::proto::notice_kind;
-use crate::CoreConfig;
 use mlcc_sched::{JobOrder, Rules};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 
@@ -216,7 +215,7 @@ fn one_agent_for_every_host_decides_both_ends_of_each_dependency_together() {
     // As in the VM testbed: one agent serves every host, so every dependency is between flows
     // of one snapshot of the policy layer, decided (and cut) together; no notice goes out, and
     // none is needed. Under every rule set (and priority by earliest deadline), no job starves.
-    let cases: [(&str, fn(&mut CoreConfig)); 5] = [
+    let cases: [(&str, Tweak); 5] = [
         ("one-mlcc", |_| ()),
         ("one-interleave", |c| c.rules = Rules::Interleave),
         ("one-priority", |c| c.rules = Rules::Priority),

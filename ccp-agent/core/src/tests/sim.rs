@@ -44,11 +44,14 @@ pub fn host_ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 0, 0, n)
 }
 
+/// A change a test makes to [`config`]'s defaults.
+pub type Tweak = fn(&mut CoreConfig);
+
 /// The config of an agent serving `hosts` (names) on the topology above, with agent.toml's
 /// defaults for everything else (rate floor 5 Mbit/s, 16 MB window, RPC deadline a third of
 /// the slot, the `mlcc` rules, work conservation on, strict rates off); `extra` changes it
 /// (e.g. `|c| c.nic_only = true`).
-pub fn config(hosts: &[&str], extra: fn(&mut CoreConfig)) -> CoreConfig {
+pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
     let agent_of = |n: u8| -> SocketAddr {
         let a = if n <= 2 { AGENT_A } else { AGENT_B };
         a.parse().expect("an agent address")
@@ -292,7 +295,7 @@ pub fn slot_start_us(s: u64) -> u64 {
 
 impl Sim {
     /// Two agents: A serves h1 and h2, B serves h3 and h4.
-    pub fn two_agents(extra: fn(&mut CoreConfig)) -> Self {
+    pub fn two_agents(extra: Tweak) -> Self {
         Self::with_configs(vec![
             config(&["h1", "h2"], extra),
             config(&["h3", "h4"], extra),

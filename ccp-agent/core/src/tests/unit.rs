@@ -3,12 +3,12 @@
 //! checked one by one (topology and registrations of [`super::sim`]).
 
 use super::sim::{
-    config, host_ip, registration, slot_start_us, FIRST_SLOT, MIN_RATE_BPS, SHARED_LINK,
+    config, host_ip, registration, slot_start_us, Tweak, FIRST_SLOT, MIN_RATE_BPS, SHARED_LINK,
 };
 use crate::flows::FlowKey;
 use crate::proto::{self, notice_kind};
 use crate::registration::Registrations;
-use crate::{Action, Command, Core, CoreConfig, Input, Rpc};
+use crate::{Action, Command, Core, Input, Rpc};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 
 /// Bytes per iteration of the test ring's flows (2 workers: a chunk is half of it).
@@ -48,7 +48,7 @@ fn tick(slot: u64) -> Input {
 
 /// A core serving `hosts`, with the ring registered and its flows on those hosts created
 /// (flow numbers 1 and 2).
-fn core_with_ring(hosts: &[&str], extra: fn(&mut CoreConfig)) -> Core {
+fn core_with_ring(hosts: &[&str], extra: Tweak) -> Core {
     let cfg = config(hosts, extra);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
     assert!(core.handle(Input::Progress(ring_regs())).is_empty());
@@ -203,7 +203,7 @@ fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
 
 /// Two ring jobs whose flows from h1 and from h2 both go to h3: different NICs (1 Gbit/s
 /// each), one ingress (the last link of both routes, 100 Mbit/s).
-fn incast_core(extra: fn(&mut CoreConfig)) -> Core {
+fn incast_core(extra: Tweak) -> Core {
     let cfg = config(&["h1", "h2", "h3", "h4"], extra);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
     let reg = |job| {
