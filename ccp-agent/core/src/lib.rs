@@ -121,6 +121,13 @@ use registration::{Registration, Registrations};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+/// The log target of the core's events that name none of their own: the agent's, so that the
+/// agent's log filters (`RUST_LOG=ccp_agent=debug`) select them, as they do `ccp_agent::plan`
+/// and `ccp_agent::progress`.
+const LOG_TARGET: &str = "ccp_agent::agent_core";
+/// [`LOG_TARGET`] of the planning step's events.
+const PLAN_LOG_TARGET: &str = "ccp_agent::agent_core::plan";
+
 /// One CCP flow of a datapath.
 struct FlowEntry {
     key: FlowKey,
@@ -347,7 +354,7 @@ impl Core {
     /// registered.
     fn on_created(&mut self, local: LocalFlow, key: FlowKey, sock_id: u32) {
         if self.flows.contains_key(&local) {
-            tracing::warn!(flow = local, key = %key, "CREATE for a flow number already in use: ignored");
+            tracing::warn!(target: LOG_TARGET, flow = local, key = %key, "CREATE for a flow number already in use: ignored");
             return;
         }
         let unthrottled_bps = self.served_src(&key).unwrap_or(u64::from(u32::MAX) * 8);
@@ -373,7 +380,7 @@ impl Core {
             seen_sent: None,
         };
         f.reg = self.registration(&key);
-        tracing::info!(sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
+        tracing::info!(target: LOG_TARGET, sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
         if f.reg.is_some() && self.cfg.schedule {
             self.install(local, &mut f);
         }
@@ -507,7 +514,7 @@ impl Core {
         if let Some(f) = self.flows.remove(&local) {
             let _ = self.table.remove_flow(FlowId(f.id));
             self.gone.push(f.id);
-            tracing::info!(flow = %f.key, "flow closed");
+            tracing::info!(target: LOG_TARGET, flow = %f.key, "flow closed");
         }
     }
 
@@ -684,7 +691,7 @@ impl Core {
                 }
                 None => {
                     if f.reg.is_some() {
-                        tracing::info!(flow = %f.key, "no longer registered: unplanned, at NIC capacity");
+                        tracing::info!(target: LOG_TARGET, flow = %f.key, "no longer registered: unplanned, at NIC capacity");
                         let _ = self.table.remove_flow(FlowId(f.id));
                         self.gone.push(f.id);
                     }
@@ -777,7 +784,7 @@ impl Core {
         match reply {
             Ok(reply) => {
                 if self.failing.remove(switch) {
-                    tracing::info!(switch = %switch, "switch answers again");
+                    tracing::info!(target: LOG_TARGET, switch = %switch, "switch answers again");
                 }
                 for lf in reply.links {
                     let mut load = vec![0u64; k];
@@ -795,7 +802,7 @@ impl Core {
             }
             Err(why) => {
                 if self.failing.insert(switch.to_string()) {
-                    tracing::warn!(switch = %switch, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
+                    tracing::warn!(target: LOG_TARGET, switch = %switch, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
                 }
                 for l in wanted_links {
                     let Some((at, est, load)) = self.last_feedback.get(&l) else {
@@ -870,7 +877,7 @@ impl Core {
                 }
             }
             None => {
-                tracing::debug!(switch = %switch, "no admission in time: the plans stand as made");
+                tracing::debug!(target: LOG_TARGET, switch = %switch, "no admission in time: the plans stand as made");
             }
         }
         if waiting.is_empty() {
