@@ -36,18 +36,6 @@ use std::time::{Duration, Instant};
 /// Name of the datapath program in portus's table.
 pub const PROGRAM_NAME: &str = "mlcc";
 
-/// The datapath program's report fields and control register the agent uses (`Report.now` is
-/// used when present).
-pub const REQUIRED_FIELDS: [&str; 7] = [
-    "Report.acked",
-    "Report.lost",
-    "Report.rtt",
-    "Report.rate",
-    "Report.micros",
-    "Control.slot_us",
-    "Control.cwnd_cap",
-];
-
 /// One flow's datapath handle and, once installed, the program's scope.
 struct DpFlow<I: Ipc> {
     dp: Datapath<I>,

@@ -139,6 +139,7 @@ poll_us = 500             # how often the attached progress regions are checked 
                           #  poll costs 3 preads per attached region)
 "#;
 
+use mlcc_agent_core::fabric;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -459,29 +460,8 @@ pub struct Topology {
     pub pcn: SwitchPcn,
 }
 
-/// A checked host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
-    /// Name.
-    pub name: String,
-    /// IPv4 addresses.
-    pub addrs: Vec<Ipv4Addr>,
-    /// NIC egress link.
-    pub nic: u32,
-    /// Agent address.
-    pub agent: SocketAddr,
-}
-
-/// A checked switch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Switch {
-    /// Name.
-    pub name: String,
-    /// gRPC address.
-    pub listen: SocketAddr,
-    /// Owned links.
-    pub links: Vec<u32>,
-}
+/// A checked host and a checked switch: the agent core's plain data ([`mlcc_agent_core::fabric`]).
+pub use mlcc_agent_core::fabric::{Host, Switch};
 
 fn read(file: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(file).map_err(|e| err(file, "(file)", "", format!("cannot read: {e}")))
@@ -871,41 +851,26 @@ impl Topology {
         })
     }
 
-    /// The host that owns `ip`.
+    /// The host that owns `ip` ([`mlcc_agent_core::fabric::host_of`]).
     pub fn host_of(&self, ip: Ipv4Addr) -> Option<&Host> {
-        self.hosts.iter().find(|h| h.addrs.contains(&ip))
+        fabric::host_of(&self.hosts, ip)
     }
 
-    /// The links of a flow from `from` to `to` (host names): the route, or `from`'s NIC.
+    /// The links of a flow from `from` to `to` (host names): the route, or `from`'s NIC
+    /// ([`mlcc_agent_core::fabric::path`]).
     pub fn path(&self, from: &Host, to: Option<&Host>) -> Vec<u32> {
-        to.and_then(|t| self.routes.get(&(from.name.clone(), t.name.clone())))
-            .cloned()
-            .unwrap_or_else(|| vec![from.nic])
+        fabric::path(&self.routes, from, to)
     }
 
-    /// The ingress links of the hosts named in `served`: the last link of every route into one
-    /// of them that is not its sender's NIC (ascending, without repeats). A NIC-only agent
-    /// plans them beside its NICs, the receive side of the hosts it serves: with both ends of
-    /// a flow served here, no notice (the mlcc paper's Alg. 2) carries the receiver's limit.
+    /// The ingress links of the hosts named in `served`
+    /// ([`mlcc_agent_core::fabric::served_ingress`]).
     pub fn served_ingress(&self, served: &[String]) -> Vec<u32> {
-        let mut out: Vec<u32> = self
-            .routes
-            .iter()
-            .filter(|((_, to), _)| served.contains(to))
-            .filter_map(|((from, _), links)| {
-                let last = *links.last()?;
-                let nic = self.hosts.iter().find(|h| &h.name == from)?.nic;
-                (last != nic).then_some(last)
-            })
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        fabric::served_ingress(&self.routes, &self.hosts, served)
     }
 
-    /// The switch that owns `link`, if any.
+    /// The switch that owns `link`, if any ([`mlcc_agent_core::fabric::switch_of`]).
     pub fn switch_of(&self, link: u32) -> Option<&Switch> {
-        self.switches.iter().find(|s| s.links.contains(&link))
+        fabric::switch_of(&self.switches, link)
     }
 }
 
@@ -1146,15 +1111,13 @@ impl AgentConfig {
                 format!("does not compile: {e:?}"),
             ));
         }
-        for f in crate::ccp::REQUIRED_FIELDS {
-            if !program.contains(f) {
-                return Err(err(
-                    file,
-                    "program",
-                    format!("{:?}", raw.program.display().to_string()),
-                    format!("the program lacks {f}, which the agent reads or sets"),
-                ));
-            }
+        if let Err(e) = ccp_datapath::check_slot_program(&program) {
+            return Err(err(
+                file,
+                "program",
+                format!("{:?}", raw.program.display().to_string()),
+                e.to_string(),
+            ));
         }
         let unix_name = raw
             .unix_name
@@ -1254,14 +1217,6 @@ impl AgentConfig {
             rpc_timeout_ms,
             metrics_addr,
         })
-    }
-
-    /// The served hosts.
-    pub fn served(&self) -> impl Iterator<Item = &Host> {
-        self.topology
-            .hosts
-            .iter()
-            .filter(|h| self.hosts.contains(&h.name))
     }
 }
 

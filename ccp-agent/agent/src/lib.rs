@@ -6,11 +6,13 @@
 //!
 //! - [`monitor`]: the monitoring block, over the `mltcp-progress` regions written by the
 //!   communication libraries; flows of unregistered processes get no program (native MLTCP);
-//! - [`agent_core`]: the scheduler as an I/O-free state machine (reports, progress readings,
-//!   switch feedback, notices and the time in; rate updates, RPC requests and notices out): the
-//!   per-slot work (slots of `--slot-ms`, aligned on the wall clock; horizon K), Alg. 1 +
-//!   Alg. 2 through `mlcc_sched`, feedback from and schedules to the switches, dependency
-//!   notices between agents;
+//! - [`agent_core`] (the crate `mlcc-agent-core`, re-exported): the scheduler as an I/O-free
+//!   state machine (reports, progress readings, switch feedback, notices and the time in; rate
+//!   updates, RPC requests and notices out): the per-slot work (slots of `--slot-ms`, aligned on
+//!   the wall clock; horizon K), Alg. 1 + Alg. 2 through `mlcc_sched`, feedback from and
+//!   schedules to the switches, dependency notices between agents. Its own crate, so that no
+//!   runtime, datapath or RPC crate can reach it; it is configured with a
+//!   [`agent_core::CoreConfig`] that [`config::AgentConfig::core_config`] builds;
 //! - the shell around it: [`ccp`] (the portus 0.9 algorithm, the datapath side of the core's
 //!   actions, and the IPC wrapper through which other threads' inputs reach portus's thread;
 //!   the datapath program comes from a file, `datapath-programs/mlcc-slot.ccp`), [`ticker`]
@@ -20,10 +22,10 @@
 //!   ordered applier outside the state's lock;
 //! - [`burst`]: the PCN burst gate, which answers the libraries' `before_burst` with PCN-START
 //!   to the switches and grants the burst after one RTT or the switches' acknowledgement;
-//! - [`proto`]: the gRPC messages and services (tonic/prost, no protoc);
+//! - [`proto`]: the gRPC services (tonic, no protoc) over the core's messages;
 //! - [`config`]: `agent.toml` and `topo.toml`, refused with an error naming file, field, value;
-//! - [`run`], [`status`], [`peer`], [`shared`], [`flows`]: wiring, `ccp-agent status`, the
-//!   agent's gRPC service, state shared with it, flow identities.
+//! - [`run`], [`status`], [`peer`], [`shared`]: wiring, `ccp-agent status`, the agent's gRPC
+//!   service, state shared with it; [`flows`]: flow identities (the core's, re-exported).
 //!
 //! IPC: netlink to the kernel through `ccp_ipc::CheckedNetlink` (only messages with sender port
 //! id 0, the kernel, are accepted; the rest are counted), or unix datagrams for user-space
@@ -35,11 +37,13 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod agent_core;
+pub use mlcc_agent_core as agent_core;
+pub use mlcc_agent_core::flows;
+
 pub mod burst;
 pub mod ccp;
 pub mod config;
-pub mod flows;
+mod core_config;
 pub mod metrics;
 pub mod monitor;
 pub mod net;

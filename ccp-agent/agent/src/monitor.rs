@@ -7,7 +7,7 @@
 //! the scheduler compares them with the model size. Here the library writes an
 //! `mltcp-progress` region per process; every slot [`Monitor::refresh`] copies every region
 //! (`mltcp_progress::Scanner`) and maps each IPv4 flow record (local → remote 4-tuple) to a
-//! [`Registration`]. A CCP flow whose 4-tuple is in no region belongs to an unregistered process
+//! [`Registration`] (the agent core's plain data, re-exported here). A CCP flow whose 4-tuple is in no region belongs to an unregistered process
 //! and gets no program: it runs native MLTCP. A refused region (wrong version or shape) is
 //! logged once, naming the file, field and value, and the other regions are still served.
 //!
@@ -16,64 +16,10 @@
 //! successor; PS worker: its pushes; PS: its broadcasts; unspecified kinds count as sending).
 
 use crate::flows::FlowKey;
+pub use mlcc_agent_core::registration::{is_sending, Registration, Registrations};
 use mltcp_progress::{FlowKind, Paradigm, Role, Scanner};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// What the progress interface says about one flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Registration {
-    /// Job id.
-    pub job: String,
-    /// The sending process's rank.
-    pub rank: u32,
-    /// The job's paradigm.
-    pub paradigm: Paradigm,
-    /// The sending process's role.
-    pub role: Role,
-    /// The flow's kind, as registered.
-    pub kind: FlowKind,
-    /// The receiver's rank (`mltcp_progress::NO_RANK` when not told).
-    pub peer_rank: u32,
-    /// Current iteration number.
-    pub iteration: u64,
-    /// When the current iteration began: CLOCK_MONOTONIC ns of the library's `begin_iteration`
-    /// (0 = never), to tell which acknowledged bytes are the iteration's.
-    pub iter_start_ns: u64,
-    /// Bytes of the current iteration this flow has been handed (share of the process's).
-    pub sent_bytes: u64,
-    /// Bytes per iteration of this flow (share of the process's); `None` when not told.
-    pub iteration_bytes: Option<u64>,
-    /// Whether this end sends the flow's data (only sending flows are scheduled).
-    pub sending: bool,
-    /// Ring all-reduce: the bytes of one chunk (G/W), which a worker sends before it has received
-    /// anything (its own chunk, step 1 of reduce-scatter); `None` when not a ring flow or the
-    /// job's size or bytes are not told.
-    pub ring_chunk_bytes: Option<u64>,
-}
-
-impl Registration {
-    /// Bytes left in the current iteration (0 when unknown).
-    pub fn remaining_bytes(&self) -> u64 {
-        self.iteration_bytes
-            .map_or(0, |b| b.saturating_sub(self.sent_bytes))
-    }
-}
-
-/// Whether a flow of kind `kind` registered by a process of role `role` is sent by it (only
-/// sending flows are scheduled, and only their bursts are announced).
-pub(crate) fn is_sending(role: Role, kind: FlowKind) -> bool {
-    match kind {
-        FlowKind::RingSend | FlowKind::Unspecified => true,
-        FlowKind::RingRecv => false,
-        FlowKind::PsPush => role != Role::ParameterServer,
-        FlowKind::PsPull => role == Role::ParameterServer,
-    }
-}
-
-/// A reading of the progress regions: each registered flow's 4-tuple → its registration. The
-/// agent core takes it as an input (`crate::agent_core::Input::Progress`).
-pub type Registrations = HashMap<FlowKey, Registration>;
 
 /// The registry of the progress regions of one directory.
 pub struct Monitor {

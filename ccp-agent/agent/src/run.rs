@@ -168,7 +168,7 @@ fn run_portus<I: PollableIpc>(
     net: Net,
     stop: Arc<AtomicBool>,
 ) -> Result<()> {
-    let core = Core::new(cfg.clone(), crate::wall_us())?;
+    let core = Core::new(cfg.core_config(), crate::wall_us())?;
     let shell = Rc::new(RefCell::new(Shell::<ShellIpc<I>>::new(
         core,
         Monitor::new(&cfg.progress_dir),

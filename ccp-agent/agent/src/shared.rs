@@ -163,7 +163,7 @@ impl RpcKind {
         RpcKind::Notify,
     ];
 
-    /// The RPC's name in the gRPC schema (`proto/mlcc.proto`).
+    /// The RPC's name in the gRPC schema (`ccp-agent/core/proto/mlcc.proto`).
     pub fn name(self) -> &'static str {
         match self {
             RpcKind::FetchFeedback => "FetchFeedback",

@@ -8,7 +8,8 @@
 //! - [`wire`]: parse every message (CREATE, MEASURE, INSTALL, UPDATE_FIELDS, CHANGE_PROG, READY)
 //!   into borrowed views and serialise into caller buffers, exactly as portus 0.9 does; and this
 //!   project's own SET_CLASS (a flow's traffic class, [`wire::SET_CLASS`]).
-//! - [`program`]: validated programs and the program table (libccp `machine.c`, `ccp.c`).
+//! - [`program`]: validated programs and the program table (libccp `machine.c`, `ccp.c`), and
+//!   the text checks of a program file ([`program_lines`], [`check_slot_program`]).
 //! - [`machine`]: per-flow registers, staged updates and one invocation (libccp `ccp_invoke`).
 //! - [`Datapath`]: the flow table and the entry points a host calls; the host implements
 //!   [`DatapathOps`] (clock, send, `set_cwnd`, `set_rate_abs`, `set_class`).
@@ -88,8 +89,8 @@ pub use self::datapath::{
 pub use self::error::{DropCause, Error, Stats};
 pub use self::machine::{FlowState, Invoked, Primitives, Registers, ReportStatus};
 pub use self::program::{
-    build_program, program_lines, InlineProgram, Instr, Op, ProgRef, Program, ProgramStore,
-    ProgramTable, Reg, RegKind,
+    build_program, check_slot_program, program_lines, InlineProgram, Instr, MissingField, Op,
+    ProgRef, Program, ProgramStore, ProgramTable, Reg, RegKind, SLOT_PROGRAM_FIELDS,
 };
 
 /// Maximum events per program (libccp `MAX_EXPRESSIONS`).

@@ -13,6 +13,7 @@ use super::{
     CONTROL_REGS, IMPLICIT_REGS, LOCAL_REGS, MAX_EVENTS, MAX_INSTRS, NUM_PRIMITIVES, REPORT_REGS,
     TMP_REGS,
 };
+use core::fmt;
 use core::ops::Deref;
 
 /// The lines of a datapath program file without its comment lines (first non-blank character
@@ -21,6 +22,47 @@ use core::ops::Deref;
 /// lines. Used by ccp-agent to load a program and by the tests that run the shipped one.
 pub fn program_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().filter(|l| !l.trim_start().starts_with('#'))
+}
+
+/// The report fields and control registers ccp-agent reads or sets in its slot program
+/// (`datapath-programs/mlcc-slot.ccp`): every report's acknowledged bytes, losses, RTT, rate
+/// and time, and the slot length and window ceiling it installs (`Report.now` is used when
+/// present, so it is not required).
+pub const SLOT_PROGRAM_FIELDS: [&str; 7] = [
+    "Report.acked",
+    "Report.lost",
+    "Report.rtt",
+    "Report.rate",
+    "Report.micros",
+    "Control.slot_us",
+    "Control.cwnd_cap",
+];
+
+/// A program that does not name a field its user reads or sets ([`check_slot_program`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissingField {
+    /// The first field of [`SLOT_PROGRAM_FIELDS`] the program lacks.
+    pub field: &'static str,
+}
+
+impl fmt::Display for MissingField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the program lacks ")?;
+        f.write_str(self.field)?;
+        f.write_str(", which the agent reads or sets")
+    }
+}
+
+impl core::error::Error for MissingField {}
+
+/// Checks that a slot program's text (as compiled: [`program_lines`]) names every field of
+/// [`SLOT_PROGRAM_FIELDS`]. Errors: [`MissingField`], naming the first one it lacks. Whether
+/// the text compiles is portus's check (`lang::compile`), not this one.
+pub fn check_slot_program(text: &str) -> Result<(), MissingField> {
+    match SLOT_PROGRAM_FIELDS.iter().find(|f| !text.contains(**f)) {
+        Some(field) => Err(MissingField { field }),
+        None => Ok(()),
+    }
 }
 
 /// Instruction opcodes (libccp `ccp_priv.h`, portus `lang::serialize::serialize_op`).

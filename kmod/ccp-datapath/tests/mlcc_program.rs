@@ -5,7 +5,10 @@
 
 mod common;
 
-use ccp_datapath::{program_lines, Datapath, FlowInfo, Primitives};
+use ccp_datapath::{
+    check_slot_program, program_lines, Datapath, FlowInfo, MissingField, Primitives,
+    SLOT_PROGRAM_FIELDS,
+};
 use common::*;
 use portus::lang::Scope;
 
@@ -167,5 +170,20 @@ fn a_raised_ceiling_restarts_slow_start_and_a_lowered_one_applies_at_once() {
     assert_eq!(f.ack(1448, 0), 20_000);
     for _ in 0..50 {
         assert!(f.ack(1448, 0) <= 20_000);
+    }
+}
+
+#[test]
+fn the_shipped_program_names_every_field_the_agent_uses() {
+    let program = shipped_program();
+    assert_eq!(check_slot_program(&program), Ok(()));
+    for field in SLOT_PROGRAM_FIELDS {
+        let without = program.replace(field, "Report.other");
+        let err = check_slot_program(&without).unwrap_err();
+        assert_eq!(err, MissingField { field });
+        assert_eq!(
+            err.to_string(),
+            format!("the program lacks {field}, which the agent reads or sets")
+        );
     }
 }

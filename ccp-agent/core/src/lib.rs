@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The agent core: the per-host scheduler as a state machine without I/O. Datapath reports,
-//! progress readings, switch feedback, peer notices and the time go in ([`Input`]); rate and
-//! window updates, program installs, RPC requests, notices and the status come out
-//! ([`Action`]). No portus, tokio, tonic or clock is used here: the shell ([`crate::ccp`],
-//! [`crate::net`], [`crate::run`]) performs the actions and feeds the inputs, and the tests feed
-//! a simulated datapath.
+//! `mlcc-agent-core`: the agent core, the per-host scheduler of ccp-agent as a state machine
+//! without I/O. Datapath reports, progress readings, switch feedback, peer notices and the time
+//! go in ([`Input`]); rate and window updates, program installs, RPC requests, notices and the
+//! status come out ([`Action`]). Its own crate so that the compiler holds the line: no portus,
+//! tokio, tonic or hyper is in its dependency tree (`ci/check-core-deps.sh` checks it), and it
+//! opens no socket or file and reads no clock. The agent's shell (`ccp_agent::ccp`,
+//! `ccp_agent::net`, `ccp_agent::run`) performs the actions and feeds the inputs, and the tests
+//! here feed a simulated datapath.
 //!
-//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV (Alg. 1 and 2,
-//! the control protocol of Sec. IV-C) and Sec. V (the prototype's scheduler on CCP). At the
-//! first [`Input::Tick`] of every slot (`slot_us`, aligned to multiples of its length on the
-//! wall clock, so that agents and switches agree on slot numbers) the core:
+//! The plain data the core speaks: [`config::CoreConfig`] (what it is configured with, built by
+//! the agent from its files), [`fabric`] (hosts, switches, links, routes), [`flows`] (flow
+//! identities), [`registration`] (what the progress regions say of a flow), [`proto`] (the gRPC
+//! messages, prost only; the agent adds the tonic services) and [`io`] (inputs and actions).
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-V: Sec. IV
+//! (Alg. 1 and 2, the control protocol of Sec. IV-C) and Sec. V (the prototype's scheduler on
+//! CCP). At the first [`Input::Tick`] of every slot (`slot_us`, aligned to multiples of its
+//! length on the wall clock, so that agents and switches agree on slot numbers) the core:
 //!
 //! 1. turns the reports of the past slot into each flow's achieved rate, and records per NIC
 //!    link the total achieved rate as a rate sample (network-limited when a flow that had bytes
@@ -25,7 +32,7 @@
 //!    link itself (with no switch answering, this is NIC-only planning);
 //! 4. decides the flows it plans with the scheduling library's policy layer
 //!    (`mlcc_sched::policy::decide`, the same entry point the cluster simulator plans
-//!    through; [`plan`] builds its snapshot): coflow groups (a job's ring flows; per parameter
+//!    through; `plan` builds its snapshot): coflow groups (a job's ring flows; per parameter
 //!    server, the aggregation flows into it, then its broadcast flows; any other flow alone),
 //!    each planned jointly (Alg. 1 over the group, each member advancing by the same fraction of
 //!    its bytes left per slot, Varys's MADD, then Alg. 2's raise per member), in the order of
@@ -80,29 +87,46 @@
 //! job's current iteration began; the bytes left are the flow's share of the job's bytes per
 //! iteration minus F_i, so bytes still queued in the socket are still planned, and a job
 //! between iterations reserves nothing. Each report is dated on CLOCK_MONOTONIC (the datapath
-//! time of its ACK, `Report.now`, calibrated against arrivals: [`measure`]); when the region's
+//! time of its ACK, `Report.now`, calibrated against arrivals: `measure`); when the region's
 //! iteration number has moved, only the reports dated after the region's `iter_start_ns` count
 //! for the new iteration. The datapath program reports once per slot and also at the ACK that
 //! empties the pipe, so an iteration's tail is reported before the next iteration begins.
 
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod config;
+pub mod fabric;
+pub mod flows;
 pub mod io;
 pub(crate) mod measure;
 mod plan;
+pub mod proto;
+pub mod registration;
 #[cfg(test)]
 mod tests;
 
+pub use config::CoreConfig;
 pub use io::{Action, Command, Input, LocalFlow, Measurement, Rpc};
 
-use crate::config::{AgentConfig, Switch};
-use crate::flows::FlowKey;
-use crate::monitor::{Registration, Registrations};
-use crate::proto;
+use fabric::Switch;
+use flows::FlowKey;
 use measure::{paced_cwnd_bytes, split_acked, DatapathClock};
 use mlcc_sched::{FlowId, LinkId, LinkLoadTable, RateSample, SlotClock};
 use plan::Planned;
+use registration::{Registration, Registrations};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
+
+/// The log target of the core's events that name none of their own: the agent's, so that the
+/// agent's log filters (`RUST_LOG=ccp_agent=debug`) select them, as they do `ccp_agent::plan`
+/// and `ccp_agent::progress`.
+const LOG_TARGET: &str = "ccp_agent::agent_core";
+/// [`LOG_TARGET`] of the planning step's events.
+const PLAN_LOG_TARGET: &str = "ccp_agent::agent_core::plan";
 
 /// One CCP flow of a datapath.
 struct FlowEntry {
@@ -182,7 +206,7 @@ enum Phase {
 
 /// The agent core (see the module docs).
 pub struct Core {
-    cfg: Arc<AgentConfig>,
+    cfg: CoreConfig,
     clock: SlotClock,
     /// The switches (none in NIC-only mode).
     switches: Vec<Switch>,
@@ -215,7 +239,7 @@ impl Core {
     /// A core for `cfg` at wall-clock time `now_us` (µs). Errors: slot length or horizon
     /// refused by `mlcc_sched::SlotClock`, a NIC link refused by the table (neither happens
     /// with a checked config).
-    pub fn new(cfg: Arc<AgentConfig>, now_us: u64) -> Result<Self, mlcc_sched::SchedError> {
+    pub fn new(cfg: CoreConfig, now_us: u64) -> Result<Self, mlcc_sched::SchedError> {
         let clock = SlotClock::new(cfg.slot_ms * 1000, cfg.horizon)?;
         let mut table = LinkLoadTable::new(clock, clock.slot_at(now_us));
         let mut local_links = HashSet::new();
@@ -330,7 +354,7 @@ impl Core {
     /// registered.
     fn on_created(&mut self, local: LocalFlow, key: FlowKey, sock_id: u32) {
         if self.flows.contains_key(&local) {
-            tracing::warn!(flow = local, key = %key, "CREATE for a flow number already in use: ignored");
+            tracing::warn!(target: LOG_TARGET, flow = local, key = %key, "CREATE for a flow number already in use: ignored");
             return;
         }
         let unthrottled_bps = self.served_src(&key).unwrap_or(u64::from(u32::MAX) * 8);
@@ -356,7 +380,7 @@ impl Core {
             seen_sent: None,
         };
         f.reg = self.registration(&key);
-        tracing::info!(sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
+        tracing::info!(target: LOG_TARGET, sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
         if f.reg.is_some() && self.cfg.schedule {
             self.install(local, &mut f);
         }
@@ -490,7 +514,7 @@ impl Core {
         if let Some(f) = self.flows.remove(&local) {
             let _ = self.table.remove_flow(FlowId(f.id));
             self.gone.push(f.id);
-            tracing::info!(flow = %f.key, "flow closed");
+            tracing::info!(target: LOG_TARGET, flow = %f.key, "flow closed");
         }
     }
 
@@ -667,7 +691,7 @@ impl Core {
                 }
                 None => {
                     if f.reg.is_some() {
-                        tracing::info!(flow = %f.key, "no longer registered: unplanned, at NIC capacity");
+                        tracing::info!(target: LOG_TARGET, flow = %f.key, "no longer registered: unplanned, at NIC capacity");
                         let _ = self.table.remove_flow(FlowId(f.id));
                         self.gone.push(f.id);
                     }
@@ -760,7 +784,7 @@ impl Core {
         match reply {
             Ok(reply) => {
                 if self.failing.remove(switch) {
-                    tracing::info!(switch = %switch, "switch answers again");
+                    tracing::info!(target: LOG_TARGET, switch = %switch, "switch answers again");
                 }
                 for lf in reply.links {
                     let mut load = vec![0u64; k];
@@ -778,7 +802,7 @@ impl Core {
             }
             Err(why) => {
                 if self.failing.insert(switch.to_string()) {
-                    tracing::warn!(switch = %switch, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
+                    tracing::warn!(target: LOG_TARGET, switch = %switch, error = %why, "FetchFeedback failed: its last feedback (up to K slots old) stands in, then its links are planned at their capacity less this agent's own plans");
                 }
                 for l in wanted_links {
                     let Some((at, est, load)) = self.last_feedback.get(&l) else {
@@ -853,7 +877,7 @@ impl Core {
                 }
             }
             None => {
-                tracing::debug!(switch = %switch, "no admission in time: the plans stand as made");
+                tracing::debug!(target: LOG_TARGET, switch = %switch, "no admission in time: the plans stand as made");
             }
         }
         if waiting.is_empty() {

@@ -11,8 +11,8 @@
 //! ns (the progress regions' clock).
 
 use crate::flows::FlowKey;
-use crate::monitor::Registrations;
 use crate::proto;
+use crate::registration::Registrations;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -64,14 +64,14 @@ pub enum Input {
         /// Wall-clock µs.
         now_us: u64,
     },
-    /// A reading of the progress regions (`crate::monitor`): replaces the previous reading;
+    /// A reading of the progress regions (the agent's monitor): replaces the previous reading;
     /// used for flows created from now on, at the next slot's start and at the next
     /// [`Input::Poll`].
     Progress(Registrations),
     /// The shell's poll between slot boundaries (every [`POLL_US`] with `[sched]
     /// work_conserving`), right after a fresh [`Input::Progress`]: without switches, when the
     /// reading shows a flow's burst beginning (a new iteration, or bytes handed to a flow
-    /// planned nothing now), the core re-plans the slot at once (see `crate::agent_core`).
+    /// planned nothing now), the core re-plans the slot at once (see [`crate`]).
     Poll,
     /// A datapath announced a flow (CREATE). A `flow` number already known is ignored.
     FlowCreated {

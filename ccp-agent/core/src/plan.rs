@@ -8,18 +8,18 @@
 //!
 //! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A (Alg. 1),
 //! IV-B (Alg. 2, dependencies) and IV-C (the control protocol); the steps are described in
-//! [`crate::agent_core`]'s module docs. These functions read and write the core's state and
+//! [`crate`]'s docs. These functions read and write the core's state and
 //! queue RPCs as [`Action`]s; they do no I/O.
 
-use super::Core;
-use crate::agent_core::io::{Action, Rpc};
-use crate::config::JobOrder;
 use crate::flows::FlowKey;
-use crate::monitor::Registration;
+use crate::io::{Action, Rpc};
 use crate::proto::{self, notice_kind};
+use crate::registration::Registration;
+use crate::{Core, PLAN_LOG_TARGET};
 use mlcc_sched::policy::{self, FlowRole, FlowState, JobKey, PolicyOptions, Snapshot};
 use mlcc_sched::{
-    Decision, FlowId, FlowProgress, LinkId, LinkLoadTable, LinkView, PathView, RateSample, Schedule,
+    Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
+    RateSample, Schedule,
 };
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -198,7 +198,7 @@ impl Core {
         let mut view = match self.table.path_view(local, Some(FlowId(id))) {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!(flow = id, error = %e, "no path view");
+                tracing::warn!(target: PLAN_LOG_TARGET, flow = id, error = %e, "no path view");
                 return None;
             }
         };
@@ -367,7 +367,7 @@ impl Core {
         switch_links.dedup();
         for l in switch_links {
             if let Err(e) = self.switch_link(&mut table, l, slot, &mut fresh) {
-                tracing::warn!(link = l, error = %e, "switch link refused by the planning table: not planned");
+                tracing::warn!(target: PLAN_LOG_TARGET, link = l, error = %e, "switch link refused by the planning table: not planned");
                 return;
             }
         }
@@ -420,7 +420,7 @@ impl Core {
         let decisions = match policy::decide(&mut table, &snapshot, &options) {
             Ok(d) => d,
             Err(e) => {
-                tracing::warn!(flows = candidates.len(), error = %e, "the policy layer refused the slot's snapshot");
+                tracing::warn!(target: PLAN_LOG_TARGET, flows = candidates.len(), error = %e, "the policy layer refused the slot's snapshot");
                 return;
             }
         };
@@ -600,7 +600,7 @@ impl Core {
             })
             .collect();
         if local_links.is_empty() && remote.is_empty() {
-            tracing::warn!(flow = %f.key, "no link of this agent or its switches on the path: not planned");
+            tracing::warn!(target: PLAN_LOG_TARGET, flow = %f.key, "no link of this agent or its switches on the path: not planned");
             return None;
         }
         let state = FlowState {
@@ -673,7 +673,7 @@ impl Core {
         };
         if let Err(e) = r {
             if !matches!(e, mlcc_sched::SchedError::UnknownFlow(_)) {
-                tracing::warn!(flow = id, error = %e, "NIC table refused the schedule");
+                tracing::warn!(target: PLAN_LOG_TARGET, flow = id, error = %e, "NIC table refused the schedule");
             }
         }
     }
@@ -734,7 +734,7 @@ impl Core {
                 continue;
             }
             let (id, key) = (f.id, f.key);
-            tracing::debug!(flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
+            tracing::debug!(target: PLAN_LOG_TARGET, flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
             let old_rates = p.decision.plan.rates_bps.clone();
             let np = p.with_decision(d);
             self.tally(&np.remote, &old_rates, false);
@@ -888,7 +888,7 @@ impl Core {
                 .unwrap_or_else(|| p.view.clone());
             match mlcc_sched::reduce(&self.clock, &p.decision, &p.progress, excess, &view) {
                 Ok(d) => {
-                    tracing::debug!(flow = %key, excess, "successor flow reduced");
+                    tracing::debug!(target: PLAN_LOG_TARGET, flow = %key, excess, "successor flow reduced");
                     self.tally(&p.remote, &p.decision.plan.rates_bps, false);
                     self.tally(&p.remote, &d.plan.rates_bps, true);
                     let np = Planned {
@@ -901,7 +901,9 @@ impl Core {
                         f.plan = Some(np);
                     }
                 }
-                Err(e) => tracing::warn!(flow = id, error = %e, "reduction refused"),
+                Err(e) => {
+                    tracing::warn!(target: PLAN_LOG_TARGET, flow = id, error = %e, "reduction refused")
+                }
             }
         }
     }

@@ -2,11 +2,13 @@
 //! Unit tests of the agent core's state machine: one core, inputs fed by hand, the actions
 //! checked one by one (topology and registrations of [`super::sim`]).
 
-use super::sim::{config, host_ip, registration, slot_start_us, FIRST_SLOT, SHARED_LINK};
-use crate::agent_core::{Action, Command, Core, Input, Rpc};
+use super::sim::{
+    config, host_ip, registration, slot_start_us, Tweak, FIRST_SLOT, MIN_RATE_BPS, SHARED_LINK,
+};
 use crate::flows::FlowKey;
-use crate::monitor::Registrations;
 use crate::proto::{self, notice_kind};
+use crate::registration::Registrations;
+use crate::{Action, Command, Core, Input, Rpc};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 
 /// Bytes per iteration of the test ring's flows (2 workers: a chunk is half of it).
@@ -46,8 +48,8 @@ fn tick(slot: u64) -> Input {
 
 /// A core serving `hosts`, with the ring registered and its flows on those hosts created
 /// (flow numbers 1 and 2).
-fn core_with_ring(tag: &str, hosts: &[&str], extra: &str) -> Core {
-    let cfg = config(tag, hosts, extra);
+fn core_with_ring(hosts: &[&str], extra: Tweak) -> Core {
+    let cfg = config(hosts, extra);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
     assert!(core.handle(Input::Progress(ring_regs())).is_empty());
     core.handle(Input::FlowCreated {
@@ -145,7 +147,7 @@ fn run_switch_slot(core: &mut Core, slot: u64) -> Vec<Action> {
 
 #[test]
 fn the_program_goes_only_to_registered_flows_of_served_hosts() {
-    let cfg = config("install", &["h1", "h2"], "nic_only = true");
+    let cfg = config(&["h1", "h2"], |c| c.nic_only = true);
     let mut core = Core::new(cfg.clone(), slot_start_us(FIRST_SLOT)).expect("a core");
     core.handle(Input::Progress(ring_regs()));
     let a = core.handle(Input::FlowCreated {
@@ -183,7 +185,7 @@ fn the_program_goes_only_to_registered_flows_of_served_hosts() {
 
 #[test]
 fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
-    let mut core = core_with_ring("niconly", &["h1", "h2", "h3", "h4"], "nic_only = true");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| c.nic_only = true);
     let a = core.handle(tick(FIRST_SLOT));
     assert!(rpcs(&a).is_empty(), "no switch, no peer: {a:?}");
     let r = rates(&a);
@@ -201,8 +203,8 @@ fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
 
 /// Two ring jobs whose flows from h1 and from h2 both go to h3: different NICs (1 Gbit/s
 /// each), one ingress (the last link of both routes, 100 Mbit/s).
-fn incast_core(tag: &str, extra: &str) -> Core {
-    let cfg = config(tag, &["h1", "h2", "h3", "h4"], extra);
+fn incast_core(extra: Tweak) -> Core {
+    let cfg = config(&["h1", "h2", "h3", "h4"], extra);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
     let reg = |job| {
         registration(
@@ -231,14 +233,14 @@ fn incast_core(tag: &str, extra: &str) -> Core {
 
 #[test]
 fn a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves() {
-    let cfg = config("ingress", &["h3"], "nic_only = true");
+    let cfg = config(&["h3"], |c| c.nic_only = true);
     assert_eq!(cfg.topology.served_ingress(&cfg.hosts), vec![SHARED_LINK]);
     // Flows into h3 from two of its hosts: one is served at h3's ingress capacity, the other
     // waits at the rate floor. Planned on the NICs alone, each would get a NIC's gigabit.
-    let mut core = incast_core(
-        "incast",
-        "nic_only = true\n[sched]\nwork_conserving = false",
-    );
+    let mut core = incast_core(|c| {
+        c.nic_only = true;
+        c.work_conserving = false;
+    });
     let mut r: Vec<u64> = rates(&core.handle(tick(FIRST_SLOT)))
         .iter()
         .map(|(_, b)| 8 * u64::from(*b))
@@ -246,14 +248,14 @@ fn a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves() {
     r.sort_unstable();
     assert_eq!(
         r,
-        vec![crate::config::DEFAULT_MIN_RATE_KBPS * 1000, 100_000_000],
+        vec![MIN_RATE_BPS, 100_000_000],
         "bit/s into a 100 Mbit/s ingress"
     );
 }
 
 #[test]
 fn a_slot_waits_for_the_switch_without_holding_reports() {
-    let mut core = core_with_ring("phases", &["h1", "h2", "h3", "h4"], "");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |_| ());
     let s = FIRST_SLOT;
     let a = core.handle(tick(s));
     let fetch: Vec<_> = rpcs(&a)
@@ -273,7 +275,7 @@ fn a_slot_waits_for_the_switch_without_holding_reports() {
     // Reports are taken while the slot waits.
     let report = Input::Report {
         flow: 1,
-        fields: crate::agent_core::Measurement {
+        fields: crate::Measurement {
             acked: Some(1000),
             rtt_us: Some(500),
             arrival_ns: slot_start_us(s) * 1000 + 1,
@@ -324,7 +326,7 @@ fn a_slot_waits_for_the_switch_without_holding_reports() {
 
 #[test]
 fn a_slot_still_waiting_at_the_next_tick_ends_without_the_switch() {
-    let mut core = core_with_ring("late", &["h1", "h2", "h3", "h4"], "");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |_| ());
     let s = FIRST_SLOT;
     core.handle(tick(s));
     let a = core.handle(tick(s + 1));
@@ -351,7 +353,7 @@ fn a_slot_still_waiting_at_the_next_tick_ends_without_the_switch() {
 #[test]
 fn a_ring_notice_bounds_the_successor_and_waits_for_the_slot() {
     // Agent A (h1, h2) plans rank 0's flow; rank 1 (h3) is another agent's.
-    let mut core = core_with_ring("notice", &["h1", "h2"], "");
+    let mut core = core_with_ring(&["h1", "h2"], |_| ());
     let s = FIRST_SLOT;
     let a = run_switch_slot(&mut core, s);
     let flow = &status(&a).expect("a status").flows[0];
@@ -411,7 +413,7 @@ fn a_ring_notice_bounds_the_successor_and_waits_for_the_slot() {
 
 #[test]
 fn a_failed_install_is_retried_at_the_next_slot() {
-    let cfg = config("retry", &["h1", "h2"], "nic_only = true");
+    let cfg = config(&["h1", "h2"], |c| c.nic_only = true);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
     core.handle(Input::Progress(ring_regs()));
     core.handle(Input::FlowCreated {
@@ -438,7 +440,7 @@ fn a_failed_install_is_retried_at_the_next_slot() {
 
 #[test]
 fn a_closed_flow_leaves_the_switch_and_the_status() {
-    let mut core = core_with_ring("close", &["h1", "h2", "h3", "h4"], "");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |_| ());
     let s = FIRST_SLOT;
     run_switch_slot(&mut core, s);
     let gone = key(1, 3, 5000).id();
@@ -458,7 +460,7 @@ fn a_closed_flow_leaves_the_switch_and_the_status() {
 
 #[test]
 fn stopping_takes_the_schedules_off_the_switch() {
-    let mut core = core_with_ring("stop", &["h1", "h2", "h3", "h4"], "");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |_| ());
     run_switch_slot(&mut core, FIRST_SLOT);
     let a = core.handle(Input::Stop {
         now_us: slot_start_us(FIRST_SLOT + 1),
@@ -483,7 +485,7 @@ fn stopping_takes_the_schedules_off_the_switch() {
 fn report(flow: u64, slot: u64, acked: u64) -> Input {
     Input::Report {
         flow,
-        fields: crate::agent_core::Measurement {
+        fields: crate::Measurement {
             acked: Some(acked),
             rtt_us: Some(500),
             arrival_ns: (slot_start_us(slot) + 5_000) * 1000,
@@ -497,11 +499,10 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     let s = FIRST_SLOT;
     // Work conservation off: a flow that delivers its bytes mid-slot keeps its rate until the
     // next slot, and a poll changes nothing.
-    let mut core = core_with_ring(
-        "wc-off",
-        &["h1", "h2", "h3", "h4"],
-        "nic_only = true\n[sched]\nwork_conserving = false",
-    );
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| {
+        c.nic_only = true;
+        c.work_conserving = false;
+    });
     core.handle(tick(s));
     assert!(core.handle(report(1, s, RING_BYTES)).is_empty());
     assert!(core.handle(Input::Poll).is_empty());
@@ -514,7 +515,7 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     assert_eq!(left(&core), Some(RING_BYTES), "planned at the tick only");
     // On (the default): the burst's end re-plans the slot at once (the flow that is done is
     // planned nothing); the next iteration seen by a poll re-plans it again.
-    let mut core = core_with_ring("wc-on", &["h1", "h2", "h3", "h4"], "nic_only = true");
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| c.nic_only = true);
     let first = rates(&core.handle(tick(s)));
     assert!(first.iter().any(|(f, _)| *f == 1), "{first:?}");
     core.handle(report(1, s, RING_BYTES));

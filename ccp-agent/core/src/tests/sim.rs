@@ -4,10 +4,9 @@
 //! shared link, all advanced slot by slot on a simulated clock (no threads, no sockets, no wall
 //! clock: every run is the same).
 //!
-//! Topology (written to a temporary directory, with the repository's datapath program): hosts
-//! h1-h4 (10.0.0.1-4) with 1 Gbit/s NICs (links 1-4); every route h_i → h_j is
-//! [NIC of h_i, 10], link 10 (100 Mbit/s) belonging to switch s1. Agent A (127.0.0.1:7101)
-//! serves h1 and h2, agent B (127.0.0.1:7102) h3 and h4.
+//! Topology ([`config`]): hosts h1-h4 (10.0.0.1-4) with 1 Gbit/s NICs (links 1-4); every
+//! route h_i → h_j is [NIC of h_i, 10], link 10 (100 Mbit/s) belonging to switch s1. Agent A
+//! (127.0.0.1:7101) serves h1 and h2, agent B (127.0.0.1:7102) h3 and h4.
 //!
 //! Datapath: in a slot a flow sends what its application may send, at most its Rate over the
 //! slot; when the flows on a link want more than the link carries, each gets its demand scaled
@@ -16,16 +15,15 @@
 //! the slowest push delivered; a job whose flows all delivered their bytes computes for some
 //! slots, then begins its next iteration.
 
-use crate::agent_core::{Action, Core, Input, LocalFlow, Measurement, Rpc};
-use crate::config::AgentConfig;
+use crate::fabric::{Fabric, Host, Routes, Switch};
 use crate::flows::FlowKey;
-use crate::monitor::{Registration, Registrations};
 use crate::proto;
+use crate::registration::{Registration, Registrations};
+use crate::{Action, Core, CoreConfig, Input, LocalFlow, Measurement, Rpc};
+use mlcc_sched::{JobOrder, Rules};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Slot length of the simulated cluster, µs.
 pub const SLOT_US: u64 = 20_000;
@@ -38,66 +36,76 @@ const NIC_BPS: u64 = 1_000_000_000;
 pub const FIRST_SLOT: u64 = 90_000_000;
 const AGENT_A: &str = "127.0.0.1:7101";
 const AGENT_B: &str = "127.0.0.1:7102";
+/// The rate floor, bit/s (agent.toml's default `min_rate_kbps`, 5000).
+pub const MIN_RATE_BPS: u64 = 5_000_000;
 
 /// The address of host `n` (1-4).
 pub fn host_ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 0, 0, n)
 }
 
-/// Writes the topology and an agent config serving `hosts` (names) under a fresh temporary
-/// directory named after `tag`; `extra` is appended to the agent config (e.g. `nic_only =
-/// true`).
-pub fn config(tag: &str, hosts: &[&str], extra: &str) -> Arc<AgentConfig> {
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "ccp-agent-core-{}-{tag}-{}",
-        std::process::id(),
-        hosts.join("-")
-    ));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    let mut topo = String::from("slot_ms = 20\nhorizon = 5\n");
-    for n in 1..=4u8 {
-        topo += &format!(
-            "[[link]]\nid = {n}\ncapacity_mbps = {}\n",
-            NIC_BPS / 1_000_000
-        );
-    }
-    topo += &format!(
-        "[[link]]\nid = {SHARED_LINK}\ncapacity_mbps = {}\n",
-        SHARED_BPS / 1_000_000
-    );
-    for n in 1..=4u8 {
-        let agent = if n <= 2 { AGENT_A } else { AGENT_B };
-        topo += &format!(
-            "[[host]]\nname = \"h{n}\"\naddrs = [\"{}\"]\nnic = {n}\nagent = \"{agent}\"\n",
-            host_ip(n)
-        );
-    }
-    topo += &format!(
-        "[[switch]]\nname = \"s1\"\nlisten = \"127.0.0.1:7200\"\nlinks = [{SHARED_LINK}]\n"
-    );
+/// A change a test makes to [`config`]'s defaults.
+pub type Tweak = fn(&mut CoreConfig);
+
+/// The config of an agent serving `hosts` (names) on the topology above, with agent.toml's
+/// defaults for everything else (rate floor 5 Mbit/s, 16 MB window, RPC deadline a third of
+/// the slot, the `mlcc` rules, work conservation on, strict rates off); `extra` changes it
+/// (e.g. `|c| c.nic_only = true`).
+pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
+    let agent_of = |n: u8| -> SocketAddr {
+        let a = if n <= 2 { AGENT_A } else { AGENT_B };
+        a.parse().expect("an agent address")
+    };
+    let host_name = |n: u8| format!("h{n}");
+    let mut links: HashMap<u32, u64> = (1..=4u32).map(|n| (n, NIC_BPS)).collect();
+    links.insert(SHARED_LINK, SHARED_BPS);
+    let host_list = (1..=4u8)
+        .map(|n| Host {
+            name: host_name(n),
+            addrs: vec![host_ip(n)],
+            nic: u32::from(n),
+            agent: agent_of(n),
+        })
+        .collect();
+    let switches = vec![Switch {
+        name: String::from("s1"),
+        listen: "127.0.0.1:7200".parse().expect("a switch address"),
+        links: vec![SHARED_LINK],
+    }];
+    let mut routes = Routes::new();
     for a in 1..=4u8 {
         for b in (1..=4u8).filter(|b| *b != a) {
-            topo += &format!(
-                "[[route]]\nfrom = \"h{a}\"\nto = \"h{b}\"\nlinks = [{a}, {SHARED_LINK}]\n"
+            routes.insert(
+                (host_name(a), host_name(b)),
+                vec![u32::from(a), SHARED_LINK],
             );
         }
     }
-    std::fs::write(dir.join("topo.toml"), topo).expect("topology file");
-    let program = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../datapath-programs/mlcc-slot.ccp"
-    );
-    let hosts: Vec<String> = hosts.iter().map(|h| format!("{h:?}")).collect();
-    let text = format!(
-        "topology = \"topo.toml\"\nhosts = [{}]\nprogram = {program:?}\nprogress_dir = {:?}\n{extra}\n",
-        hosts.join(", "),
-        dir.join("progress").display().to_string()
-    );
-    let file = dir.join("agent.toml");
-    std::fs::write(&file, &text).expect("agent config file");
-    let cfg =
-        AgentConfig::parse_text(&file, &text, &Default::default()).expect("a valid agent config");
-    Arc::new(cfg)
+    let first: u8 = hosts[0][1..].parse().expect("a host h1-h4");
+    let slot_ms = SLOT_US / 1000;
+    let mut cfg = CoreConfig {
+        slot_ms,
+        horizon: 5,
+        topology: Fabric {
+            links,
+            hosts: host_list,
+            switches,
+            routes,
+        },
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        listen: agent_of(first),
+        nic_only: false,
+        schedule: true,
+        min_rate_bps: MIN_RATE_BPS,
+        cwnd_bytes: 16 << 20,
+        rpc_timeout_ms: (slot_ms / 3).max(1),
+        rules: Rules::default(),
+        job_order: JobOrder::default(),
+        work_conserving: true,
+        strict_rates: false,
+    };
+    extra(&mut cfg);
+    cfg
 }
 
 /// The registration of a flow as a progress region would give it.
@@ -172,7 +180,7 @@ pub struct SimAgent {
     /// The core under test.
     pub core: Core,
     /// Its config.
-    pub cfg: Arc<AgentConfig>,
+    pub cfg: CoreConfig,
     /// The last status it emitted.
     pub status: Option<proto::StatusReply>,
     /// Every notice it sent to another agent, with the peer's address.
@@ -287,16 +295,15 @@ pub fn slot_start_us(s: u64) -> u64 {
 
 impl Sim {
     /// Two agents: A serves h1 and h2, B serves h3 and h4.
-    pub fn two_agents(tag: &str, extra: &str) -> Self {
-        let cfgs = [
-            config(tag, &["h1", "h2"], extra),
-            config(tag, &["h3", "h4"], extra),
-        ];
-        Self::with_configs(cfgs.to_vec())
+    pub fn two_agents(extra: Tweak) -> Self {
+        Self::with_configs(vec![
+            config(&["h1", "h2"], extra),
+            config(&["h3", "h4"], extra),
+        ])
     }
 
     /// The agents of `cfgs`, no job yet.
-    pub fn with_configs(cfgs: Vec<Arc<AgentConfig>>) -> Self {
+    pub fn with_configs(cfgs: Vec<CoreConfig>) -> Self {
         let agents = cfgs
             .into_iter()
             .map(|cfg| SimAgent {

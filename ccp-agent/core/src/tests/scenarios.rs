@@ -5,8 +5,9 @@
 //! slot, flows close cleanly, and a failing or slow switch degrades the planning without losing
 //! a flow.
 
-use super::sim::{Sim, FIRST_SLOT};
+use super::sim::{Sim, Tweak, FIRST_SLOT};
 use crate::proto::notice_kind;
+use mlcc_sched::{JobOrder, Rules};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 
 /// The workload: ring "ra" over h1 → h3 → h1, ring "rb" over h2 → h4 → h2, PS job "ps" with
@@ -51,7 +52,7 @@ fn assert_no_starvation(done: &[u64], min: u64) {
 
 #[test]
 fn ring_and_ps_jobs_share_a_link_and_none_starves() {
-    let mut sim = Sim::two_agents("share", "");
+    let mut sim = Sim::two_agents(|_| ());
     workload(&mut sim);
     assert!(sim.flows.iter().all(|f| f.installed));
     run(&mut sim, 300);
@@ -81,7 +82,7 @@ fn ring_and_ps_jobs_share_a_link_and_none_starves() {
 
 #[test]
 fn dependency_notices_follow_the_dependencies() {
-    let mut sim = Sim::two_agents("deps", "");
+    let mut sim = Sim::two_agents(|_| ());
     workload(&mut sim);
     run(&mut sim, 100);
     for (a, agent) in sim.agents.iter().enumerate() {
@@ -140,7 +141,7 @@ fn dependency_notices_follow_the_dependencies() {
 
 #[test]
 fn flows_close_cleanly() {
-    let mut sim = Sim::two_agents("close", "");
+    let mut sim = Sim::two_agents(|_| ());
     workload(&mut sim);
     run(&mut sim, 40);
     assert!(!sim.switch.table.is_empty());
@@ -157,7 +158,7 @@ fn flows_close_cleanly() {
 
 #[test]
 fn a_failing_switch_degrades_to_nic_planning_without_losing_flows() {
-    let mut sim = Sim::two_agents("failing", "");
+    let mut sim = Sim::two_agents(|_| ());
     workload(&mut sim);
     run(&mut sim, 40);
     let before = completed(&sim);
@@ -183,7 +184,7 @@ fn a_failing_switch_degrades_to_nic_planning_without_losing_flows() {
 
 #[test]
 fn nic_only_agents_share_the_link_too() {
-    let mut sim = Sim::two_agents("niconly", "nic_only = true");
+    let mut sim = Sim::two_agents(|c| c.nic_only = true);
     workload(&mut sim);
     run(&mut sim, 300);
     assert_no_starvation(&completed(&sim), 10);
@@ -197,7 +198,7 @@ fn nic_only_agents_share_the_link_too() {
 fn slow_switch_answers_do_not_hold_the_datapath() {
     // The switch answers after every agent's tick: each slot's rates come late, the reports
     // of the slot are taken meanwhile, and the jobs still go through iterations.
-    let mut slow = Sim::two_agents("slow", "");
+    let mut slow = Sim::two_agents(|_| ());
     slow.slow_switch = true;
     workload(&mut slow);
     run(&mut slow, 200);
@@ -214,20 +215,21 @@ fn one_agent_for_every_host_decides_both_ends_of_each_dependency_together() {
     // As in the VM testbed: one agent serves every host, so every dependency is between flows
     // of one snapshot of the policy layer, decided (and cut) together; no notice goes out, and
     // none is needed. Under every rule set (and priority by earliest deadline), no job starves.
-    for (tag, extra) in [
-        ("one-mlcc", ""),
-        ("one-interleave", "[sched]\nrules = \"interleave\""),
-        ("one-priority", "[sched]\nrules = \"priority\""),
-        (
-            "one-priority-edf",
-            "[sched]\nrules = \"priority\"\njob_order = \"earliest_deadline\"",
-        ),
-        (
-            "one-priority-strict",
-            "[sched]\nrules = \"priority\"\nstrict_rates = true",
-        ),
-    ] {
-        let cfg = super::sim::config(tag, &["h1", "h2", "h3", "h4"], extra);
+    let cases: [(&str, Tweak); 5] = [
+        ("one-mlcc", |_| ()),
+        ("one-interleave", |c| c.rules = Rules::Interleave),
+        ("one-priority", |c| c.rules = Rules::Priority),
+        ("one-priority-edf", |c| {
+            c.rules = Rules::Priority;
+            c.job_order = JobOrder::EarliestDeadline;
+        }),
+        ("one-priority-strict", |c| {
+            c.rules = Rules::Priority;
+            c.strict_rates = true;
+        }),
+    ];
+    for (tag, extra) in cases {
+        let cfg = super::sim::config(&["h1", "h2", "h3", "h4"], extra);
         let mut sim = Sim::with_configs(vec![cfg]);
         workload(&mut sim);
         assert!(sim.flows.iter().all(|f| f.installed));

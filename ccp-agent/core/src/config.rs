@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! What the core is configured with: the slot grid, the network it plans on, the hosts it
+//! serves and the scheduling options, as a plain struct. Nothing here reads a file: the agent
+//! checks `agent.toml` and `topo.toml` and builds this from them (`ccp_agent::config`,
+//! `AgentConfig::core_config`); the tests build it by hand.
+//!
+//! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV (slots of
+//! length `slot_ms`, horizon K, Alg. 1 and 2) and Sec. V (one agent per host).
+
+use crate::fabric::{Fabric, Host};
+use mlcc_sched::{JobOrder, Rules};
+use std::net::SocketAddr;
+
+/// The core's configuration (see the module docs). The agent's checks guarantee what each
+/// field's doc says; [`crate::Core::new`] refuses a slot grid or a link capacity the scheduling
+/// library refuses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreConfig {
+    /// Slot length, ms (> 0).
+    pub slot_ms: u64,
+    /// Horizon K, slots (1..=1024).
+    pub horizon: usize,
+    /// The network: link capacities, hosts, switches, routes.
+    pub topology: Fabric,
+    /// Names of the served hosts (each a host of `topology`).
+    pub hosts: Vec<String>,
+    /// This agent's gRPC address: its name in the switches' tables (`ScheduleUpdate.agent`).
+    pub listen: SocketAddr,
+    /// NIC-only mode: no switch daemons; the core plans its hosts' NIC links and their ingress
+    /// links ([`Fabric::served_ingress`]).
+    pub nic_only: bool,
+    /// Whether registered flows get the datapath program and the slot schedule; false: no flow
+    /// is controlled (the agent then only runs PCN).
+    pub schedule: bool,
+    /// Rate floor, bit/s (> 0).
+    pub min_rate_bps: u64,
+    /// Cwnd and its ceiling at install, bytes (at least 2 segments).
+    pub cwnd_bytes: u32,
+    /// RPC deadline, ms (less than a slot).
+    pub rpc_timeout_ms: u64,
+    /// The policy layer's rule set.
+    pub rules: Rules,
+    /// How jobs are ranked under `interleave` and `priority`.
+    pub job_order: JobOrder,
+    /// Work-conserving rates (`mlcc_sched::PolicyOptions::work_conserving`), and, without
+    /// switches, a re-plan of the slot when a burst begins or ends (see [`crate`]).
+    pub work_conserving: bool,
+    /// Under `priority` with work conservation, each flow paced at its strict-priority share
+    /// (`mlcc_sched::PolicyOptions::strict_rates`).
+    pub strict_rates: bool,
+}
+
+impl CoreConfig {
+    /// The served hosts, in the topology's order.
+    pub fn served(&self) -> impl Iterator<Item = &Host> {
+        self.topology
+            .hosts
+            .iter()
+            .filter(|h| self.hosts.contains(&h.name))
+    }
+}
