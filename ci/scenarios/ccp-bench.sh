@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/scenarios/ccp-bench.sh: the CCP benchmark of issue 4, item 6 (in the VM, as root, sh = dash):
+# ci/scenarios/ccp-bench.sh: the CCP benchmark (in the VM, as root, sh = dash):
 # Reno computed by a portus agent (`ccp-test-agent reno`, driving `mltcp` flows through the
 # module's CCP datapath over netlink) against the kernel's native `reno`, on the same
 # 100 Mbit/s tbf + 10 ms netem bottleneck.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/scenarios/ccp-profile.sh: where a CCP report's guest CPU goes (issue 20), by sampling the
+# ci/scenarios/ccp-profile.sh: where a CCP report's guest CPU goes, by sampling the
 # whole guest with perf during one CCP Reno transfer and one native reno transfer. In the VM, as
 # root, sh = dash; perf comes from the host (Debian's linux-perf, installed by ci/deps.sh; any
 # recent perf reads this kernel's samples):

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/scenarios/in-vm.sh: guest side of the training-traffic scenarios (issue 3). Runs in the VM
+# ci/scenarios/in-vm.sh: guest side of the training-traffic scenarios. Runs in the VM
 # (sh = dash, as root) through ci/vm-run; ci/scenarios/run-scenario.sh is the host-side command:
 #
 #   ci/vm-run --results DIR ci/scenarios/in-vm.sh [OPTIONS] SCENARIO...

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/scenarios/iperf-demo.sh: in-VM iperf3 throughput demo and benchmark (issue 2, items 7-8).
+# ci/scenarios/iperf-demo.sh: in-VM iperf3 throughput demo and benchmark.
 # Runs in the guest (sh = dash) through ci/vm-run; ci/demo is the host-side command:
 #
 #   ci/vm-run ci/scenarios/iperf-demo.sh [--runs N] [--secs S] [--algs "cubic reno ..."]

@@ -2,8 +2,8 @@
 # ci/scenarios/repeat-check.sh: is the virtual-clock testbed a repeatable instrument? Runs the same
 # scenario with the same seed in two VMs at once (ci/vm-run --clock virtual; the two VMs load both
 # host cores, so each runs on a busy host) and compares every (seed, run, job) mean iteration time
-# with `trainemu compare`: they must agree within the tolerance (issue "virtual-time testbed":
-# 0.5 %). Used by ci/test-all on the short e2e scenario.
+# with `trainemu compare`: they must agree within the tolerance
+# (0.5 %). Used by ci/test-all on the short e2e scenario.
 #
 # Usage: ci/scenarios/repeat-check.sh [--results DIR] [--tolerance-pct P] [--ccs LIST]
 #                                     [--seeds N] [--iterations N] [SCENARIO.toml]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #!/usr/bin/env bash
-# ci/scenarios/run-scenario.sh: run training-traffic scenarios in the VM and report them (issue 3).
+# ci/scenarios/run-scenario.sh: run training-traffic scenarios in the VM and report them.
 # Host side: validates the scenario files (nothing starts if one is invalid), boots the VM through
 # ci/vm-run with ci/scenarios/in-vm.sh, passing each file by name (the defaults, built into
 # trainemu) or as its text, then runs `trainemu report` on the host (table + PNG plots).

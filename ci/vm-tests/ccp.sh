@@ -1,6 +1,6 @@
 #!/bin/sh
 # ci/vm-tests/ccp.sh: in-VM end-to-end tests of tcp_mltcp's CCP datapath driven by a portus 0.9
-# agent over netlink (issue 4, item 5). Runs in the guest under sh (dash), as root:
+# agent over netlink. Runs in the guest under sh (dash), as root:
 #
 #   ci/vm-run ci/vm-tests/ccp.sh [TEST...]      e.g. TEST = ccp_const_rate
 #
@@ -25,6 +25,9 @@
 # mlcc scheduler, drives a traffic-emulator ring job it learns of through the progress interface),
 # ccp_agent_metrics (its --metrics-addr scraped during the job: the flow counts match its status),
 # ccp_switch_metrics (the switch daemon's --metrics-addr scraped while the agent plans against it),
+# ccp_class_priority (a flow the agent marks DSCP 46 takes a strict-priority port from a native
+# CUBIC flow while it sends; CUBIC takes the link back within 1 s when it stops),
+# ccp_class_kill_restores (kill -9 of the agent: the flow's packets leave the DSCP 46 band),
 # ccp_rmmod_messages (5 rmmod/insmod cycles while a privileged sender floods UPDATE_FIELDS: every
 # unload returns, no BUG/WARNING).
 # Files: /results/ccp/*.json, agent logs, dmesg.
@@ -250,6 +253,101 @@ test_ccp_agent_killed() {
     || fail "the interval ending 1 s after the kill shows $first Mbit/s, not >= $((2 * rate)) (native)"
   awk -v x="$after" -v r=$rate 'BEGIN { exit !(x >= 2 * r) }' \
     || fail "after the kill $after Mbit/s < $((2 * rate)) Mbit/s"
+}
+
+# ccp_class_shape RATE: the sender's egress as a port with strict-priority traffic classes: a tbf
+# at RATE whose child is a `prio` qdisc (10:) where DSCP 46 (TOS 0xb8, EF) goes to band 10:1, the
+# highest, by a u32 filter on the DS field; everything else keeps prio's priomap (priority 0, a
+# socket's default: band 10:2).
+ccp_class_shape() {
+  vm_net_unshape
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate "$1" burst 64kb latency 100ms &&
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" parent 1:1 handle 10: prio &&
+  vm_in_snd tc filter add dev "$VM_SND_DEV" parent 10: protocol ip prio 1 u32 \
+    match ip dsfield 0xb8 0xfc flowid 10:1
+}
+
+# ccp_class_bytes CLASS: bytes the prio band CLASS (e.g. 10:1) has sent so far.
+ccp_class_bytes() {
+  vm_in_snd tc -s class show dev "$VM_SND_DEV" | awk -v c="$1" '
+    $1 == "class" && $3 == c { want = 1; next }
+    want && $1 == "Sent" { print $2; exit }'
+}
+
+# The agent's traffic class on the wire: a flow the agent marks DSCP 46 (SET_CLASS) takes a
+# strict-priority port from a native CUBIC flow (DSCP 0) while it sends, and the CUBIC flow takes
+# the link back at once when it stops.
+test_ccp_class_priority() {
+  ccp_setup
+  link=40
+  ccp_class_shape ${link}mbit || fail "tc setup (tbf + prio + u32 on the DS field) failed"
+  low_port=5203
+  vm_in_rcv iperf3 -s -D -J -i 0.5 -p $low_port -I /tmp/ccp-iperf3-low.pid || fail "second iperf3 server failed"
+  trap 'ccp_agent_stop; vm_net_unshape; kill "$(cat /tmp/ccp-iperf3-low.pid)" 2>/dev/null' EXIT
+  sleep 0.5
+  # A rate far above the link: the agent only marks the flow; the port decides who is served.
+  ccp_agent_start "$CCP_OUT/class_priority.agent.log" const-rate --rate-mbit 1000 --dscp 46 \
+    || fail "agent did not start"
+  t_low=$(ccp_uptime)
+  vm_iperf "$CCP_OUT/class_low.json" -p $low_port -C cubic -t 9 -i 0.5 --get-server-output &
+  low_pid=$!
+  sleep 2
+  ccp_iperf_bg class_high 3
+  ccp_wait_create "$CCP_OUT/class_priority.agent.log" || fail "no CREATE within 10 s"
+  wait "$CCP_IPERF_PID" || fail "iperf3 (the marked flow) failed"
+  t_end=$(awk -v a="$t_low" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
+  t_start=$(awk -v a="$t_low" -v b="$CCP_T0" 'BEGIN { printf "%.2f", b - a }')
+  wait "$low_pid" || fail "iperf3 (the CUBIC flow) failed"
+  ccp_check_cc class_high
+  ccp_check_cc class_low cubic
+  grep -q "SET_CLASS sent" "$CCP_OUT/class_priority.agent.log" || fail "the agent sent no SET_CLASS"
+  b1=$(ccp_class_bytes 10:1) b2=$(ccp_class_bytes 10:2)
+  note "port $link Mbit/s; the marked flow from t=${t_start}s to t=${t_end}s (CUBIC flow's time)"
+  note "CUBIC flow: $(ccp_show_intervals "$CCP_OUT/class_low.json")"
+  note "marked flow: $(ccp_show_intervals "$CCP_OUT/class_high.json")"
+  note "prio bands: 10:1 (DSCP 46) $b1 bytes, 10:2 (the rest) $b2 bytes"
+  # While both send (from 0.5 s after the marked flow's CREATE to its end).
+  high=$(ccp_mean "$CCP_OUT/class_high.json" 0.5 100)
+  low_during=$(ccp_mean "$CCP_OUT/class_low.json" "$(awk -v t="$t_start" 'BEGIN { print t + 0.5 }')" "$t_end")
+  # The first CUBIC interval that starts 0.5 s or more after the marked flow ended: within 1 s.
+  low_after=$(ccp_intervals "$CCP_OUT/class_low.json" | awk -v t="$t_end" '$1 >= t + 0.5 { print $3; exit }')
+  note "marked flow $high Mbit/s; CUBIC while both send $low_during Mbit/s, in the interval ending 1 s after $low_after Mbit/s"
+  awk -v b="$b1" 'BEGIN { exit !(b > 1000000) }' || fail "band 10:1 carried $b1 bytes: the flow was not marked DSCP 46"
+  awk -v x="$high" -v l=$link 'BEGIN { exit !(x != "nan" && x >= 0.75 * l) }' \
+    || fail "the marked flow got $high Mbit/s of a $link Mbit/s port, not >= 75 %"
+  awk -v x="$low_during" -v l=$link 'BEGIN { exit !(x != "nan" && x <= 0.2 * l) }' \
+    || fail "the CUBIC flow got $low_during Mbit/s while the marked flow sent, not <= 20 % of $link"
+  awk -v x="$low_after" -v l=$link 'BEGIN { exit !(x != "" && x >= 0.6 * l) }' \
+    || fail "the CUBIC flow got $low_after Mbit/s in the interval ending 1 s after the marked flow stopped, not >= 60 % of $link"
+}
+
+# kill -9 of the agent gives the socket its own TOS back: the flow's bytes move from the DSCP 46
+# band to the default one, within a second, while the connection goes on.
+test_ccp_class_kill_restores() {
+  ccp_setup
+  ccp_class_shape 40mbit || fail "tc setup (tbf + prio + u32 on the DS field) failed"
+  ccp_agent_start "$CCP_OUT/class_kill.agent.log" const-rate --rate-mbit 1000 --dscp 46 || fail "agent did not start"
+  ccp_iperf_bg class_kill 7
+  ccp_wait_create "$CCP_OUT/class_kill.agent.log" || fail "no CREATE within 10 s"
+  sleep 2.5
+  a1=$(ccp_class_bytes 10:1) a2=$(ccp_class_bytes 10:2)
+  kill -9 "$CCP_AGENT_PID"
+  wait "$CCP_AGENT_PID" 2>/dev/null; CCP_AGENT_PID=""
+  sleep 1
+  b1=$(ccp_class_bytes 10:1) b2=$(ccp_class_bytes 10:2)
+  sleep 2
+  c1=$(ccp_class_bytes 10:1) c2=$(ccp_class_bytes 10:2)
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc class_kill
+  note "bands 10:1 (DSCP 46) / 10:2 (default): before the kill $a1 / $a2, 1 s after $b1 / $b2, 3 s after $c1 / $c2 bytes"
+  dmesg | grep -q "ccp: agent gone" || fail "no 'agent gone' line in dmesg"
+  awk -v a1="$a1" -v a2="$a2" 'BEGIN { exit !(a1 > 1000000 && a1 > 10 * a2) }' \
+    || fail "under the agent band 10:1 carried $a1 bytes and 10:2 $a2: the flow was not marked DSCP 46"
+  # After the kill: nothing more in the DSCP 46 band (one MSS-sized burst of slack), all in 10:2.
+  awk -v b="$b1" -v c="$c1" 'BEGIN { exit !(c - b <= 65536) }' \
+    || fail "band 10:1 still grew by $((c1 - b1)) bytes from 1 to 3 s after the kill: DSCP not restored"
+  awk -v b="$b2" -v c="$c2" 'BEGIN { exit !(c - b > 1000000) }' \
+    || fail "band 10:2 grew by only $((c2 - b2)) bytes from 1 to 3 s after the kill: the flow stalled or kept its class"
 }
 
 test_ccp_unprivileged() {
@@ -655,7 +753,7 @@ test_ccp_rmmod_messages() {
 
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_switch_metrics ccp_rmmod_messages"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_class_priority ccp_class_kill_restores ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_switch_metrics ccp_rmmod_messages"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1

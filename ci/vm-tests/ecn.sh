@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/vm-tests/ecn.sh: in-VM tests of mltcp_dctcp (issue 8, item 3), sourced by suite.sh (uses its
+# ci/vm-tests/ecn.sh: in-VM tests of mltcp_dctcp, sourced by suite.sh (uses its
 # run_test/fail/note, vm-lib.sh's namespaces snd/rcv and the module under test):
 #
 #   ecn_mltcp_dctcp   through an ECN-marking bottleneck (tbf 100 Mbit/s whose queue is an

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ci/vm-tests/libs.sh: in-VM tests of how communication libraries pick up mltcp (issue 6, item 4),
+# ci/vm-tests/libs.sh: in-VM tests of how communication libraries pick up mltcp,
 # sourced by suite.sh (uses its run_test/fail/note and vm-lib.sh's namespaces snd/rcv):
 #
 #   preload_iperf3       an unmodified `iperf3` (no -C) under LD_PRELOAD=libmltcp_preload.so uses

@@ -1,6 +1,6 @@
 #!/bin/sh
-# ci/vm-tests/trainemu_e2e.sh: in-VM end-to-end check of the training-traffic emulator `trainemu`
-# (issue 3, item 5): jobs run on real sockets between network namespaces, results are written, and
+# ci/vm-tests/trainemu_e2e.sh: in-VM end-to-end check of the training-traffic emulator `trainemu`:
+# jobs run on real sockets between network namespaces, results are written, and
 # every iteration of every worker is accounted for. A behaviour check, not a speed check.
 #
 # How it is meant to be called: as root in the guest of ci/vm-run, by a POSIX sh (dash), with

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Decision-time benchmark of the scheduling library (issue "ccp-agent", item 8): the per-flow
+//! Decision-time benchmark of the scheduling library: the per-flow
 //! decision (Alg. 1 + Alg. 2 for one flow, K = 10, 60 ms slots) at 10, 100 and 1000 active
 //! flows, and the whole per-slot step (expire the old slot, plan every flow), as latency
 //! percentiles (p50/p90/p99 over individually timed calls) followed by criterion's estimates.
@@ -15,7 +15,7 @@
 //! policy rows time the layer's whole per-slot decision as the agent calls it
 //! (`policy::decide` over a snapshot of every flow, the same flows as 4-worker ring jobs) under
 //! the rule the agent runs by default (`Rules::Priority`, jobs ranked earliest deadline first,
-//! work-conserving, spare sharing; issue 19) and under the paper's `Rules::Mlcc`, reported as
+//! work-conserving, spare sharing) and under the paper's `Rules::Mlcc`, reported as
 //! the call's time over its flows.
 
 use std::hint::black_box;

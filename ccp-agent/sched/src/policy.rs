@@ -166,8 +166,8 @@ pub enum Rules {
     /// interleaves them by itself (the state MLTCP converges to, Rajasekaran, MIT thesis,
     /// ch. 5; shortest-remaining-time-first job order, Schrage, Oper. Res. 16(3), 1968).
     /// Not in the mlcc paper. In a network of weighted max-min sharing (the simulator), the
-    /// same rule is [`priority_levels`] with [`priority_weight`]. Measured: issue 19 round 11
-    /// of `ccp-agent/sim/RESULTS.md`.
+    /// same rule is [`priority_levels`] with [`priority_weight`]. Measured: round 11 of
+    /// `docs/results/simulator.md`.
     Priority,
 }
 
@@ -218,8 +218,8 @@ pub enum JobOrder {
     /// against first come's 1.366 (which locks jobs of different periods into the longest
     /// one's rhythm; fair sharing 1.273); in the VM (guest time, seeds 1-3, ccp-agent NIC-only
     /// with work conservation) no difference shown: −0.7 % [−3.9, +2.5] against first come
-    /// (runs of two sessions) and −4.0 % [−9.1, +1.0] in one run with both (README, "The
-    /// ccp-agent scenario on guest time").
+    /// (runs of two sessions) and −4.0 % [−9.1, +1.0] in one run with both (docs/results/agent.md,
+    /// "The ccp-agent scenario on guest time").
     #[default]
     EarliestDeadline,
 }
@@ -263,7 +263,7 @@ pub struct PolicyOptions {
     pub share_spare: bool,
     /// Plan only the bytes a flow's dependency lets it send.
     pub sendable_only: bool,
-    /// Work conservation of the current slot's rates (not in the mlcc paper; issue 19): a
+    /// Work conservation of the current slot's rates (not in the mlcc paper): a
     /// flow's plan is a claim on its links, not a limit while the link has room. Under
     /// [`Rules::Mlcc`] and [`Rules::Interleave`], each *active* decided flow (bytes planned in
     /// the current slot) is paced at its planned rate plus an equal share, among the active
@@ -359,8 +359,8 @@ pub fn rank_least_attained(attained: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u6
 /// which is the rule MLTCP's window scaling converges to interleaving with (Rajasekaran, MIT
 /// thesis, ch. 5), and a job is never held back for having completed more iterations than
 /// another (least attained service by iterations, [`rank_least_attained`], tied every job to
-/// the slowest one's pace in the agent's VM scenario: README "The ccp-agent scenario on guest
-/// time"). Refuses a job listed twice, naming it.
+/// the slowest one's pace in the agent's VM scenario: docs/results/agent.md, "The ccp-agent scenario on
+/// guest time"). Refuses a job listed twice, naming it.
 pub fn rank_first_come(phase_start: &[(JobKey, u64)]) -> Result<Vec<(JobKey, u64)>, SchedError> {
     rank_ascending(phase_start.iter().copied())
 }
@@ -457,7 +457,7 @@ pub fn priority_levels(jobs: &[RankedJob]) -> Result<Vec<(JobKey, u32)>, SchedEr
 
 /// Weight ratio between consecutive levels of [`priority_weight`]: the simulator's
 /// `priority` policy with 4 gave 84.5 / 112.7 / 110.1 s average JCT on the 100-job seeds
-/// 1-3, with 1000 82.7 / 107.3 / 102.9 s, with 10^6 the same as 1000 (RESULTS.md round 11):
+/// 1-3, with 1000 82.7 / 107.3 / 102.9 s, with 10^6 the same as 1000 (docs/results/simulator.md, round 11):
 /// 1000 is near-strict priority.
 pub const PRIORITY_WEIGHT_RATIO: f64 = 1000.0;
 

@@ -329,8 +329,7 @@ pub struct RenoArgs {
     /// al., "Restructuring Endpoint Congestion Control", SIGCOMM 2018: the datapath folds
     /// per-ACK measurements into a report at the frequency the algorithm asks for). The agent
     /// alone spends 27-28 µs of guest CPU per report when it answers each, 10-46 µs when it
-    /// sends only changed windows (`ci/scenarios/ccp-overhead.sh`, 2026-11-27, README "The CCP
-    /// datapath"), so on a path whose RTT is tens of µs a floor is what bounds that cost.
+    /// sends only changed windows (`ci/scenarios/ccp-overhead.sh`, 2026-11-27, docs/results/ccp-overhead.md), so on a path whose RTT is tens of µs a floor is what bounds that cost.
     #[arg(long, default_value_t = 0)]
     pub min_report_us: u32,
     /// Send the window to the datapath on every report, even when it did not change (the
@@ -369,13 +368,13 @@ pub enum GrowRule {
     /// when that reached it (cwnd-limited), or in slow start while it is below twice that.
     /// The default since 2026-11-27 (branch ovh3), chosen by one paired round of
     /// `ccp-overhead.sh --rounds 1 --secs 2 --app-rate 4000 --kinds "reno ccp1 ccpx1"
-    /// --ccpx-args "--grow-rule half-peak"` (README "The CCP datapath", "The window rule"; an
+    /// --ccpx-args "--grow-rule half-peak"` (docs/results/ccp-overhead.md, "The window rule"; an
     /// anecdote): the data flow closed at 2321 segments against 71 under `half-peak` and native
     /// reno's 1186, at CPU per GB +22.2 % over reno against +25.6 %.
     Kernel,
     /// The rule of 2026-11-27 (branch ovh2): the most packets in flight just after any ACK since
     /// the last report; grows in both phases while that is at least half the window. Windows
-    /// of 55-327 segments where native reno's grew to 688-2141 (2026-11-27, README run D).
+    /// of 55-327 segments where native reno's grew to 688-2141 (2026-11-27, docs/results/ccp-overhead.md, run D).
     HalfPeak,
     /// The rule before 2026-11-27: as `half-peak`, with the packets in flight just after the ACK
     /// that triggers the report (when in flight is lowest): windows of 22-88 segments.

@@ -1,4 +1,4 @@
-//! `ccp-test-agent`: a portus 0.9 agent for tcp_mltcp.ko's CCP datapath (issue 4, items 5 and 6).
+//! `ccp-test-agent`: a portus 0.9 agent for tcp_mltcp.ko's CCP datapath.
 //!
 //! Runs as root in the initial network namespace (the module's `NETLINK_USERSOCK` kernel socket
 //! lives there; joining multicast group 22 needs CAP_NET_ADMIN). Subcommands:

@@ -1,4 +1,4 @@
-//! The agent -> datapath -> report round trip (issue 4, item 6): `ccp-test-agent ping` and the
+//! The agent -> datapath -> report round trip: `ccp-test-agent ping` and the
 //! user-space datapath it is compared with, `ccp-test-agent userspace-dp`.
 //!
 //! The program keeps a control register `Control.ping` and a report register `Report.seq`; on
