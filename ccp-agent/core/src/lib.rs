@@ -70,6 +70,14 @@
 //! 8. sends the schedules changed later in the slot (reductions by notices) without waiting,
 //!    and emits the status ([`Action::Status`]) and the flows' RTTs ([`Action::Rtts`]).
 //!
+//! Traffic classes (`[sched] classes` > 0, [`CoreConfig::classes`]; not in the mlcc paper):
+//! step 4 also compresses the policy's job order onto that many strict-priority classes
+//! (`mlcc_sched::policy::classes::TrafficClasses`, kept from slot to slot: a job keeps its
+//! class while the order around it stays), and step 7 marks each flow with its job's class's
+//! DSCP ([`Action::SetClass`]) when it differs from the one last set, releasing it when the
+//! flow is no longer planned. Rates are those without classes. With classes off the core sets
+//! no class.
+//!
 //! Work conservation (`[sched] work_conserving`, default on; not in the mlcc paper): the policy
 //! layer treats a plan as a claim, not a limit (`mlcc_sched::PolicyOptions::work_conserving`:
 //! active flows share what the slot's plans leave of their links; under strict priority idle

@@ -18,7 +18,9 @@ use crate::proto::{self, notice_kind};
 use crate::registration::Registration;
 use crate::{Core, PLAN_LOG_TARGET};
 use mlcc_sched::policy::classes::{self, JobClass, TrafficClasses};
-use mlcc_sched::policy::{self, Decisions, FlowRole, FlowState, JobKey, PolicyOptions, Snapshot};
+use mlcc_sched::policy::{
+    self, Decisions, FlowRole, FlowState, JobKey, PolicyOptions, RankedJob, Snapshot,
+};
 use mlcc_sched::{
     Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
     RateSample, Schedule,
@@ -165,13 +167,15 @@ fn assign_classes(
     };
     keys.by_name.retain(|n, _| names.contains(&n.as_str()));
     let mut slot_key = HashMap::new();
-    let mut order = classes::job_order(decisions, snapshot);
-    for j in &mut order {
-        let Some(n) = name(j.job) else { continue };
-        let stable = keys.key(n);
-        slot_key.insert(stable, j.job);
-        j.job = stable;
-    }
+    let order: Vec<RankedJob> = classes::job_order(decisions, snapshot)
+        .into_iter()
+        .filter_map(|mut j| {
+            let stable = keys.key(name(j.job)?);
+            slot_key.insert(stable, j.job);
+            j.job = stable;
+            Some(j)
+        })
+        .collect();
     let assigned: Vec<JobClass> = classes
         .assign(&order)?
         .into_iter()
