@@ -370,7 +370,7 @@ fn check_agent_sched(
 
 /// Checks `[sched] classes` of `agent.toml`: 0 (off; [`DEFAULT_CLASSES`] when absent) or
 /// 1..=8 (`mlcc_sched::policy::classes::MAX_CLASSES`, a switch's 8 traffic classes, IEEE
-/// 802.1Q). Errors: any other value, naming the field.
+/// 802.1Q). Errors: any other value, naming the file, the field and the value.
 fn check_agent_classes(file: &Path, raw: &RawAgentSched) -> Result<u8, ConfigError> {
     let max = mlcc_sched::policy::classes::MAX_CLASSES;
     match raw.classes {
@@ -1227,12 +1227,12 @@ impl AgentConfig {
             check_agent_sched(file, &raw.sched)?;
         let classes = check_agent_classes(file, &raw.sched)?;
         Ok(AgentConfig {
-            classes,
             pcn,
             rules,
             job_order,
             work_conserving,
             strict_rates,
+            classes,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,
