@@ -16,6 +16,11 @@
 //! for on this thread: the core's slot work that needs the switches resumes when their answers
 //! are posted. The wrapper also drops datagrams portus could not take safely
 //! ([`ccp_ipc::portus_safe`]).
+//!
+//! A flow's traffic class ([`Action::SetClass`], `[sched] classes`) goes out as this
+//! project's SET_CLASS message, which portus's `Datapath` handle cannot send: through a
+//! send-only netlink socket to the kernel ([`ccp_ipc::KernelSender`]), addressed by the flow's
+//! socket id. With `--ipc unix` there is none (the run logs it once at start).
 
 use crate::agent_core::{Action, Command, Core, Input, LocalFlow, Measurement};
 use crate::flows::FlowKey;
@@ -47,6 +52,8 @@ struct DpFlow<I: Ipc> {
 /// (datapath commands here, RPCs through [`Net`], status and RTTs into [`Shared`]).
 pub struct Shell<I: Ipc> {
     core: Core,
+    /// Where SET_CLASS goes (see the module docs); `None`: classes are not sent.
+    classes: Option<ccp_ipc::KernelSender>,
     flows: HashMap<LocalFlow, DpFlow<I>>,
     next_local: LocalFlow,
     monitor: Monitor,
@@ -60,10 +67,18 @@ pub struct Shell<I: Ipc> {
 }
 
 impl<I: Ipc> Shell<I> {
-    /// A shell around `core`, reading the progress regions with `monitor`.
-    pub fn new(core: Core, monitor: Monitor, net: Net, shared: Arc<Shared>) -> Self {
+    /// A shell around `core`, reading the progress regions with `monitor`, sending the flows'
+    /// traffic classes through `classes` (`None`: not sent).
+    pub fn new(
+        core: Core,
+        monitor: Monitor,
+        net: Net,
+        shared: Arc<Shared>,
+        classes: Option<ccp_ipc::KernelSender>,
+    ) -> Self {
         Shell {
             core,
+            classes,
             flows: HashMap::new(),
             next_local: 1,
             monitor,
@@ -163,6 +178,27 @@ impl<I: Ipc> Shell<I> {
                         Some(Input::DatapathFailed {
                             flow,
                             command: Command::SetRate,
+                        })
+                    }
+                }
+            }
+            Action::SetClass { flow, dscp } => {
+                let f = self.flows.get(&flow)?;
+                let sender = self.classes.as_ref()?;
+                let sid = f.dp.get_sock_id();
+                match sender.set_class(sid, dscp) {
+                    Ok(()) => {
+                        tracing::debug!(flow = %f.key, sid, ?dscp, "traffic class set");
+                        None
+                    }
+                    Err(e) => {
+                        self.shared
+                            .class_send_failures
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::warn!(flow = %f.key, sid, ?dscp, error = %e, "SET_CLASS failed (sent again at the next rate update)");
+                        Some(Input::DatapathFailed {
+                            flow,
+                            command: Command::SetClass,
                         })
                     }
                 }

@@ -126,6 +126,11 @@ strict_rates = false      # "priority" with work_conserving: true paces each flo
                           #  flows with bytes to send reserved first), so a port is never booked
                           #  beyond its capacity; false (default): also at least its own plan's
                           #  rate
+classes = 0               # traffic classes (0 = off, the default; 1..=8): the job order
+                          #  compressed onto that many strict-priority classes, each flow's
+                          #  packets marked with its class's DSCP (class 0 first: 34 AF41, 26
+                          #  AF31, 18 AF21, 10 AF11, 32 CS4, 24 CS3, 16 CS2, 8 CS1); needs --ipc
+                          #  netlink and switches serving those DSCPs by strict priority
 
 [pcn]                     # optional: PCN bursts ("Proactive Congestion Avoidance for
                           #  Distributed Deep Learning", Sec. 3.1)
@@ -327,6 +332,8 @@ pub struct RawAgentSched {
     pub strict_rates: Option<bool>,
     /// The job ranks under "interleave" and "priority": a [`mlcc_sched::JobOrder::name`].
     pub job_order: Option<String>,
+    /// Traffic classes, 0 (off, the default) or 1..=8.
+    pub classes: Option<i64>,
 }
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
@@ -360,6 +367,29 @@ fn check_agent_sched(
     let strict_rates = raw.strict_rates.unwrap_or(DEFAULT_STRICT_RATES);
     Ok((rules, job_order, work_conserving, strict_rates))
 }
+
+/// Checks `[sched] classes` of `agent.toml`: 0 (off; [`DEFAULT_CLASSES`] when absent) or
+/// 1..=8 (`mlcc_sched::policy::classes::MAX_CLASSES`, a switch's 8 traffic classes, IEEE
+/// 802.1Q). Errors: any other value, naming the file, the field and the value.
+fn check_agent_classes(file: &Path, raw: &RawAgentSched) -> Result<u8, ConfigError> {
+    let max = mlcc_sched::policy::classes::MAX_CLASSES;
+    match raw.classes {
+        None => Ok(DEFAULT_CLASSES),
+        Some(n) => u8::try_from(n).ok().filter(|c| *c <= max).ok_or_else(|| {
+            err(
+                file,
+                "sched.classes",
+                n,
+                format!("must be 0 (off) or 1..={max} traffic classes"),
+            )
+        }),
+    }
+}
+
+/// Default of `[sched] classes`: off. Whether and how many classes help is for a measurement
+/// in the VM testbed to decide (strict priority in its switch against the per-slot rates
+/// alone); until it has been run, the agent sets no class.
+pub const DEFAULT_CLASSES: u8 = 0;
 
 /// Checked `[pcn]` of `agent.toml`: how the agent answers the writers' `before_burst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -968,6 +998,9 @@ pub struct AgentConfig {
     /// its strict-priority share, the floors reserved
     /// (`mlcc_sched::PolicyOptions::strict_rates`). Default: [`DEFAULT_STRICT_RATES`].
     pub strict_rates: bool,
+    /// `[sched] classes`: traffic classes, 0 (off) or 1..=8 (`mlcc_agent_core::CoreConfig::
+    /// classes`). Default: [`DEFAULT_CLASSES`].
+    pub classes: u8,
 }
 
 /// Default of `[sched] strict_rates`: off, by measurement. On `ci/scenarios/agent.toml` (guest
@@ -1192,12 +1225,14 @@ impl AgentConfig {
         let pcn = check_agent_pcn(file, &raw.pcn)?;
         let (rules, job_order, work_conserving, strict_rates) =
             check_agent_sched(file, &raw.sched)?;
+        let classes = check_agent_classes(file, &raw.sched)?;
         Ok(AgentConfig {
             pcn,
             rules,
             job_order,
             work_conserving,
             strict_rates,
+            classes,
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

@@ -32,6 +32,7 @@ impl AgentConfig {
             job_order: self.job_order,
             work_conserving: self.work_conserving,
             strict_rates: self.strict_rates,
+            classes: self.classes,
         }
     }
 }
@@ -100,9 +101,11 @@ mod tests {
             job_order: mlcc_sched::JobOrder::default(),
             work_conserving: crate::config::DEFAULT_WORK_CONSERVING,
             strict_rates: crate::config::DEFAULT_STRICT_RATES,
+            classes: crate::config::DEFAULT_CLASSES,
         };
         assert_eq!(cfg.core_config(), want);
         assert_eq!(want.min_rate_bps, 5_000_000);
         assert!(want.work_conserving && !want.strict_rates);
+        assert_eq!(want.classes, 0, "classes off by default");
     }
 }

@@ -29,6 +29,7 @@
 //! | `ccp_agent_pcn_starts_total` | counter | | `PcnStart`s sent |
 //! | `ccp_agent_notices_received_total` | counter | | dependency notices received |
 //! | `ccp_agent_datapath_drops_total` | counter | `cause` | datapath messages dropped: `foreign`, `malformed`, `unparsable` |
+//! | `ccp_agent_class_send_failures_total` | counter | | SET_CLASS messages (a flow's traffic class) the datapath socket did not take |
 //!
 //! The switch daemon's metrics are listed with its collector ([`crate::switch::switch_registry`]).
 
@@ -201,6 +202,12 @@ impl Collector for AgentCollector {
             "Dependency notices received from other agents.",
             counter(s.notices_received),
         )?;
+        single(
+            e,
+            "ccp_agent_class_send_failures",
+            "SET_CLASS messages (a flow's traffic class, [sched] classes) the datapath socket did not take.",
+            counter(sh.class_send_failures.load(std::sync::atomic::Ordering::Relaxed)),
+        )?;
         let d = sh.drops();
         family(e, "ccp_agent_datapath_drops", "Datapath messages the agent dropped, by cause (foreign: not sent by the kernel; malformed: from the kernel but malformed or of a type a datapath never sends; unparsable: refused by the agent's own check before portus).", "cause",
             vec![("foreign".into(), counter(d.foreign)), ("malformed".into(), counter(d.malformed)), ("unparsable".into(), counter(d.unparsable))])?;
@@ -339,6 +346,8 @@ pub(crate) mod tests {
             .store(7, std::sync::atomic::Ordering::Relaxed);
         sh.dropped_unparsable
             .store(3, std::sync::atomic::Ordering::Relaxed);
+        sh.class_send_failures
+            .store(5, std::sync::atomic::Ordering::Relaxed);
         sh.timings.slot_work.observe(150e-6);
         sh.timings.decision.observe(40e-6);
         let text = encode(&agent_registry(sh.clone()));
@@ -361,6 +370,7 @@ pub(crate) mod tests {
         );
         assert_eq!(status.rpc_failures, 3);
         assert_eq!(value(&s, "ccp_agent_pcn_grants_total", None), 7.0);
+        assert_eq!(value(&s, "ccp_agent_class_send_failures_total", None), 5.0);
         let drop = |c| value(&s, "ccp_agent_datapath_drops_total", Some(("cause", c)));
         assert_eq!(
             (drop("foreign"), drop("malformed"), drop("unparsable")),

@@ -127,7 +127,7 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
     tracing::info!(
         hosts = ?cfg.hosts, listen = %cfg.listen, ipc = ?opts.ipc, slot_ms = cfg.slot_ms, horizon = cfg.horizon,
         mode = if cfg.nic_only || cfg.topology.switches.is_empty() { "nic-only" } else { "switch" },
-        schedule = cfg.schedule, metrics = ?cfg.metrics_addr,
+        schedule = cfg.schedule, classes = cfg.classes, metrics = ?cfg.metrics_addr,
         program = %cfg.program_file.display(), progress_dir = %cfg.progress_dir.display(),
         "ccp-agent starting"
     );
@@ -135,12 +135,23 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
         IpcKind::Netlink => {
             let s = ccp_ipc::CheckedNetlink::new().map_err(|e| anyhow!("netlink: {}", e.0))?;
             *shared.drops.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.counters());
-            run_portus(s, &cfg, shared.clone(), net, opts.stop)
+            // The flows' traffic classes go to the kernel beside portus's socket.
+            let classes = (cfg.classes > 0)
+                .then(ccp_ipc::KernelSender::new)
+                .transpose()
+                .map_err(|e| anyhow!("netlink socket for SET_CLASS: {}", e.0))?;
+            run_portus(s, &cfg, shared.clone(), net, opts.stop, classes)
         }
         IpcKind::Unix => {
             let s = ccp_ipc::UnixIpc::bind(&cfg.unix_name)
                 .map_err(|e| anyhow!("unix socket: {}", e.0))?;
-            run_portus(s, &cfg, shared.clone(), net, opts.stop)
+            if cfg.classes > 0 {
+                tracing::warn!(
+                    classes = cfg.classes,
+                    "[sched] classes needs --ipc netlink: no traffic class is set with --ipc unix"
+                );
+            }
+            run_portus(s, &cfg, shared.clone(), net, opts.stop, None)
         }
     };
     gate_running.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -167,6 +178,7 @@ fn run_portus<I: PollableIpc>(
     shared: Arc<Shared>,
     net: Net,
     stop: Arc<AtomicBool>,
+    classes: Option<ccp_ipc::KernelSender>,
 ) -> Result<()> {
     let core = Core::new(cfg.core_config(), crate::wall_us())?;
     let shell = Rc::new(RefCell::new(Shell::<ShellIpc<I>>::new(
@@ -174,6 +186,7 @@ fn run_portus<I: PollableIpc>(
         Monitor::new(&cfg.progress_dir),
         net,
         shared.clone(),
+        classes,
     )));
     let driver: Rc<RefCell<dyn Driver>> = shell.clone();
     install_driver(Some(driver));

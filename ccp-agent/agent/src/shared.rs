@@ -25,6 +25,9 @@ pub struct Shared {
     pub rpc_failures: RpcFailures,
     /// Datapath messages dropped because portus could not have parsed them.
     pub dropped_unparsable: AtomicU64,
+    /// SET_CLASS messages ([`crate::agent_core::Action::SetClass`]) the datapath socket did
+    /// not take.
+    pub class_send_failures: AtomicU64,
     /// The netlink backend's drop counters (none with unix IPC).
     pub drops: Mutex<Option<Arc<ccp_ipc::DropCounters>>>,
     /// Flow id → its RTT in the last slot's reports, µs (flows with a report only).
@@ -53,6 +56,7 @@ impl Shared {
             notices_received: AtomicU64::new(0),
             rpc_failures: RpcFailures::default(),
             dropped_unparsable: AtomicU64::new(0),
+            class_send_failures: AtomicU64::new(0),
             drops: Mutex::default(),
             rtt_us: Mutex::default(),
             bursts_granted: AtomicU64::new(0),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `ccp-agent status`: asks a running agent (gRPC `Status`) for its last slot and prints, per
-//! controlled flow, the scheduled and the achieved rate; or asks a switch daemon
+//! controlled flow, the scheduled and the achieved rate and its DSCP (`-`: no traffic class,
+//! the socket's own marking); or asks a switch daemon
 //! (`FetchFeedback` of all its links) for its load table.
 
 use crate::proto::{self, agent_client::AgentClient, switch_client::SwitchClient};
@@ -36,7 +37,7 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<16} {:>4} {:<22} {:<22} {:>10} {:>10} {:>12} {:>8} {:>5} {:>9} {:>6}",
+        "{:<16} {:>4} {:<22} {:<22} {:>10} {:>10} {:>12} {:>8} {:>5} {:>9} {:>6} {:>4}",
         "job",
         "rank",
         "src",
@@ -47,12 +48,13 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
         "rtt_us",
         "lost",
         "outcome",
-        "iter"
+        "iter",
+        "dscp"
     );
     for f in &s.flows {
         let _ = writeln!(
             out,
-            "{:<16} {:>4} {:<22} {:<22} {:>10} {:>10} {:>12} {:>8} {:>5} {:>9} {:>6}",
+            "{:<16} {:>4} {:<22} {:<22} {:>10} {:>10} {:>12} {:>8} {:>5} {:>9} {:>6} {:>4}",
             f.job,
             f.rank,
             f.src,
@@ -63,7 +65,8 @@ pub fn format_agent(s: &proto::StatusReply) -> String {
             f.rtt_us,
             f.lost,
             f.outcome,
-            f.iteration
+            f.iteration,
+            f.dscp.map_or_else(|| String::from("-"), |d| d.to_string())
         );
     }
     out
@@ -168,6 +171,15 @@ mod tests {
             t.contains("40.00") && t.contains("12.50") && t.contains("raised"),
             "{t}"
         );
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[1].ends_with("dscp") && lines[2].ends_with(" -"),
+            "{t}"
+        );
+        let mut classed = s.clone();
+        classed.flows[0].dscp = Some(34);
+        let t = format_agent(&classed);
+        assert!(t.lines().nth(2).is_some_and(|l| l.ends_with(" 34")), "{t}");
         let r = proto::FeedbackReply {
             start_slot: 3,
             flows: 1,

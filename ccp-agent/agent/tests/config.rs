@@ -434,3 +434,34 @@ fn command_line_overrides_are_checked_like_the_file() {
     .to_string();
     assert!(e.contains("slot_ms"), "{e}");
 }
+
+#[test]
+fn traffic_classes_are_off_by_default_and_out_of_range_is_named() {
+    let t = TempDir::new("cfg");
+    t.write("topo.toml", TOPO);
+    let a = t.write("agent.toml", &good_agent());
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!((c.classes, c.core_config().classes), (0, 0));
+    for n in [0u8, 1, 4, 8] {
+        let a = t.write(
+            "agent.toml",
+            &format!("{}[sched]\nclasses = {n}\n", good_agent()),
+        );
+        let c = AgentConfig::load(&a, None, None).unwrap();
+        assert_eq!((c.classes, c.core_config().classes), (n, n));
+    }
+    for bad in ["9", "-1", "300"] {
+        let e = agent_err(
+            TOPO,
+            &format!("{}[sched]\nclasses = {bad}\n", good_agent()),
+            None,
+        );
+        assert!(
+            e.contains("agent.toml")
+                && e.contains("sched.classes")
+                && e.contains(&format!("= {bad}"))
+                && e.contains("1..=8"),
+            "{e}"
+        );
+    }
+}

@@ -48,6 +48,13 @@ pub struct CoreConfig {
     /// Under `priority` with work conservation, each flow paced at its strict-priority share
     /// (`mlcc_sched::PolicyOptions::strict_rates`).
     pub strict_rates: bool,
+    /// Traffic classes the policy's job order is compressed onto (`mlcc_sched::policy::classes`,
+    /// DSCPs `mlcc_sched::policy::classes::DEFAULT_DSCP`, class 0 highest), 1..=8; each
+    /// controlled flow is marked with its job's class ([`crate::Action::SetClass`]). 0: off,
+    /// no class is ever set and the planning is [`mlcc_sched::policy::decide`]'s alone.
+    /// `[sched] classes`. Source: the rank compression of Crux (Cao et al., SIGCOMM '24), as
+    /// that module states it; not in the mlcc paper.
+    pub classes: u8,
 }
 
 impl CoreConfig {

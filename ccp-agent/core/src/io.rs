@@ -52,6 +52,8 @@ pub enum Command {
     Install,
     /// [`Action::SetRate`].
     SetRate,
+    /// [`Action::SetClass`].
+    SetClass,
 }
 
 /// An input of the core.
@@ -95,7 +97,8 @@ pub enum Input {
         flow: LocalFlow,
     },
     /// The shell could not perform a datapath command for `flow` (the core had counted it as
-    /// done: an install is retried at the next slot, a rate at the next application).
+    /// done: an install is retried at the next slot, a rate or a class at the next
+    /// application).
     DatapathFailed {
         /// The flow.
         flow: LocalFlow,
@@ -192,6 +195,18 @@ pub enum Action {
         rate_bytes: u32,
         /// `Control.cwnd_cap`, bytes.
         cwnd_bytes: u32,
+    },
+    /// Mark an installed flow's packets with a traffic class: the datapath's SET_CLASS
+    /// (`ccp_datapath::wire::SET_CLASS`), which writes the DSCP into the socket's TOS while the
+    /// agent controls the flow. Emitted only with `classes` > 0 ([`crate::CoreConfig::classes`]),
+    /// when the flow's class differs from the one last set; none at a flow's end (the datapath
+    /// restores the socket's own marking when the flow leaves the agent).
+    SetClass {
+        /// The flow.
+        flow: LocalFlow,
+        /// `Some(dscp)`, 0..=63: its job's class's DSCP; `None`: give the flow back its
+        /// socket's own marking (it is no longer planned).
+        dscp: Option<u8>,
     },
     /// Send an RPC.
     Rpc(Rpc),

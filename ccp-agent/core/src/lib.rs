@@ -70,6 +70,14 @@
 //! 8. sends the schedules changed later in the slot (reductions by notices) without waiting,
 //!    and emits the status ([`Action::Status`]) and the flows' RTTs ([`Action::Rtts`]).
 //!
+//! Traffic classes (`[sched] classes` > 0, [`CoreConfig::classes`]; not in the mlcc paper):
+//! step 4 also compresses the policy's job order onto that many strict-priority classes
+//! (`mlcc_sched::policy::classes::TrafficClasses`, kept from slot to slot: a job keeps its
+//! class while the order around it stays), and step 7 marks each flow with its job's class's
+//! DSCP ([`Action::SetClass`]) when it differs from the one last set, releasing it when the
+//! flow is no longer planned. Rates are those without classes. With classes off the core sets
+//! no class.
+//!
 //! Work conservation (`[sched] work_conserving`, default on; not in the mlcc paper): the policy
 //! layer treats a plan as a claim, not a limit (`mlcc_sched::PolicyOptions::work_conserving`:
 //! active flows share what the slot's plans leave of their links; under strict priority idle
@@ -160,6 +168,12 @@ struct FlowEntry {
     slot_folded: u64,
     // (iteration, bytes handed) of the registration at the last burst check.
     seen_sent: Option<(u64, u64)>,
+    // The DSCP of its job's traffic class at the last planning (`[sched] classes`); `None`:
+    // no class (classes off, or the flow not planned).
+    dscp: Option<u8>,
+    // The marking last set ([`Action::SetClass`]): `Some(None)` the socket's own (as at
+    // CREATE), `None` unknown (the last SetClass failed: it is sent again).
+    dscp_set: Option<Option<u8>>,
 }
 
 impl FlowEntry {
@@ -233,14 +247,25 @@ pub struct Core {
     out: Vec<Action>,
     /// Slots planned so far (step 4 run), for the shell's decision timing.
     planned: u64,
+    /// The traffic classes (`[sched] classes` > 0): the rank compressor, with its hysteresis
+    /// from slot to slot, and the jobs' keys it knows them by (see `plan::ClassKeys`).
+    classes: Option<(mlcc_sched::policy::classes::TrafficClasses, plan::ClassKeys)>,
 }
 
 impl Core {
     /// A core for `cfg` at wall-clock time `now_us` (µs). Errors: slot length or horizon
-    /// refused by `mlcc_sched::SlotClock`, a NIC link refused by the table (neither happens
+    /// refused by `mlcc_sched::SlotClock`, a NIC link refused by the table, a class count
+    /// above 8 refused by `mlcc_sched::policy::classes::TrafficClasses::new` (none happens
     /// with a checked config).
     pub fn new(cfg: CoreConfig, now_us: u64) -> Result<Self, mlcc_sched::SchedError> {
         let clock = SlotClock::new(cfg.slot_ms * 1000, cfg.horizon)?;
+        let classes = match cfg.classes {
+            0 => None,
+            n => Some((
+                mlcc_sched::policy::classes::TrafficClasses::new(n)?,
+                plan::ClassKeys::default(),
+            )),
+        };
         let mut table = LinkLoadTable::new(clock, clock.slot_at(now_us));
         let mut local_links = HashSet::new();
         for h in cfg.served() {
@@ -286,6 +311,7 @@ impl Core {
             adds: HashMap::new(),
             out: Vec::new(),
             planned: 0,
+            classes,
         })
     }
 
@@ -378,6 +404,8 @@ impl Core {
             unthrottled_bps,
             slot_folded: 0,
             seen_sent: None,
+            dscp: None,
+            dscp_set: Some(None),
         };
         f.reg = self.registration(&key);
         tracing::info!(target: LOG_TARGET, sid = sock_id, flow = %key, registered = f.reg.is_some(), "CREATE");
@@ -522,8 +550,13 @@ impl Core {
         let Some(f) = self.flows.get_mut(&local) else {
             return;
         };
-        if command == Command::Install {
-            f.installed = false;
+        match command {
+            Command::SetClass => {
+                f.dscp_set = None;
+                return;
+            }
+            Command::Install => f.installed = false,
+            Command::SetRate => {}
         }
         f.applied_bps = None;
         f.applied_cwnd = None;
@@ -985,7 +1018,8 @@ impl Core {
         }
     }
 
-    /// Step 7 for every installed flow whose Rate or Cwnd changed.
+    /// Step 7 for every installed flow whose Rate or Cwnd changed, and for every installed flow
+    /// whose traffic class changed, its class.
     fn apply_all(&mut self) {
         let mut out = Vec::new();
         for (local, f) in &self.flows {
@@ -1019,6 +1053,17 @@ impl Core {
                 rate_bytes,
                 cwnd_bytes,
             });
+        }
+        // With classes off every flow stays at no class and its socket's own marking: nothing
+        // is sent.
+        for (local, f) in self.flows.iter_mut() {
+            if f.installed && f.dscp_set != Some(f.dscp) {
+                f.dscp_set = Some(f.dscp);
+                self.out.push(Action::SetClass {
+                    flow: *local,
+                    dscp: f.dscp,
+                });
+            }
         }
     }
 
@@ -1056,6 +1101,7 @@ impl Core {
                 lost: f.lost_last,
                 outcome,
                 iteration: r.iteration,
+                dscp: f.dscp_set.flatten().map(u32::from),
             });
         }
         let mode = if self.switches.is_empty() {

@@ -4,7 +4,8 @@
 //! per slot (the scheduling rules themselves live there, once, for the agent and the cluster
 //! simulator); then what only a distributed agent does around it: the cut of a plan to the
 //! switches' admission, and the dependency notices (sent, and received after the slot's
-//! decisions).
+//! decisions). With `[sched] classes` > 0 it also gives each decided flow its job's traffic
+//! class ([`ClassKeys`], `mlcc_sched::policy::classes`).
 //!
 //! "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers", Sec. IV-A (Alg. 1),
 //! IV-B (Alg. 2, dependencies) and IV-C (the control protocol); the steps are described in
@@ -16,7 +17,10 @@ use crate::io::{Action, Rpc};
 use crate::proto::{self, notice_kind};
 use crate::registration::Registration;
 use crate::{Core, PLAN_LOG_TARGET};
-use mlcc_sched::policy::{self, FlowRole, FlowState, JobKey, PolicyOptions, Snapshot};
+use mlcc_sched::policy::classes::{self, JobClass, TrafficClasses};
+use mlcc_sched::policy::{
+    self, Decisions, FlowRole, FlowState, JobKey, PolicyOptions, RankedJob, Snapshot,
+};
 use mlcc_sched::{
     Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
     RateSample, Schedule,
@@ -118,6 +122,67 @@ fn is_pull(r: &Registration) -> bool {
     r.paradigm == Paradigm::ParameterServer
         && r.role == Role::ParameterServer
         && r.kind == FlowKind::PsPull
+}
+
+/// The keys under which the traffic classes know the jobs: one per job name, given at the
+/// job's first planned slot and kept while it is planned. The snapshot's own [`JobKey`]s are
+/// the positions of the slot's job names in name order (so that the policy's ties stay by name,
+/// with or without classes), which move when a job comes or goes; the hysteresis of
+/// [`TrafficClasses`] is kept per job, so it needs a key that names the same job in every slot.
+#[derive(Debug, Default)]
+pub(super) struct ClassKeys {
+    by_name: BTreeMap<String, JobKey>,
+    next: u64,
+}
+
+impl ClassKeys {
+    /// The key of job `name`, given now if it has none.
+    fn key(&mut self, name: &str) -> JobKey {
+        if let Some(k) = self.by_name.get(name) {
+            return *k;
+        }
+        let k = JobKey(self.next);
+        self.next += 1;
+        self.by_name.insert(name.to_string(), k);
+        k
+    }
+}
+
+/// Step 4's traffic classes: `decisions`' job order (`classes::job_order`) compressed by
+/// `classes` under `keys`' keys (see [`ClassKeys`]; `names[k]` is the name of the snapshot's
+/// `JobKey(k)`), set on the decided flows ([`Decisions::set_classes`]). This is
+/// `mlcc_sched::policy::decide_with_classes` after `decide`, with the keys translated. Jobs
+/// not planned this slot are forgotten by both.
+fn assign_classes(
+    classes: &mut TrafficClasses,
+    keys: &mut ClassKeys,
+    names: &[&str],
+    decisions: &mut Decisions,
+    snapshot: &Snapshot,
+) -> Result<(), mlcc_sched::SchedError> {
+    let name = |k: JobKey| {
+        names
+            .get(usize::try_from(k.0).unwrap_or(usize::MAX))
+            .copied()
+    };
+    keys.by_name.retain(|n, _| names.contains(&n.as_str()));
+    let mut slot_key = HashMap::new();
+    let order: Vec<RankedJob> = classes::job_order(decisions, snapshot)
+        .into_iter()
+        .filter_map(|mut j| {
+            let stable = keys.key(name(j.job)?);
+            slot_key.insert(stable, j.job);
+            j.job = stable;
+            Some(j)
+        })
+        .collect();
+    let assigned: Vec<JobClass> = classes
+        .assign(&order)?
+        .into_iter()
+        .filter_map(|c| slot_key.get(&c.job).map(|&job| JobClass { job, ..c }))
+        .collect();
+    decisions.set_classes(&assigned);
+    Ok(())
 }
 
 /// A flow this agent decides in the current slot.
@@ -256,6 +321,7 @@ impl Core {
             .filter_map(|(local, _)| self.candidate(*local))
             .collect();
         if candidates.is_empty() {
+            self.set_dscps(None);
             return;
         }
         let mut jobs: Vec<&str> = candidates.iter().map(|c| c.reg.job.as_str()).collect();
@@ -417,13 +483,21 @@ impl Core {
             strict_rates: self.cfg.strict_rates,
             job_rank,
         };
-        let decisions = match policy::decide(&mut table, &snapshot, &options) {
+        let mut decisions = match policy::decide(&mut table, &snapshot, &options) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(target: PLAN_LOG_TARGET, flows = candidates.len(), error = %e, "the policy layer refused the slot's snapshot");
                 return;
             }
         };
+        if let Some((classes, keys)) = self.classes.as_mut() {
+            match assign_classes(classes, keys, &jobs, &mut decisions, &snapshot) {
+                Ok(()) => self.set_dscps(Some(&decisions)),
+                Err(e) => {
+                    tracing::warn!(target: PLAN_LOG_TARGET, error = %e, "traffic classes refused: the flows keep their classes");
+                }
+            }
+        }
         let by_id: HashMap<FlowId, &Candidate> =
             candidates.iter().map(|c| (c.state.flow, c)).collect();
         for g in decisions.groups {
@@ -470,6 +544,19 @@ impl Core {
                     f.plan = Some(planned);
                 }
             }
+        }
+    }
+
+    /// Each flow's DSCP from the classes of `decisions` (`None`: no flow was decided); a flow
+    /// not decided has none. Nothing with classes off.
+    fn set_dscps(&mut self, decisions: Option<&Decisions>) {
+        let Some((classes, _)) = &self.classes else {
+            return;
+        };
+        for f in self.flows.values_mut() {
+            f.dscp = decisions
+                .and_then(|d| d.class(FlowId(f.id)))
+                .and_then(|c| classes.dscp(c));
         }
     }
 

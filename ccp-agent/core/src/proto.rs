@@ -179,6 +179,7 @@ mod tests {
                         lost: 27,
                         outcome: "raised".into(),
                         iteration: 28,
+                        dscp: None,
                     }],
                     native_flows: 29,
                     dropped_foreign: 30,

@@ -7,8 +7,10 @@
 
 use super::sim::{Sim, Tweak, FIRST_SLOT};
 use crate::proto::notice_kind;
+use crate::Action;
 use mlcc_sched::{JobOrder, Rules};
 use mltcp_progress::{FlowKind, Paradigm, Role};
+use std::collections::HashMap;
 
 /// The workload: ring "ra" over h1 → h3 → h1, ring "rb" over h2 → h4 → h2, PS job "ps" with
 /// its server on h4 and workers on h1 and h2. Every flow crosses link 10 (100 Mbit/s, 250 kB a
@@ -252,6 +254,130 @@ fn one_agent_for_every_host_decides_both_ends_of_each_dependency_together() {
             // the shared link is never asked for more than it carries (189 of 300 slots
             // without, every sender losing bytes in them).
             assert_eq!(sim.overbooked_slots, 0, "{tag}");
+        }
+    }
+}
+
+/// The scenarios of the comparisons below: two agents with switch s1 under the `mlcc` rules,
+/// and one agent for every host under `priority`, NIC-only (its re-plans within the slot).
+const COMPARED: [(&str, bool, Tweak); 2] = [
+    ("two-agents-mlcc", false, |_| ()),
+    ("one-agent-priority-nic-only", true, |c| {
+        c.rules = Rules::Priority;
+        c.nic_only = true;
+    }),
+];
+
+/// Runs scenario `one_agent`/`extra` of [`COMPARED`] (with `classes` traffic classes) for
+/// `slots` slots.
+fn compared_run(one_agent: bool, extra: Tweak, classes: u8, slots: u64) -> Sim {
+    let mut cfgs = if one_agent {
+        vec![super::sim::config(&["h1", "h2", "h3", "h4"], extra)]
+    } else {
+        Sim::two_agents(extra)
+            .agents
+            .into_iter()
+            .map(|a| a.cfg)
+            .collect()
+    };
+    for c in &mut cfgs {
+        c.classes = classes;
+    }
+    let mut sim = Sim::with_configs(cfgs);
+    workload(&mut sim);
+    run(&mut sim, slots);
+    sim
+}
+
+/// Every agent's actions as text, one line each, to compare runs: the RTT maps in flow order
+/// (a map keeps none), without what traffic classes add (the SetClass actions, the flows'
+/// DSCPs in the status).
+fn rendered(sim: &Sim) -> Vec<String> {
+    let mut out = Vec::new();
+    for (a, agent) in sim.agents.iter().enumerate() {
+        for act in &agent.actions {
+            let line = match act {
+                Action::SetClass { .. } => continue,
+                Action::Rtts(r) => {
+                    let mut r: Vec<_> = r.iter().collect();
+                    r.sort_unstable();
+                    format!("Rtts({r:?})")
+                }
+                Action::Status(s) => {
+                    let mut s = s.clone();
+                    for f in &mut s.flows {
+                        f.dscp = None;
+                    }
+                    format!("{:?}", Action::Status(s)).replace(", dscp: None", "")
+                }
+                other => format!("{other:?}"),
+            };
+            out.push(format!("{a} {line}"));
+        }
+    }
+    out
+}
+
+/// FNV-1a (64 bits) of `lines`, each ended by a newline.
+fn digest(lines: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in lines.iter().flat_map(|l| l.bytes().chain([b'\n'])) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[test]
+fn without_classes_the_actions_are_those_of_the_core_before_classes() {
+    // (actions, digest of `rendered`) of 100 slots of each scenario, recorded with the core
+    // as it was before traffic classes (plain `mlcc_sched::policy::decide`, no class state).
+    let before: [(usize, u64); 2] = [(3222, 0x2e65_d0ed_ef90_bb8c), (1302, 0xd383_f461_c02a_2107)];
+    for ((tag, one_agent, extra), want) in COMPARED.into_iter().zip(before) {
+        let sim = compared_run(one_agent, extra, 0, 100);
+        let lines = rendered(&sim);
+        let set_class = sim.agents.iter().flat_map(|a| &a.actions);
+        assert!(
+            !set_class
+                .clone()
+                .any(|a| matches!(a, Action::SetClass { .. })),
+            "{tag}: classes off set a class"
+        );
+        assert_eq!((lines.len(), digest(&lines)), want, "{tag}");
+    }
+}
+
+#[test]
+fn classes_change_no_rate_no_plan_and_no_rpc() {
+    for (tag, one_agent, extra) in COMPARED {
+        let off = rendered(&compared_run(one_agent, extra, 0, 100));
+        for classes in [1, 4, 8] {
+            let sim = compared_run(one_agent, extra, classes, 100);
+            assert_eq!(rendered(&sim), off, "{tag}, {classes} classes");
+            // Each flow's class is set when first planned, then again only when it changes
+            // (the policy's order moves with the bursts here; with 1 class it never does).
+            let mut sent = 0;
+            for (a, agent) in sim.agents.iter().enumerate() {
+                let mut last: HashMap<u64, Option<u8>> = HashMap::new();
+                for act in &agent.actions {
+                    if let Action::SetClass { flow, dscp } = act {
+                        let before = last.insert(*flow, *dscp);
+                        assert_ne!(before, Some(*dscp), "{tag}: agent {a} flow {flow}");
+                        assert!(dscp.is_some(), "{tag}: every flow stays planned");
+                        sent += 1;
+                    }
+                }
+                assert_eq!(
+                    last.len(),
+                    sim.flows.iter().filter(|f| f.agent == a).count()
+                );
+            }
+            if classes == 1 {
+                assert_eq!(sent, sim.flows.len(), "{tag}");
+            }
+            assert!(
+                sim.flows.iter().all(|f| f.dscp.is_some()),
+                "{tag}, {classes} classes"
+            );
         }
     }
 }

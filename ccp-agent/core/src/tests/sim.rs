@@ -49,8 +49,8 @@ pub type Tweak = fn(&mut CoreConfig);
 
 /// The config of an agent serving `hosts` (names) on the topology above, with agent.toml's
 /// defaults for everything else (rate floor 5 Mbit/s, 16 MB window, RPC deadline a third of
-/// the slot, the `mlcc` rules, work conservation on, strict rates off); `extra` changes it
-/// (e.g. `|c| c.nic_only = true`).
+/// the slot, the `mlcc` rules, work conservation on, strict rates off, no traffic classes);
+/// `extra` changes it (e.g. `|c| c.nic_only = true`).
 pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
     let agent_of = |n: u8| -> SocketAddr {
         let a = if n <= 2 { AGENT_A } else { AGENT_B };
@@ -103,6 +103,7 @@ pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
         job_order: JobOrder::default(),
         work_conserving: true,
         strict_rates: false,
+        classes: 0,
     };
     extra(&mut cfg);
     cfg
@@ -157,6 +158,8 @@ pub struct SimFlow {
     pub closed: bool,
     /// The last slot a SetRate reached it.
     pub last_set_slot: Option<u64>,
+    /// The DSCP its last SetClass set (`None`: the socket's own).
+    pub dscp: Option<u8>,
 }
 
 /// One simulated job.
@@ -185,6 +188,8 @@ pub struct SimAgent {
     pub status: Option<proto::StatusReply>,
     /// Every notice it sent to another agent, with the peer's address.
     pub notices_sent: Vec<(SocketAddr, proto::DependencyNotice)>,
+    /// Every action it emitted, in order.
+    pub actions: Vec<Action>,
 }
 
 /// The switch daemon s1, reduced to its table: flow → (agent, start slot, rates).
@@ -311,6 +316,7 @@ impl Sim {
                 cfg,
                 status: None,
                 notices_sent: Vec::new(),
+                actions: Vec::new(),
             })
             .collect();
         Sim {
@@ -362,6 +368,7 @@ impl Sim {
             acked_iter: 0,
             closed: false,
             last_set_slot: None,
+            dscp: None,
         });
     }
 
@@ -465,6 +472,7 @@ impl Sim {
         while let Some((a, input)) = queue.pop_front() {
             let actions = self.agents[a].core.handle(input);
             for act in actions {
+                self.agents[a].actions.push(act.clone());
                 self.perform(a, act, &mut queue);
             }
         }
@@ -534,6 +542,13 @@ impl Sim {
                     .position(|x| x.cfg.listen == peer)
                     .expect("a notice to a known agent");
                 queue.push_back((to, Input::Notices(vec![notice])));
+            }
+            Action::SetClass { flow, dscp } => {
+                let f = self
+                    .flow_mut(a, flow)
+                    .expect("a class only for a flow the datapath has open");
+                assert!(f.installed, "a class for a flow without the program");
+                f.dscp = dscp;
             }
             Action::Status(s) => self.agents[a].status = Some(s),
             Action::Rtts(_) => {}

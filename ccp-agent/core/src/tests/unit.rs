@@ -7,8 +7,8 @@ use super::sim::{
 };
 use crate::flows::FlowKey;
 use crate::proto::{self, notice_kind};
-use crate::registration::Registrations;
-use crate::{Action, Command, Core, Input, Rpc};
+use crate::registration::{Registration, Registrations};
+use crate::{Action, Command, Core, CoreConfig, Input, Rpc};
 use mltcp_progress::{FlowKind, Paradigm, Role};
 
 /// Bytes per iteration of the test ring's flows (2 workers: a chunk is half of it).
@@ -201,26 +201,36 @@ fn a_nic_only_slot_is_planned_at_its_tick_and_only_once() {
     assert_eq!(rates(&core.handle(tick(FIRST_SLOT + 1))).len(), 2);
 }
 
+/// The registration of [`incast_core`]'s ring job `job` (rank 0 of 2, to rank 1 on h3) in
+/// iteration `iteration`.
+fn incast_reg(job: &str, iteration: u64) -> Registration {
+    let mut r = registration(
+        job,
+        Paradigm::Ring,
+        Role::Worker,
+        FlowKind::RingSend,
+        (0, 1),
+        RING_BYTES,
+        2,
+    );
+    r.iteration = iteration;
+    r
+}
+
+/// [`incast_core`]'s progress reading: its two ring jobs at iterations `r1` and `r2`.
+fn incast_iterations(r1: u64, r2: u64) -> Input {
+    Input::Progress(Registrations::from([
+        (key(1, 3, 5000), incast_reg("r1", r1)),
+        (key(2, 3, 6000), incast_reg("r2", r2)),
+    ]))
+}
+
 /// Two ring jobs whose flows from h1 and from h2 both go to h3: different NICs (1 Gbit/s
 /// each), one ingress (the last link of both routes, 100 Mbit/s).
 fn incast_core(extra: Tweak) -> Core {
     let cfg = config(&["h1", "h2", "h3", "h4"], extra);
     let mut core = Core::new(cfg, slot_start_us(FIRST_SLOT)).expect("a core");
-    let reg = |job| {
-        registration(
-            job,
-            Paradigm::Ring,
-            Role::Worker,
-            FlowKind::RingSend,
-            (0, 1),
-            RING_BYTES,
-            2,
-        )
-    };
-    core.handle(Input::Progress(Registrations::from([
-        (key(1, 3, 5000), reg("r1")),
-        (key(2, 3, 6000), reg("r2")),
-    ])));
+    core.handle(incast_iterations(0, 0));
     for (flow, k) in [(1, key(1, 3, 5000)), (2, key(2, 3, 6000))] {
         core.handle(Input::FlowCreated {
             flow,
@@ -543,4 +553,84 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
         .find(|f| f.src.starts_with("10.0.0.1"))
         .expect("flow 1");
     assert!(f1.achieved_bps > 0, "{f1:?}");
+}
+
+/// The [`Action::SetClass`]es of `actions`, (flow, DSCP).
+fn set_classes(actions: &[Action]) -> Vec<(u64, Option<u8>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetClass { flow, dscp } => Some((*flow, *dscp)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The classes tests' planning: NIC-only, strict priority by least attained service.
+fn by_least_attained(c: &mut CoreConfig) {
+    c.nic_only = true;
+    c.rules = mlcc_sched::Rules::Priority;
+    c.job_order = mlcc_sched::JobOrder::LeastAttained;
+}
+
+#[test]
+fn classes_follow_the_policy_order_and_are_sent_only_on_change() {
+    // Strict priority by least attained service, 4 classes: the job with fewer iterations is
+    // ranked first, and its flow gets class 0 (AF41, DSCP 34), the other, which shares h3's
+    // ingress with it, class 1 (AF31, 26).
+    let mut core = incast_core(|c| {
+        by_least_attained(c);
+        c.classes = 4;
+    });
+    core.handle(incast_iterations(5, 2));
+    let a = core.handle(tick(FIRST_SLOT));
+    assert_eq!(set_classes(&a), vec![(1, Some(26)), (2, Some(34))]);
+    let st = status(&a).expect("a status");
+    let mut shown: Vec<(u64, Option<u32>)> = st.flows.iter().map(|f| (f.flow, f.dscp)).collect();
+    shown.sort_unstable();
+    let mut want = vec![
+        (key(1, 3, 5000).id(), Some(26)),
+        (key(2, 3, 6000).id(), Some(34)),
+    ];
+    want.sort_unstable();
+    assert_eq!(shown, want, "the status shows each flow's DSCP");
+    // The same order: the rates go out again (keepalive), the classes do not.
+    let a = core.handle(tick(FIRST_SLOT + 1));
+    assert_eq!(rates(&a).len(), 2);
+    assert!(set_classes(&a).is_empty(), "{a:?}");
+    // r2 moves ahead of r1: both classes change, and are sent once.
+    core.handle(incast_iterations(5, 9));
+    let a = core.handle(tick(FIRST_SLOT + 2));
+    assert_eq!(set_classes(&a), vec![(1, Some(34)), (2, Some(26))]);
+    assert!(set_classes(&core.handle(tick(FIRST_SLOT + 3))).is_empty());
+    // A failed SetClass is sent again at the next application.
+    core.handle(Input::DatapathFailed {
+        flow: 2,
+        command: Command::SetClass,
+    });
+    let a = core.handle(tick(FIRST_SLOT + 4));
+    assert_eq!(set_classes(&a), vec![(2, Some(26))]);
+    // A flow no longer registered is not planned: it gets its socket's own marking back.
+    core.handle(Input::Progress(Registrations::from([(
+        key(1, 3, 5000),
+        incast_reg("r1", 5),
+    )])));
+    let a = core.handle(tick(FIRST_SLOT + 5));
+    assert_eq!(set_classes(&a), vec![(2, None)]);
+}
+
+#[test]
+fn classes_off_set_no_class() {
+    let mut core = incast_core(by_least_attained);
+    core.handle(incast_iterations(5, 2));
+    for s in 0..4 {
+        if s == 2 {
+            core.handle(incast_iterations(5, 9));
+        }
+        let a = core.handle(tick(FIRST_SLOT + s));
+        assert_eq!(rates(&a).len(), 2);
+        assert!(set_classes(&a).is_empty(), "{a:?}");
+        let st = status(&a).expect("a status");
+        assert!(st.flows.iter().all(|f| f.dscp.is_none()), "{st:?}");
+    }
 }
