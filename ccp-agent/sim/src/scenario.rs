@@ -30,7 +30,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use dnn_profiles::ModelFile;
-use trainemu_scenario::config::{self, Scenario};
+use trainemu_scenario::config::Scenario;
 
 use crate::error::SimError;
 use crate::policy::{DepMode, Policy};
@@ -109,16 +109,13 @@ pub fn build(s: &Scenario, models: &ModelFile, seed: u64) -> Result<ScenarioRun,
             .iter()
             .map(|w| index(w))
             .collect::<Result<_, _>>()?;
-        let paradigm = match p.paradigm {
-            config::Paradigm::Ring => Paradigm::Ring,
-            config::Paradigm::Ps => {
-                let ps = p.ps.as_deref().ok_or_else(|| {
-                    SimError::Config(format!("job '{}': paradigm ps without a ps host", p.name))
-                })?;
-                on.push(index(ps)?);
-                Paradigm::Ps
-            }
-        };
+        if p.paradigm == Paradigm::ParameterServer {
+            let ps = p.ps.as_deref().ok_or_else(|| {
+                SimError::Config(format!("job '{}': paradigm ps without a ps host", p.name))
+            })?;
+            on.push(index(ps)?);
+        }
+        let paradigm = p.paradigm;
         for s in &on {
             gpus[*s as usize] += 1;
         }

@@ -54,7 +54,11 @@ fn case(seed: u64) -> (Tree, Vec<JobSpec>) {
             JobSpec {
                 arrival_s: rng.f(0.0, 2.0),
                 model: "t".into(),
-                paradigm: if ring { Paradigm::Ring } else { Paradigm::Ps },
+                paradigm: if ring {
+                    Paradigm::Ring
+                } else {
+                    Paradigm::ParameterServer
+                },
                 workers: 2 + (rng.next() % 7) as u32,
                 iterations: 5 + (rng.next() % 20) as u32,
                 gradient_bytes: rng.f(2e7, 2e8),

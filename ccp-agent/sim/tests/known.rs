@@ -252,7 +252,7 @@ proptest! {
     ) {
         let tree = Tree::new(TreeConfig { servers, servers_per_rack: per_rack, racks_per_edge: per_edge, gpus_per_server: 2, ..TreeConfig::default() }).unwrap();
         let mut specs: Vec<JobSpec> = jobs.iter().map(|&(a, c, m, w, ring, it)| JobSpec {
-            arrival_s: a, model: "t".into(), paradigm: if ring { Paradigm::Ring } else { Paradigm::Ps },
+            arrival_s: a, model: "t".into(), paradigm: if ring { Paradigm::Ring } else { Paradigm::ParameterServer },
             workers: w, iterations: it, gradient_bytes: m * B, compute_s: c, hosts: None,
         }).filter(|j| j.gpus() <= servers).collect();
         specs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));

@@ -20,6 +20,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::seeds::{ComputeJitter, JitterSpec};
+use mltcp_math::params;
 
 pub use dnn_profiles::ModelFile;
 
@@ -48,18 +49,6 @@ pub const KNOWN_CCS: &[&str] = &[
 
 /// Congestion controls that need ECN (their connections negotiate it; without it they run Reno).
 pub const NEEDS_ECN: &[&str] = &["dctcp", "mltcp_dctcp"];
-
-/// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
-pub const MLTCP_PARAMS: &[&str] = &[
-    "slope_fx",
-    "intercept_fx",
-    "idle_gap_us",
-    "ewma_weight_fx",
-    "scale_slow_start",
-    "scale_decrease",
-    "dctcp_shift_g",
-    "dctcp_alpha_on_init",
-];
 
 /// How a run's flows are scheduled by `ccp-agent` (a `ccs` entry's `+agent` suffix).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,15 +260,18 @@ impl CcVariant {
                 let (k, v) = kv
                     .split_once('=')
                     .ok_or_else(|| format!("'{kv}' is not NAME=VALUE"))?;
-                if !MLTCP_PARAMS.contains(&k) {
+                // tcp_mltcp's parameters and their ranges: the module's own table.
+                let Some(spec) = params::spec(k) else {
+                    let known: Vec<&str> = params::PARAMS.iter().map(|p| p.name).collect();
                     return Err(format!(
                         "unknown module parameter '{k}' (known: {})",
-                        MLTCP_PARAMS.join(", ")
+                        known.join(", ")
                     ));
-                }
+                };
                 let v: u32 = v
                     .parse()
                     .map_err(|_| format!("{k} = '{v}' is not an unsigned 32-bit integer"))?;
+                spec.check(v).map_err(|e| e.to_string())?;
                 if params.iter().any(|(n, _)| n == k) {
                     return Err(format!("parameter '{k}' given twice"));
                 }
@@ -360,15 +352,11 @@ impl CcVariant {
     }
 }
 
-/// Communication pattern of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Paradigm {
-    /// Ring all-reduce: W−1 reduce-scatter then W−1 all-gather steps to the successor.
-    Ring,
-    /// Parameter server: push gradients to the PS, which broadcasts parameters back.
-    Ps,
-}
+/// Communication pattern of a job: the shared definition, named `ring` and `ps` in scenario
+/// files. Ring all-reduce: W−1 reduce-scatter then W−1 all-gather steps to the successor.
+/// Parameter server: push gradients to the PS, which broadcasts parameters back.
+/// [`Paradigm::Unknown`] (the progress interface's "not told") cannot be written in a file.
+pub use mltcp_job_kinds::Paradigm;
 
 /// One host (network namespace) and its link to the switch namespace.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -905,8 +893,10 @@ impl Scenario {
                 }
             }
             match (j.paradigm, &j.ps) {
-                (Paradigm::Ps, None) => refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host"),
-                (Paradigm::Ps, Some(p)) if !hosts.contains(p) => {
+                (Paradigm::ParameterServer, None) => {
+                    refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host")
+                }
+                (Paradigm::ParameterServer, Some(p)) if !hosts.contains(p) => {
                     refuse!(
                         f("ps"),
                         p,
