@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Tests with known answers (issue 7, item 5): two jobs on one link (fair sharing and perfect
+//! Tests with known answers: two jobs on one link (fair sharing and perfect
 //! interleaving in closed form, MLTCP's start-gap trajectory against the Shift(Δ) recurrence),
 //! Cassini's score of two half-duty square waves, the Affinity-graph BFS and loop refusal, and
 //! conservation of bytes on random small clusters; the policy layer's job-level strict priority

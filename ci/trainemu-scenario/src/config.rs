@@ -104,7 +104,7 @@ pub struct AgentSched {
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
-/// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
+/// written `mltcp[slope_fx=3072,intercept_fx=512]` (a parameter sweep is a scenario
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
 /// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`, then optionally `+nopcn` or
 /// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]); or, for any congestion control, PCN alone:
@@ -1365,6 +1365,12 @@ workers = ["h1", "h2"]
             ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
             ("mltcp[slope=1]", "unknown module parameter 'slope'"),
             ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),
+            // Ranges come from the module's own table (mltcp_math::params::PARAMS).
+            (
+                "mltcp[slope_fx=65537]",
+                "slope_fx = 65537 is out of range [0, 65536]",
+            ),
+            ("mltcp[scale_decrease=3]", "out of range [0, 2]"),
             ("mltcp[slope_fx=1", "must end with ']'"),
             ("mltcp[slope_fx=1,slope_fx=2]", "given twice"),
             ("mltcp[]", "is not NAME=VALUE"),
