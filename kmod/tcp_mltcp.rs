@@ -60,7 +60,7 @@ mod ccp;
 
 use mltcp_math::{
     cubic::{Clock, CubicParams},
-    dctcp::{self, Counters},
+    dctcp::Counters,
     info::MltcpInfo,
     iteration::{slow_start_gain_fx, Iteration, Snapshot},
     mltcp::{DctcpMode, MltcpCubicState, MltcpDctcpState, MltcpRenoState},
@@ -84,71 +84,74 @@ fn refuse(e: ParamError) -> Error {
     EINVAL
 }
 
+// The module's parameters: names, defaults and ranges are `mltcp_math::params::PARAMS`'s (the
+// macro needs literal names; a test in kmod/mltcp-math/tests/module_params.rs pins them to the
+// table, both ways).
 kernel::module_param!(
     /// Slope of F(bytes_ratio), fixed point (1024 = 1.0).
-    static SLOPE_FX: u32 = Params::DEFAULT.slope_fx;
+    static SLOPE_FX: u32 = params::SLOPE_FX.default;
     module: "tcp_mltcp", name: "slope_fx", perm: 0o644,
-    check: |v| params::validate_slope_fx(v).map_err(refuse),
+    check: |v| params::SLOPE_FX.check(v).map_err(refuse),
     desc: "Slope of F(bytes_ratio) = slope*bytes_ratio + intercept, fixed point 1024 = 1.0 (0..65536)"
 );
 kernel::module_param!(
     /// Intercept of F(bytes_ratio), fixed point (1024 = 1.0).
-    static INTERCEPT_FX: u32 = Params::DEFAULT.intercept_fx;
+    static INTERCEPT_FX: u32 = params::INTERCEPT_FX.default;
     module: "tcp_mltcp", name: "intercept_fx", perm: 0o644,
-    check: |v| params::validate_intercept_fx(v).map_err(refuse),
+    check: |v| params::INTERCEPT_FX.check(v).map_err(refuse),
     desc: "Intercept of F(bytes_ratio), fixed point 1024 = 1.0 (1..65536)"
 );
 kernel::module_param!(
     /// Idle gap that starts a new training iteration, in microseconds.
-    static IDLE_GAP_US: u32 = Params::DEFAULT.idle_gap_us;
+    static IDLE_GAP_US: u32 = params::IDLE_GAP_US.default;
     module: "tcp_mltcp", name: "idle_gap_us", perm: 0o644,
-    check: |v| params::validate_idle_gap_us(v).map_err(refuse),
+    check: |v| params::IDLE_GAP_US.check(v).map_err(refuse),
     desc: "A send after an idle gap longer than this (and than 2 smoothed RTTs) starts a new iteration, in us"
 );
 kernel::module_param!(
     /// Weight of the newest iteration in the bytes-per-iteration EWMA, fixed point.
-    static EWMA_WEIGHT_FX: u32 = Params::DEFAULT.ewma_weight_fx;
+    static EWMA_WEIGHT_FX: u32 = params::EWMA_WEIGHT_FX.default;
     module: "tcp_mltcp", name: "ewma_weight_fx", perm: 0o644,
-    check: |v| params::validate_ewma_weight_fx(v).map_err(refuse),
+    check: |v| params::EWMA_WEIGHT_FX.check(v).map_err(refuse),
     desc: "Weight of the newest iteration in the bytes-per-iteration EWMA, fixed point 1024 = 1.0 (1..1024)"
 );
 
 kernel::module_param!(
     /// Whether F also scales the slow-start increase (capped at 1.0).
-    static SCALE_SLOW_START: u32 = Params::DEFAULT.scale_slow_start;
+    static SCALE_SLOW_START: u32 = params::SCALE_SLOW_START.default;
     module: "tcp_mltcp", name: "scale_slow_start", perm: 0o644,
-    check: |v| params::validate_scale_slow_start(v).map_err(refuse),
+    check: |v| params::SCALE_SLOW_START.check(v).map_err(refuse),
     desc: "1: F(bytes_ratio) also scales the slow-start increase, capped at 1.0; 0: Linux's slow start (0..1)"
 );
 
 kernel::module_param!(
     /// Whether `mltcp`'s multiplicative decrease is scaled by F as well.
-    static SCALE_DECREASE: u32 = Params::DEFAULT.scale_decrease;
+    static SCALE_DECREASE: u32 = params::SCALE_DECREASE.default;
     module: "tcp_mltcp", name: "scale_decrease", perm: 0o644,
-    check: |v| params::validate_scale_decrease(v).map_err(refuse),
+    check: |v| params::SCALE_DECREASE.check(v).map_err(refuse),
     desc: "mltcp at a loss: 0 keeps Reno's half; 1 keeps 1 - 1/(2F) (within 1/8..7/8); 2 keeps the larger of the two (0..2)"
 );
 
 kernel::module_param!(
     /// CCP: fall back to native MLTCP after this long without a message from the agent (0: off).
-    static CCP_HEARTBEAT_MS: u32 = 0;
+    static CCP_HEARTBEAT_MS: u32 = params::CCP_HEARTBEAT_MS.default;
     module: "tcp_mltcp", name: "ccp_heartbeat_ms", perm: 0o644,
-    check: |v| if v <= 600_000 { Ok(v) } else { Err(refuse(ParamError { name: "ccp_heartbeat_ms", value: v, min: 0, max: 600_000 })) },
+    check: |v| params::CCP_HEARTBEAT_MS.check(v).map_err(refuse),
     desc: "CCP: flows go back to native MLTCP when the agent sent nothing for this long, in ms; 0 = off (0..600000)"
 );
 
 kernel::module_param!(
     /// DCTCP's alpha gain g = 1/2^shift_g (tcp_dctcp.c's `dctcp_shift_g`).
-    static DCTCP_SHIFT_G: u32 = dctcp::DEFAULT_SHIFT_G;
+    static DCTCP_SHIFT_G: u32 = params::DCTCP_SHIFT_G.default;
     module: "tcp_mltcp", name: "dctcp_shift_g", perm: 0o644,
-    check: |v| if v <= 10 { Ok(v) } else { Err(refuse(ParamError { name: "dctcp_shift_g", value: v, min: 0, max: 10 })) },
+    check: |v| params::DCTCP_SHIFT_G.check(v).map_err(refuse),
     desc: "mltcp_dctcp: alpha's EWMA gain is 1/2^dctcp_shift_g, as tcp_dctcp.c (0..10, default 4)"
 );
 kernel::module_param!(
     /// DCTCP's initial alpha (tcp_dctcp.c's `dctcp_alpha_on_init`), fixed point 1024 = 1.0.
-    static DCTCP_ALPHA_ON_INIT: u32 = dctcp::DEFAULT_ALPHA_ON_INIT;
+    static DCTCP_ALPHA_ON_INIT: u32 = params::DCTCP_ALPHA_ON_INIT.default;
     module: "tcp_mltcp", name: "dctcp_alpha_on_init", perm: 0o644,
-    check: |v| if v <= dctcp::DCTCP_MAX_ALPHA { Ok(v) } else { Err(refuse(ParamError { name: "dctcp_alpha_on_init", value: v, min: 0, max: dctcp::DCTCP_MAX_ALPHA })) },
+    check: |v| params::DCTCP_ALPHA_ON_INIT.check(v).map_err(refuse),
     desc: "mltcp_dctcp: initial alpha, fixed point 1024 = 1.0, as tcp_dctcp.c (0..1024)"
 );
 

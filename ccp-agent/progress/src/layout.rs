@@ -106,53 +106,9 @@ pub const fn hot_offset(max_flows: u32) -> usize {
     OFF_FLOWS + FLOW_SIZE as usize * max_flows as usize
 }
 
-/// Communication paradigm of a job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Paradigm {
-    /// Not told (yet).
-    Unknown = 0,
-    /// Ring all-reduce: each process sends to its successor and receives from its predecessor.
-    Ring = 1,
-    /// Parameter server: workers push (aggregation) to and pull (broadcast) from servers.
-    ParameterServer = 2,
-}
-
-impl Paradigm {
-    /// The paradigm of a raw field value, if this version defines it.
-    pub fn from_raw(v: u32) -> Option<Self> {
-        match v {
-            0 => Some(Self::Unknown),
-            1 => Some(Self::Ring),
-            2 => Some(Self::ParameterServer),
-            _ => None,
-        }
-    }
-}
-
-/// This process's role in its job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Role {
-    /// Not told (yet).
-    Unknown = 0,
-    /// A worker (ring member, or parameter-server client).
-    Worker = 1,
-    /// A parameter server.
-    ParameterServer = 2,
-}
-
-impl Role {
-    /// The role of a raw field value, if this version defines it.
-    pub fn from_raw(v: u32) -> Option<Self> {
-        match v {
-            0 => Some(Self::Unknown),
-            1 => Some(Self::Worker),
-            2 => Some(Self::ParameterServer),
-            _ => None,
-        }
-    }
-}
+// A job's paradigm and a process's role: one definition, shared with the scenario files, the
+// simulator and the agent (their wire values are the `repr(u32)` discriminants).
+pub use mltcp_job_kinds::{Paradigm, Role};
 
 /// What a flow carries, seen from this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

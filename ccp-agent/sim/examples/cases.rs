@@ -32,7 +32,7 @@ fn ring(arrival_s: f64, workers: u32, compute_s: f64, m_s: f64, iterations: u32)
 
 fn ps(arrival_s: f64, workers: u32, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
     JobSpec {
-        paradigm: Paradigm::Ps,
+        paradigm: Paradigm::ParameterServer,
         workers,
         ..ring2(arrival_s, compute_s, m_s, iterations)
     }

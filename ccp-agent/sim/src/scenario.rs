@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The VM testbed's scenarios in the simulator (issue 19, part 4: "the simulator reads trainemu's
-//! scenario files"), so that a policy's mean iteration time in the fluid model can be set beside
+//! The VM testbed's scenarios in the simulator (it reads trainemu's scenario files), so that a policy's mean iteration time in the fluid model can be set beside
 //! the VM's for the same jobs, placement, topology and start offsets: the simulator's fidelity.
 //!
 //! A scenario file (`ci/scenarios/*.toml`, read by the `trainemu-scenario` crate, the same code
@@ -30,7 +29,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use dnn_profiles::ModelFile;
-use trainemu_scenario::config::{self, Scenario};
+use trainemu_scenario::config::Scenario;
 
 use crate::error::SimError;
 use crate::policy::{DepMode, Policy};
@@ -40,8 +39,8 @@ use crate::workload::{JobSpec, Paradigm};
 
 /// Capacity of a link the testbed does not shape (a host's egress veth, and the port toward a
 /// host without `rate_mbit`), Gbit/s: far above every shaped port of the scenarios (≤ 1 Gbit/s);
-/// the VM's veths carried 4-5 Gbit/s before the guest CPU ran out (the CCP overhead benchmark,
-/// 2026-11-26), so no flow of a scenario is limited there.
+/// the VM's veths carried 4-5 Gbit/s before the guest CPU ran out (measured by the CCP overhead
+/// benchmark), so no flow of a scenario is limited there.
 pub const UNSHAPED_GBPS: f64 = 10.0;
 
 /// A scenario under one seed, ready to simulate.
@@ -109,16 +108,13 @@ pub fn build(s: &Scenario, models: &ModelFile, seed: u64) -> Result<ScenarioRun,
             .iter()
             .map(|w| index(w))
             .collect::<Result<_, _>>()?;
-        let paradigm = match p.paradigm {
-            config::Paradigm::Ring => Paradigm::Ring,
-            config::Paradigm::Ps => {
-                let ps = p.ps.as_deref().ok_or_else(|| {
-                    SimError::Config(format!("job '{}': paradigm ps without a ps host", p.name))
-                })?;
-                on.push(index(ps)?);
-                Paradigm::Ps
-            }
-        };
+        if p.paradigm == Paradigm::ParameterServer {
+            let ps = p.ps.as_deref().ok_or_else(|| {
+                SimError::Config(format!("job '{}': paradigm ps without a ps host", p.name))
+            })?;
+            on.push(index(ps)?);
+        }
+        let paradigm = p.paradigm;
         for s in &on {
             gpus[*s as usize] += 1;
         }
@@ -301,7 +297,7 @@ pub const ALL_JOBS: &str = "all jobs";
 /// each (policy, cc) of `pairs`, job by job, over the seeds both have. Jobs or pairs without a
 /// common seed are left out. After the jobs of a pair with more than one job comes a row for
 /// the policy as a whole (job [`ALL_JOBS`]): the mean over its jobs of their mean iteration
-/// times, simulator and VM, and the error of those (issue 19's fidelity is per policy); its
+/// times, simulator and VM, and the error of those (the fidelity is judged per policy); its
 /// seeds are those every job row has.
 pub fn fidelity(
     sim: &[(String, u64, Vec<JobResult>)],

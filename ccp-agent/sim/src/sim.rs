@@ -23,19 +23,8 @@
 //! `min_step_s` (events closer than that are handled together; the byte counts stay exact:
 //! a flow never sends more than its size or its dependency allows).
 //!
-//! Placement (documented choices, [`Placement`]): every worker and parameter server takes one GPU
-//! (the paper, Sec. VII: "each GPU can be allocated to a worker or PS"). The default,
-//! [`Placement::Packed`], puts a job on as few servers as it can, the way Sec. III describes
-//! fragmentation ("Workers (PSs) of a job could be assigned to one or multiple servers, due to
-//! resource fragmentation"):
-//! 1. on one server if any has enough free GPUs: best fit (the fewest free GPUs that suffice,
-//!    then the lowest index);
-//! 2. else inside one rack, then one edge switch, then the whole cluster (the smallest domain
-//!    where it fits): in each candidate domain, its servers by free GPUs (most first, then lowest
-//!    index) are taken greedily until the job fits; the domain needing the fewest servers wins
-//!    (then the fewest GPUs left over on them, then the lowest index);
-//! 3. GPUs are handed out in that server order: workers first (so ring neighbours share a
-//!    server), then parameter servers.
+//! Where jobs go: [`placement`] ([`Placement`], the rule and the candidates it offers); the
+//! event queues: `events`; the decision-time histogram: [`TimeHist`] (`hist`).
 //!
 //! A flow between two GPUs of one server crosses only that server's internal links
 //! ([`crate::topo`]): it is allocated and bound by its dependencies like any flow, but no policy
@@ -43,15 +32,10 @@
 //! a TCP connection that a congestion controller or the mlcc agent could pace), and a job whose
 //! flows all stay inside servers never enters a whole-cluster policy's decision.
 //!
-//! [`Placement::Spread`] (the earlier default, kept so its results stay reproducible) puts every
-//! worker and parameter server on a distinct server, servers taken first-fit in index order, so
-//! every flow crosses the network.
-//!
-//! Either way, a job that does not fit waits in a FIFO queue, launched as soon as enough GPUs
-//! free up (the mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
+//! A job that does not fit waits in a FIFO queue, launched as soon as enough GPUs free up (the
+//! mlcc paper, Sec. VI-A: "Jobs are queued if GPUs are not available").
 
 use std::cell::RefCell;
-use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
@@ -62,10 +46,21 @@ use crate::error::SimError;
 use crate::policy::{Control, DepMode, Policy};
 use crate::topo::{Path, Tree};
 use crate::workload::{JobSpec, Paradigm};
+pub use mltcp_job_kinds::Role;
 
-/// What a flow is in its job.
+mod events;
+mod hist;
+pub mod placement;
+
+use events::{JobEvent, Timer};
+pub use hist::TimeHist;
+pub use placement::Placement;
+
+/// What a flow is in its job. A flow's role, with the engine's indices; the role of a process
+/// (worker, parameter server) is [`Role`], the shared definition, which
+/// [`FlowRole::sender`] and [`FlowRole::receiver`] give for the flow's two ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Role {
+pub enum FlowRole {
     /// Ring flow from worker `i` to worker `i+1`; `pred` is the flow into worker `i`.
     Ring {
         /// Index of the predecessor's flow in the job.
@@ -81,6 +76,25 @@ pub enum Role {
         /// Parameter-server index in the job.
         ps: usize,
     },
+}
+
+impl FlowRole {
+    /// The role of the flow's sending process: a worker, except a parameter server's broadcast.
+    pub fn sender(self) -> Role {
+        match self {
+            FlowRole::Ring { .. } | FlowRole::Push { .. } => Role::Worker,
+            FlowRole::Pull { .. } => Role::ParameterServer,
+        }
+    }
+
+    /// The role of the flow's receiving process: a worker, except an aggregation into a
+    /// parameter server.
+    pub fn receiver(self) -> Role {
+        match self {
+            FlowRole::Ring { .. } | FlowRole::Pull { .. } => Role::Worker,
+            FlowRole::Push { .. } => Role::ParameterServer,
+        }
+    }
 }
 
 /// One flow of a job (the same flows run in every iteration).
@@ -102,7 +116,7 @@ pub struct Flow {
     /// Current rate, bytes/s.
     pub rate: f64,
     /// Its role.
-    pub role: Role,
+    pub role: FlowRole,
     /// Done in this iteration.
     pub done: bool,
 }
@@ -176,31 +190,6 @@ pub struct Job {
     pub rate_writes: u64,
 }
 
-/// How a job's workers and parameter servers are put on GPUs (see the module header).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Placement {
-    /// GPU-level packing: one server if possible, else the fewest servers of one rack, one edge,
-    /// the cluster.
-    #[default]
-    Packed,
-    /// One GPU on each of distinct servers, first-fit in server order (the earlier placement).
-    Spread,
-}
-
-impl std::str::FromStr for Placement {
-    type Err = SimError;
-    fn from_str(s: &str) -> Result<Self, SimError> {
-        match s {
-            "packed" => Ok(Placement::Packed),
-            "spread" => Ok(Placement::Spread),
-            other => Err(SimError::Config(format!(
-                "placement = '{other}': expected 'packed' or 'spread'"
-            ))),
-        }
-    }
-}
-
 /// Engine parameters.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
@@ -233,96 +222,6 @@ impl Default for SimConfig {
             full_alloc: false,
             deps: None,
         }
-    }
-}
-
-/// A timer of a job (end of compute or of a shift).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Timer(f64, usize);
-impl Eq for Timer {}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Timer {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
-    }
-}
-
-/// A job's next flow event: (time, job, version), earliest first; stale when the job's version
-/// moved on.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct JobEvent(f64, usize, u32);
-impl Eq for JobEvent {}
-impl PartialOrd for JobEvent {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for JobEvent {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
-    }
-}
-
-/// Histogram of decision times, log-spaced buckets from 0.1 µs (20 per decade, up to 100 s).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct TimeHist {
-    /// Counts per bucket.
-    pub buckets: Vec<u64>,
-    /// Number of samples.
-    pub count: u64,
-    /// Sum of samples, µs.
-    pub sum_us: f64,
-}
-
-impl TimeHist {
-    const PER_DECADE: f64 = 20.0;
-    const BUCKETS: usize = 180;
-
-    /// Adds one sample, µs.
-    pub fn add(&mut self, us: f64) {
-        if self.buckets.is_empty() {
-            self.buckets = vec![0; Self::BUCKETS];
-        }
-        let b = (((us.max(0.1) / 0.1).log10()) * Self::PER_DECADE) as usize;
-        let last = self.buckets.len() - 1;
-        self.buckets[b.min(last)] += 1;
-        self.count += 1;
-        self.sum_us += us;
-    }
-
-    /// Upper edge of bucket `b`, µs.
-    pub fn edge_us(b: usize) -> f64 {
-        0.1 * 10f64.powf((b + 1) as f64 / Self::PER_DECADE)
-    }
-
-    /// The q-quantile (0..=1), µs (bucket upper edge).
-    pub fn quantile_us(&self, q: f64) -> f64 {
-        let target = (q * self.count as f64).ceil().max(1.0) as u64;
-        let mut acc = 0;
-        for (b, c) in self.buckets.iter().enumerate() {
-            acc += c;
-            if acc >= target {
-                return Self::edge_us(b);
-            }
-        }
-        0.0
-    }
-
-    /// The CDF as (µs, fraction) points at the non-empty buckets.
-    pub fn cdf(&self) -> Vec<(f64, f64)> {
-        let mut acc = 0;
-        let mut v = Vec::new();
-        for (b, c) in self.buckets.iter().enumerate() {
-            if *c > 0 {
-                acc += c;
-                v.push((Self::edge_us(b), acc as f64 / self.count.max(1) as f64));
-            }
-        }
-        v
     }
 }
 
@@ -445,6 +344,12 @@ impl Sim {
                     j.gpus()
                 )));
             }
+            if j.paradigm.known().is_none() {
+                return Err(SimError::Config(format!(
+                    "job {i}: paradigm = {}: expected ring or ps",
+                    j.paradigm.name()
+                )));
+            }
             if j.workers < 2 {
                 return Err(SimError::Config(format!(
                     "job {i}: workers = {}: at least 2",
@@ -452,7 +357,7 @@ impl Sim {
                 )));
             }
             if let Some(h) = &j.hosts {
-                let want_ps = usize::from(j.paradigm == Paradigm::Ps);
+                let want_ps = usize::from(j.paradigm == Paradigm::ParameterServer);
                 if h.len() < j.workers as usize + want_ps
                     || (j.paradigm == Paradigm::Ring && h.len() != j.workers as usize)
                 {
@@ -554,7 +459,7 @@ impl Sim {
     pub fn build_flows(tree: &Tree, spec: &JobSpec, servers: &[u32]) -> Vec<Flow> {
         let w = spec.workers as usize;
         let g = spec.gradient_bytes;
-        let mk = |src: u32, dst: u32, size: f64, role: Role| Flow {
+        let mk = |src: u32, dst: u32, size: f64, role: FlowRole| Flow {
             src,
             dst,
             path: tree.path(src, dst),
@@ -574,143 +479,40 @@ impl Sim {
                         servers[i],
                         servers[(i + 1) % w],
                         size,
-                        Role::Ring {
+                        FlowRole::Ring {
                             pred: (i + w - 1) % w,
                         },
                     ));
                 }
             }
-            Paradigm::Ps => {
+            // No flows: Sim::new refuses such a job.
+            Paradigm::Unknown => {}
+            Paradigm::ParameterServer => {
                 let p = spec.parameter_servers() as usize;
                 let size = g / p as f64;
                 for ps in 0..p {
                     for wk in 0..w {
-                        flows.push(mk(servers[wk], servers[w + ps], size, Role::Push { ps }));
+                        flows.push(mk(
+                            servers[wk],
+                            servers[w + ps],
+                            size,
+                            FlowRole::Push { ps },
+                        ));
                     }
                 }
                 for ps in 0..p {
                     for wk in 0..w {
-                        flows.push(mk(servers[w + ps], servers[wk], size, Role::Pull { ps }));
+                        flows.push(mk(
+                            servers[w + ps],
+                            servers[wk],
+                            size,
+                            FlowRole::Pull { ps },
+                        ));
                     }
                 }
             }
         }
         flows
-    }
-
-    /// Candidate placements for job `j` (up to `n`, distinct; the server of each of its GPUs,
-    /// workers first); the first is the one the placement rule picks. Empty when the job does
-    /// not fit.
-    ///
-    /// [`Placement::Packed`]: the options of the first step of the rule (module header) that
-    /// has any, best first, then those of the next steps; [`Placement::Spread`]: candidate c
-    /// takes, first-fit in server order, the servers with a free GPU after skipping the first
-    /// `c · need` of them (c = 0 is plain first-fit), wrapping around; so all candidates stay in
-    /// the packed region the placement policy would use, as Themis's candidates share its
-    /// fairness (thesis Sec. 4.4.2).
-    ///
-    /// A job with a fixed placement ([`JobSpec::hosts`], a testbed scenario's) has that one
-    /// candidate, once each of its servers has a free GPU per worker or parameter server on it.
-    pub fn candidates(&self, j: usize, n: usize) -> Vec<Vec<u32>> {
-        if let Some(hosts) = &self.jobs[j].spec.hosts {
-            let fits = hosts.iter().all(|s| {
-                let wanted = hosts.iter().filter(|x| *x == s).count();
-                self.free_gpus
-                    .get(*s as usize)
-                    .is_some_and(|free| *free as usize >= wanted)
-            });
-            return if fits {
-                vec![hosts.clone()]
-            } else {
-                Vec::new()
-            };
-        }
-        let need = self.jobs[j].spec.gpus() as usize;
-        match self.config.placement {
-            Placement::Spread => self.candidates_spread(need, n),
-            Placement::Packed => self.candidates_packed(need, n),
-        }
-    }
-
-    fn candidates_spread(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
-        let free: Vec<u32> = (0..self.free_gpus.len())
-            .filter(|s| self.free_gpus[*s] > 0)
-            .map(|s| s as u32)
-            .collect();
-        if free.len() < need || need == 0 {
-            return Vec::new();
-        }
-        let mut out: Vec<Vec<u32>> = Vec::new();
-        for c in 0..n.max(1) {
-            let skip = (c * need) % free.len();
-            let mut pick: Vec<u32> = (0..need).map(|k| free[(skip + k) % free.len()]).collect();
-            pick.sort_unstable();
-            if !out.contains(&pick) {
-                out.push(pick);
-            }
-        }
-        out
-    }
-
-    fn candidates_packed(&self, need: usize, n: usize) -> Vec<Vec<u32>> {
-        let n = n.max(1);
-        let free = &self.free_gpus;
-        let total: usize = free.iter().map(|g| *g as usize).sum();
-        if need == 0 || total < need {
-            return Vec::new();
-        }
-        let mut out: Vec<Vec<u32>> = Vec::new();
-        // Step 1: one server, best fit.
-        let mut single: Vec<(u32, u32)> = (0..free.len() as u32)
-            .filter(|s| free[*s as usize] as usize >= need)
-            .map(|s| (free[s as usize], s))
-            .collect();
-        single.sort_unstable();
-        for (_, s) in single.into_iter().take(n) {
-            out.push(vec![s; need]);
-        }
-        // Steps 2-4: the fewest servers of one rack, one edge switch, the cluster.
-        let cfg = &self.tree.config;
-        let per_rack = cfg.servers_per_rack as usize;
-        let per_edge = per_rack * cfg.racks_per_edge as usize;
-        for size in [per_rack, per_edge, free.len()] {
-            if out.len() >= n {
-                break;
-            }
-            let mut opts: Vec<(usize, usize, usize, Vec<u32>)> = Vec::new();
-            for lo in (0..free.len()).step_by(size.max(1)) {
-                let hi = (lo + size).min(free.len());
-                let mut srv: Vec<u32> = (lo as u32..hi as u32)
-                    .filter(|s| free[*s as usize] > 0)
-                    .collect();
-                srv.sort_by(|a, b| free[*b as usize].cmp(&free[*a as usize]).then(a.cmp(b)));
-                let mut pick = Vec::with_capacity(need);
-                let mut used = 0;
-                for &s in &srv {
-                    if pick.len() >= need {
-                        break;
-                    }
-                    let take = (free[s as usize] as usize).min(need - pick.len());
-                    pick.extend(std::iter::repeat_n(s, take));
-                    used += 1;
-                    if pick.len() == need {
-                        let left = free[s as usize] as usize - take;
-                        opts.push((used, left, lo, std::mem::take(&mut pick)));
-                        break;
-                    }
-                }
-            }
-            opts.sort_by_key(|a| (a.0, a.1, a.2));
-            for o in opts {
-                if out.len() >= n {
-                    break;
-                }
-                if !out.contains(&o.3) {
-                    out.push(o.3);
-                }
-            }
-        }
-        out
     }
 
     /// Jobs whose flows cross server `s`'s network link (up or down), in job order.
@@ -876,7 +678,7 @@ impl Sim {
     fn ps_mins(&self, j: usize, out: &mut Vec<(f64, Option<usize>)>) {
         out.clear();
         let job = &self.jobs[j];
-        if job.spec.paradigm != Paradigm::Ps {
+        if job.spec.paradigm != Paradigm::ParameterServer {
             return;
         }
         out.extend((0..job.spec.parameter_servers() as usize).map(|ps| self.ps_min(j, ps)));
@@ -909,8 +711,8 @@ impl Sim {
         let job = &self.jobs[j];
         let fl = &job.flows[f];
         match fl.role {
-            Role::Push { .. } => (fl.size, None),
-            Role::Ring { pred } => {
+            FlowRole::Push { .. } => (fl.size, None),
+            FlowRole::Ring { pred } => {
                 let up = job.flows[pred].sent;
                 let b = match deps {
                     DepMode::Pipelined => up + job.chunk,
@@ -924,7 +726,7 @@ impl Sim {
                     (b, Some(pred))
                 }
             }
-            Role::Pull { ps } => {
+            FlowRole::Pull { ps } => {
                 let (min, arg) = mins.get(ps).copied().unwrap_or_else(|| self.ps_min(j, ps));
                 let b = match deps {
                     DepMode::Pipelined => min,
@@ -1394,7 +1196,7 @@ impl Sim {
                         }
                         // A pull's bound is the least of several pushes: any of them may
                         // become the least.
-                        if let Role::Pull { ps } = fl.role {
+                        if let FlowRole::Pull { ps } = fl.role {
                             let w = job.spec.workers as usize;
                             for k in ps * w..(ps + 1) * w {
                                 let p = &job.flows[k];
@@ -1406,7 +1208,7 @@ impl Sim {
                     }
                     DepMode::StartAfter => {
                         if blocked {
-                            if let Role::Ring { .. } = fl.role {
+                            if let FlowRole::Ring { .. } = fl.role {
                                 if ur > 0.0 {
                                     let upf = &job.flows[u];
                                     let next = ((upf.sent + EPS_BYTES) / job.chunk).floor()

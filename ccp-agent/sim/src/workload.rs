@@ -44,16 +44,12 @@ pub const ARRIVAL_SIGMA: f64 = 1.0;
 /// Worker counts and their probabilities.
 pub const WORKER_PROBS: [(u32, f64); 4] = [(2, 0.35), (4, 0.30), (8, 0.20), (16, 0.15)];
 
-/// Communication pattern of a job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Paradigm {
-    /// Ring all-reduce: worker i sends 2(W−1)/W · G bytes to worker i+1 per iteration, in
-    /// 2(W−1) chunks of G/W.
-    Ring,
-    /// Parameter server: each worker pushes G/P bytes to each of the P servers and pulls G/P back.
-    Ps,
-}
+/// Communication pattern of a job: the shared definition (trace and JSON names `ring`, `ps`).
+/// Ring all-reduce: worker i sends 2(W−1)/W · G bytes to worker i+1 per iteration, in 2(W−1)
+/// chunks of G/W. Parameter server: each worker pushes G/P bytes to each of the P servers and
+/// pulls G/P back. [`Paradigm::Unknown`] (the progress interface's "not told") has no flows here
+/// and [`crate::sim::Sim::new`] refuses a job that has it.
+pub use mltcp_job_kinds::Paradigm;
 
 /// One job as submitted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,9 +80,9 @@ impl JobSpec {
     /// the workers), else `max(1, W/4)`; 0 for a ring job.
     pub fn parameter_servers(&self) -> u32 {
         match (self.paradigm, &self.hosts) {
-            (Paradigm::Ring, _) => 0,
-            (Paradigm::Ps, Some(h)) => (h.len() as u32).saturating_sub(self.workers),
-            (Paradigm::Ps, None) => (self.workers / 4).max(1),
+            (Paradigm::Ring | Paradigm::Unknown, _) => 0,
+            (Paradigm::ParameterServer, Some(h)) => (h.len() as u32).saturating_sub(self.workers),
+            (Paradigm::ParameterServer, None) => (self.workers / 4).max(1),
         }
     }
 
@@ -185,7 +181,7 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
         let paradigm = if rng.random::<bool>() {
             Paradigm::Ring
         } else {
-            Paradigm::Ps
+            Paradigm::ParameterServer
         };
         let mut p = rng.random::<f64>();
         let mut workers = WORKER_PROBS[WORKER_PROBS.len() - 1].0;
@@ -260,7 +256,7 @@ pub fn parse_trace(text: &str, file: &str, models: &ModelFile) -> Result<Vec<Job
             profile(models, f[1]).map_err(|e| SimError::Trace(format!("{file}:{n}: {e}")))?;
         let paradigm = match f[2] {
             "ring" => Paradigm::Ring,
-            "ps" => Paradigm::Ps,
+            "ps" => Paradigm::ParameterServer,
             v => return Err(bad("paradigm", v, "must be 'ring' or 'ps'")),
         };
         let workers: u32 = f[3]

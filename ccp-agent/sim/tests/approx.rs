@@ -54,7 +54,11 @@ fn case(seed: u64) -> (Tree, Vec<JobSpec>) {
             JobSpec {
                 arrival_s: rng.f(0.0, 2.0),
                 model: "t".into(),
-                paradigm: if ring { Paradigm::Ring } else { Paradigm::Ps },
+                paradigm: if ring {
+                    Paradigm::Ring
+                } else {
+                    Paradigm::ParameterServer
+                },
                 workers: 2 + (rng.next() % 7) as u32,
                 iterations: 5 + (rng.next() % 20) as u32,
                 gradient_bytes: rng.f(2e7, 2e8),
@@ -224,7 +228,7 @@ fn mltcp_mean(seed: u64, step: f64, sample: FSample, exact: bool) -> f64 {
 /// mode) against a fine reference (F taken at the start of steps of 1/256, exact mode): mean
 /// JCT within 2 % on every case (measured: 0.01-0.26 % on seeds 1-5, 1.8 % on seed 6, where
 /// the earlier default, start sampling at 1/32, was within 0.16 %; on the 100-job workload it
-/// was the other way round, RESULTS.md round 13).
+/// was the other way round; RESULTS.md has the runs).
 #[test]
 fn mltcp_default_step_stays_close_to_a_fine_reference() {
     for seed in 1..=6 {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Tests with known answers (issue 7, item 5): two jobs on one link (fair sharing and perfect
+//! Tests with known answers: two jobs on one link (fair sharing and perfect
 //! interleaving in closed form, MLTCP's start-gap trajectory against the Shift(Δ) recurrence),
 //! Cassini's score of two half-duty square waves, the Affinity-graph BFS and loop refusal, and
 //! conservation of bytes on random small clusters; the policy layer's job-level strict priority
@@ -252,7 +252,7 @@ proptest! {
     ) {
         let tree = Tree::new(TreeConfig { servers, servers_per_rack: per_rack, racks_per_edge: per_edge, gpus_per_server: 2, ..TreeConfig::default() }).unwrap();
         let mut specs: Vec<JobSpec> = jobs.iter().map(|&(a, c, m, w, ring, it)| JobSpec {
-            arrival_s: a, model: "t".into(), paradigm: if ring { Paradigm::Ring } else { Paradigm::Ps },
+            arrival_s: a, model: "t".into(), paradigm: if ring { Paradigm::Ring } else { Paradigm::ParameterServer },
             workers: w, iterations: it, gradient_bytes: m * B, compute_s: c, hosts: None,
         }).filter(|j| j.gpus() <= servers).collect();
         specs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));

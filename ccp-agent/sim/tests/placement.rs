@@ -131,7 +131,7 @@ fn jobs_fragment_when_the_cluster_fills() {
     let mut specs: Vec<JobSpec> = (0..4).map(|_| job(Paradigm::Ring, 6, 1000)).collect();
     specs.push(job(Paradigm::Ring, 2, 1000));
     specs.push(job(Paradigm::Ring, 4, 1000));
-    specs.push(job(Paradigm::Ps, 8, 1000));
+    specs.push(job(Paradigm::ParameterServer, 8, 1000));
     let mut sim = Sim::new(t, SimConfig::default(), specs).unwrap();
     sim.start(&mut Fair);
     for k in 0..4 {
@@ -158,7 +158,10 @@ fn spread_keeps_one_gpu_per_server() {
     let mut sim = Sim::new(
         t,
         cfg,
-        vec![job(Paradigm::Ring, 2, 10), job(Paradigm::Ps, 2, 10)],
+        vec![
+            job(Paradigm::Ring, 2, 10),
+            job(Paradigm::ParameterServer, 2, 10),
+        ],
     )
     .unwrap();
     sim.start(&mut Fair);
@@ -193,10 +196,10 @@ fn partial_reallocation_equals_the_full_solve() {
     let mut specs = Vec::new();
     for (k, (p, w)) in [
         (Paradigm::Ring, 6),
-        (Paradigm::Ps, 4),
+        (Paradigm::ParameterServer, 4),
         (Paradigm::Ring, 4),
         (Paradigm::Ring, 8),
-        (Paradigm::Ps, 8),
+        (Paradigm::ParameterServer, 8),
         (Paradigm::Ring, 2),
     ]
     .into_iter()

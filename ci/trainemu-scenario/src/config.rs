@@ -4,7 +4,9 @@
 //! A scenario names the topology (hosts as network namespaces around one switch namespace, each
 //! host's link with tbf rate and netem delay/loss), the TCP sysctls to set, the jobs (model,
 //! paradigm, placement, iterations, start offset) and the congestion controls to compare. Every
-//! table is `deny_unknown_fields`; [`Scenario::validate`] then checks values and cross references.
+//! table is `deny_unknown_fields`; a value's own range is a rule newtype read while parsing
+//! (`deserialize_with = "via::<Rule, ..>"`), and [`Scenario::validate`] then checks what crosses
+//! fields (names, hosts, cross references, the models).
 //! Every error names the file, the field (as a TOML path such as `jobs[1].workers[0]`) and the
 //! offending value, and nothing is started before a scenario has passed validation.
 //!
@@ -20,8 +22,107 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::seeds::{ComputeJitter, JitterSpec};
+use mltcp_math::params;
 
 pub use dnn_profiles::ModelFile;
+
+/// Marks a value rule's refusal in serde's message, so [`Scenario::parse`] can name the field by
+/// its path (a control character no TOML value holds unescaped).
+const RULE: char = '\u{1f}';
+
+/// Defines newtypes, one per rule on one value, with `TryFrom` (read through serde's `try_from`):
+/// `$ok` says whether `$v` is accepted, `$why` why not. A field keeps its plain type and reads
+/// through the newtype with `deserialize_with = "via::<Newtype, Plain, _>"` (or `via_opt`), so
+/// the rule is written once, here, and a refusal names the field's TOML path and the value.
+macro_rules! rules {
+    ($($(#[$doc:meta])* $name:ident($t:ty, $ts:tt) if |$v:ident| $ok:expr, else $why:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+        #[serde(try_from = $ts)]
+        pub struct $name(pub $t);
+
+        impl TryFrom<$t> for $name {
+            type Error = String;
+            fn try_from($v: $t) -> std::result::Result<Self, String> {
+                if $ok {
+                    Ok(Self($v))
+                } else {
+                    Err(format!("{RULE}{:?}: {}", $v, $why))
+                }
+            }
+        }
+
+        impl From<$name> for $t {
+            fn from(x: $name) -> $t {
+                x.0
+            }
+        }
+    )*};
+}
+
+/// Reads a `T` through the rule of newtype `N`.
+fn via<'de, N, T, D>(d: D) -> std::result::Result<T, D::Error>
+where
+    N: Deserialize<'de> + Into<T>,
+    D: serde::Deserializer<'de>,
+{
+    N::deserialize(d).map(Into::into)
+}
+
+/// Reads an optional `T` through the rule of newtype `N`.
+fn via_opt<'de, N, T, D>(d: D) -> std::result::Result<Option<T>, D::Error>
+where
+    N: Deserialize<'de> + Into<T>,
+    D: serde::Deserializer<'de>,
+{
+    Option::<N>::deserialize(d).map(|o| o.map(Into::into))
+}
+
+/// Whether `v` is finite and within `lo..=hi`.
+fn within(v: f64, lo: f64, hi: f64) -> bool {
+    v.is_finite() && (lo..=hi).contains(&v)
+}
+
+/// Whether `v` is finite, above 0 and at most `hi`.
+fn positive_to(v: f64, hi: f64) -> bool {
+    v.is_finite() && v > 0.0 && v <= hi
+}
+
+rules! {
+    /// Iterations: 1..=100000 (`iterations`, a job's `iterations`).
+    Iterations(u32, "u32") if |v| (1..=100_000).contains(&v), else "must be in 1..=100000";
+    /// `solo_iterations`: at least 1.
+    SoloIterations(u32, "u32") if |v| v >= 1, else "must be >= 1";
+    /// `sample_ms`: 1..=20 ms.
+    SampleMs(f64, "f64") if |v| within(v, 1.0, 20.0), else "must be in 1..=20 (milliseconds)";
+    /// A host's `rate_mbit`: (0, 100000] Mbit/s.
+    RateMbit(f64, "f64") if |v| positive_to(v, 100_000.0), else "must be in (0, 100000] Mbit/s";
+    /// A host's `delay_ms`: 0..=10000 ms.
+    DelayMs(f64, "f64") if |v| within(v, 0.0, 10_000.0), else "must be in 0..=10000 ms";
+    /// A host's `loss_pct`: 0..=100 percent.
+    LossPct(f64, "f64") if |v| within(v, 0.0, 100.0), else "must be in 0..=100 percent";
+    /// A host's `burst_bytes`: at least one MTU-sized packet.
+    BurstBytes(u64, "u64") if |v| v >= 1600, else "must be >= 1600 bytes (one MTU-sized packet)";
+    /// A host's `queue_ms`: (0, 10000] ms.
+    QueueMs(f64, "f64") if |v| positive_to(v, 10_000.0), else "must be in (0, 10000] ms";
+    /// A start time or offset, ms: 0..=3600000 (a job's `start_offset_ms`, a background flow's
+    /// `start_ms`).
+    OffsetMs(f64, "f64") if |v| within(v, 0.0, 3_600_000.0), else "must be in 0..=3600000 ms";
+    /// A 0/1 sysctl (`tcp_slow_start_after_idle`, `tcp_no_metrics_save`).
+    Flag(u8, "u8") if |v| v <= 1, else "must be in 0..=1";
+    /// The `tcp_ecn` sysctl: 0..=2.
+    TcpEcn(u8, "u8") if |v| v <= 2, else "must be in 0..=2";
+    /// A job's `compute_ms`: 0..=600000 ms.
+    ComputeMs(f64, "f64") if |v| within(v, 0.0, 600_000.0), else "must be in 0..=600000 ms";
+    /// A job's `scale`: (0, 1].
+    Scale(f64, "f64") if |v| positive_to(v, 1.0), else "must be in (0, 1]";
+    /// A job's `time_scale`: (0, 1000].
+    TimeScale(f64, "f64") if |v| positive_to(v, 1000.0), else "must be in (0, 1000]";
+    /// `background_baseline_s`: 1..=3600 s.
+    BaselineS(f64, "f64") if |v| within(v, 1.0, 3600.0), else "must be in 1..=3600 s";
+    /// `before_burst_ms`: 0..=1000 ms.
+    BeforeBurstMs(f64, "f64") if |v| within(v, 0.0, 1000.0), else "must be in 0..=1000 ms";
+}
 
 /// The default scenarios built into the binary, by file name, so that the guest can run
 /// `trainemu run a.toml` even though only the binary crosses into the VM.
@@ -48,18 +149,6 @@ pub const KNOWN_CCS: &[&str] = &[
 
 /// Congestion controls that need ECN (their connections negotiate it; without it they run Reno).
 pub const NEEDS_ECN: &[&str] = &["dctcp", "mltcp_dctcp"];
-
-/// tcp_mltcp module parameters a `ccs` entry may set (`/sys/module/tcp_mltcp/parameters/`).
-pub const MLTCP_PARAMS: &[&str] = &[
-    "slope_fx",
-    "intercept_fx",
-    "idle_gap_us",
-    "ewma_weight_fx",
-    "scale_slow_start",
-    "scale_decrease",
-    "dctcp_shift_g",
-    "dctcp_alpha_on_init",
-];
 
 /// How a run's flows are scheduled by `ccp-agent` (a `ccs` entry's `+agent` suffix).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,7 +204,7 @@ pub struct AgentSched {
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
-/// written `mltcp[slope_fx=3072,intercept_fx=512]` (the parameter sweep of issue 3 is a scenario
+/// written `mltcp[slope_fx=3072,intercept_fx=512]` (a parameter sweep is a scenario
 /// whose `ccs` list such variants), and optionally scheduled by `ccp-agent` through the module's
 /// CCP datapath: `mltcp+agent` (NIC-only) or `mltcp+agent+switch`, then optionally `+nopcn` or
 /// `+pcn=BYTES[:min|harmonic]` ([`PcnVariant`]); or, for any congestion control, PCN alone:
@@ -271,15 +360,18 @@ impl CcVariant {
                 let (k, v) = kv
                     .split_once('=')
                     .ok_or_else(|| format!("'{kv}' is not NAME=VALUE"))?;
-                if !MLTCP_PARAMS.contains(&k) {
+                // tcp_mltcp's parameters and their ranges: the module's own table.
+                let Some(spec) = params::spec(k) else {
+                    let known: Vec<&str> = params::PARAMS.iter().map(|p| p.name).collect();
                     return Err(format!(
                         "unknown module parameter '{k}' (known: {})",
-                        MLTCP_PARAMS.join(", ")
+                        known.join(", ")
                     ));
-                }
+                };
                 let v: u32 = v
                     .parse()
                     .map_err(|_| format!("{k} = '{v}' is not an unsigned 32-bit integer"))?;
+                spec.check(v).map_err(|e| e.to_string())?;
                 if params.iter().any(|(n, _)| n == k) {
                     return Err(format!("parameter '{k}' given twice"));
                 }
@@ -360,15 +452,11 @@ impl CcVariant {
     }
 }
 
-/// Communication pattern of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Paradigm {
-    /// Ring all-reduce: W−1 reduce-scatter then W−1 all-gather steps to the successor.
-    Ring,
-    /// Parameter server: push gradients to the PS, which broadcasts parameters back.
-    Ps,
-}
+/// Communication pattern of a job: the shared definition, named `ring` and `ps` in scenario
+/// files. Ring all-reduce: W−1 reduce-scatter then W−1 all-gather steps to the successor.
+/// Parameter server: push gradients to the PS, which broadcasts parameters back.
+/// [`Paradigm::Unknown`] (the progress interface's "not told") cannot be written in a file.
+pub use mltcp_job_kinds::Paradigm;
 
 /// One host (network namespace) and its link to the switch namespace.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -378,16 +466,19 @@ pub struct Host {
     pub name: String,
     /// tbf rate of the link toward the host (the switch port's egress), in Mbit/s; absent =
     /// unshaped.
+    #[serde(default, deserialize_with = "via_opt::<RateMbit, f64, _>")]
     pub rate_mbit: Option<f64>,
     /// netem one-way delay added in each direction, in milliseconds (default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via::<DelayMs, f64, _>")]
     pub delay_ms: f64,
     /// netem random loss in each direction, in percent (default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via::<LossPct, f64, _>")]
     pub loss_pct: f64,
     /// tbf bucket size, in bytes (default 64000: above rate/HZ up to ~500 Mbit/s at HZ=1000).
+    #[serde(default, deserialize_with = "via_opt::<BurstBytes, u64, _>")]
     pub burst_bytes: Option<u64>,
     /// tbf queue limit expressed as latency, in milliseconds (default 100).
+    #[serde(default, deserialize_with = "via_opt::<QueueMs, f64, _>")]
     pub queue_ms: Option<f64>,
     /// An ECN-marking qdisc under the switch port's tbf (needs `rate_mbit`); absent = the tbf's
     /// plain byte FIFO (drop-tail).
@@ -397,7 +488,7 @@ pub struct Host {
 /// ECN marking on a switch port: a child qdisc of its tbf that marks CE above a threshold
 /// (DCTCP's step marking; the threshold a PCN switch daemon lowers before a burst).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawEcnMark")]
 pub struct EcnMark {
     /// "red" (RED in ECN mode with min = threshold_kb, max one packet above, probability 1.0, so
     /// it marks every ECT packet once the averaged queue passes the threshold) or "fq_codel"
@@ -407,6 +498,78 @@ pub struct EcnMark {
     pub threshold_kb: Option<f64>,
     /// fq_codel only: the CE-marking sojourn-time threshold, in microseconds.
     pub ce_threshold_us: Option<f64>,
+}
+
+/// `ecn` of a host as written: [`EcnMark`]'s fields before their rules across fields.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEcnMark {
+    /// See [`EcnMark::qdisc`].
+    pub qdisc: String,
+    /// See [`EcnMark::threshold_kb`].
+    pub threshold_kb: Option<f64>,
+    /// See [`EcnMark::ce_threshold_us`].
+    pub ce_threshold_us: Option<f64>,
+}
+
+/// A refusal by a rule across a table's fields: `field` (below the table) = `value`: `why`,
+/// marked for [`Scenario::parse`], which puts the table's path in front.
+fn table_rule(field: &str, value: impl std::fmt::Debug, why: impl std::fmt::Display) -> String {
+    format!("{RULE}{TABLE_FIELD}{field}{TABLE_FIELD}{value:?}: {why}")
+}
+
+/// Separates a table rule's field from its value in serde's message.
+const TABLE_FIELD: char = '\u{1e}';
+
+impl TryFrom<RawEcnMark> for EcnMark {
+    type Error = String;
+    /// The qdisc is "red" (with a threshold_kb of at least one packet) or "fq_codel" (with a
+    /// ce_threshold_us), and neither carries the other's field.
+    fn try_from(e: RawEcnMark) -> std::result::Result<Self, String> {
+        let (th, ce) = (e.threshold_kb, e.ce_threshold_us);
+        // (its own field and value, the other qdisc and its field and value, own range, why)
+        let (own, own_v, other_qdisc, other, other_v, lo, hi, why) = match e.qdisc.as_str() {
+            "red" => (
+                "threshold_kb",
+                th,
+                "fq_codel",
+                "ce_threshold_us",
+                ce,
+                1.5,
+                100_000.0,
+                "must be in 1.5..=100000 kB (at least one packet)",
+            ),
+            "fq_codel" => (
+                "ce_threshold_us",
+                ce,
+                "red",
+                "threshold_kb",
+                th,
+                1.0,
+                10_000_000.0,
+                "must be in 1..=10000000 µs",
+            ),
+            q => return Err(table_rule("qdisc", q, "must be \"red\" or \"fq_codel\"")),
+        };
+        let q = &e.qdisc;
+        match (own_v, other_v) {
+            (None, _) => return Err(table_rule(own, "", format!("qdisc {q:?} needs a {own}"))),
+            (_, Some(o)) => {
+                return Err(table_rule(
+                    other,
+                    o,
+                    format!("belongs to qdisc {other_qdisc:?}, not {q:?}"),
+                ))
+            }
+            (Some(v), None) if !within(v, lo, hi) => return Err(table_rule(own, v, why)),
+            _ => {}
+        }
+        Ok(EcnMark {
+            qdisc: e.qdisc,
+            threshold_kb: th,
+            ce_threshold_us: ce,
+        })
+    }
 }
 
 /// A background (non-training) bulk TCP transfer during every run of all jobs together, with its
@@ -425,7 +588,7 @@ pub struct Background {
     pub cc: String,
     /// Start, in milliseconds after all workers are connected (as jobs' `start_offset_ms`;
     /// default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via::<OffsetMs, f64, _>")]
     pub start_ms: f64,
     /// Stop, in milliseconds after the same moment; absent = when the last job finishes (in the
     /// baseline run: `start_ms` + `background_baseline_s`).
@@ -468,10 +631,13 @@ impl Topology {
 #[serde(deny_unknown_fields)]
 pub struct Sysctls {
     /// net.ipv4.tcp_slow_start_after_idle (0 or 1; Linux default 1).
+    #[serde(default, deserialize_with = "via_opt::<Flag, u8, _>")]
     pub tcp_slow_start_after_idle: Option<u8>,
     /// net.ipv4.tcp_no_metrics_save (0 or 1; Linux default 0).
+    #[serde(default, deserialize_with = "via_opt::<Flag, u8, _>")]
     pub tcp_no_metrics_save: Option<u8>,
     /// net.ipv4.tcp_ecn (0, 1 or 2; Linux default 2).
+    #[serde(default, deserialize_with = "via_opt::<TcpEcn, u8, _>")]
     pub tcp_ecn: Option<u8>,
     /// net.ipv4.tcp_wmem: "MIN DEFAULT MAX" in bytes.
     pub tcp_wmem: Option<String>,
@@ -518,17 +684,20 @@ pub struct Job {
     /// Parameter-server host (paradigm "ps" only).
     pub ps: Option<String>,
     /// Iterations to run (default: the scenario's `iterations`).
+    #[serde(default, deserialize_with = "via_opt::<Iterations, u32, _>")]
     pub iterations: Option<u32>,
     /// Delay of the job's first iteration after all workers of the run are connected, in
     /// milliseconds.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via::<OffsetMs, f64, _>")]
     pub start_offset_ms: f64,
     /// Overrides the model's compute time, in milliseconds (before `time_scale`).
+    #[serde(default, deserialize_with = "via_opt::<ComputeMs, f64, _>")]
     pub compute_ms: Option<f64>,
     /// Overrides the model's byte scale factor.
+    #[serde(default, deserialize_with = "via_opt::<Scale, f64, _>")]
     pub scale: Option<f64>,
     /// Stretches the job in time: multiplies both compute time and gradient bytes (default 1).
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "via::<TimeScale, f64, _>")]
     pub time_scale: f64,
     /// This job's compute-time jitter, replacing the scenario's `[jitter] compute`
     /// (`{ dist = "none" }` turns it off for this job).
@@ -549,12 +718,16 @@ pub struct Scenario {
     #[serde(default)]
     pub description: String,
     /// Default iterations per job.
+    #[serde(deserialize_with = "via::<Iterations, u32, _>")]
     pub iterations: u32,
     /// Iterations excluded from means at the start of each run (slow start, connection set-up).
     #[serde(default = "default_warmup")]
     pub warmup_iterations: u32,
     /// Iterations of each solo run (each job alone, to measure its communication time M).
-    #[serde(default = "default_solo")]
+    #[serde(
+        default = "default_solo",
+        deserialize_with = "via::<SoloIterations, u32, _>"
+    )]
     pub solo_iterations: u32,
     /// Congestion control of the solo runs.
     #[serde(default = "default_solo_cc")]
@@ -564,7 +737,10 @@ pub struct Scenario {
     /// `+agent` / `+agent+switch` suffix for a run scheduled by ccp-agent ([`CcVariant`]).
     pub ccs: Vec<String>,
     /// Throughput sampling period, in milliseconds (at most 20).
-    #[serde(default = "default_sample_ms")]
+    #[serde(
+        default = "default_sample_ms",
+        deserialize_with = "via::<SampleMs, f64, _>"
+    )]
     pub sample_ms: f64,
     /// The network.
     pub topology: Topology,
@@ -579,11 +755,15 @@ pub struct Scenario {
     pub background: Vec<Background>,
     /// Length of the baseline run of the background flows without a stop_ms, in seconds
     /// (default 10).
-    #[serde(default = "default_baseline_s")]
+    #[serde(
+        default = "default_baseline_s",
+        deserialize_with = "via::<BaselineS, f64, _>"
+    )]
     pub background_baseline_s: f64,
     /// PCN: before each communication phase every worker makes the progress interface's bounded
     /// `before_burst` wait, at most this long, in milliseconds (absent or 0 = no call; with no
     /// agent attached the call returns at once). `trainemu run --before-burst-ms` overrides it.
+    #[serde(default, deserialize_with = "via_opt::<BeforeBurstMs, f64, _>")]
     pub before_burst_ms: Option<f64>,
     /// Seeded randomness (`[jitter]`): compute-time jitter and the width of the seeded start
     /// offsets ([`JitterSpec`]; absent = the defaults).
@@ -676,12 +856,33 @@ impl Scenario {
 
     /// Parses and validates scenario text; `file` names it in errors.
     pub fn parse(text: &str, file: &str, models: &ModelFile) -> Result<Scenario> {
-        let s: Scenario = toml::from_str(text).map_err(|e| anyhow!("{file}: {e}"))?;
+        // A value's own rule (the newtypes above) refuses it while deserializing: named by its
+        // TOML path; any other error as toml words it (position, snippet).
+        let de = toml::Deserializer::parse(text).map_err(|e| anyhow!("{file}: {e}"))?;
+        let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            match e.inner().message().strip_prefix(RULE) {
+                Some(rest) => match rest.strip_prefix(TABLE_FIELD) {
+                    // A rule across a table's fields: the field below the table.
+                    Some(rest) => {
+                        let (field, rest) = rest.split_once(TABLE_FIELD).unwrap_or(("", rest));
+                        anyhow!("{file}: {path}.{field} = {rest}")
+                    }
+                    None => anyhow!("{file}: {path} = {rest}"),
+                },
+                None => match toml::from_str::<Scenario>(text) {
+                    Err(e) => anyhow!("{file}: {e}"),
+                    Ok(_) => anyhow!("{file}: {}", e.into_inner()),
+                },
+            }
+        })?;
         s.validate(file, models)?;
         Ok(s)
     }
 
-    /// Checks values and cross references; the error names file, field and value.
+    /// Checks what crosses fields (names, hosts, cross references, the ECN qdisc's fields, the
+    /// models); each value's own range was checked while parsing (the rule newtypes). The error
+    /// names file, field and value.
     pub fn validate(&self, file: &str, models: &ModelFile) -> Result<()> {
         macro_rules! refuse {
             ($field:expr, $val:expr, $why:expr) => {
@@ -694,12 +895,6 @@ impl Scenario {
                 self.name,
                 "must be 1-32 characters of [A-Za-z0-9_-]"
             );
-        }
-        if self.iterations == 0 || self.iterations > 100_000 {
-            refuse!("iterations", self.iterations, "must be in 1..=100000");
-        }
-        if self.solo_iterations == 0 {
-            refuse!("solo_iterations", self.solo_iterations, "must be >= 1");
         }
         if !KNOWN_CCS.contains(&self.solo_cc.as_str()) {
             refuse!(
@@ -723,13 +918,6 @@ impl Scenario {
                 refuse!(format!("ccs[{i}]"), cc, "listed twice");
             }
         }
-        if !(self.sample_ms.is_finite() && self.sample_ms >= 1.0 && self.sample_ms <= 20.0) {
-            refuse!(
-                "sample_ms",
-                self.sample_ms,
-                "must be in 1..=20 (milliseconds)"
-            );
-        }
         // Topology.
         let t = &self.topology;
         if t.hosts.is_empty() || t.hosts.len() > 200 {
@@ -747,74 +935,9 @@ impl Scenario {
             if !hosts.insert(h.name.clone()) {
                 refuse!(f("name"), h.name, "duplicate host name");
             }
-            if let Some(r) = h.rate_mbit {
-                if !(r.is_finite() && r > 0.0 && r <= 100_000.0) {
-                    refuse!(f("rate_mbit"), r, "must be in (0, 100000] Mbit/s");
-                }
-            }
-            if !(h.delay_ms.is_finite() && (0.0..=10_000.0).contains(&h.delay_ms)) {
-                refuse!(f("delay_ms"), h.delay_ms, "must be in 0..=10000 ms");
-            }
-            if !(h.loss_pct.is_finite() && (0.0..=100.0).contains(&h.loss_pct)) {
-                refuse!(f("loss_pct"), h.loss_pct, "must be in 0..=100 percent");
-            }
-            if let Some(b) = h.burst_bytes {
-                if b < 1600 {
-                    refuse!(
-                        f("burst_bytes"),
-                        b,
-                        "must be >= 1600 bytes (one MTU-sized packet)"
-                    );
-                }
-            }
-            if let Some(q) = h.queue_ms {
-                if !(q.is_finite() && q > 0.0 && q <= 10_000.0) {
-                    refuse!(f("queue_ms"), q, "must be in (0, 10000] ms");
-                }
-            }
             if let Some(e) = &h.ecn {
-                let (th, ce) = (e.threshold_kb, e.ce_threshold_us);
-                match e.qdisc.as_str() {
-                    "red" => match (th, ce) {
-                        (None, _) => refuse!(
-                            f("ecn.threshold_kb"),
-                            "",
-                            "qdisc \"red\" needs a threshold_kb"
-                        ),
-                        (_, Some(c)) => refuse!(
-                            f("ecn.ce_threshold_us"),
-                            c,
-                            "belongs to qdisc \"fq_codel\", not \"red\""
-                        ),
-                        (Some(t), None) if !(t.is_finite() && (1.5..=100_000.0).contains(&t)) => {
-                            refuse!(
-                                f("ecn.threshold_kb"),
-                                t,
-                                "must be in 1.5..=100000 kB (at least one packet)"
-                            )
-                        }
-                        _ => {}
-                    },
-                    "fq_codel" => match (th, ce) {
-                        (_, None) => refuse!(
-                            f("ecn.ce_threshold_us"),
-                            "",
-                            "qdisc \"fq_codel\" needs a ce_threshold_us"
-                        ),
-                        (Some(t), _) => refuse!(
-                            f("ecn.threshold_kb"),
-                            t,
-                            "belongs to qdisc \"red\", not \"fq_codel\""
-                        ),
-                        (None, Some(c))
-                            if !(c.is_finite() && (1.0..=10_000_000.0).contains(&c)) =>
-                        {
-                            refuse!(f("ecn.ce_threshold_us"), c, "must be in 1..=10000000 µs")
-                        }
-                        _ => {}
-                    },
-                    q => refuse!(f("ecn.qdisc"), q, "must be \"red\" or \"fq_codel\""),
-                }
+                // The qdisc's own fields were checked while parsing (EcnMark's try_from);
+                // what crosses into the host is checked here.
                 if h.rate_mbit.is_none() {
                     refuse!(
                         f("ecn"),
@@ -840,17 +963,6 @@ impl Scenario {
         }
         // Sysctls.
         let sc = &self.sysctl;
-        for (k, v, max) in [
-            ("tcp_slow_start_after_idle", sc.tcp_slow_start_after_idle, 1),
-            ("tcp_no_metrics_save", sc.tcp_no_metrics_save, 1),
-            ("tcp_ecn", sc.tcp_ecn, 2),
-        ] {
-            if let Some(v) = v {
-                if v > max {
-                    refuse!(format!("sysctl.{k}"), v, format!("must be in 0..={max}"));
-                }
-            }
-        }
         for (k, v) in [("tcp_wmem", &sc.tcp_wmem), ("tcp_rmem", &sc.tcp_rmem)] {
             if let Some(v) = v {
                 let n: Vec<_> = v.split_whitespace().map(|x| x.parse::<u64>()).collect();
@@ -905,8 +1017,10 @@ impl Scenario {
                 }
             }
             match (j.paradigm, &j.ps) {
-                (Paradigm::Ps, None) => refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host"),
-                (Paradigm::Ps, Some(p)) if !hosts.contains(p) => {
+                (Paradigm::ParameterServer, None) => {
+                    refuse!(f("ps"), "", "paradigm \"ps\" needs a ps host")
+                }
+                (Paradigm::ParameterServer, Some(p)) if !hosts.contains(p) => {
                     refuse!(
                         f("ps"),
                         p,
@@ -917,32 +1031,6 @@ impl Scenario {
                     refuse!(f("ps"), p, "only paradigm \"ps\" has a ps host")
                 }
                 _ => {}
-            }
-            if let Some(n) = j.iterations {
-                if n == 0 || n > 100_000 {
-                    refuse!(f("iterations"), n, "must be in 1..=100000");
-                }
-            }
-            if !(j.start_offset_ms.is_finite() && (0.0..=3_600_000.0).contains(&j.start_offset_ms))
-            {
-                refuse!(
-                    f("start_offset_ms"),
-                    j.start_offset_ms,
-                    "must be in 0..=3600000 ms"
-                );
-            }
-            if let Some(c) = j.compute_ms {
-                if !(c.is_finite() && (0.0..=600_000.0).contains(&c)) {
-                    refuse!(f("compute_ms"), c, "must be in 0..=600000 ms");
-                }
-            }
-            if let Some(s) = j.scale {
-                if !(s.is_finite() && s > 0.0 && s <= 1.0) {
-                    refuse!(f("scale"), s, "must be in (0, 1]");
-                }
-            }
-            if !(j.time_scale.is_finite() && j.time_scale > 0.0 && j.time_scale <= 1000.0) {
-                refuse!(f("time_scale"), j.time_scale, "must be in (0, 1000]");
             }
             let plan = self.plan_job(i, j, models);
             if plan.gradient_bytes < plan.workers.len() as u64 {
@@ -1006,9 +1094,6 @@ impl Scenario {
                     )
                 );
             }
-            if !(b.start_ms.is_finite() && (0.0..=3_600_000.0).contains(&b.start_ms)) {
-                refuse!(f("start_ms"), b.start_ms, "must be in 0..=3600000 ms");
-            }
             if let Some(stop) = b.stop_ms {
                 if !(stop.is_finite() && stop > b.start_ms && stop <= 3_600_000.0) {
                     refuse!(
@@ -1020,21 +1105,6 @@ impl Scenario {
                         )
                     );
                 }
-            }
-        }
-        if !(self.background_baseline_s.is_finite()
-            && self.background_baseline_s >= 1.0
-            && self.background_baseline_s <= 3600.0)
-        {
-            refuse!(
-                "background_baseline_s",
-                self.background_baseline_s,
-                "must be in 1..=3600 s"
-            );
-        }
-        if let Some(b) = self.before_burst_ms {
-            if !(b.is_finite() && (0.0..=1000.0).contains(&b)) {
-                refuse!("before_burst_ms", b, "must be in 0..=1000 ms");
             }
         }
         if let Err(e) = self.jitter.compute.check() {
@@ -1155,6 +1225,23 @@ workers = ["h1", "h2"]
         parse(GOOD).unwrap();
     }
 
+    #[test]
+    fn every_scenario_file_parses() {
+        let m = ModelFile::builtin();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.extension().is_some_and(|e| e == "toml") && name != "models.toml" {
+                let text = std::fs::read_to_string(&p).unwrap();
+                Scenario::parse(&text, &name, &m).unwrap_or_else(|e| panic!("{e:#}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "{n} scenario files in {}", dir.display());
+    }
+
     fn err_of(t: &str) -> String {
         format!("{:#}", parse(t).unwrap_err())
     }
@@ -1165,6 +1252,20 @@ workers = ["h1", "h2"]
         assert!(
             e.contains("x.toml") && e.contains("jobs[0].workers[1]") && e.contains("h9"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_value_refused_by_its_rule_is_named_by_its_path() {
+        let e = err_of(&GOOD.replace("delay_ms = 2", "delay_ms = -2"));
+        assert_eq!(
+            e,
+            "x.toml: topology.hosts[0].delay_ms = -2.0: must be in 0..=10000 ms"
+        );
+        let e = err_of(&ECN.replace("threshold_kb = 30", "threshold_kb = 0.5"));
+        assert_eq!(
+            e,
+            "x.toml: topology.hosts[1].ecn.threshold_kb = 0.5: must be in 1.5..=100000 kB (at least one packet)"
         );
     }
 
@@ -1375,6 +1476,12 @@ workers = ["h1", "h2"]
             ("cubic[slope_fx=1]", "tcp_mltcp's algorithms only"),
             ("mltcp[slope=1]", "unknown module parameter 'slope'"),
             ("mltcp[slope_fx=-1]", "slope_fx = '-1'"),
+            // Ranges come from the module's own table (mltcp_math::params::PARAMS).
+            (
+                "mltcp[slope_fx=65537]",
+                "slope_fx = 65537 is out of range [0, 65536]",
+            ),
+            ("mltcp[scale_decrease=3]", "out of range [0, 2]"),
             ("mltcp[slope_fx=1", "must end with ']'"),
             ("mltcp[slope_fx=1,slope_fx=2]", "given twice"),
             ("mltcp[]", "is not NAME=VALUE"),

@@ -4,9 +4,14 @@
 //! The kernel module exposes each field as a writable module parameter; its `set` callback runs
 //! the per-parameter validator below and refuses an out-of-range value with `-EINVAL`, so the
 //! per-ACK code can rely on [`Params::validate`] holding (it still never panics if it does not).
+//!
+//! [`PARAMS`] is the one table of the module's parameters (name, default, range, unit, meaning):
+//! [`Params::DEFAULT`], the validators, the module's `module_param!` defaults and checks, the
+//! scenario parser and the module reference's table ([`write_markdown_table`]) all come from it.
 
 use core::fmt;
 
+use super::dctcp::{DCTCP_MAX_ALPHA, DEFAULT_ALPHA_ON_INIT, DEFAULT_SHIFT_G};
 use super::fixed::FX_ONE;
 use super::reno::DecreaseScaling;
 
@@ -54,39 +59,13 @@ pub struct Params {
     /// has it ("multiplicative decrease is unchanged"); 2: raise only, at least Reno's half
     /// (only a flow with F > 1 keeps more: [`super::reno::DecreaseScaling::RaiseOnly`]). This
     /// project's extension, `mltcp` only ([`Params::decrease_scaling`]). Range `[0, 2]`.
-    /// Default 2 (raise only), by the measurements at the end of this comment. 1, measured
-    /// first, is not a default (guest time, one vCPU, 10 seeds, 20
-    /// iterations, one invocation per scenario, 2026-11-27; `ci/scenarios/run-scenario.sh
-    /// --seeds 10 --vms 2 --iterations 20 --ccs "cubic,mltcp,mltcp[scale_decrease=1]"
-    /// ci/scenarios/a.toml`, and the same with reno added for b.toml and c.toml; mean iteration
-    /// paired per seed against `mltcp`, 95 % t): (a) −3.6 % [−5.2, −1.9] (every seed faster;
-    /// interleaved within 15 iterations in 10 of 10 seeds against 6; a lone burst's cost
-    /// against its solo time 1.005 against 1.024), (b) +3.5 % [−0.5, +7.4], (c) −1.5 % [−4.2,
-    /// +1.3]. Against CUBIC it is resolved in none of the three (−0.7, −1.8, +0.2 %). The
-    /// higher-F flow's realized share rose only a little (0.57 against 0.54 in (a), 0.60
-    /// against 0.55 in (c), meant 0.67-0.76). Re-measured with more seeds (2026-11-27, same
-    /// command with `--seed-list 11,...,20` for b.toml, and `ci/scenarios/solo.toml` with 10
-    /// seeds): one job alone −0.7 % [−1.2, −0.3] against `mltcp` (it removes mltcp's +0.9 %
-    /// [+0.4, +1.5] uncontended cost: +0.2 % [−0.2, +0.6] against CUBIC); (b) over 20 seeds
-    /// +2.4 % [−0.0, +4.8] against `mltcp`. A gain with one or two jobs against a likely loss
-    /// with three does not make a default.
-    ///
-    /// 2 (raise only: at least Reno's half, more only when F > 1) became the default on
-    /// 2026-11-27 (guest time, one vCPU, 20 iterations, `ci/scenarios/run-scenario.sh --seeds
-    /// 10 --vms 2 --iterations 20 --ccs "mltcp,mltcp[scale_decrease=2]"` on solo.toml, a.toml,
-    /// b.toml (then `--seed-list 11,...,20` pooled, each pair within its invocation) and
-    /// c.toml; mean iteration paired against `mltcp` with 0): one job alone −1.2 % [−1.6,
-    /// −0.7] (every seed faster; the burst on an empty link 0.999 of its solo time against
-    /// 1.026: it removes the uncontended cost), (a) −1.2 % [−4.4, +2.0], (b) over 20 seeds
-    /// −0.3 % [−3.2, +2.5], (c) −2.5 % [−4.8, −0.3]. No loss shown anywhere, a resolved gain
-    /// where a burst meets an empty link. Every measurement of `mltcp` before that date ran
-    /// with 0.
+    /// Default 2 (raise only), chosen by measurement: docs/results/module-params.md.
     pub scale_decrease: u32,
 }
 
 impl Params {
-    /// Provisional defaults: slope 1.5, intercept 0.25, idle gap 20 ms, EWMA weight 1/4.
-    /// A later parameter sweep (VM testbed and simulator) sets the final values.
+    /// The defaults: slope 1.5, intercept 0.25, idle gap 20 ms, EWMA weight 1/4, slow-start
+    /// scaling on, decrease scaling 2 (raise only); each field's value is its [`PARAMS`] entry's.
     ///
     /// Why slope 1.5 / intercept 0.25 (REFERENCE.md §2, HotNets '24 Eq. 2): for two jobs with
     /// iteration time `T`, communication fraction `a` and start gap `Δ`, one iteration moves the
@@ -104,52 +83,21 @@ impl Params {
     /// `idle_gap_us` = 20 ms: longer than the short pauses between the chunks of a ring
     /// all-reduce (sub-millisecond to a few ms) and shorter than a compute phase (tens of ms or
     /// more); the `2*SRTT` floor keeps ordinary ACK-clock gaps from splitting an iteration on long
-    /// paths. Swept on the guest-time testbed (one vCPU, 2026-11-27; `ci/scenarios/run-scenario.sh
-    /// --seeds 5 --iterations 20 --ccs "mltcp,mltcp[idle_gap_us=2000],mltcp[idle_gap_us=5000],
-    /// mltcp[idle_gap_us=80000]" ci/scenarios/a.toml`; mean iteration paired against 20 ms, 95 % t
-    /// intervals): 20 ms 1.048 [1.030, 1.067] x ideal, interleaved in 5 of 5 seeds (iterations 1-14);
-    /// 2 ms +1.5 % [−3.3, +6.4] (4 of 5); 5 ms +0.2 % [−2.2, +2.6] (5 of 5); 80 ms +2.0 % [−3.1,
-    /// +7.1] (2 of 5). No setting beat 20 ms, so it stays. `ewma_weight_fx` = 1/4: the estimate follows a change of iteration size within
+    /// paths; chosen by measurement (docs/results/module-params.md).
+    /// `ewma_weight_fx` = 1/4: the estimate follows a change of iteration size within
     /// ~10 iterations (0.75^10 ≈ 6 % left) while one odd iteration moves it only by a quarter.
     ///
-    /// `scale_slow_start` = 1, set by measurement (traffic emulator, scenario (a) of
-    /// `ci/scenarios/`, two VGG16 ring jobs on one 100 Mbit/s bottleneck): with Linux's
-    /// `tcp_slow_start_after_idle` every communication phase starts in slow start, which F did not
-    /// touch, so a job that starts communicating while another is mid-phase doubled its window per
-    /// RTT like a fair flow. Scaling the slow-start increase by `min(F, 1)` lets the job further
-    /// into its iteration keep the link. Three runs each: jobs interleaved at iterations 2, 3, 28
-    /// (median 3) against 9, 7, 30 without it (cubic 21, 9, 15); mean iteration 0.99-1.06x the
-    /// ideal C + M against 1.03-1.18x. Single runs are noisy (the interleaving iteration behaves
-    /// like a random walk's hitting time), so this is a preference, not a proof.
-    ///
-    /// Rechecked on the guest-time testbed (2026-11-26; `ci/scenarios/run-scenario.sh --iterations
-    /// 20 --seeds 10 --ccs ...` on a.toml and b.toml, paired with `ci/demo`'s runs of the same
-    /// seeds; 95 % t intervals): neither `scale_slow_start = 0` nor slope 1.0 / intercept 0.5 beat
-    /// these defaults. Mean/ideal in (a): defaults 1.058 [1.040, 1.075], `scale_slow_start=0`
-    /// 1.070 [1.041, 1.098], 1.0/0.5 1.069 [1.044, 1.095]; in (b) 1.058 [1.036, 1.081], 1.090
-    /// [1.053, 1.127], 1.068 [1.025, 1.112]. After convergence in (a) all three sit at
-    /// 1.034-1.036, against CUBIC's 1.009 (and `mltcp_cubic` at 1.031): that cost is neither the
-    /// slow-start scaling, the intercept nor the Reno base.
-    ///
-    /// Part 4 of the testbed issue (2026-11-26, guest time; README "MLTCP's own experiment"):
-    /// - One job alone (`ci/scenarios/solo.toml`, 10 seeds): the defaults cost +1.0 % [+0.2,
-    ///   +1.7] of an iteration against CUBIC, `scale_slow_start = 0` +0.9 % [+0.1, +1.6], and
-    ///   F = 1 (`slope_fx = 0, intercept_fx = FX_ONE`) +0.2 % [−1.4, +1.7]: the cost is F's low
-    ///   start (the window regrows at intercept × Reno's pace after a loss), not the wrapper.
-    /// - The weighting itself is mostly not realized there: the higher-F flow of two jobs meant
-    ///   0.75 of the link and got 0.54 [0.52, 0.57] (scenario a, 10 seeds), because a ~285 ms
-    ///   burst spans only one to three loss cycles at the testbed's 5-8 ms loaded RTT. So no
-    ///   slope/intercept setting can be chosen on this testbed by the effect it is meant to have;
-    ///   a larger slope/intercept ratio would only raise the uncontended cost. The defaults stay
-    ///   the fairness-derived ones above until a testbed with many loss cycles per burst (longer
-    ///   phases) can measure them.
+    /// `scale_slow_start` = 1: with Linux's `tcp_slow_start_after_idle` every communication phase
+    /// starts in slow start; scaling its increase by `min(F, 1)` lets the job further into its
+    /// iteration keep the link. Chosen by measurement, as the other defaults were checked:
+    /// docs/results/module-params.md.
     pub const DEFAULT: Params = Params {
-        slope_fx: 1536,
-        intercept_fx: 256,
-        idle_gap_us: 20_000,
-        ewma_weight_fx: 256,
-        scale_slow_start: 1,
-        scale_decrease: 2,
+        slope_fx: SLOPE_FX.default,
+        intercept_fx: INTERCEPT_FX.default,
+        idle_gap_us: IDLE_GAP_US.default,
+        ewma_weight_fx: EWMA_WEIGHT_FX.default,
+        scale_slow_start: SCALE_SLOW_START.default,
+        scale_decrease: SCALE_DECREASE.default,
     };
 
     /// How `mltcp`'s multiplicative decrease is scaled by F: `None` for Reno's half
@@ -162,6 +110,20 @@ impl Params {
             1 => Some(DecreaseScaling::Both),
             _ => Some(DecreaseScaling::RaiseOnly),
         }
+    }
+
+    /// The field named `name` (a [`ParamSpec::name`]), `None` for a parameter that is not a
+    /// field here (the CCP and DCTCP ones).
+    pub fn get(&self, name: &str) -> Option<u32> {
+        Some(match name {
+            "slope_fx" => self.slope_fx,
+            "intercept_fx" => self.intercept_fx,
+            "idle_gap_us" => self.idle_gap_us,
+            "ewma_weight_fx" => self.ewma_weight_fx,
+            "scale_slow_start" => self.scale_slow_start,
+            "scale_decrease" => self.scale_decrease,
+            _ => return None,
+        })
     }
 
     /// Checks every field against its range; returns the first offending one.
@@ -181,6 +143,160 @@ impl Default for Params {
         Params::DEFAULT
     }
 }
+
+/// What a parameter's value counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Fixed point with [`FX_ONE`] = 1024 = 1.0.
+    Fixed,
+    /// Microseconds.
+    Micros,
+    /// Milliseconds.
+    Millis,
+    /// One of a few numbered settings (a flag is 0 or 1).
+    Choice,
+    /// A power of two's exponent.
+    Shift,
+}
+
+impl Unit {
+    /// The unit as the module reference's table names it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Unit::Fixed => "fixed point, 1024 = 1.0",
+            Unit::Micros => "µs",
+            Unit::Millis => "ms",
+            Unit::Choice => "setting",
+            Unit::Shift => "exponent",
+        }
+    }
+}
+
+/// One module parameter of `tcp_mltcp` (`/sys/module/tcp_mltcp/parameters/NAME`): its name,
+/// default, accepted range (inclusive; the module's `set` callback refuses anything else with
+/// `-EINVAL`), unit and a one-line description. [`PARAMS`] lists them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamSpec {
+    /// Name under `/sys/module/tcp_mltcp/parameters/`.
+    pub name: &'static str,
+    /// Value at module load.
+    pub default: u32,
+    /// Smallest accepted value.
+    pub min: u32,
+    /// Largest accepted value.
+    pub max: u32,
+    /// What the value counts.
+    pub unit: Unit,
+    /// One line, for the module reference's table.
+    pub description: &'static str,
+}
+
+/// `slope_fx`: the slope of F ([`Params::slope_fx`]).
+pub const SLOPE_FX: ParamSpec = ParamSpec {
+    name: "slope_fx",
+    default: 1536,
+    min: 0,
+    max: MAX_COEFF_FX,
+    unit: Unit::Fixed,
+    description: "slope of F",
+};
+
+/// `intercept_fx`: the intercept of F ([`Params::intercept_fx`]).
+pub const INTERCEPT_FX: ParamSpec = ParamSpec {
+    name: "intercept_fx",
+    default: 256,
+    min: 1,
+    max: MAX_COEFF_FX,
+    unit: Unit::Fixed,
+    description: "intercept of F (F at the start of an iteration)",
+};
+
+/// `idle_gap_us`: the idle gap that starts an iteration ([`Params::idle_gap_us`]).
+pub const IDLE_GAP_US: ParamSpec = ParamSpec {
+    name: "idle_gap_us",
+    default: 20_000,
+    min: MIN_IDLE_GAP_US,
+    max: MAX_IDLE_GAP_US,
+    unit: Unit::Micros,
+    description: "a send after an idle gap longer than this (and than 2 smoothed RTTs) starts a new iteration",
+};
+
+/// `ewma_weight_fx`: the newest iteration's weight in the bytes average
+/// ([`Params::ewma_weight_fx`]).
+pub const EWMA_WEIGHT_FX: ParamSpec = ParamSpec {
+    name: "ewma_weight_fx",
+    default: 256,
+    min: 1,
+    max: FX_ONE,
+    unit: Unit::Fixed,
+    description: "weight of the newest iteration in the bytes-per-iteration average",
+};
+
+/// `scale_slow_start`: whether F scales slow start ([`Params::scale_slow_start`]).
+pub const SCALE_SLOW_START: ParamSpec = ParamSpec {
+    name: "scale_slow_start",
+    default: 1,
+    min: 0,
+    max: 1,
+    unit: Unit::Choice,
+    description: "1: F also scales the slow-start increase (capped at 1.0, never faster than Linux's slow start)",
+};
+
+/// `scale_decrease`: how F scales `mltcp`'s decrease ([`Params::scale_decrease`]).
+pub const SCALE_DECREASE: ParamSpec = ParamSpec {
+    name: "scale_decrease",
+    default: 2,
+    min: 0,
+    max: 2,
+    unit: Unit::Choice,
+    description: "`mltcp` at a loss: 0 keeps Reno's half; 1 keeps `1 − 1/(2F)` (within 1/8..7/8); 2 keeps the larger of the two (more than half only when F > 1)",
+};
+
+/// `ccp_heartbeat_ms`: the CCP path's fallback timeout (the module's, not a [`Params`] field).
+pub const CCP_HEARTBEAT_MS: ParamSpec = ParamSpec {
+    name: "ccp_heartbeat_ms",
+    default: 0,
+    min: 0,
+    max: 600_000,
+    unit: Unit::Millis,
+    description:
+        "CCP: flows go back to native MLTCP when the agent sent nothing for this long; 0 = off",
+};
+
+/// `dctcp_shift_g`: `mltcp_dctcp`'s alpha gain exponent ([`super::dctcp::DEFAULT_SHIFT_G`]).
+pub const DCTCP_SHIFT_G: ParamSpec = ParamSpec {
+    name: "dctcp_shift_g",
+    default: DEFAULT_SHIFT_G,
+    min: 0,
+    max: 10,
+    unit: Unit::Shift,
+    description: "`mltcp_dctcp`: alpha's gain g = 1/2^shift_g (tcp_dctcp.c's `dctcp_shift_g`)",
+};
+
+/// `dctcp_alpha_on_init`: `mltcp_dctcp`'s initial alpha ([`super::dctcp::DEFAULT_ALPHA_ON_INIT`]).
+pub const DCTCP_ALPHA_ON_INIT: ParamSpec = ParamSpec {
+    name: "dctcp_alpha_on_init",
+    default: DEFAULT_ALPHA_ON_INIT,
+    min: 0,
+    max: DCTCP_MAX_ALPHA,
+    unit: Unit::Fixed,
+    description: "`mltcp_dctcp`: initial alpha (tcp_dctcp.c's `dctcp_alpha_on_init`)",
+};
+
+/// Every module parameter of `tcp_mltcp`, in the order of the module reference's table: the one
+/// list the kernel module's defaults and checks, the scenario parser (`mltcp[name=value]`) and
+/// the documentation come from (a test pins the module's `module_param!` names to it).
+pub const PARAMS: &[ParamSpec] = &[
+    SLOPE_FX,
+    INTERCEPT_FX,
+    IDLE_GAP_US,
+    EWMA_WEIGHT_FX,
+    SCALE_SLOW_START,
+    SCALE_DECREASE,
+    DCTCP_SHIFT_G,
+    DCTCP_ALPHA_ON_INIT,
+    CCP_HEARTBEAT_MS,
+];
 
 /// A parameter value outside its range (the kernel's `set` callback turns it into `-EINVAL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,47 +321,93 @@ impl fmt::Display for ParamError {
     }
 }
 
-fn check(name: &'static str, value: u32, min: u32, max: u32) -> Result<u32, ParamError> {
-    if value >= min && value <= max {
-        Ok(value)
-    } else {
-        Err(ParamError {
-            name,
-            value,
-            min,
-            max,
-        })
+impl ParamSpec {
+    /// `Ok(v)` when `v` is within `[min, max]`, else the [`ParamError`] naming this parameter.
+    pub const fn check(&self, v: u32) -> Result<u32, ParamError> {
+        if v >= self.min && v <= self.max {
+            Ok(v)
+        } else {
+            Err(ParamError {
+                name: self.name,
+                value: v,
+                min: self.min,
+                max: self.max,
+            })
+        }
     }
+}
+
+/// The parameter of `name` in [`PARAMS`], if the module has one.
+pub fn spec(name: &str) -> Option<&'static ParamSpec> {
+    PARAMS.iter().find(|p| p.name == name)
 }
 
 /// Validates `slope_fx` (fixed point, 1024 = 1.0): range `[0, 64*FX_ONE]`.
 pub fn validate_slope_fx(v: u32) -> Result<u32, ParamError> {
-    check("slope_fx", v, 0, MAX_COEFF_FX)
+    SLOPE_FX.check(v)
 }
 
 /// Validates `intercept_fx` (fixed point, 1024 = 1.0): range `[1, 64*FX_ONE]`, so F > 0 always.
 pub fn validate_intercept_fx(v: u32) -> Result<u32, ParamError> {
-    check("intercept_fx", v, 1, MAX_COEFF_FX)
+    INTERCEPT_FX.check(v)
 }
 
 /// Validates `idle_gap_us` (µs): range `[100, 10_000_000]`.
 pub fn validate_idle_gap_us(v: u32) -> Result<u32, ParamError> {
-    check("idle_gap_us", v, MIN_IDLE_GAP_US, MAX_IDLE_GAP_US)
+    IDLE_GAP_US.check(v)
 }
 
 /// Validates `ewma_weight_fx` (fixed point, weight of the newest iteration): range `[1, FX_ONE]`.
 pub fn validate_ewma_weight_fx(v: u32) -> Result<u32, ParamError> {
-    check("ewma_weight_fx", v, 1, FX_ONE)
+    EWMA_WEIGHT_FX.check(v)
 }
 
 /// Validates `scale_decrease`: 0 (off), 1 (both ways) or 2 (raise only).
 pub fn validate_scale_decrease(v: u32) -> Result<u32, ParamError> {
-    check("scale_decrease", v, 0, 2)
+    SCALE_DECREASE.check(v)
 }
 
 /// Validates `scale_slow_start` (a flag): 0 or 1.
 pub fn validate_scale_slow_start(v: u32) -> Result<u32, ParamError> {
-    check("scale_slow_start", v, 0, 1)
+    SCALE_SLOW_START.check(v)
+}
+
+/// Writes [`PARAMS`] as the Markdown table of the module's reference (columns parameter,
+/// default, range, unit, meaning; a fixed-point default also as a decimal). `core::fmt` only, so
+/// it builds wherever this crate does; `String` callers pass a `String`.
+///
+/// # Errors
+/// Only those of `out`.
+pub fn write_markdown_table(out: &mut impl fmt::Write) -> fmt::Result {
+    writeln!(out, "| parameter | default | range | unit | meaning |")?;
+    writeln!(out, "| --- | --- | --- | --- | --- |")?;
+    for p in PARAMS {
+        write!(out, "| `{}` | {}", p.name, p.default)?;
+        if p.unit == Unit::Fixed {
+            // 1024 = 1.0: the quotient, then the fraction's decimals without trailing zeros.
+            let whole = p.default / FX_ONE;
+            let mut frac = p.default % FX_ONE;
+            write!(out, " ({whole}.")?;
+            if frac == 0 {
+                write!(out, "0")?;
+            }
+            while frac != 0 {
+                let d = frac.saturating_mul(10);
+                write!(out, "{}", d / FX_ONE)?;
+                frac = d % FX_ONE;
+            }
+            write!(out, ")")?;
+        }
+        writeln!(
+            out,
+            " | {}..{} | {} | {} |",
+            p.min,
+            p.max,
+            p.unit.as_str(),
+            p.description
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -259,6 +421,32 @@ mod tests {
     fn default_is_valid() {
         assert_eq!(Params::DEFAULT.validate(), Ok(()));
         assert_eq!(Params::default(), Params::DEFAULT);
+    }
+
+    #[test]
+    fn table_and_default_agree() {
+        let mut fields = 0;
+        for (i, p) in PARAMS.iter().enumerate() {
+            assert!(p.min <= p.default && p.default <= p.max, "{p:?}");
+            assert_eq!(p.check(p.default), Ok(p.default));
+            assert!(
+                PARAMS[..i].iter().all(|q| q.name != p.name),
+                "{} twice",
+                p.name
+            );
+            assert_eq!(spec(p.name), Some(p));
+            if let Some(v) = Params::DEFAULT.get(p.name) {
+                assert_eq!(v, p.default, "{}", p.name);
+                fields += 1;
+            }
+        }
+        // Every field of Params is in the table.
+        assert_eq!(fields, 6);
+        assert_eq!(
+            spec("dctcp_shift_g").map(|p| p.default),
+            Some(DEFAULT_SHIFT_G)
+        );
+        assert_eq!(spec("nosuch"), None);
     }
 
     #[test]

@@ -116,7 +116,7 @@ use smallvec::SmallVec;
 
 use super::{Control, Policy};
 use crate::error::SimError;
-use crate::sim::{Phase, Role, Sim, TimeHist};
+use crate::sim::{Phase, Sim, TimeHist};
 use crate::workload::Paradigm;
 
 /// Plan reuse: the most a flow's bytes sent may differ from what its kept plan says by a slot
@@ -680,12 +680,12 @@ impl Mlcc {
     fn state_role(sim: &Sim, j: usize, f: usize) -> FlowRole {
         let job = &sim.jobs[j];
         match job.flows[f].role {
-            Role::Ring { pred } => FlowRole::RingSend {
+            crate::sim::FlowRole::Ring { pred } => FlowRole::RingSend {
                 predecessor: Some(FlowId(flow_id(j, pred))),
                 chunk_bytes: job.chunk.max(0.0) as u64,
             },
-            Role::Push { ps } => FlowRole::PsPush { ps: ps as u32 },
-            Role::Pull { ps } => FlowRole::PsPull { ps: ps as u32 },
+            crate::sim::FlowRole::Push { ps } => FlowRole::PsPush { ps: ps as u32 },
+            crate::sim::FlowRole::Pull { ps } => FlowRole::PsPull { ps: ps as u32 },
         }
     }
 
@@ -874,7 +874,9 @@ impl Mlcc {
         let job = &sim.jobs[j];
         let (first, second) = match job.spec.paradigm {
             Paradigm::Ring => (0..job.flows.len(), 0..0),
-            Paradigm::Ps => {
+            // No flows (refused by Sim::new).
+            Paradigm::Unknown => (0..0, 0..0),
+            Paradigm::ParameterServer => {
                 let w = job.spec.workers as usize;
                 let p = job.spec.parameter_servers() as usize;
                 (u * w..(u + 1) * w, p * w + u * w..p * w + (u + 1) * w)
@@ -909,7 +911,8 @@ impl Mlcc {
         let job = &sim.jobs[j];
         match job.spec.paradigm {
             Paradigm::Ring => 1,
-            Paradigm::Ps => job.spec.parameter_servers() as usize,
+            Paradigm::Unknown => 0,
+            Paradigm::ParameterServer => job.spec.parameter_servers() as usize,
         }
     }
 
