@@ -147,12 +147,16 @@ struct Shard {
     programs: ProgramTable<PROGRAMS, Arc<Program>>,
 }
 
+/// A shard's flow table, glue state and program replica, borrowed apart ([`Shard::parts`]).
+type ShardParts<'a> = (
+    &'a mut FlowTable<PER_SHARD>,
+    &'a mut [FlowExtra; PER_SHARD],
+    &'a mut ProgramTable<PROGRAMS, Arc<Program>>,
+);
+
 impl Shard {
     /// The flow table, glue state and program replica, split for separate borrows.
-    fn parts(
-        &mut self,
-    ) -> Option<(&mut FlowTable<PER_SHARD>, &mut [FlowExtra; PER_SHARD], &mut ProgramTable<PROGRAMS, Arc<Program>>)>
-    {
+    fn parts(&mut self) -> Option<ShardParts<'_>> {
         let f = self.flows.as_deref_mut()?;
         Some((&mut f.table, &mut f.extra, &mut self.programs))
     }
@@ -255,7 +259,12 @@ fn gate_enter() -> bool {
         if s & GATE_CLOSED != 0 {
             return false;
         }
-        match INPUT_GATE.compare_exchange_weak(s, s.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed) {
+        match INPUT_GATE.compare_exchange_weak(
+            s,
+            s.wrapping_add(1),
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => return true,
             Err(now) => s = now,
         }
@@ -278,7 +287,12 @@ fn gate_leave(c: &Ccp) {
             }
             return;
         }
-        match INPUT_GATE.compare_exchange_weak(s, s.wrapping_sub(1), Ordering::Release, Ordering::Relaxed) {
+        match INPUT_GATE.compare_exchange_weak(
+            s,
+            s.wrapping_sub(1),
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => return,
             Err(now) => s = now,
         }
@@ -400,7 +414,13 @@ struct Ops<'a> {
 
 impl<'a> Ops<'a> {
     fn new(nl: &'a KernelSocket<NetlinkRx>, now_us: u64) -> Self {
-        Ops { nl, now_us, cwnd_bytes: None, rate_bps: None, class: None }
+        Ops {
+            nl,
+            now_us,
+            cwnd_bytes: None,
+            rate_bps: None,
+            class: None,
+        }
     }
 }
 
@@ -409,7 +429,9 @@ impl DatapathOps for Ops<'_> {
         self.now_us
     }
     fn send_msg(&mut self, msg: &[u8]) -> Result<(), SendError> {
-        self.nl.multicast(CCP_GROUP, msg, flags::GFP_ATOMIC).map_err(|_| SendError)
+        self.nl
+            .multicast(CCP_GROUP, msg, flags::GFP_ATOMIC)
+            .map_err(|_| SendError)
     }
     fn set_cwnd(&mut self, bytes: u64) {
         self.cwnd_bytes = Some(bytes);
@@ -459,9 +481,13 @@ impl Ccp {
         let up = self.nl.has_listeners(CCP_GROUP);
         if up != self.agent_up.load(Ordering::Relaxed) {
             if up {
-                pr_info!("ccp: agent listening on netlink group {}: new flows are offered to it\n", CCP_GROUP);
+                pr_info!(
+                    "ccp: agent listening on netlink group {}: new flows are offered to it\n",
+                    CCP_GROUP
+                );
                 // A new agent counts as heard from now.
-                self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
+                self.last_msg_ns
+                    .store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
                 let mut ops = Ops::new(&self.nl, 0);
                 let _ = self.core.send_ready(self, DATAPATH_ID, &mut ops);
             } else {
@@ -480,7 +506,9 @@ impl Ccp {
         if hb_ms == 0 {
             return true;
         }
-        let idle_ns = Ktime::ktime_get().to_ns().saturating_sub(self.last_msg_ns.load(Ordering::Relaxed));
+        let idle_ns = Ktime::ktime_get()
+            .to_ns()
+            .saturating_sub(self.last_msg_ns.load(Ordering::Relaxed));
         let silent = idle_ns > i64::from(hb_ms).saturating_mul(1_000_000);
         // A plain load first: on almost every ACK nothing changed, and a swap would write the
         // shared cache line on each one. Only a transition pays for the swap, and the swap's
@@ -489,7 +517,10 @@ impl Ccp {
             && silent != self.silent.swap(silent, Ordering::AcqRel)
         {
             if silent {
-                pr_info!("ccp: no message from the agent for over {} ms: flows back on native MLTCP\n", hb_ms);
+                pr_info!(
+                    "ccp: no message from the agent for over {} ms: flows back on native MLTCP\n",
+                    hb_ms
+                );
             } else {
                 pr_info!("ccp: the agent speaks again: its flows are under its control again\n");
             }
@@ -508,11 +539,15 @@ impl Ccp {
         if !msg.sender_capable(capability::NET_ADMIN) {
             let n = DROPPED_UNPRIVILEGED.add(1);
             if log_now(n) {
-                pr_warn!("ccp: dropped a message from a sender without CAP_NET_ADMIN (total {})\n", n + 1);
+                pr_warn!(
+                    "ccp: dropped a message from a sender without CAP_NET_ADMIN (total {})\n",
+                    n + 1
+                );
             }
             return;
         }
-        self.last_msg_ns.store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
+        self.last_msg_ns
+            .store(Ktime::ktime_get().to_ns(), Ordering::Relaxed);
         // UPDATE_FIELDS and CHANGE_PROG lock only their flow's shard; INSTALL the program
         // master, then each shard in turn.
         match self.core.handle_msg(self, msg.payload()) {
@@ -526,7 +561,11 @@ impl Ccp {
             Err((e, DropCause::Malformed)) => {
                 let n = DROPPED_MALFORMED.add(1);
                 if log_now(n) {
-                    pr_warn!("ccp: dropped a malformed or refused agent message: {:?} (total {})\n", e, n + 1);
+                    pr_warn!(
+                        "ccp: dropped a malformed or refused agent message: {:?} (total {})\n",
+                        e,
+                        n + 1
+                    );
                 }
             }
         }
@@ -572,7 +611,9 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
         dst_port: a.dport_be.into(),
         alg: [0; super::ccp_datapath::FLOW_ALG_NAME_MAX],
     };
-    let Ok(info) = info.with_alg_name(alg) else { return 0 };
+    let Ok(info) = info.with_alg_name(alg) else {
+        return 0;
+    };
     if !c.check_agent() {
         return 0;
     }
@@ -606,7 +647,11 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
         Err(CcpError::FlowTableFull) => {
             let n = TABLE_FULL.add(1);
             if log_now(n) {
-                pr_warn!("ccp: flow table full ({} flows): new flow stays native (total {})\n", FLOWS, n + 1);
+                pr_warn!(
+                    "ccp: flow table full ({} flows): new flow stays native (total {})\n",
+                    FLOWS,
+                    n + 1
+                );
             }
             0
         }
@@ -620,14 +665,22 @@ pub(crate) fn flow_init<T: ?Sized>(sk: &Sock<'_, T>, alg: &[u8]) -> u32 {
 /// Takes only the flow's shard lock.
 pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> bool {
     let Some(c) = ccp() else { return false };
-    let Some(loc) = Core::locate(sid) else { return false };
+    let Some(loc) = Core::locate(sid) else {
+        return false;
+    };
     // New flows are offered whenever an agent listens (a restarted agent speaks only once it is
     // offered one); control additionally needs the agent to have spoken recently.
     let up = c.check_agent() && c.heard_recently();
-    let Some(shard) = c.shards.get(loc.shard) else { return false };
+    let Some(shard) = c.shards.get(loc.shard) else {
+        return false;
+    };
     let mut guard = shard.lock();
-    let Some((table, extra, programs)) = guard.parts() else { return false };
-    let Some(e) = extra.get_mut(loc.slot) else { return false };
+    let Some((table, extra, programs)) = guard.parts() else {
+        return false;
+    };
+    let Some(e) = extra.get_mut(loc.slot) else {
+        return false;
+    };
     if !up || e.dead {
         release_control(sk, e);
         return false;
@@ -650,7 +703,11 @@ pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> b
         // mltcp_cubic), which makes `Flow.rtt_sample_us` smoother than libccp's.
         rtt_sample_us: sk.srtt_us().into(),
         was_timeout: sk.ca_state() == kernel::net::tcp::cong::state::LOSS,
-        snd_cwnd: if e.cwnd_bytes != 0 { e.cwnd_bytes } else { cur_cwnd_bytes },
+        snd_cwnd: if e.cwnd_bytes != 0 {
+            e.cwnd_bytes
+        } else {
+            cur_cwnd_bytes
+        },
         snd_rate: e.rate_bps,
         ..Primitives::default()
     };
@@ -779,7 +836,10 @@ pub(crate) fn flow_release<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32) {
     c.with_extra(loc, |e| release_control(sk, e));
     let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
     // A live flow's slot is freed even when its closing MEASURE cannot be sent.
-    if !matches!(c.core.flow_end(c, sid, &mut ops), Err(CcpError::UnknownFlow)) {
+    if !matches!(
+        c.core.flow_end(c, sid, &mut ops),
+        Err(CcpError::UnknownFlow)
+    ) {
         LIVE_FLOWS.add(u64::MAX); // wrapping: minus one
     }
 }

@@ -51,13 +51,14 @@ use kernel::net::tcp::{
 use kernel::{c_str, prelude::*};
 
 // Public so the kernel's unreachable-pub and dead-code lints treat the crates' APIs as exported.
-#[path = "mltcp-math/src/lib.rs"]
-pub mod mltcp_math;
+mod ccp;
 #[allow(unused_attributes)]
 #[path = "ccp-datapath/src/lib.rs"]
 pub mod ccp_datapath;
-mod ccp;
+#[path = "mltcp-math/src/lib.rs"]
+pub mod mltcp_math;
 
+use core::marker::PhantomData;
 use mltcp_math::{
     cubic::{Clock, CubicParams},
     dctcp::Counters,
@@ -68,7 +69,6 @@ use mltcp_math::{
     reno::{self, Window},
     wrapper::{self, MltcpState, WithCcp},
 };
-use core::marker::PhantomData;
 
 module! {
     type: MltcpModule,
@@ -80,7 +80,13 @@ module! {
 
 /// Turns a refused parameter value into `EINVAL`, with a log line naming it.
 fn refuse(e: ParamError) -> Error {
-    pr_warn!("refused {}={} (valid range {}..={})\n", e.name, e.value, e.min, e.max);
+    pr_warn!(
+        "refused {}={} (valid range {}..={})\n",
+        e.name,
+        e.value,
+        e.min,
+        e.max
+    );
     EINVAL
 }
 
@@ -229,7 +235,8 @@ fn clock<T: ?Sized>(sk: &Sock<'_, T>) -> Clock {
 }
 
 // The wrapper's congestion states are the kernel's.
-const _: () = assert!(wrapper::CA_CWR == cong::state::CWR && wrapper::CA_RECOVERY == cong::state::RECOVERY);
+const _: () =
+    assert!(wrapper::CA_CWR == cong::state::CWR && wrapper::CA_RECOVERY == cong::state::RECOVERY);
 
 // SAFETY: Integers only; all-zero is the documented initial state of every MLTCP state.
 unsafe impl kernel::init::Zeroable for MltcpRenoState {}
@@ -353,7 +360,10 @@ impl<B: Base> Algorithm for Mltcp<B> {
     fn cwnd_event(sk: &mut Sock<'_, Self>, ev: Event) {
         if ev == Event::TxStart {
             let (idle, srtt, bytes) = (idle_us(sk), sk.srtt_us(), sk.bytes_acked());
-            sk.data().m.iter_mut().on_tx_start(&params(), idle, srtt, bytes);
+            sk.data()
+                .m
+                .iter_mut()
+                .on_tx_start(&params(), idle, srtt, bytes);
         }
         if B::HAS_CWND_EVENT {
             B::cwnd_event(sk, ev);
@@ -383,7 +393,12 @@ impl<B: Base> Algorithm for Mltcp<B> {
 
 /// DCTCP's view of the sender's counters.
 fn dctcp_counters<T: ?Sized>(sk: &Sock<'_, T>) -> Counters {
-    Counters { snd_una: sk.snd_una(), snd_nxt: sk.snd_nxt(), delivered: sk.delivered(), delivered_ce: sk.delivered_ce() }
+    Counters {
+        snd_una: sk.snd_una(),
+        snd_nxt: sk.snd_nxt(),
+        delivered: sk.delivered(),
+        delivered_ce: sk.delivered_ce(),
+    }
 }
 
 /// `mltcp`: Reno with an F-scaled additive increase.
@@ -413,7 +428,13 @@ impl Base for Reno {
         let f_fx = sk.data().m.iter.scale_fx(&p, bytes);
         let before = window(sk);
         let mut w = before;
-        reno::mltcp_cong_avoid(&mut w, acked, sk.is_cwnd_limited(), f_fx, slow_start_gain_fx(&p, f_fx));
+        reno::mltcp_cong_avoid(
+            &mut w,
+            acked,
+            sk.is_cwnd_limited(),
+            f_fx,
+            slow_start_gain_fx(&p, f_fx),
+        );
         apply(sk, &before, &w);
     }
 }
@@ -450,7 +471,15 @@ impl Base for Cubic {
         let d = &mut sk.data().m;
         let p = params();
         let f_fx = d.iter.scale_fx(&p, bytes);
-        d.cubic.mltcp_cong_avoid(&CUBIC, &mut w, acked, limited, &clk, f_fx, slow_start_gain_fx(&p, f_fx));
+        d.cubic.mltcp_cong_avoid(
+            &CUBIC,
+            &mut w,
+            acked,
+            limited,
+            &clk,
+            f_fx,
+            slow_start_gain_fx(&p, f_fx),
+        );
         apply(sk, &before, &w);
     }
 
@@ -473,7 +502,10 @@ impl Base for Cubic {
         let (pacing, gso) = (sk.pacing_rate(), sk.gso_max_size());
         let before = window(sk);
         let mut w = before;
-        sk.data().m.cubic.pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
+        sk.data()
+            .m
+            .cubic
+            .pkts_acked(&CUBIC, &mut w, sample.rtt_us, &clk, pacing, gso);
         apply(sk, &before, &w);
     }
 }
@@ -491,7 +523,14 @@ impl Base for Dctcp {
         let (c, rcv_nxt, bytes) = (dctcp_counters(sk), sk.rcv_nxt(), sk.bytes_acked());
         let not_connected = matches!(sk.sk_state(), tcp_state::LISTEN | tcp_state::CLOSE);
         let ecn_ok = sk.ecn_ok();
-        let mode = sk.data().m.init(&c, rcv_nxt, bytes, ecn_ok, not_connected, DCTCP_ALPHA_ON_INIT.get());
+        let mode = sk.data().m.init(
+            &c,
+            rcv_nxt,
+            bytes,
+            ecn_ok,
+            not_connected,
+            DCTCP_ALPHA_ON_INIT.get(),
+        );
         if mode == DctcpMode::RenoFallback {
             // As tcp_dctcp.c: ECT was set during the handshake for an ECN-needing algorithm.
             sk.ecn_dontxmit();
@@ -512,7 +551,9 @@ impl Base for Dctcp {
         let (limited, bytes) = (sk.is_cwnd_limited(), sk.bytes_acked());
         let before = window(sk);
         let mut w = before;
-        sk.data().m.cong_avoid(&params(), &mut w, acked, limited, bytes);
+        sk.data()
+            .m
+            .cong_avoid(&params(), &mut w, acked, limited, bytes);
         apply(sk, &before, &w);
     }
 
@@ -523,7 +564,11 @@ impl Base for Dctcp {
 
     fn set_state(sk: &mut Sk<'_, Self>, new_state: u8) {
         let (old_state, cwnd) = (sk.ca_state(), sk.snd_cwnd());
-        if let Some(ssthresh) = sk.data().m.set_state(new_state, old_state, cong::state::RECOVERY, cwnd) {
+        if let Some(ssthresh) =
+            sk.data()
+                .m
+                .set_state(new_state, old_state, cong::state::RECOVERY, cwnd)
+        {
             sk.set_snd_ssthresh(ssthresh);
         }
     }
@@ -581,6 +626,11 @@ impl kernel::Module for MltcpModule {
             p.scale_slow_start,
             p.scale_decrease
         );
-        Ok(Self { _reno: reno, _cubic: cubic, _dctcp: dctcp, _ccp: ccp })
+        Ok(Self {
+            _reno: reno,
+            _cubic: cubic,
+            _dctcp: dctcp,
+            _ccp: ccp,
+        })
     }
 }

@@ -276,12 +276,10 @@ impl<const N: usize> FlowTable<N> {
                 slot.used = false;
                 self.stats.flows_ended = self.stats.flows_ended.wrapping_add(1);
                 let mut buf = [0u8; wire::MEASURE_FIXED_LEN];
-                wire::write_measure(&mut buf, sid, 0, &[])
-                    .and_then(|n| {
-                        ops.send_msg(buf.get(..n).unwrap_or(&[]))
-                            .map_err(|_| Error::SendFailed)
-                    })
-                    .map(|_| ())
+                wire::write_measure(&mut buf, sid, 0, &[]).and_then(|n| {
+                    ops.send_msg(buf.get(..n).unwrap_or(&[]))
+                        .map_err(|_| Error::SendFailed)
+                })
             }
         };
         self.count(r)

@@ -61,7 +61,9 @@ impl<S> WithCcp<S> {
 /// `ccp_in_charge(sid)` (the datapath invocation, which runs the agent's program) says the agent
 /// is not in charge.
 pub fn native_runs(sid: Option<u32>, ccp_in_charge: impl FnOnce(u32) -> bool) -> bool {
-    sid.is_none_or(|sid| !ccp_in_charge(sid))
+    // Not `is_none_or`: the kernel's clippy holds the code to Rust 1.78 (its MSRV), which
+    // lacks it.
+    !sid.is_some_and(ccp_in_charge)
 }
 
 /// A base algorithm's per-socket state with MLTCP's iteration tracking in it: what the wrapper
