@@ -44,6 +44,8 @@ missing=$(grep -E '^CONFIG_' "$here/kernel.config" | while IFS= read -r l; do gr
 [ -z "$missing" ] || die "ci/kernel.config options not in the final .config (missing dependencies?): $missing"
 kmake rustavailable >/dev/null || die "the kernel does not accept rustc $("$KRUSTC" --version) / bindgen"
 kmake -j"$(nproc)" bzImage modules >&2
+# What the tree was built from, so ci/package-kernel.sh --reuse-tree can check it is the same.
+kernel_source_identity > "$out/source-identity"
 touch "$out/.done"
 log "kernel built in $(( $(date +%s) - start )) s: $out/linux"
 

@@ -3,6 +3,7 @@
 # from the operator's own kernel config.
 #
 # Usage: ci/package-kernel.sh --config FILE --deb OUTDIR [--jobs N] [--no-debug-info] [--config-only]
+#                              [--reuse-tree DIR]
 #
 #   --config FILE   the kernel config to start from, e.g. /boot/config-$(uname -r) (a distribution
 #                   config) or the testbed's (ci/build-kernel.sh's tree/.config).
@@ -14,6 +15,11 @@
 #   --config-only   stop after the configuration: write the merged config to OUTDIR/config-<release>
 #                   and list what the merge changed against FILE (minutes, not hours: check a
 #                   distribution config before committing to its build).
+#   --reuse-tree DIR start from DIR, a kernel tree built by ci/build-kernel.sh from the same patched
+#                   source (refused otherwise), instead of a fresh extraction: Kbuild then rebuilds
+#                   only what the merged config and the -mltcp release change (for the testbed's
+#                   own config, a few files and the modules: about a minute, not a whole kernel).
+#                   The packages are the same as from a fresh tree, so the cache key ignores it.
 #
 # What it does: extracts Debian's linux-source-6.12, applies patches/linux-6.12/*.patch (the
 # kernel abstractions the module uses), merges kmod/packaging/kernel-mltcp.config over FILE
@@ -34,13 +40,13 @@
 # Cached under $MLTCP_CACHE/kernel-deb/<key> (key: source package version, the config, the
 # fragment, the patch series, rustc, bindgen, the options and this script): a second run copies the
 # packages. Time on 2 cores: the testbed's small config about 6 minutes; a distribution config much
-# longer (README, "Deploying on real hosts").
+# longer (docs/results/packaging.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
-config="" outdir="" jobs=$(nproc) debug_info=1 config_only=0
+config="" outdir="" jobs=$(nproc) debug_info=1 config_only=0 reuse_tree=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -49,6 +55,7 @@ while [ $# -gt 0 ]; do
     --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift 2 ;;
     --no-debug-info) debug_info=0; shift ;;
     --config-only) config_only=1; shift ;;
+    --reuse-tree) [ $# -ge 2 ] || die "--reuse-tree needs a directory"; reuse_tree=$2; shift 2 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
 done
@@ -86,7 +93,19 @@ log "kernel packages from $config (cache key $key)"
 start=$(date +%s)
 [ "$config_only" = 1 ] || rm -rf "$work"
 mkdir -p "$work/debs"
-extract_patched_kernel "$work"
+if [ -n "$reuse_tree" ]; then
+  # ci/build-kernel.sh writes the source identity beside each tree it builds; only a tree of the
+  # same patched source may stand in for a fresh extraction.
+  [ -f "$reuse_tree/../source-identity" ] && [ -f "$reuse_tree/.config" ] \
+    || die "--reuse-tree $reuse_tree: not a tree built by ci/build-kernel.sh (no ../source-identity or .config)"
+  cmp -s "$reuse_tree/../source-identity" <(kernel_source_identity) \
+    || die "--reuse-tree $reuse_tree: built from another source, patch series or toolchain than this one"
+  log "starting from the built tree $reuse_tree"
+  # -a keeps the timestamps, so make sees the objects as up to date.
+  cp -a "$reuse_tree" "$work/linux"
+else
+  extract_patched_kernel "$work"
+fi
 cd "$work/linux"
 
 kmake() { make -s RUSTC="$KRUSTC" BINDGEN="$BINDGEN" LOCALVERSION="$localversion" "$@"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/packaging-check.sh: the deployment path of README's "Deploying on real hosts", tested as an
+# ci/packaging-check.sh: the deployment path of docs/deployment.md, tested as an
 # operator takes it (a step of ci/test-all):
 #   1. the user-space packages (ci/package-userspace.sh) unpack into a scratch root; systemd accepts
 #      their units there (systemd-analyze verify, which also checks that every ExecStart binary is
@@ -104,7 +104,10 @@ fi
 
 # --- 3. kernel, headers and module packages ---
 kdir=$("$here/build-kernel.sh") || { bad kernel_packages "ci/build-kernel.sh failed"; finish; }
-if "$here/package-kernel.sh" --config "$kdir/.config" --deb "$work/kernel" > "$work/kernel.txt" 2> "$work/package-kernel.log"; then
+# --reuse-tree: the testbed's built tree is the packages' starting point, so a first run on a fresh
+# machine does not build the same kernel twice.
+if "$here/package-kernel.sh" --config "$kdir/.config" --reuse-tree "$kdir" --deb "$work/kernel" \
+     > "$work/kernel.txt" 2> "$work/package-kernel.log"; then
   ok "kernel_packages ($(xargs -n1 basename < "$work/kernel.txt" | tr '\n' ' '))"
 else
   bad kernel_packages "ci/package-kernel.sh failed: $(tail -n 5 "$work/package-kernel.log")"; finish
