@@ -288,11 +288,19 @@ test_ccp_class_priority() {
   # A rate far above the link: the agent only marks the flow; the port decides who is served.
   ccp_agent_start "$CCP_OUT/class_priority.agent.log" const-rate --rate-mbit 1000 --dscp 46 \
     || fail "agent did not start"
-  t_low=$(ccp_uptime)
-  vm_iperf "$CCP_OUT/class_low.json" -p $low_port -C cubic -t 9 -i 0.5 --get-server-output &
+  vm_iperf "$CCP_OUT/class_low.json" -p $low_port -C cubic -t 10 -i 0.5 --get-server-output &
   low_pid=$!
+  # The CUBIC flow's time 0 (its intervals' clock) is when its data connection is up, the second
+  # established connection to the port (iperf3's control connection comes first): iperf3 takes
+  # most of a second to get there under TCG.
+  _i=0
+  while [ "$(vm_in_snd ss -Htn state established "( dport = :$low_port )" | wc -l)" -lt 2 ]; do
+    _i=$((_i + 1)); [ $_i -lt 200 ] || fail "the CUBIC flow did not connect within 10 s"
+    sleep 0.05
+  done
+  t_low=$(ccp_uptime)
   sleep 2
-  ccp_iperf_bg class_high 3
+  ccp_iperf_bg class_high 4
   ccp_wait_create "$CCP_OUT/class_priority.agent.log" || fail "no CREATE within 10 s"
   wait "$CCP_IPERF_PID" || fail "iperf3 (the marked flow) failed"
   t_end=$(awk -v a="$t_low" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
@@ -306,9 +314,11 @@ test_ccp_class_priority() {
   note "CUBIC flow: $(ccp_show_intervals "$CCP_OUT/class_low.json")"
   note "marked flow: $(ccp_show_intervals "$CCP_OUT/class_high.json")"
   note "prio bands: 10:1 (DSCP 46) $b1 bytes, 10:2 (the rest) $b2 bytes"
-  # While both send (from 0.5 s after the marked flow's CREATE to its end).
+  # While both send: from 0.5 s after the marked flow's CREATE to 0.5 s before its end (margins
+  # for the two flows' clocks, each within about 0.1 s of the other's).
   high=$(ccp_mean "$CCP_OUT/class_high.json" 0.5 100)
-  low_during=$(ccp_mean "$CCP_OUT/class_low.json" "$(awk -v t="$t_start" 'BEGIN { print t + 0.5 }')" "$t_end")
+  low_during=$(ccp_mean "$CCP_OUT/class_low.json" "$(awk -v t="$t_start" 'BEGIN { print t + 0.5 }')" \
+    "$(awk -v t="$t_end" 'BEGIN { print t - 0.5 }')")
   # The first CUBIC interval that starts 0.5 s or more after the marked flow ended: within 1 s.
   low_after=$(ccp_intervals "$CCP_OUT/class_low.json" | awk -v t="$t_end" '$1 >= t + 0.5 { print $3; exit }')
   note "marked flow $high Mbit/s; CUBIC while both send $low_during Mbit/s, in the interval ending 1 s after $low_after Mbit/s"
