@@ -166,7 +166,7 @@ pub enum Rules {
     /// interleaves them by itself (the state MLTCP converges to, Rajasekaran, MIT thesis,
     /// ch. 5; shortest-remaining-time-first job order, Schrage, Oper. Res. 16(3), 1968).
     /// Not in the mlcc paper. In a network of weighted max-min sharing (the simulator), the
-    /// same rule is [`priority_levels`] with [`priority_weight`]. Measured: round 11 of
+    /// same rule is [`priority_levels`] with [`priority_weight`]. Measured: see
     /// `docs/results/simulator.md`.
     Priority,
 }
@@ -457,7 +457,7 @@ pub fn priority_levels(jobs: &[RankedJob]) -> Result<Vec<(JobKey, u32)>, SchedEr
 
 /// Weight ratio between consecutive levels of [`priority_weight`]: the simulator's
 /// `priority` policy with 4 gave 84.5 / 112.7 / 110.1 s average JCT on the 100-job seeds
-/// 1-3, with 1000 82.7 / 107.3 / 102.9 s, with 10^6 the same as 1000 (docs/results/simulator.md, round 11):
+/// 1-3, with 1000 82.7 / 107.3 / 102.9 s, with 10^6 the same as 1000 (docs/results/simulator.md):
 /// 1000 is near-strict priority.
 pub const PRIORITY_WEIGHT_RATIO: f64 = 1000.0;
 

@@ -348,7 +348,7 @@ const TOL: f64 = 1e-9;
 /// of the flows, or after [`IncMaxMin::MAX_ROUNDS`] rounds, it solves all flows at once.
 ///
 /// Why not connected components alone: with the simulator's first-fit placement every active
-/// flow of the default run is in one component (RESULTS.md), while a change usually moves the
+/// flow of the default run is in one component (docs/results/simulator.md), while a change usually moves the
 /// rates of only the flows that share a *saturated* link with it, and the flows those share one
 /// with, until the change is absorbed by a flow bottlenecked elsewhere.
 #[derive(Clone, Debug)]

@@ -134,7 +134,7 @@ fn mlcc(cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Mlcc, SimError> {
 /// `mlcc-il`: the policy layer's [`mlcc_sched::Rules::Interleave`] (job ranks, shortest
 /// remaining time first, [`mlcc_sched::rank_jobs`]) with spare sharing within the slot; every
 /// byte left planned (planning only sendable bytes cost 5-15 % of average JCT on the 100-job
-/// seeds 1-3, RESULTS.md round 10).
+/// seeds 1-3, docs/results/simulator.md).
 fn mlcc_il(cfg: &PolicyConfig, link_capacity: &[f64]) -> Result<Mlcc, SimError> {
     let mut m = mlcc(cfg, link_capacity)?;
     m.options = mlcc_sched::PolicyOptions {

@@ -120,7 +120,7 @@ struct Cli {
     #[arg(long, default_value_t = mlcc_sim::policy::mltcp::DEFAULT_RATIO_STEP)]
     mltcp_ratio_step: f64,
     /// MLTCP: where in a step F is sampled: `midpoint` (F's mean over the step) or `start`
-    /// (the bytes_ratio now, the simulator's rule before round 13).
+    /// (the bytes_ratio now, the simulator's earlier rule).
     #[arg(long, value_enum, default_value = "midpoint")]
     mltcp_f_at: mlcc_sim::policy::mltcp::FSample,
     /// CCML: weight ratio between priority levels.

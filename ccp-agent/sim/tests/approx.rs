@@ -7,7 +7,7 @@
 //! sharing a link (their module headers). On small random clusters with a mix of single- and
 //! multi-server ring and PS jobs, both modes finish every job; MCS's JCTs agree within 1 % per
 //! job, mlcc's average JCT within 10 % (single mlcc runs move by several % with rounding alone,
-//! RESULTS.md; here the fast mode is within -6 % to +5.4 % of the exact one), and the fast mode
+//! docs/results/simulator.md; here the fast mode is within -6 % to +5.4 % of the exact one), and the fast mode
 //! does reuse plans and roll them forward.
 
 use std::cell::Cell;
@@ -228,7 +228,7 @@ fn mltcp_mean(seed: u64, step: f64, sample: FSample, exact: bool) -> f64 {
 /// mode) against a fine reference (F taken at the start of steps of 1/256, exact mode): mean
 /// JCT within 2 % on every case (measured: 0.01-0.26 % on seeds 1-5, 1.8 % on seed 6, where
 /// the earlier default, start sampling at 1/32, was within 0.16 %; on the 100-job workload it
-/// was the other way round; RESULTS.md has the runs).
+/// was the other way round; docs/results/simulator.md has the runs).
 #[test]
 fn mltcp_default_step_stays_close_to_a_fine_reference() {
     for seed in 1..=6 {

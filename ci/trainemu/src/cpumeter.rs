@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! `trainemu cpu-meter`: the guest's busy CPU time over a window, to the microsecond (issue 20,
-//! item 5: CPU per GB of the module's paths on guest time).
+//! `trainemu cpu-meter`: the guest's busy CPU time over a window, to the microsecond
+//! (CPU per GB of the module's paths on guest time).
 //!
 //! `/proc/stat` cannot give it: the testbed kernel has a periodic tick (`CONFIG_HZ=1000`, no
 //! `NO_HZ`, `TICK_CPU_ACCOUNTING`), so its busy and idle times are samples of whatever ran at each

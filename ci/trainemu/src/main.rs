@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! `trainemu`: DNN-training traffic emulator, scenario runner and report (issue 3).
+//! `trainemu`: DNN-training traffic emulator, scenario runner and report.
 //!
 //! ```text
 //! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback]

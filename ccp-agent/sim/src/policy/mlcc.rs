@@ -66,7 +66,7 @@
 //!   would do differently is then the greedy's choices over the slots that join the horizon,
 //!   Alg. 2's corrections for dependency deltas that moved while every flow kept to its plan,
 //!   and reactions to load added (not freed) on its links. The error against `exact` is
-//!   measured in RESULTS.md (and bounded on small clusters in `tests/approx.rs`).
+//!   measured in docs/results/simulator.md (and bounded on small clusters in `tests/approx.rs`).
 //! - Finishing without a re-plan (documented approximation, part of plan reuse): a unit that
 //!   may keep its plan and whose plan completes every network member in the new slot is not
 //!   re-planned; each member is paced at its group's MADD share of the slot's available

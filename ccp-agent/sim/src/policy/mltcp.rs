@@ -11,7 +11,7 @@
 //! starts and held: the assumption of the Shift(Δ) recurrence (REFERENCE.md §2), used by the
 //! known-answer test. `Continuous { ratio_step }` (default [`DEFAULT_RATIO_STEP`]) also re-evaluates whenever
 //! some flow's bytes_ratio may have grown by `ratio_step` since its F was taken
-//! ([`crate::sim::Flow::decided_sent`]), following F as the kernel does per ACK. (Before round 5
+//! ([`crate::sim::Flow::decided_sent`]), following F as the kernel does per ACK. (Earlier
 //! the step was counted from the job's last re-allocation: a job re-allocated by another job's
 //! change, without being decided, had its re-evaluation postponed, so F could be many steps
 //! stale; `tests/approx.rs` checks the bound.)
@@ -21,10 +21,10 @@
 //! over the coming step is F at the step's midpoint, bytes_ratio + ratio_step / 2 (the midpoint
 //! rule: its error per step is second order in the step where taking F at the step's start,
 //! as the kernel's value at the last ACK, lags by half a step, first order). `Midpoint` is the
-//! default from round 13, with a step of 1/8 ([`DEFAULT_RATIO_STEP`], where the measurements
+//! default, with a step of 1/8 ([`DEFAULT_RATIO_STEP`], where the measurements
 //! are); `Start` is kept to compare.
 //!
-//! Fast mode (both off with `PolicyConfig::exact`, measured against it in RESULTS.md and
+//! Fast mode (both off with `PolicyConfig::exact`, measured against it in docs/results/simulator.md and
 //! `tests/approx.rs`); neither coarsens the step, no F is ever staler than `ratio_step`:
 //! - `skip_alone` ([`Policy::job_next_decision`]): a job whose weights cannot move a rate
 //!   ([`Sim::weights_inert`]) is not re-evaluated;
@@ -102,7 +102,7 @@ impl Default for Mltcp {
 }
 
 /// Default [`FUpdate::Continuous`] step of bytes_ratio between two evaluations of a flow's F,
-/// with [`FSample::Midpoint`] (RESULTS.md round 13). 100-job workload, seeds 1-5, average JCT
+/// with [`FSample::Midpoint`] (docs/results/simulator.md). 100-job workload, seeds 1-5, average JCT
 /// against a reference of start sampling at 1/256: midpoint at 1/8 and at 1/16 within 0.2 % on
 /// every seed; midpoint at 1/4 and start at 1/8 each jump to another schedule on seed 3 (-8.3 %,
 /// -5.3 %), and the earlier default, start at 1/32, on seed 5 (+13.8 %). So 1/8 is the coarsest
@@ -113,7 +113,7 @@ impl Default for Mltcp {
 pub const DEFAULT_RATIO_STEP: f64 = 1.0 / 8.0;
 
 /// Default [`Mltcp::coalesce`] (fraction of a job's re-evaluation interval; 0.25 and 0.75 gave
-/// more work than 0.5 on a 300-job run, RESULTS.md round 5).
+/// more work than 0.5 on a 300-job run, docs/results/simulator.md).
 pub const COALESCE: f64 = 0.5;
 
 /// F of a flow that has sent `sent` of `size` bytes, as a real number (1.0 = Reno's gain).
@@ -201,7 +201,7 @@ impl Policy for Mltcp {
     /// that rate yet (the engine's two refinement rounds per allocation follow longer chains
     /// over several re-allocations, `crate::sim`) is not skipped either, so the skip leaves
     /// what a re-evaluation would do to it only up to rounding. The effect is measured in
-    /// RESULTS.md.
+    /// docs/results/simulator.md.
     fn job_next_decision(&self, sim: &Sim, j: usize) -> f64 {
         let FUpdate::Continuous { ratio_step } = self.update else {
             return f64::INFINITY;

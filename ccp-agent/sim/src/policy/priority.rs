@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! `priority`: the policy layer's [`mlcc_sched::Rules::Priority`] (job-level strict priority,
-//! work-conserving; issue 19, not in the mlcc paper) in the simulator's network of weighted
+//! work-conserving; not in the mlcc paper) in the simulator's network of weighted
 //! max-min sharing. Nothing of the rule is here: the ranks are the layer's [`rank_jobs`]
 //! (shortest remaining time first: iterations left times the job's iteration time alone), the
 //! levels its [`priority_levels`] over the links each job's flows cross, a flow's weight its
@@ -33,13 +33,12 @@
 //! is still searched from, so the component it held together is re-levelled as its parts);
 //! `exact` re-levels every communicating job at every change (the reference, whose cost grows
 //! with all active flows at every event: at cluster scale it did not finish in 230 s where fair
-//! took 17 s, RESULTS.md round 12). The two differ in one thing besides the cost, the engine's:
+//! took 17 s, docs/results/simulator.md). The two differ in one thing besides the cost, the engine's:
 //! its whole-cluster path re-allocates every job with a flow capped at the rate of the flow it
 //! waits on at every decision (its refinement rounds follow such chains only two links deep),
 //! the sparse path only the jobs it decides, as for the per-job policies (`priority`, fair).
 //! Searching from those jobs too made the two agree to 1e-6 but cost the default run minutes,
-//! not seconds; without it the JCTs agree within 1 % per job (`tests/approx.rs`, RESULTS.md
-//! round 13).
+//! not seconds; without it the JCTs agree within 1 % per job (`tests/approx.rs`, docs/results/simulator.md).
 
 use mlcc_sched::{
     priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
