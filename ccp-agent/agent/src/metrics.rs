@@ -40,33 +40,10 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// The per-slot timing histograms, in seconds; observed by the agent's datapath thread.
-#[derive(Debug, Clone)]
-pub struct SlotTimings {
-    /// The datapath thread's work on each slot (`StatusReply::slot_work_us`).
-    pub slot_work: Histogram,
-    /// The core's handling of the input that planned each slot (step 4 of
-    /// [`crate::agent_core`], with the rest of that input's handling; without performing the
-    /// actions).
-    pub decision: Histogram,
-}
-
-impl Default for SlotTimings {
-    fn default() -> Self {
-        // 10 µs .. ~0.33 s: a slot's work is typically tens to hundreds of µs, and must stay
-        // well under the slot (60 ms by default).
-        SlotTimings {
-            slot_work: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
-            decision: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
-        }
-    }
-}
 
 /// One metric family with one label, for [`Collector::encode`]: `rows` are (label value,
 /// metric); nothing is written when there are none (e.g. no job yet). Errors: the encoder's.

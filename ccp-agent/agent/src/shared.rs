@@ -8,6 +8,7 @@
 use crate::agent_core::Input;
 use crate::proto;
 use nix::sys::eventfd::{EfdFlags, EventFd};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +42,7 @@ pub struct Shared {
     /// `PcnEnd`s sent because the burst was seen leaving its process.
     pub pcn_ends_on_burst: AtomicU64,
     /// Per-slot timings for the metrics endpoint (`--metrics-addr`).
-    pub timings: crate::metrics::SlotTimings,
+    pub timings: SlotTimings,
     wake: EventFd,
 }
 
@@ -63,7 +64,7 @@ impl Shared {
             bursts_granted_on_ack: AtomicU64::new(0),
             pcn_starts: AtomicU64::new(0),
             pcn_ends_on_burst: AtomicU64::new(0),
-            timings: crate::metrics::SlotTimings::default(),
+            timings: SlotTimings::default(),
             wake,
         }))
     }
@@ -196,5 +197,27 @@ impl RpcFailures {
     /// All failures.
     pub fn total(&self) -> u64 {
         self.by_rpc().iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// The per-slot timing histograms, in seconds; observed by the agent's datapath thread.
+#[derive(Debug, Clone)]
+pub struct SlotTimings {
+    /// The datapath thread's work on each slot (`StatusReply::slot_work_us`).
+    pub slot_work: Histogram,
+    /// The core's handling of the input that planned each slot (step 4 of
+    /// [`crate::agent_core`], with the rest of that input's handling; without performing the
+    /// actions).
+    pub decision: Histogram,
+}
+
+impl Default for SlotTimings {
+    fn default() -> Self {
+        // 10 µs .. ~0.33 s: a slot's work is typically tens to hundreds of µs, and must stay
+        // well under the slot (60 ms by default).
+        SlotTimings {
+            slot_work: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
+            decision: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
+        }
     }
 }
