@@ -6,7 +6,7 @@
 #                                                        [--shape RATE DELAY] [--kinds "K..."]
 #                                                        [--app-rate MBIT] [--ccp-args "A..."]
 #                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
-#                                                        [--ccpz-args "A..."]
+#                                                        [--ccpz-args "A..."] [--heartbeat-ms N]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -61,7 +61,7 @@
 # the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -74,6 +74,9 @@ while [ $# -gt 0 ]; do
     --ccpx-args) CCPX_ARGS=$2; shift 2 ;;
     --ccpy-args) CCPY_ARGS=$2; shift 2 ;;
     --ccpz-args) CCPZ_ARGS=$2; shift 2 ;;
+    --heartbeat-ms)
+      case "$2" in ''|*[!0-9]*) echo "ccp-overhead.sh: --heartbeat-ms takes a whole number of ms, not '$2'"; exit 2 ;; esac
+      HEARTBEAT_MS=$2; shift 2 ;;
     --app-rate)
       case "$2" in ''|*[!0-9]*|0) echo "ccp-overhead.sh: --app-rate takes a whole number of Mbit/s > 0, not '$2'"; exit 2 ;; esac
       APP_RATE_MBIT=$2; shift 2 ;;
@@ -87,6 +90,12 @@ SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt AGENT=$OUT/agent.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
+# --heartbeat-ms N: the module's ccp_heartbeat_ms for the whole run (the CCP kinds' agents then
+# need a keepalive shorter than N, e.g. --ccp-args "--keepalive-ms 200", or their flows fall back).
+if [ -n "$HEARTBEAT_MS" ]; then
+  echo "$HEARTBEAT_MS" > /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms \
+    || { echo "cannot set ccp_heartbeat_ms to $HEARTBEAT_MS"; exit 1; }
+fi
 # The boot's switch to the TSC clocksource (a stop_machine() that stalled a CPU-bound transfer
 # started before it) is over before SCRIPT starts: ci/initramfs-init.sh waits for it.
 vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
@@ -98,7 +107,7 @@ elif [ -n "$APP_RATE_MBIT" ]; then
 else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
-say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?')"
+say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?'), ccp_heartbeat_ms $(cat /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms 2>/dev/null || echo '?')"
 say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
 say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
 
