@@ -104,18 +104,28 @@ impl Barrier {
             self.cv.notify_all();
             return Ok(());
         }
-        while g.1 == gen {
-            if abort.load(Ordering::SeqCst) {
-                bail!("aborted");
-            }
-            g = self
-                .cv
-                .wait_timeout(g, Duration::from_millis(100))
-                .unwrap()
-                .0;
-        }
-        Ok(())
+        wait_or_abort(&self.cv, g, abort, |st| st.1 != gen)
     }
+}
+
+/// Waits on `cv` with `guard` until `done` holds for the guarded state, checking `abort` every
+/// 100 ms (the waits of [`Barrier`] and [`Counter`]). Errors: "aborted" once `abort` is set.
+fn wait_or_abort<T>(
+    cv: &Condvar,
+    mut guard: std::sync::MutexGuard<'_, T>,
+    abort: &AtomicBool,
+    done: impl Fn(&T) -> bool,
+) -> Result<()> {
+    while !done(&guard) {
+        if abort.load(Ordering::SeqCst) {
+            bail!("aborted");
+        }
+        guard = cv
+            .wait_timeout(guard, Duration::from_millis(100))
+            .unwrap()
+            .0;
+    }
+    Ok(())
 }
 
 /// A monotone byte counter one thread advances and others wait on.
@@ -136,18 +146,7 @@ impl Counter {
         self.cv.notify_all();
     }
     pub(super) fn wait_for(&self, target: u64, abort: &AtomicBool) -> Result<()> {
-        let mut g = self.v.lock().unwrap();
-        while *g < target {
-            if abort.load(Ordering::SeqCst) {
-                bail!("aborted");
-            }
-            g = self
-                .cv
-                .wait_timeout(g, Duration::from_millis(100))
-                .unwrap()
-                .0;
-        }
-        Ok(())
+        wait_or_abort(&self.cv, self.v.lock().unwrap(), abort, |v| *v >= target)
     }
 }
 
