@@ -33,6 +33,7 @@ impl AgentConfig {
             work_conserving: self.work_conserving,
             strict_rates: self.strict_rates,
             classes: self.classes,
+            class_rates: self.class_rates,
         }
     }
 }

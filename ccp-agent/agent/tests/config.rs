@@ -465,3 +465,38 @@ fn traffic_classes_are_off_by_default_and_out_of_range_is_named() {
         );
     }
 }
+
+#[test]
+fn class_rates_parse_by_name_and_a_bad_one_is_named() {
+    let t = TempDir::new("cfg");
+    t.write("topo.toml", TOPO);
+    let a = t.write("agent.toml", &good_agent());
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(c.class_rates, mlcc_sched::ClassRates::Plan);
+    for (name, want) in [
+        ("plan", mlcc_sched::ClassRates::Plan),
+        ("line", mlcc_sched::ClassRates::Line),
+    ] {
+        let a = t.write(
+            "agent.toml",
+            &format!(
+                "{}[sched]\nclasses = 4\nclass_rates = \"{name}\"\n",
+                good_agent()
+            ),
+        );
+        let c = AgentConfig::load(&a, None, None).unwrap();
+        assert_eq!((c.class_rates, c.core_config().class_rates), (want, want));
+    }
+    let e = agent_err(
+        TOPO,
+        &format!("{}[sched]\nclass_rates = \"fast\"\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("agent.toml")
+            && e.contains("sched.class_rates")
+            && e.contains("fast")
+            && e.contains("\"line\""),
+        "{e}"
+    );
+}

@@ -55,6 +55,10 @@ pub struct CoreConfig {
     /// `[sched] classes`. Source: the rank compression of Crux (Cao et al., SIGCOMM '24), as
     /// that module states it; not in the mlcc paper.
     pub classes: u8,
+    /// With classes on, the rates of the classed flows: the policy's per-slot rates
+    /// ([`mlcc_sched::ClassRates::Plan`]) or unthrottled ([`mlcc_sched::ClassRates::Line`]).
+    /// `[sched] class_rates`. Ignored with classes off.
+    pub class_rates: mlcc_sched::ClassRates,
 }
 
 impl CoreConfig {

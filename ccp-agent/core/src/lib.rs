@@ -1001,8 +1001,12 @@ impl Core {
         }
     }
 
-    /// The rate flow `f` should run at in the current slot, bit/s.
+    /// The rate flow `f` should run at in the current slot, bit/s: unthrottled when it has a
+    /// traffic class and the classes alone order the jobs (`class_rates = line`).
     fn target_bps(&self, f: &FlowEntry) -> u64 {
+        if f.dscp.is_some() && self.cfg.class_rates == mlcc_sched::ClassRates::Line {
+            return f.unthrottled_bps;
+        }
         match (&f.reg, &f.plan) {
             (Some(r), Some(p)) if r.iteration_bytes.is_some() && Some(p.slot) == self.slot => {
                 mlcc_sched::slot_rate_bps(

@@ -90,7 +90,7 @@ pub use planner::{
     plan_flow, plan_group, plan_slot, FlowRequest,
 };
 pub use policy::classes::{
-    job_order, JobClass, TrafficClasses, DEFAULT_CLASSES, DEFAULT_DSCP, MAX_CLASSES,
+    job_order, ClassRates, JobClass, TrafficClasses, DEFAULT_CLASSES, DEFAULT_DSCP, MAX_CLASSES,
 };
 pub use policy::{
     decide_with_classes, priority_levels, priority_weight, rank_earliest_deadline, rank_first_come,

@@ -186,7 +186,11 @@ impl Rules {
 }
 
 /// The entry of `all` whose `name` is `s`; the error lists every name, quoted, in `all`'s order.
-fn by_name<T: Copy>(all: &[T], name: fn(T) -> &'static str, s: &str) -> Result<T, String> {
+pub(crate) fn by_name<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    s: &str,
+) -> Result<T, String> {
     all.iter().copied().find(|x| name(*x) == s).ok_or_else(|| {
         let names: Vec<String> = all.iter().map(|x| format!("{:?}", name(*x))).collect();
         format!("must be one of {}", names.join(", "))

@@ -189,7 +189,8 @@ pub enum PcnVariant {
 }
 
 /// The agent's scheduling settings a scheduled run may name (`+rules=NAME`, `+order=NAME`,
-/// `+floor=KBPS`, `+strict=on|off`); each `None` leaves agent.toml's default.
+/// `+floor=KBPS`, `+strict=on|off`, `+classes=N`, `+class_rates=plan|line`); each `None`
+/// leaves agent.toml's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentSched {
     /// `[sched] rules` (`+rules=NAME`; the names are `mlcc_sched::Rules`').
@@ -201,6 +202,11 @@ pub struct AgentSched {
     /// `[sched] strict_rates` (`+strict=on|off`): under `priority`, each flow paced at its
     /// strict-priority share (`mlcc_sched::PolicyOptions::strict_rates`).
     pub strict_rates: Option<bool>,
+    /// `[sched] classes` (`+classes=N`, 0..=8): the job order compressed onto N traffic classes,
+    /// each flow marked with its class's DSCP (`mlcc_sched::policy::classes`).
+    pub classes: Option<u8>,
+    /// `[sched] class_rates` (`+class_rates=plan|line`): the classed flows' rates.
+    pub class_rates: Option<mlcc_sched::ClassRates>,
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
@@ -214,7 +220,9 @@ pub struct AgentSched {
 /// `+order=NAME` (agent.toml's `[sched] job_order`, e.g. `+order=earliest_deadline`; the names
 /// are `mlcc_sched::JobOrder`'), the floor of its rates, `+floor=KBPS` (agent.toml's
 /// `min_rate_kbps`), and its strict-priority rates, `+strict=on|off` (`[sched]
-/// strict_rates`); see [`AgentSched`]. The whole string labels the run.
+/// strict_rates`), its traffic classes, `+classes=N` (`[sched] classes`), and their rates,
+/// `+class_rates=plan|line` (`[sched] class_rates`); see [`AgentSched`]. The whole string labels
+/// the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
     /// The entry as written (the run's label).
@@ -227,7 +235,8 @@ pub struct CcVariant {
     pub agent: Option<AgentMode>,
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
-    /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`, `+strict=`).
+    /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`, `+strict=`,
+    /// `+classes=`, `+class_rates=`).
     pub sched: AgentSched,
 }
 
@@ -259,7 +268,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +classes=N, +class_rates=plan|line, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -273,6 +282,11 @@ impl CcVariant {
             other.into_iter().partition(|t| t.starts_with("floor="));
         let (strict_tokens, other): (Vec<&str>, Vec<&str>) =
             other.into_iter().partition(|t| t.starts_with("strict="));
+        let (classes_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("classes="));
+        let (class_rates_tokens, other): (Vec<&str>, Vec<&str>) = other
+            .into_iter()
+            .partition(|t| t.starts_with("class_rates="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -427,6 +441,26 @@ impl CcVariant {
                 _ => Err("strict rates are 'on' or 'off'".to_string()),
             },
         )?;
+        let max = mlcc_sched::MAX_CLASSES;
+        let classes = agent_setting(
+            &classes_tokens,
+            "classes",
+            "N",
+            "the agent's traffic classes",
+            scheduled,
+            |v| match v.parse::<u8>() {
+                Ok(n) if n <= max => Ok(n),
+                _ => Err(format!("the classes are 0 (off) or 1..={max}")),
+            },
+        )?;
+        let class_rates = agent_setting(
+            &class_rates_tokens,
+            "class_rates",
+            "plan|line",
+            "the rates of the agent's classed flows",
+            scheduled,
+            |v| v.parse::<mlcc_sched::ClassRates>(),
+        )?;
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
@@ -438,6 +472,8 @@ impl CcVariant {
                 job_order,
                 min_rate_kbps,
                 strict_rates,
+                classes,
+                class_rates,
             },
         })
     }
@@ -483,6 +519,23 @@ pub struct Host {
     /// An ECN-marking qdisc under the switch port's tbf (needs `rate_mbit`); absent = the tbf's
     /// plain byte FIFO (drop-tail).
     pub ecn: Option<EcnMark>,
+    /// Traffic classes on the switch port under its tbf (needs `rate_mbit`, not with `ecn`);
+    /// absent = one FIFO for all traffic.
+    pub classes: Option<PortClasses>,
+}
+
+/// Traffic classes on a switch port, as a datacenter switch schedules them by DSCP (IEEE
+/// 802.1Qaz): the first `training` code points of the agent's map (`mlcc_sched::DEFAULT_DSCP`,
+/// class 0 first) get a queue each, served among themselves by strict priority in class order;
+/// together they are one group weighted 1:1 against the port's other traffic (every other
+/// DSCP, one queue), so training cannot starve another tenant; either group takes the whole
+/// port when the other has nothing queued. Each queue holds up to the port's buffer (rate ×
+/// queue_ms + burst: a shared buffer's per-queue cap). The tc recipe is trainemu's (topo.rs).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortClasses {
+    /// Training classes served by strict priority, 1..=8 (`mlcc_sched::MAX_CLASSES`).
+    pub training: u8,
 }
 
 /// ECN marking on a switch port: a child qdisc of its tbf that marks CE above a threshold
@@ -943,6 +996,30 @@ impl Scenario {
                         f("ecn"),
                         e.qdisc,
                         "the ECN qdisc sits under the port's tbf: set rate_mbit too"
+                    );
+                }
+            }
+            if let Some(c) = &h.classes {
+                let max = mlcc_sched::MAX_CLASSES;
+                if !(1..=max).contains(&c.training) {
+                    refuse!(
+                        f("classes.training"),
+                        c.training,
+                        format!("must be 1..={max} traffic classes")
+                    );
+                }
+                if h.rate_mbit.is_none() {
+                    refuse!(
+                        f("classes.training"),
+                        c.training,
+                        "the classes sit under the port's tbf: set rate_mbit too"
+                    );
+                }
+                if h.ecn.is_some() {
+                    refuse!(
+                        f("classes.training"),
+                        c.training,
+                        "a port has either ECN marking or classes, not both"
                     );
                 }
             }
@@ -1443,7 +1520,24 @@ workers = ["h1", "h2"]
             CcVariant::parse("mltcp+agent").unwrap().sched.strict_rates,
             None
         );
+        let v = CcVariant::parse("mltcp+agent+rules=priority+classes=4+class_rates=line").unwrap();
+        assert_eq!(
+            (v.sched.classes, v.sched.class_rates),
+            (Some(4), Some(mlcc_sched::ClassRates::Line))
+        );
+        assert_eq!(
+            v.dir_name(),
+            "mltcp-agent-rules-priority-classes-4-class_rates-line"
+        );
+        let plain = CcVariant::parse("mltcp+agent").unwrap().sched;
+        assert_eq!((plain.classes, plain.class_rates), (None, None));
         for (bad, why) in [
+            ("mltcp+classes=4", "needs +agent or +agent+switch"),
+            ("mltcp+agent+classes=9", "0 (off) or 1..=8"),
+            ("mltcp+agent+classes=x", "0 (off) or 1..=8"),
+            ("mltcp+agent+classes=1+classes=2", "more than once"),
+            ("mltcp+class_rates=line", "needs +agent or +agent+switch"),
+            ("mltcp+agent+class_rates=fast", "must be one of \"plan\""),
             ("mltcp+order=first_come", "needs +agent or +agent+switch"),
             ("mltcp+agent+order=lifo", "must be one of \"first_come\""),
             (
@@ -1524,6 +1618,50 @@ cc = "dctcp"
 start_ms = 100
 stop_ms = 900
 "#;
+
+    #[test]
+    fn port_classes_parse_and_bad_ones_are_named() {
+        let t = ECN.replace(
+            "{ name = \"h1\", rate_mbit = 100 }",
+            "{ name = \"h1\", rate_mbit = 100, classes = { training = 4 } }",
+        );
+        let s = parse(&t).unwrap();
+        assert_eq!(
+            s.topology.hosts[0].classes,
+            Some(PortClasses { training: 4 })
+        );
+        assert_eq!(s.topology.hosts[1].classes, None);
+        for (to, field, why) in [
+            (
+                "{ name = \"h1\", rate_mbit = 100, classes = { training = 9 } }",
+                "topology.hosts[0].classes.training = 9",
+                "1..=8",
+            ),
+            (
+                "{ name = \"h1\", rate_mbit = 100, classes = { training = 0 } }",
+                "topology.hosts[0].classes.training = 0",
+                "1..=8",
+            ),
+            (
+                "{ name = \"h1\", classes = { training = 2 } }",
+                "topology.hosts[0].classes.training = 2",
+                "set rate_mbit",
+            ),
+            (
+                "{ name = \"h1\", rate_mbit = 100, classes = { training = 2 }, ecn = { qdisc = \"red\", threshold_kb = 30 } }",
+                "topology.hosts[0].classes.training = 2",
+                "not both",
+            ),
+            (
+                "{ name = \"h1\", rate_mbit = 100, classes = { bands = 2 } }",
+                "bands",
+                "unknown field",
+            ),
+        ] {
+            let e = err_of(&ECN.replace("{ name = \"h1\", rate_mbit = 100 }", to));
+            assert!(e.contains(field) && e.contains(why), "{to}: {e}");
+        }
+    }
 
     #[test]
     fn ecn_background_and_before_burst_parse() {

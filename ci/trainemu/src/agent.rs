@@ -155,7 +155,7 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
 }
 
 /// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `sched`: its `[sched]
-/// rules`, `job_order` and `strict_rates` and its `min_rate_kbps`, the agent's defaults where
+/// rules`, `job_order`, `strict_rates`, `classes` and `class_rates` and its `min_rate_kbps`, the agent's defaults where
 /// `None`).
 pub fn agent_toml(
     s: &Scenario,
@@ -185,7 +185,12 @@ pub fn agent_toml(
     if let Some(k) = sched.min_rate_kbps {
         let _ = writeln!(t, "min_rate_kbps = {k}");
     }
-    if sched.rules.is_some() || sched.job_order.is_some() || sched.strict_rates.is_some() {
+    if sched.rules.is_some()
+        || sched.job_order.is_some()
+        || sched.strict_rates.is_some()
+        || sched.classes.is_some()
+        || sched.class_rates.is_some()
+    {
         t.push_str("\n[sched]\n");
     }
     if let Some(r) = sched.rules {
@@ -196,6 +201,12 @@ pub fn agent_toml(
     }
     if let Some(on) = sched.strict_rates {
         let _ = writeln!(t, "strict_rates = {on}");
+    }
+    if let Some(n) = sched.classes {
+        let _ = writeln!(t, "classes = {n}");
+    }
+    if let Some(r) = sched.class_rates {
+        let _ = writeln!(t, "class_rates = \"{}\"", r.name());
     }
     match pcn {
         PcnVariant::Default => {}
@@ -608,11 +619,18 @@ workers = ["h1", "h2"]
             (AgentMode::Switch, on, None, None, None, None),
             (AgentMode::PcnOnly, on, None, None, None, None),
         ] {
+            // The run with a floor also names classes and their rates.
+            let (classes, class_rates) = match floor {
+                Some(5000) => (Some(4), Some(mlcc_sched::ClassRates::Line)),
+                _ => (None, None),
+            };
             let sched = AgentSched {
                 rules,
                 job_order: order,
                 min_rate_kbps: floor,
                 strict_rates: strict,
+                classes,
+                class_rates,
             };
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
@@ -634,6 +652,8 @@ workers = ["h1", "h2"]
                 c.min_rate_bps,
                 floor.unwrap_or(ccp_agent::config::DEFAULT_MIN_RATE_KBPS) * 1000
             );
+            assert_eq!(c.classes, classes.unwrap_or(0));
+            assert_eq!(c.class_rates, class_rates.unwrap_or_default());
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

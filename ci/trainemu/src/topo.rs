@@ -224,9 +224,19 @@ pub fn shape_cmds(
         format!("{}us", (queue * 1000.0).round() as u64),
     ]);
     cmds.push(a);
-    let Some(e) = &h.ecn else { return (cmds, None) };
-    // The child replaces the tbf's byte FIFO, so it gets that FIFO's limit.
+    // A child replaces the tbf's byte FIFO, so it gets that FIFO's limit.
     let queue_bytes = (rate * 1e6 / 8.0 * queue / 1000.0).round() as u64 + burst;
+    if let Some(c) = &h.classes {
+        cmds.extend(class_cmds(
+            &base,
+            tbf_class,
+            rate_kbit,
+            queue_bytes,
+            c.training,
+        ));
+        return (cmds, None);
+    }
+    let Some(e) = &h.ecn else { return (cmds, None) };
     let threshold_bytes = e.threshold_kb.map(|k| (k * 1000.0).round() as u64);
     let port = EcnPort {
         host: h.name.clone(),
@@ -245,6 +255,85 @@ pub fn shape_cmds(
     let port = EcnPort { args, ..port };
     cmds.push(port.command("add", &port.args));
     (cmds, Some(port))
+}
+
+/// Handle of the classes' HTB under a switch port's tbf; its classes: [`CLASSES_ROOT`] (the
+/// group's common parent), [`CLASSES_TRAINING`] and [`CLASSES_OTHER`].
+pub const CLASSES_HANDLE: &str = "30:";
+/// The HTB class both groups borrow from.
+pub const CLASSES_ROOT: &str = "30:1";
+/// The HTB class of the training classes (the strict-priority `prio` below it).
+pub const CLASSES_TRAINING: &str = "30:10";
+/// The HTB class of every other DSCP (the HTB's default).
+pub const CLASSES_OTHER: &str = "30:20";
+/// Handle of the strict-priority `prio` qdisc of the training classes; band `i + 1` is class
+/// `i`.
+pub const CLASSES_PRIO: &str = "31:";
+
+/// The tc command lines (each after `base`, the `tc qdisc add dev DEV` prefix in the port's
+/// namespace) of [`crate::config::PortClasses`] under the tbf's class `parent`: an HTB whose
+/// two groups, training and other, are weighted 1:1 (equal quanta of one MTU, each class's
+/// guaranteed rate half of twice the port's `rate_kbit`, so that neither HTB class is ever
+/// throttled: the tbf above is the port's rate, and HTB's deficit round robin between the two
+/// unthrottled classes is the weighting), the training group's `prio` with one band per class
+/// (at least 2, prio's minimum), a `bfifo` of `queue_bytes` under every band and the other
+/// group, and the u32 filters on the DSCP (the `ip dsfield` byte under mask 0xfc, so ECN bits
+/// do not matter): every training code point to the training group, and each to its band.
+pub fn class_cmds(
+    base: &[String],
+    parent: &str,
+    rate_kbit: u64,
+    queue_bytes: u64,
+    training: u8,
+) -> Vec<Vec<String>> {
+    let ns_tc = &base[..base.len() - 4]; // "ip netns exec NS tc"
+    let dev = &base[base.len() - 1];
+    // One command line: `ip netns exec NS tc` then `args` (words without spaces) split.
+    let cmd = |args: String| -> Vec<String> {
+        ns_tc
+            .iter()
+            .cloned()
+            .chain(args.split_whitespace().map(String::from))
+            .collect()
+    };
+    let bfifo = |at: &str, handle: &str| {
+        cmd(format!(
+            "qdisc add dev {dev} parent {at} handle {handle} bfifo limit {queue_bytes}"
+        ))
+    };
+    let both = 2 * rate_kbit;
+    let mut out = vec![
+        cmd(format!("qdisc add dev {dev} parent {parent} handle {CLASSES_HANDLE} htb default 20")),
+        cmd(format!("class add dev {dev} parent {CLASSES_HANDLE} classid {CLASSES_ROOT} htb rate {both}kbit ceil {both}kbit")),
+    ];
+    for class in [CLASSES_TRAINING, CLASSES_OTHER] {
+        out.push(cmd(format!("class add dev {dev} parent {CLASSES_ROOT} classid {class} htb rate {rate_kbit}kbit ceil {both}kbit quantum 1514")));
+    }
+    out.push(bfifo(CLASSES_OTHER, "40:"));
+    let bands = training.max(2);
+    out.push(cmd(format!(
+        "qdisc add dev {dev} parent {CLASSES_TRAINING} handle {CLASSES_PRIO} prio bands {bands}"
+    )));
+    for band in 1..=bands {
+        out.push(bfifo(
+            &format!("31:{band:x}"),
+            &format!("{:x}:", 0x50 + u32::from(band)),
+        ));
+    }
+    for (class, dscp) in mlcc_sched::DEFAULT_DSCP[..usize::from(training)]
+        .iter()
+        .enumerate()
+    {
+        let tos = dscp << 2;
+        let band = format!("31:{:x}", class + 1);
+        for (at, to) in [
+            (CLASSES_HANDLE, CLASSES_TRAINING),
+            (CLASSES_PRIO, band.as_str()),
+        ] {
+            out.push(cmd(format!("filter add dev {dev} parent {at} protocol ip prio 1 u32 match ip dsfield 0x{tos:02x} 0xfc flowid {to}")));
+        }
+    }
+    out
 }
 
 /// Shapes `dev` in `ns` (see [`shape_cmds`]); returns the ECN qdisc built, if any.
@@ -354,7 +443,45 @@ mod tests {
             burst_bytes: None,
             queue_ms: Some(5.0),
             ecn,
+            classes: None,
         }
+    }
+
+    #[test]
+    fn classes_under_the_tbf_strict_among_training_weighted_against_the_rest() {
+        let mut h = host(0.0, None);
+        h.classes = Some(crate::config::PortClasses { training: 2 });
+        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
+        assert_eq!(port, None);
+        let got: Vec<String> = cmds.iter().map(|c| line(c)).collect();
+        let p = "ip netns exec te-sw tc";
+        let want: Vec<String> = [
+            "qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us",
+            "qdisc add dev v-h2 parent 1:1 handle 30: htb default 20",
+            "class add dev v-h2 parent 30: classid 30:1 htb rate 200000kbit ceil 200000kbit",
+            "class add dev v-h2 parent 30:1 classid 30:10 htb rate 100000kbit ceil 200000kbit quantum 1514",
+            "class add dev v-h2 parent 30:1 classid 30:20 htb rate 100000kbit ceil 200000kbit quantum 1514",
+            // 100 Mbit/s × 5 ms = 62500 + the 64000-byte tbf burst, per queue.
+            "qdisc add dev v-h2 parent 30:20 handle 40: bfifo limit 126500",
+            "qdisc add dev v-h2 parent 30:10 handle 31: prio bands 2",
+            "qdisc add dev v-h2 parent 31:1 handle 51: bfifo limit 126500",
+            "qdisc add dev v-h2 parent 31:2 handle 52: bfifo limit 126500",
+            // AF41 (34 << 2 = 0x88), then AF31 (26 << 2 = 0x68).
+            "filter add dev v-h2 parent 30: protocol ip prio 1 u32 match ip dsfield 0x88 0xfc flowid 30:10",
+            "filter add dev v-h2 parent 31: protocol ip prio 1 u32 match ip dsfield 0x88 0xfc flowid 31:1",
+            "filter add dev v-h2 parent 30: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 30:10",
+            "filter add dev v-h2 parent 31: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 31:2",
+        ]
+        .iter()
+        .map(|c| format!("{p} {c}"))
+        .collect();
+        assert_eq!(got, want);
+        // Eight classes: bands 1..8, the last code point CS1 (8 << 2 = 0x20) in band 8.
+        h.classes = Some(crate::config::PortClasses { training: 8 });
+        let (cmds, _) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
+        let last = line(cmds.last().unwrap());
+        assert!(last.ends_with("dsfield 0x20 0xfc flowid 31:8"), "{last}");
+        assert!(cmds.iter().any(|c| line(c).ends_with("prio bands 8")));
     }
 
     fn line(c: &[String]) -> String {

@@ -126,6 +126,8 @@ pub struct RawAgentSched {
     pub job_order: Option<Named<JobOrder>>,
     /// Traffic classes, 0 (off, the default) or 1..=8.
     pub classes: Option<TrafficClassCount>,
+    /// The rates of classed flows: "plan" or "line" (a [`mlcc_sched::ClassRates::name`]).
+    pub class_rates: Option<Named<mlcc_sched::ClassRates>>,
 }
 
 /// `[sched] classes` of `agent.toml`: 0 (off) or 1..=8 (`mlcc_sched::policy::classes::
@@ -151,6 +153,10 @@ impl TryFrom<i64> for TrafficClassCount {
 /// in the VM testbed to decide (strict priority in its switch against the per-slot rates
 /// alone); until it has been run, the agent sets no class.
 pub const DEFAULT_CLASSES: u8 = 0;
+
+/// Default of `[sched] class_rates`: the policy's rates ("plan"), what the agent did before
+/// classes; which mode wins is measured in docs/results/classes.md.
+pub const DEFAULT_CLASS_RATES: mlcc_sched::ClassRates = mlcc_sched::ClassRates::Plan;
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
 /// `mlcc_sched::Rules::Priority` (`[sched] job_order`; the names are the policy layer's,
@@ -256,6 +262,10 @@ pub struct AgentConfig {
     /// `[sched] classes`: traffic classes, 0 (off) or 1..=8 (`mlcc_agent_core::CoreConfig::
     /// classes`). Default: [`DEFAULT_CLASSES`].
     pub classes: u8,
+    /// `[sched] class_rates`: with classes on, the classed flows' rates, the policy's per-slot
+    /// rates ("plan") or unthrottled ("line") (`mlcc_agent_core::CoreConfig::class_rates`).
+    /// Default: [`DEFAULT_CLASS_RATES`].
+    pub class_rates: mlcc_sched::ClassRates,
 }
 
 /// A datapath program file's text without its comment lines ([`ccp_datapath::program_lines`]),
@@ -449,6 +459,7 @@ impl AgentConfig {
             work_conserving: sched.work_conserving.unwrap_or(DEFAULT_WORK_CONSERVING),
             strict_rates: sched.strict_rates.unwrap_or(DEFAULT_STRICT_RATES),
             classes: sched.classes.map_or(DEFAULT_CLASSES, |c| c.0),
+            class_rates: sched.class_rates.map_or(DEFAULT_CLASS_RATES, |c| c.0),
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

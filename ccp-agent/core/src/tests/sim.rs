@@ -104,6 +104,7 @@ pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
         work_conserving: true,
         strict_rates: false,
         classes: 0,
+        class_rates: mlcc_sched::ClassRates::Plan,
     };
     extra(&mut cfg);
     cfg

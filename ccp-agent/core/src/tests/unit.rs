@@ -634,3 +634,38 @@ fn classes_off_set_no_class() {
         assert!(st.flows.iter().all(|f| f.dscp.is_none()), "{st:?}");
     }
 }
+
+#[test]
+fn line_class_rates_leave_the_classed_flows_unthrottled() {
+    // The incast of a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves, with classes:
+    // under `plan` one flow waits at the floor as without classes; under `line` neither is
+    // held (each at its host's unthrottled rate), the class alone orders them.
+    fn classed(c: &mut CoreConfig) {
+        by_least_attained(c);
+        c.work_conserving = false;
+        c.classes = 4;
+    }
+    let run = |class_rates| {
+        let tweak: Tweak = match class_rates {
+            mlcc_sched::ClassRates::Plan => classed,
+            mlcc_sched::ClassRates::Line => |c| {
+                classed(c);
+                c.class_rates = mlcc_sched::ClassRates::Line;
+            },
+        };
+        let mut core = incast_core(tweak);
+        core.handle(incast_iterations(5, 2));
+        let a = core.handle(tick(FIRST_SLOT));
+        let mut r: Vec<u64> = rates(&a).iter().map(|(_, b)| 8 * u64::from(*b)).collect();
+        r.sort_unstable();
+        (r, set_classes(&a))
+    };
+    let (plan, plan_classes) = run(mlcc_sched::ClassRates::Plan);
+    assert_eq!(plan, vec![MIN_RATE_BPS, 100_000_000]);
+    let (line, line_classes) = run(mlcc_sched::ClassRates::Line);
+    assert_eq!(line.len(), 2);
+    assert!(line.iter().all(|r| *r > 100_000_000), "{line:?}");
+    assert_eq!(line[0], line[1], "both at their hosts' unthrottled rate");
+    assert_eq!(plan_classes, line_classes, "the classes are the same");
+    assert_eq!(line_classes, vec![(1, Some(26)), (2, Some(34))]);
+}

@@ -90,6 +90,48 @@ struct Kept {
     neighbourhood: Vec<JobKey>,
 }
 
+/// What the rates of classed flows are ([`TrafficClasses`] on): `[sched] class_rates` of
+/// ccp-agent, `+class_rates=NAME` of a testbed scenario.
+///
+/// With strict-priority classes in the switches the order of the jobs is the switches' to
+/// enforce, so a per-slot rate that holds a lower-ranked flow back only idles the port at the
+/// hand-over (issue: "work-conserving priority classes"); the rates may stay as the policy
+/// decided them, or be lifted to the line rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassRates {
+    /// Each classed flow keeps the policy's per-slot pacing rate (the class only orders what
+    /// the rates let through).
+    #[default]
+    Plan,
+    /// Each classed flow runs unthrottled (its host's link rate, the window's ceiling at
+    /// install): the switches' classes alone order the jobs; the window still backs off on
+    /// loss as the datapath program's Reno does.
+    Line,
+}
+
+impl ClassRates {
+    /// Every mode, in the order their names are listed to users.
+    pub const ALL: [ClassRates; 2] = [ClassRates::Plan, ClassRates::Line];
+
+    /// The mode's name, as agent.toml's `[sched] class_rates` and the serde form spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassRates::Plan => "plan",
+            ClassRates::Line => "line",
+        }
+    }
+}
+
+impl std::str::FromStr for ClassRates {
+    type Err = String;
+
+    /// Parses a [`ClassRates::name`]; the error lists the known names, quoted.
+    fn from_str(s: &str) -> Result<Self, String> {
+        super::by_name(&ClassRates::ALL, ClassRates::name, s)
+    }
+}
+
 /// The rank compressor of the module documentation: `N` classes with their DSCPs, and each
 /// job's class and neighbourhood from the last [`TrafficClasses::assign`] (the hysteresis).
 /// Pure: the state is plain data; the same sequence of inputs gives the same classes.
