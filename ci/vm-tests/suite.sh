@@ -1,7 +1,7 @@
 #!/bin/sh
 # ci/vm-tests/suite.sh: the in-VM test suite of tcp_mltcp.ko (the iteration test
 # comes from mltcp_stat.sh, the traffic-emulator pipeline check from trainemu_e2e.sh, the library
-# tests (LD_PRELOAD shim, patched libzmq) from libs.sh, the ECN tests of mltcp_dctcp from ecn.sh;
+# tests (LD_PRELOAD shim, patched libzmq) from libs.sh, the ECN tests of mltcp_dctcp from ecn.sh, the switch port's traffic classes from classes.sh;
 # the CCP datapath
 # tests are ccp.sh, run in a VM of their own). Runs in the guest
 # under sh (dash), as root:
@@ -26,6 +26,7 @@ TESTS_DIR=/host/ci/vm-tests
 . "$TESTS_DIR/trainemu_e2e.sh" || { echo "cannot source $TESTS_DIR/trainemu_e2e.sh"; exit 1; }
 . "$TESTS_DIR/libs.sh" || { echo "cannot source $TESTS_DIR/libs.sh"; exit 1; }
 . "$TESTS_DIR/ecn.sh" || { echo "cannot source $TESTS_DIR/ecn.sh"; exit 1; }
+. "$TESTS_DIR/classes.sh" || { echo "cannot source $TESTS_DIR/classes.sh"; exit 1; }
 
 ALG=mltcp ALG_CUBIC=mltcp_cubic ALG_DCTCP=mltcp_dctcp   # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
@@ -350,6 +351,7 @@ run_test loss_mltcp_cubic
 run_test ecn_mltcp_dctcp
 run_test ecn_fallback
 run_test ecn_threshold_change
+run_test port_classes
 run_test preload_iperf3
 run_test preload_unknown_cc
 run_test libzmq_ps

@@ -219,6 +219,26 @@ enum Cmd {
         #[arg(long)]
         models: Option<PathBuf>,
     },
+    /// Print the tc command lines that shape one switch port as a scenario's host does (its
+    /// tbf, and its traffic classes with --classes), one per line, for scripts that build the
+    /// same port outside a scenario (the VM tests).
+    PortCmds {
+        /// Network namespace of the port.
+        #[arg(long)]
+        ns: String,
+        /// Device of the port.
+        #[arg(long)]
+        dev: String,
+        /// The port's rate, Mbit/s (a host's `rate_mbit`).
+        #[arg(long)]
+        rate_mbit: f64,
+        /// The port's queue as latency, ms (a host's `queue_ms`; default 100).
+        #[arg(long)]
+        queue_ms: Option<f64>,
+        /// Training classes (a host's `classes = { training = N }`, 1..=8).
+        #[arg(long)]
+        classes: Option<u8>,
+    },
 }
 
 fn load_models(p: &Option<PathBuf>) -> Result<ModelFile> {
@@ -518,6 +538,20 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 .map_err(|e| Err(UsageError(e)))?;
             for s in samples {
                 println!("{s}");
+            }
+            Ok(())
+        }
+        Cmd::PortCmds {
+            ns,
+            dev,
+            rate_mbit,
+            queue_ms,
+            classes,
+        } => {
+            for line in topo::port_cmd_lines(&ns, &dev, rate_mbit, queue_ms, classes)
+                .map_err(|e| Err(UsageError(e)))?
+            {
+                println!("{line}");
             }
             Ok(())
         }

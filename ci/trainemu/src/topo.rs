@@ -304,15 +304,18 @@ pub fn class_cmds(
     let both = 2 * rate_kbit;
     let mut out = vec![
         cmd(format!("qdisc add dev {dev} parent {parent} handle {CLASSES_HANDLE} htb default 20")),
-        cmd(format!("class add dev {dev} parent {CLASSES_HANDLE} classid {CLASSES_ROOT} htb rate {both}kbit ceil {both}kbit")),
+        cmd(format!("class add dev {dev} parent {CLASSES_HANDLE} classid {CLASSES_ROOT} htb rate {both}kbit ceil {both}kbit quantum 1514")),
     ];
     for class in [CLASSES_TRAINING, CLASSES_OTHER] {
         out.push(cmd(format!("class add dev {dev} parent {CLASSES_ROOT} classid {class} htb rate {rate_kbit}kbit ceil {both}kbit quantum 1514")));
     }
     out.push(bfifo(CLASSES_OTHER, "40:"));
     let bands = training.max(2);
+    // prio refuses a priomap naming a band it does not have (its default names bands 0-2): every
+    // priority maps to the last band (only the filters' packets reach this qdisc anyway).
+    let priomap = vec![(bands - 1).to_string(); 16].join(" ");
     out.push(cmd(format!(
-        "qdisc add dev {dev} parent {CLASSES_TRAINING} handle {CLASSES_PRIO} prio bands {bands}"
+        "qdisc add dev {dev} parent {CLASSES_TRAINING} handle {CLASSES_PRIO} prio bands {bands} priomap {priomap}"
     )));
     for band in 1..=bands {
         out.push(bfifo(
@@ -334,6 +337,38 @@ pub fn class_cmds(
         }
     }
     out
+}
+
+/// The command lines of [`shape_cmds`] for a switch port of `rate_mbit` Mbit/s with a queue
+/// of `queue_ms` (default 100) and optionally `classes` training classes, each line's words
+/// joined by spaces (`trainemu port-cmds`). Errors: a rate that is not positive and finite,
+/// classes outside 1..=8 (naming the value).
+pub fn port_cmd_lines(
+    ns: &str,
+    dev: &str,
+    rate_mbit: f64,
+    queue_ms: Option<f64>,
+    classes: Option<u8>,
+) -> Result<Vec<String>> {
+    if !(rate_mbit.is_finite() && rate_mbit > 0.0) {
+        bail!("--rate-mbit {rate_mbit}: must be a positive number of Mbit/s");
+    }
+    let max = mlcc_sched::MAX_CLASSES;
+    if let Some(n) = classes.filter(|n| !(1..=max).contains(n)) {
+        bail!("--classes {n}: must be 1..={max} traffic classes");
+    }
+    let h = Host {
+        name: "port".into(),
+        rate_mbit: Some(rate_mbit),
+        delay_ms: 0.0,
+        loss_pct: 0.0,
+        burst_bytes: None,
+        queue_ms,
+        ecn: None,
+        classes: classes.map(|training| crate::config::PortClasses { training }),
+    };
+    let (cmds, _) = shape_cmds(ns, dev, &h, true);
+    Ok(cmds.iter().map(|c| c.join(" ")).collect())
 }
 
 /// Shapes `dev` in `ns` (see [`shape_cmds`]); returns the ECN qdisc built, if any.
@@ -458,12 +493,12 @@ mod tests {
         let want: Vec<String> = [
             "qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us",
             "qdisc add dev v-h2 parent 1:1 handle 30: htb default 20",
-            "class add dev v-h2 parent 30: classid 30:1 htb rate 200000kbit ceil 200000kbit",
+            "class add dev v-h2 parent 30: classid 30:1 htb rate 200000kbit ceil 200000kbit quantum 1514",
             "class add dev v-h2 parent 30:1 classid 30:10 htb rate 100000kbit ceil 200000kbit quantum 1514",
             "class add dev v-h2 parent 30:1 classid 30:20 htb rate 100000kbit ceil 200000kbit quantum 1514",
             // 100 Mbit/s × 5 ms = 62500 + the 64000-byte tbf burst, per queue.
             "qdisc add dev v-h2 parent 30:20 handle 40: bfifo limit 126500",
-            "qdisc add dev v-h2 parent 30:10 handle 31: prio bands 2",
+            "qdisc add dev v-h2 parent 30:10 handle 31: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1",
             "qdisc add dev v-h2 parent 31:1 handle 51: bfifo limit 126500",
             "qdisc add dev v-h2 parent 31:2 handle 52: bfifo limit 126500",
             // AF41 (34 << 2 = 0x88), then AF31 (26 << 2 = 0x68).
@@ -481,7 +516,34 @@ mod tests {
         let (cmds, _) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
         let last = line(cmds.last().unwrap());
         assert!(last.ends_with("dsfield 0x20 0xfc flowid 31:8"), "{last}");
-        assert!(cmds.iter().any(|c| line(c).ends_with("prio bands 8")));
+        assert!(cmds
+            .iter()
+            .any(|c| line(c).ends_with("prio bands 8 priomap 7 7 7 7 7 7 7 7 7 7 7 7 7 7 7 7")));
+    }
+
+    #[test]
+    fn port_cmd_lines_are_the_scenario_ports_and_refuse_bad_values() {
+        let mut h = host(0.0, None);
+        h.classes = Some(crate::config::PortClasses { training: 3 });
+        let (cmds, _) = shape_cmds("snd", "veth-s", &h, true);
+        let want: Vec<String> = cmds.iter().map(|c| line(c)).collect();
+        assert_eq!(
+            port_cmd_lines("snd", "veth-s", 100.0, Some(5.0), Some(3)).unwrap(),
+            want
+        );
+        assert_eq!(
+            port_cmd_lines("snd", "veth-s", 100.0, Some(5.0), None).unwrap(),
+            want[..1].to_vec()
+        );
+        for (rate, classes, why) in [
+            (0.0, None, "--rate-mbit 0"),
+            (f64::NAN, None, "--rate-mbit NaN"),
+            (100.0, Some(0), "--classes 0"),
+            (100.0, Some(9), "--classes 9"),
+        ] {
+            let e = port_cmd_lines("snd", "veth-s", rate, None, classes).unwrap_err();
+            assert!(e.to_string().contains(why), "{e}");
+        }
     }
 
     fn line(c: &[String]) -> String {
