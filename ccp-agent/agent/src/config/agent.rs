@@ -149,13 +149,13 @@ impl TryFrom<i64> for TrafficClassCount {
     }
 }
 
-/// Default of `[sched] classes`: off. Whether and how many classes help is for a measurement
-/// in the VM testbed to decide (strict priority in its switch against the per-slot rates
-/// alone); until it has been run, the agent sets no class.
+/// Default of `[sched] classes`: off, by measurement: on ports that serve the classes by
+/// strict priority, classes did not make the agent's iterations shorter (docs/results/
+/// agent-defaults.md).
 pub const DEFAULT_CLASSES: u8 = 0;
 
-/// Default of `[sched] class_rates`: the policy's rates ("plan"), what the agent did before
-/// classes; which mode wins is measured in docs/results/classes.md.
+/// Default of `[sched] class_rates`: the policy's rates ("plan"), by measurement: unthrottled
+/// classed flows ("line") made the iterations longer (docs/results/agent-defaults.md).
 pub const DEFAULT_CLASS_RATES: mlcc_sched::ClassRates = mlcc_sched::ClassRates::Plan;
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
