@@ -103,10 +103,12 @@ mod tests {
             work_conserving: crate::config::DEFAULT_WORK_CONSERVING,
             strict_rates: crate::config::DEFAULT_STRICT_RATES,
             classes: crate::config::DEFAULT_CLASSES,
+            class_rates: crate::config::DEFAULT_CLASS_RATES,
         };
         assert_eq!(cfg.core_config(), want);
         assert_eq!(want.min_rate_bps, 5_000_000);
         assert!(want.work_conserving && !want.strict_rates);
         assert_eq!(want.classes, 0, "classes off by default");
+        assert_eq!(want.class_rates, mlcc_sched::ClassRates::Plan);
     }
 }
