@@ -3,7 +3,8 @@
 //! traffic classes (Crux, SIGCOMM '24; IEEE 802.1Qaz classes), case by case and as properties
 //! over random jobs, links and slot sequences: at most N classes, no inversion among jobs that
 //! share a link beyond the ties N forces, the fresh assignment is `priority_levels` capped,
-//! classes stay put while a job's neighbourhood keeps its order, the result is deterministic;
+//! classes stay put while a job's neighbourhood keeps its order, the result is deterministic,
+//! re-assigning only the components that changed (`assign_part`) gives the classes of assigning all;
 //! and through the policy layer, classes without any change to `decide`'s rates.
 
 use mlcc_sched::policy::decide;
@@ -278,6 +279,90 @@ proptest! {
             .collect();
         let before = classes_of(&a.assign(&s2).unwrap());
         prop_assert_eq!(classes_of(&a.assign(&spread).unwrap()), before);
+    }
+}
+
+/// The link-connected components of `jobs` (jobs sharing a link, directly or through others),
+/// each in input order.
+fn components(jobs: &[RankedJob]) -> Vec<Vec<RankedJob>> {
+    let mut comp: Vec<usize> = (0..jobs.len()).collect();
+    // Merge until stable (few jobs): every job takes the least component among its sharers.
+    loop {
+        let mut moved = false;
+        for a in 0..jobs.len() {
+            for b in 0..jobs.len() {
+                if shares(&jobs[a], &jobs[b]) && comp[b] > comp[a] {
+                    comp[b] = comp[a];
+                    moved = true;
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let mut ids: Vec<usize> = comp.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.iter()
+        .map(|&c| {
+            jobs.iter()
+                .zip(&comp)
+                .filter(|(_, &k)| k == c)
+                .map(|(j, _)| j.clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// A component's jobs by rank order, with their links: equal for a component unchanged between
+/// slots (the same jobs, links and order), whatever the rank values.
+fn shape(comp: &[RankedJob]) -> Vec<(JobKey, Vec<LinkId>)> {
+    let mut v: Vec<&RankedJob> = comp.iter().collect();
+    v.sort_by_key(|j| (j.rank, j.job));
+    v.iter()
+        .map(|j| {
+            let mut l = j.links.clone();
+            l.sort_unstable();
+            l.dedup();
+            (j.job, l)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Re-assigning only the components that changed since the last slot (`assign_part`, the
+    /// jobs that left forgotten) gives every job the class one `assign` of all the slot's jobs
+    /// gives, slot after slot.
+    #[test]
+    fn assigning_changed_components_equals_assigning_all(
+        (s1, s2) in arb_jobs().prop_flat_map(|j| (Just(j.clone()), arb_next(j))),
+        s3 in arb_jobs(),
+        n in 1u8..=8,
+    ) {
+        let mut all = TrafficClasses::new(n).unwrap();
+        let mut part = TrafficClasses::new(n).unwrap();
+        let mut prev: Vec<RankedJob> = Vec::new();
+        for slot in [&s1, &s2, &s1, &s3, &s3] {
+            let want = classes_of(&all.assign(slot).unwrap());
+            for p in &prev {
+                if !slot.iter().any(|j| j.job == p.job) {
+                    part.forget(p.job);
+                }
+            }
+            let before: Vec<_> = components(&prev).iter().map(|c| shape(c)).collect();
+            for c in components(slot) {
+                if !before.contains(&shape(&c)) {
+                    part.assign_part(&c).unwrap();
+                }
+            }
+            for j in slot.iter() {
+                prop_assert_eq!(part.class_of(j.job), Some(want[&j.job]), "{:?}", j.job);
+            }
+            prev = slot.clone();
+        }
     }
 }
 

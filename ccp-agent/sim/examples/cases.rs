@@ -7,21 +7,10 @@ use mlcc_sim::topo::{Tree, TreeConfig};
 use mlcc_sim::workload::{JobSpec, Paradigm};
 use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
 
-/// 10 Gbit/s in bytes/s.
-const B: f64 = 1.25e9;
-
-fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
-    JobSpec {
-        arrival_s,
-        model: "t".into(),
-        paradigm: Paradigm::Ring,
-        workers: 2,
-        iterations,
-        gradient_bytes: m_s * B,
-        compute_s,
-        hosts: None,
-    }
-}
+/// `ring2`: the tests' helpers.
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::ring2;
 
 fn ring(arrival_s: f64, workers: u32, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
     JobSpec {

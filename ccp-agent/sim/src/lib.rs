@@ -3,7 +3,8 @@
 //! (TCP-like) sharing, MLTCP, MCS, CCML, Cassini (on fair sharing and on MLTCP) and the mlcc
 //! scheduler (the agent's own scheduling library), and the policy layer's job-level strict
 //! priority (`priority`, `cassini+priority`; `priority-fc` and `priority-edf`, ranked by burst as
-//! ccp-agent ranks: first come, first served, or earliest deadline first).
+//! ccp-agent ranks: first come, first served, or earliest deadline first), with unlimited
+//! levels or on the agent's N strict-priority traffic classes ([`PolicyConfig::classes`]).
 //!
 //! The setting is that of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers"
 //! (Zhao, Wu, Zhu), Sec. VII: 1000 servers of 8 GPUs in a three-tier tree (10/20/40 Gbit/s), jobs
@@ -35,7 +36,7 @@ use policy::fair::Fair;
 use policy::mcs::Mcs;
 use policy::mlcc::Mlcc;
 use policy::mltcp::{FSample, FUpdate, Mltcp};
-use policy::priority::{Priority, PriorityByBurst};
+use policy::priority::{Levels, Priority, PriorityByBurst};
 use policy::Policy;
 
 pub use error::SimError;
@@ -85,6 +86,11 @@ pub struct PolicyConfig {
     /// (`policy::mlcc`, "Rolling incomplete plans forward"); the previous approximation, kept to
     /// measure the roll against.
     pub no_extend: bool,
+    /// Strict-priority traffic classes of the priority family (`priority`, `cassini+priority`,
+    /// `priority-fc`, `priority-edf`): 0 = unlimited levels ([`mlcc_sched::priority_levels`]),
+    /// 1..=8 = the jobs' ranks compressed onto that many classes as `ccp-agent` compresses them
+    /// ([`mlcc_sched::TrafficClasses`], `policy::priority`'s "Traffic classes").
+    pub classes: u8,
 }
 
 impl Default for PolicyConfig {
@@ -99,6 +105,7 @@ impl Default for PolicyConfig {
             cassini_angles: 60,
             exact: false,
             no_extend: false,
+            classes: 0,
         }
     }
 }
@@ -168,6 +175,13 @@ pub fn make_policy(
             cfg.mltcp_ratio_step
         )));
     }
+    if cfg.classes > mlcc_sched::MAX_CLASSES {
+        return Err(SimError::Config(format!(
+            "classes = {}: at most {} (0: unlimited levels)",
+            cfg.classes,
+            mlcc_sched::MAX_CLASSES
+        )));
+    }
     Ok(match name {
         "fair" => Box::new(Fair),
         "mltcp" => Box::new(mltcp(cfg)),
@@ -190,9 +204,15 @@ pub fn make_policy(
             cfg.cassini_candidates,
             cfg.cassini_angles,
         )),
-        "priority" => Box::new(Priority::new(mlcc_sched::PRIORITY_WEIGHT_RATIO)),
+        "priority" => Box::new(Priority::new(
+            mlcc_sched::PRIORITY_WEIGHT_RATIO,
+            Levels::new(cfg.classes)?,
+        )),
         "cassini+priority" => Box::new(Cassini::new(
-            Box::new(Priority::new(mlcc_sched::PRIORITY_WEIGHT_RATIO)),
+            Box::new(Priority::new(
+                mlcc_sched::PRIORITY_WEIGHT_RATIO,
+                Levels::new(cfg.classes)?,
+            )),
             cfg.cassini_candidates,
             cfg.cassini_angles,
         )),
@@ -200,11 +220,13 @@ pub fn make_policy(
             mlcc_sched::PRIORITY_WEIGHT_RATIO,
             mlcc_sched::JobOrder::FirstCome,
             cfg.exact,
+            Levels::new(cfg.classes)?,
         )),
         "priority-edf" => Box::new(PriorityByBurst::new(
             mlcc_sched::PRIORITY_WEIGHT_RATIO,
             mlcc_sched::JobOrder::EarliestDeadline,
             cfg.exact,
+            Levels::new(cfg.classes)?,
         )),
         other => {
             return Err(SimError::Config(format!(

@@ -132,6 +132,12 @@ struct Cli {
     /// Cassini: angles sampled on a unified circle.
     #[arg(long, default_value_t = 60)]
     cassini_angles: usize,
+    /// Strict-priority traffic classes of `priority`, `cassini+priority`, `priority-fc` and
+    /// `priority-edf`: 0 = unlimited levels; 1-8 = the jobs' ranks compressed onto N classes by
+    /// ccp-agent's own rule (`[sched] classes`), strict priority between classes (weight ratio
+    /// 1000, work-conserving), max-min fair within one.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=i64::from(mlcc_sched::MAX_CLASSES)))]
+    classes: u8,
     /// Smallest time step, ms (events closer than this are handled together).
     #[arg(long, default_value_t = 1.0)]
     min_step_ms: f64,
@@ -188,6 +194,7 @@ fn main() -> Result<()> {
         cassini_angles: cli.cassini_angles,
         exact: cli.exact,
         no_extend: cli.no_extend,
+        classes: cli.classes,
     };
     let scfg = SimConfig {
         placement: cli.placement,
@@ -343,12 +350,17 @@ fn run_scenario(
         }
     }
     println!(
-        "scenario {} ({}): {} hosts, {} jobs, seeds 1-{}; fluid model, no RTT or packets",
+        "scenario {} ({}): {} hosts, {} jobs, seeds 1-{}, {}; fluid model, no RTT or packets",
         s.name,
         path.display(),
         s.topology.hosts.len(),
         s.jobs.len(),
-        cli.seeds
+        cli.seeds,
+        match cli.classes {
+            0 => "unlimited priority levels".to_string(),
+            1 => "1 traffic class".to_string(),
+            n => format!("{n} traffic classes"),
+        }
     );
     println!("  policy             job        mean_ms   ideal_ms  mean/ideal   (means over seeds)");
     for name in &cli.policies {

@@ -14,48 +14,12 @@ use mlcc_sim::policy::fair::Fair;
 use mlcc_sim::policy::mltcp::{FUpdate, Mltcp};
 use mlcc_sim::policy::Policy;
 use mlcc_sim::sim::{Phase, Placement, Sim, SimConfig};
-use mlcc_sim::topo::{Tree, TreeConfig};
-use mlcc_sim::workload::{JobSpec, Paradigm};
 use mlcc_sim::{make_policy, PolicyConfig, POLICIES};
 use mltcp_math::params::Params;
 use proptest::prelude::*;
 
-/// 10 Gbit/s server links: 1.25e9 bytes/s.
-const B: f64 = 1.25e9;
-
-/// The engine's defaults with one GPU on each of distinct servers: these cases are about flows
-/// sharing network links.
-fn spread() -> SimConfig {
-    SimConfig {
-        placement: Placement::Spread,
-        ..SimConfig::default()
-    }
-}
-
-fn small_tree(servers: u32) -> Tree {
-    Tree::new(TreeConfig {
-        servers,
-        servers_per_rack: servers,
-        racks_per_edge: 1,
-        ..TreeConfig::default()
-    })
-    .unwrap()
-}
-
-/// A 2-worker ring job whose flows carry `m_s` seconds of a 10 Gbit/s link each way.
-fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSpec {
-    JobSpec {
-        arrival_s,
-        model: "test".into(),
-        paradigm: Paradigm::Ring,
-        workers: 2,
-        iterations,
-        // Ring flow = 2(W−1)/W · G = G for W = 2.
-        gradient_bytes: m_s * B,
-        compute_s,
-        hosts: None,
-    }
-}
+mod common;
+use common::{random_jobs, ring2, small_cluster, small_tree, spread, B};
 
 /// Two 2-worker ring jobs on servers 0 and 1 of a 2-server tree, B starting `d0` s after A
 /// (compute `c` s, communication alone `m` s, `n` iterations); `record`: keep per-iteration
@@ -250,12 +214,8 @@ proptest! {
         per_edge in 1u32..3,
         jobs in prop::collection::vec((0.0f64..2.0, 0.0f64..0.2, 0.01f64..0.3, 2u32..4, any::<bool>(), 1u32..4), 1..5),
     ) {
-        let tree = Tree::new(TreeConfig { servers, servers_per_rack: per_rack, racks_per_edge: per_edge, gpus_per_server: 2, ..TreeConfig::default() }).unwrap();
-        let mut specs: Vec<JobSpec> = jobs.iter().map(|&(a, c, m, w, ring, it)| JobSpec {
-            arrival_s: a, model: "t".into(), paradigm: if ring { Paradigm::Ring } else { Paradigm::ParameterServer },
-            workers: w, iterations: it, gradient_bytes: m * B, compute_s: c, hosts: None,
-        }).filter(|j| j.gpus() <= servers).collect();
-        specs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
+        let tree = small_cluster(servers, per_rack, per_edge);
+        let specs = random_jobs(&jobs, servers);
         prop_assume!(!specs.is_empty());
         let cfg = PolicyConfig { slot_us: 20_000, ..PolicyConfig::default() };
         for (name, placement) in POLICIES.iter().flat_map(|n| [(n, Placement::Spread), (n, Placement::Packed)]) {

@@ -225,6 +225,36 @@ impl TrafficClasses {
     /// Errors: [`SchedError::InvalidParameter`] naming a job listed twice (the state is then
     /// unchanged).
     pub fn assign(&mut self, jobs: &[RankedJob]) -> Result<Vec<JobClass>, SchedError> {
+        self.assign_jobs(jobs, false)
+    }
+
+    /// [`TrafficClasses::assign`] for part of the slot's jobs, keeping every unlisted job's
+    /// class and state: `jobs` must be whole link-connected components of the slot's jobs (every
+    /// job that shares a link with a listed one, directly or through others, is listed). A
+    /// job's class depends only on its component (its neighbours, their classes and its own
+    /// state), so assigning the components that changed and keeping the others gives what one
+    /// [`TrafficClasses::assign`] of all the slot's jobs would, provided the jobs that left
+    /// are forgotten ([`TrafficClasses::forget`]). For a caller that re-decides only the components a
+    /// change reaches (the simulator's burst-ranked priorities, `mlcc-sim`'s `policy::priority`).
+    ///
+    /// Errors: those of [`TrafficClasses::assign`] (the state is then unchanged).
+    pub fn assign_part(&mut self, jobs: &[RankedJob]) -> Result<Vec<JobClass>, SchedError> {
+        self.assign_jobs(jobs, true)
+    }
+
+    /// Forgets `job`'s class and state (it has left the slot's jobs: the next assignment that
+    /// lists it starts it fresh, as [`TrafficClasses::assign`] does for a job it was not given).
+    pub fn forget(&mut self, job: JobKey) {
+        self.kept.remove(&job);
+    }
+
+    /// The rule of the module documentation over `jobs`; the other jobs' state is kept
+    /// (`keep_unlisted`) or forgotten.
+    fn assign_jobs(
+        &mut self,
+        jobs: &[RankedJob],
+        keep_unlisted: bool,
+    ) -> Result<Vec<JobClass>, SchedError> {
         let order = rank_ascending(jobs.iter().map(|j| (j.job, j.rank)))?;
         let pos: HashMap<JobKey, usize> = order
             .iter()
@@ -280,7 +310,11 @@ impl TrafficClasses {
                 },
             );
         }
-        self.kept = kept;
+        if keep_unlisted {
+            self.kept.extend(kept);
+        } else {
+            self.kept = kept;
+        }
         Ok(out)
     }
 }

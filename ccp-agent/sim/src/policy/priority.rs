@@ -39,19 +39,137 @@
 //! the sparse path only the jobs it decides, as for the per-job policies (`priority`, fair).
 //! Searching from those jobs too made the two agree to 1e-6 but cost the default run minutes,
 //! not seconds; without it the JCTs agree within 1 % per job (`tests/approx.rs`, docs/results/simulator.md).
+//!
+//! # Traffic classes (`--classes N`, [`Levels`])
+//!
+//! On the wire, `ccp-agent` with `[sched] classes = N` marks each flow with its job's class
+//! (DSCP), the job order compressed onto N strict-priority classes by
+//! [`mlcc_sched::policy::classes`]; a switch port serves the classes by strict priority, class 0
+//! first, flows of one class share it as TCP does, and a lower class sends whenever the higher
+//! ones have nothing queued (IEEE 802.1Qaz strict priority; work-conserving). With `N` ≥ 1 the
+//! policies here rank exactly as without classes, then hand the ranked jobs to that same
+//! compressor ([`TrafficClasses::assign`], its hysteresis carried from one re-levelling to the
+//! next) instead of [`priority_levels`], and weight a job's flows by its class,
+//! [`priority_weight`]`(class, ratio)`. What the fluid model makes of it:
+//!
+//! - **Within a class**: equal weights, so the flows of one class share what the higher classes
+//!   leave on a link max-min fairly, as under `fair` (`N` = 1: every job in class 0, the `fair`
+//!   allocation exactly).
+//! - **Across classes**: near-strict priority, as for the unlimited levels: a flow one class
+//!   lower has 1/[`mlcc_sched::PRIORITY_WEIGHT_RATIO`] the weight, so where both are bottlenecked
+//!   together it keeps about 1/1001 of the link (a strict port gives it none).
+//! - **Work conservation**: weighted max-min fills every link, so a lower class gets all that
+//!   the higher classes leave on each link; when a higher class's job computes, its flows are
+//!   gone and the lower class has the link from that instant.
+//! - **When classes are assigned**: at every re-levelling (a burst start or end for
+//!   `priority-fc`/`priority-edf`, over the communicating jobs; a job start or end for
+//!   `priority`/`cassini+priority`, over every placed job, as their ranks are), where the agent
+//!   assigns once per slot (60 ms) over the jobs with a decided flow: changes the agent sees
+//!   together in one slot are seen one by one here. The sparse path re-assigns only the
+//!   components a change reached ([`TrafficClasses::assign_part`], which gives the classes of
+//!   assigning every job) and forgets a job whose burst ended, as the agent forgets a job with
+//!   no decided flow.
+//! - **Against unlimited levels**: a fresh compressor gives `min(level, N − 1)`, so with `N`
+//!   above the deepest level the runs are the same, except where the hysteresis keeps a job in a
+//!   class deeper than its level (its neighbourhood kept its order while a higher neighbour
+//!   moved up because of a change elsewhere). A strict port sees only the order of the classes
+//!   on it, which is the same; the weights here give that job ratio⁻² instead of ratio⁻¹ of its
+//!   higher neighbour's weight, at most 0.1 % of the link at a time, though the hand-overs it
+//!   moves can reorder later bursts (8 classes against unlimited levels on the random clusters
+//!   of `tests/approx.rs`: mean JCT within 0.53 %, per job within 2.4 %).
+//!
+//! Not modelled: the per-class queues themselves. A fluid link has no queue, so no queueing
+//! delay per class, no drops or ECN marks per class, no time for a lower class's TCP to ramp up
+//! when the port frees (the VM's strict-priority port handed a CUBIC flow the port back within
+//! a second, docs/results/classes.md); the DSCP code points (only the class order matters);
+//! traffic of other tenants: every simulated flow is a classified training flow, so the 50/50
+//! weighting of the training classes against unclassified traffic never binds (a
+//! work-conserving scheduler gives training the whole port when nothing else is queued); and,
+//! as without classes, the agent's per-slot pacing rates (the flows are uncapped).
 
 use mlcc_sched::{
     priority_levels, priority_weight, rank_earliest_deadline, rank_first_come, rank_jobs,
-    rank_least_attained, JobKey, JobOrder, LinkId, RankedJob,
+    rank_least_attained, JobKey, JobOrder, LinkId, RankedJob, TrafficClasses,
 };
 
 use super::{job_work, ComponentSearch, Control, JobWeights, Policy};
+use crate::error::SimError;
 use crate::sim::{Phase, Sim};
 
-/// The layer's levels for `ranks` over the links of each ranked job's flows: per job (index),
-/// its flows' weight for the ranked jobs; every other entry of `weight` is left as it was (1
-/// where `weight` grows: clear it first for 1 everywhere else).
-fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut Vec<f64>) {
+/// How ranked jobs become strict-priority levels, each level's flows weighted
+/// [`priority_weight`]`(level, ratio)`: the policy layer's unlimited levels, or the agent's N
+/// traffic classes (module header, "Traffic classes").
+#[derive(Clone, Debug)]
+pub enum Levels {
+    /// [`priority_levels`]: as many levels as the jobs' precedence over shared links needs.
+    Unlimited,
+    /// The agent's rank compression onto N strict-priority classes
+    /// ([`mlcc_sched::policy::classes`], `ccp-agent`'s `[sched] classes`): a job's level is its
+    /// class (0 highest), with the compressor's hysteresis carried from decision to decision.
+    Classes(TrafficClasses),
+}
+
+impl Levels {
+    /// `classes` traffic classes (1..=[`mlcc_sched::MAX_CLASSES`]), or unlimited levels for 0.
+    ///
+    /// Errors: [`SimError::Config`] naming a count above 8.
+    pub fn new(classes: u8) -> Result<Self, SimError> {
+        if classes == 0 {
+            return Ok(Levels::Unlimited);
+        }
+        TrafficClasses::new(classes)
+            .map(Levels::Classes)
+            .map_err(|e| SimError::Config(format!("classes = {classes}: {e}")))
+    }
+
+    /// The number of classes, 0 for unlimited levels.
+    pub fn classes(&self) -> u8 {
+        match self {
+            Levels::Unlimited => 0,
+            Levels::Classes(tc) => tc.classes(),
+        }
+    }
+
+    /// Each of `ranked`'s jobs' level (job, level); `part`: `ranked` is some whole
+    /// link-connected components of the ranked jobs, the others keep their classes
+    /// ([`TrafficClasses::assign_part`]), else it is every ranked job
+    /// ([`TrafficClasses::assign`], the jobs not listed forgotten). `None` if the layer refused
+    /// (a job listed twice, which distinct job numbers rule out).
+    fn assign(&mut self, ranked: &[RankedJob], part: bool) -> Option<Vec<(JobKey, u32)>> {
+        match self {
+            Levels::Unlimited => priority_levels(ranked).ok(),
+            Levels::Classes(tc) => {
+                let out = if part {
+                    tc.assign_part(ranked)
+                } else {
+                    tc.assign(ranked)
+                };
+                out.ok()
+                    .map(|v| v.into_iter().map(|c| (c.job, u32::from(c.class))).collect())
+            }
+        }
+    }
+
+    /// Job `j` is no longer ranked: its class and hysteresis state are forgotten (as the agent
+    /// forgets a job without a decided flow in a slot).
+    fn forget(&mut self, j: usize) {
+        if let Levels::Classes(tc) = self {
+            tc.forget(JobKey(j as u64));
+        }
+    }
+}
+
+/// The levels ([`Levels::assign`], `part` as there) for `ranks` over the links of each ranked
+/// job's flows: per job (index), its flows' weight for the ranked jobs; every other entry of
+/// `weight` is left as it was (1 where `weight` grows: clear it first for 1 everywhere else).
+fn level_weights(
+    sim: &Sim,
+    ranks: Vec<(JobKey, u64)>,
+    ratio: f64,
+    levels: &mut Levels,
+    part: bool,
+    weight: &mut Vec<f64>,
+) {
     weight.resize(sim.jobs.len(), 1.0);
     let ranked: Vec<RankedJob> = ranks
         .into_iter()
@@ -66,7 +184,7 @@ fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut 
         })
         .collect();
     // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
-    let Ok(levels) = priority_levels(&ranked) else {
+    let Some(levels) = levels.assign(&ranked, part) else {
         return;
     };
     for (job, level) in levels {
@@ -79,15 +197,18 @@ fn level_weights(sim: &Sim, ranks: Vec<(JobKey, u64)>, ratio: f64, weight: &mut 
 pub struct Priority {
     /// Weight ratio between consecutive levels (> 1; [`mlcc_sched::PRIORITY_WEIGHT_RATIO`]).
     pub ratio: f64,
+    /// Unlimited levels or N traffic classes.
+    pub levels: Levels,
     /// Per job (index), its flows' weight.
     weight: Vec<f64>,
 }
 
 impl Priority {
-    /// The policy with weight ratio `ratio` between levels.
-    pub fn new(ratio: f64) -> Self {
+    /// The policy with weight ratio `ratio` between levels, on `levels`.
+    pub fn new(ratio: f64, levels: Levels) -> Self {
         Priority {
             ratio,
+            levels,
             weight: Vec::new(),
         }
     }
@@ -104,7 +225,14 @@ impl Priority {
         // Job numbers are distinct, so the layer cannot refuse; fair sharing if it did.
         let ranks = rank_jobs(&work).unwrap_or_default();
         self.weight.clear();
-        level_weights(sim, ranks, self.ratio, &mut self.weight);
+        level_weights(
+            sim,
+            ranks,
+            self.ratio,
+            &mut self.levels,
+            false,
+            &mut self.weight,
+        );
     }
 
     /// Job `j`'s flows' weight.
@@ -141,6 +269,8 @@ pub struct PriorityByBurst {
     /// Re-level every communicating job at every change instead of the link-connected
     /// components a change reaches (module header; both give the same levels).
     pub exact: bool,
+    /// Unlimited levels or N traffic classes.
+    pub levels: Levels,
     weight: Vec<f64>,
     /// The component search.
     search: ComponentSearch,
@@ -148,20 +278,21 @@ pub struct PriorityByBurst {
 
 impl PriorityByBurst {
     /// The policy with weight ratio `ratio` between levels and burst order `order`, re-levelling
-    /// the components a change reaches (`exact` false) or every job.
-    pub fn new(ratio: f64, order: JobOrder, exact: bool) -> Self {
+    /// the components a change reaches (`exact` false) or every job, on `levels`.
+    pub fn new(ratio: f64, order: JobOrder, exact: bool, levels: Levels) -> Self {
         PriorityByBurst {
             ratio,
             order,
             exact,
+            levels,
             weight: Vec::new(),
             search: ComponentSearch::default(),
         }
     }
 
     /// Ranks `jobs` (distinct) by burst in [`PriorityByBurst::order`] and sets their weights
-    /// from their levels.
-    fn relevel(&mut self, sim: &Sim, jobs: &[usize]) {
+    /// from their levels; `part` as in [`Levels::assign`].
+    fn relevel(&mut self, sim: &Sim, jobs: &[usize], part: bool) {
         // Burst starts and times alone in ns of simulated time (the layer's shared clock).
         let ns = |s: f64| {
             if s.is_finite() {
@@ -199,7 +330,14 @@ impl PriorityByBurst {
             }
         }
         .unwrap_or_default();
-        level_weights(sim, ranks, self.ratio, &mut self.weight);
+        level_weights(
+            sim,
+            ranks,
+            self.ratio,
+            &mut self.levels,
+            part,
+            &mut self.weight,
+        );
     }
 }
 
@@ -225,7 +363,7 @@ impl Policy for PriorityByBurst {
         jobs.sort_unstable();
         jobs.dedup();
         self.weight.clear();
-        self.relevel(sim, &jobs);
+        self.relevel(sim, &jobs, false);
         for (i, &(j, _)) in sim.active.iter().enumerate() {
             ctl.weight[i] = self.weight.get(j).copied().unwrap_or(1.0);
         }
@@ -269,9 +407,17 @@ impl Policy for PriorityByBurst {
         out: &mut Vec<(usize, usize, f64, f64)>,
     ) -> f64 {
         // `jobs` holds each job once; decided in job order (the allocation's order of updates).
-        let mut live: Vec<usize> = jobs.iter().copied().filter(|&j| ranked(sim, j)).collect();
+        let mut live: Vec<usize> = Vec::with_capacity(jobs.len());
+        for &j in jobs {
+            if ranked(sim, j) {
+                live.push(j);
+            } else {
+                // Its burst ended (or it finished): no class until its next burst.
+                self.levels.forget(j);
+            }
+        }
         live.sort_unstable();
-        self.relevel(sim, &live);
+        self.relevel(sim, &live, true);
         for &j in &live {
             let w = self.weight.get(j).copied().unwrap_or(1.0);
             out.extend(sim.network_flows(j).map(|f| (j, f, w, f64::INFINITY)));
