@@ -103,6 +103,7 @@ mod tests {
             work_conserving: crate::config::DEFAULT_WORK_CONSERVING,
             strict_rates: crate::config::DEFAULT_STRICT_RATES,
             classes: crate::config::DEFAULT_CLASSES,
+            class_rates: crate::config::DEFAULT_CLASS_RATES,
         };
         assert_eq!(cfg.core_config(), want);
         assert_eq!(want.min_rate_bps, 5_000_000);
