@@ -293,6 +293,80 @@ fn pcn_and_ecn_fields_load_with_defaults_and_bad_ones_are_named() {
     assert!(e.contains("threshold"), "{e}");
 }
 
+/// The `[link.classes]` of [`classes_topo`].
+const CLASSES: &str = "netns = \"sw\"\ndev = \"s1-eth1\"\nparent = \"10:1\"\ntraining = 2\n\
+                       rate_kbit = 40000\nqueue_bytes = 126500\n";
+
+/// TOPO with traffic classes `fields` on switch link 10.
+fn classes_topo(fields: &str) -> String {
+    TOPO.replace(
+        "capacity_mbps = 40\n",
+        &format!("capacity_mbps = 40\n[link.classes]\n{fields}"),
+    )
+}
+
+#[test]
+fn traffic_classes_load_and_bad_fields_are_named_with_their_values() {
+    let t = TempDir::new("cfg");
+    let p = t.write("topo.toml", &classes_topo(CLASSES));
+    let topo = Topology::load(&p).unwrap();
+    let c = &topo.classes[&10];
+    assert_eq!(c.port(), "dev s1-eth1 in netns sw");
+    let s = c.spec();
+    assert_eq!(
+        (&s.training_dscp[..], s.rate_kbit, s.queue_bytes),
+        (&mlcc_sched::DEFAULT_DSCP[..2], 40_000, 126_500)
+    );
+    assert_eq!((s.parent.major, s.parent.minor), (0x10, 1));
+    assert!(s.check().is_ok());
+    assert!(topo.ecn.is_empty() && topo.classes.len() == 1);
+    for (from, to, value) in [
+        ("training = 2", "training = 9", "9"),
+        ("training = 2", "training = 0", "0"),
+        ("rate_kbit = 40000", "rate_kbit = 0", "0"),
+        ("queue_bytes = 126500", "queue_bytes = 0", "0"),
+        ("parent = \"10:1\"", "parent = \"10\"", "\"10\""),
+        ("parent = \"10:1\"", "parent = \"30:1\"", "\"30:1\""),
+        ("parent = \"10:1\"", "parent = \"53:\"", "\"53:\""),
+        ("dev = \"s1-eth1\"", "dev = \"eth0; reboot\"", "reboot"),
+    ] {
+        let field = to.split(' ').next().unwrap();
+        let e = topo_err(&classes_topo(&CLASSES.replace(from, to)));
+        assert!(
+            e.contains(&format!("link[1].classes.{field}")) && e.contains(value),
+            "{to}: {e}"
+        );
+    }
+    let e = topo_err(&classes_topo(&CLASSES.replace("rate_kbit = 40000\n", "")));
+    assert!(e.contains("rate_kbit"), "{e}");
+    let e = topo_err(&classes_topo(&format!("{CLASSES}bands = 3\n")));
+    assert!(e.contains("bands"), "{e}");
+    // On a host's NIC link: no switch daemon installs them.
+    let e = topo_err(&TOPO.replace(
+        "capacity_mbps = 100\n",
+        &format!("capacity_mbps = 100\n[link.classes]\n{CLASSES}"),
+    ));
+    assert!(e.contains("link[0].classes") && e.contains("NIC"), "{e}");
+    // Where the link's ECN qdisc is: the HTB would have to replace it.
+    let both = classes_topo(CLASSES).replace(
+        "[link.classes]",
+        "[link.ecn]\nnetns = \"sw\"\ndev = \"s1-eth1\"\nparent = \"10:1\"\nqdisc = \"fq_codel\"\n[link.classes]",
+    );
+    let e = topo_err(&both);
+    assert!(
+        e.contains("link[1].classes.parent") && e.contains("10:1") && e.contains("ECN"),
+        "{e}"
+    );
+    // Elsewhere on the port (the ECN qdisc under another class), both are kept.
+    let t2 = TempDir::new("cfg");
+    let p = t2.write(
+        "topo.toml",
+        &both.replacen("parent = \"10:1\"", "parent = \"1:1\"", 1),
+    );
+    let topo = Topology::load(&p).unwrap();
+    assert!(topo.ecn.contains_key(&10) && topo.classes.contains_key(&10));
+}
+
 #[test]
 fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
     let t = TempDir::new("cfg");

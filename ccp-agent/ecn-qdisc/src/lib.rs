@@ -27,6 +27,7 @@
 //! Errors name the device, namespace and step that failed; nothing here panics on a kernel
 //! answer it does not expect.
 
+pub mod classes;
 pub mod red;
 
 /// tc handles (`MAJ:MIN`) as the dumps give them.
@@ -71,18 +72,38 @@ pub enum QdiscError {
     Protocol(String),
     /// The qdisc asked for does not exist or is not of the expected kind.
     NotFound(String),
+    /// The caller asked for something the kernel would refuse or this crate cannot build.
+    Invalid(String),
 }
 
 impl fmt::Display for QdiscError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QdiscError::Io { what, err } => write!(f, "{what}: {err}"),
-            QdiscError::Protocol(m) | QdiscError::NotFound(m) => f.write_str(m),
+            QdiscError::Protocol(m) | QdiscError::NotFound(m) | QdiscError::Invalid(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
 
 impl std::error::Error for QdiscError {}
+
+impl QdiscError {
+    /// The same error, its message prefixed with `place` ("dev v-h2 parent 1:1 in netns
+    /// te-sw").
+    fn within(self, place: &str) -> QdiscError {
+        match self {
+            QdiscError::Io { what, err } => QdiscError::Io {
+                what: format!("{place}: {what}"),
+                err,
+            },
+            QdiscError::Protocol(m) => QdiscError::Protocol(format!("{place}: {m}")),
+            QdiscError::NotFound(m) => QdiscError::NotFound(format!("{place}: {m}")),
+            QdiscError::Invalid(m) => QdiscError::Invalid(format!("{place}: {m}")),
+        }
+    }
+}
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> QdiscError {
     let what = what.into();
@@ -249,13 +270,7 @@ impl Rtnl {
         what: &str,
     ) -> Result<Vec<RouteNetlinkMessage>, QdiscError> {
         self.seq = self.seq.wrapping_add(1);
-        let mut hdr = NetlinkHeader::default();
-        hdr.flags = flags;
-        hdr.sequence_number = self.seq;
-        let mut req = NetlinkMessage::new(hdr, NetlinkPayload::from(msg));
-        req.finalize();
-        let mut out = vec![0u8; req.buffer_len()];
-        req.serialize(&mut out);
+        let out = wire(msg, flags, self.seq);
         self.sock
             .send(&out, 0)
             .map_err(io_err(format!("sending {what}")))?;
@@ -329,6 +344,20 @@ impl Rtnl {
             })
             .collect())
     }
+}
+
+/// The bytes of the netlink request `msg` with `flags` (`NLM_F_*`) and sequence number `seq`,
+/// port id 0 (the kernel's), as the socket sends them: `struct nlmsghdr`
+/// (`include/uapi/linux/netlink.h`), then the message.
+pub fn wire(msg: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = flags;
+    hdr.sequence_number = seq;
+    let mut req = NetlinkMessage::new(hdr, NetlinkPayload::from(msg));
+    req.finalize();
+    let mut out = vec![0u8; req.buffer_len()];
+    req.serialize(&mut out);
+    out
 }
 
 /// The fields of one dumped qdisc that this crate uses.
@@ -511,14 +540,7 @@ impl QdiscChanger {
             // A timed-out or broken socket is not reused.
             self.sockets.remove(&path.netns);
         }
-        r.map_err(|e| match e {
-            QdiscError::Io { what, err } => QdiscError::Io {
-                what: format!("{}: {what}", path.describe()),
-                err,
-            },
-            QdiscError::Protocol(m) => QdiscError::Protocol(format!("{}: {m}", path.describe())),
-            QdiscError::NotFound(m) => QdiscError::NotFound(format!("{}: {m}", path.describe())),
-        })
+        r.map_err(|e| e.within(&path.describe()))
     }
 
     fn try_set(&mut self, path: &QdiscPath, threshold: Threshold) -> Result<(), QdiscError> {

@@ -326,6 +326,21 @@ mod tests {
             (2, 1, 1, 1)
         );
         assert!(t.link[1].ecn.is_some() && t.pcn.timeout_ms.is_some());
+        // The commented [link.classes], uncommented.
+        let sample = include_str!("samples/topo.toml");
+        let from = sample.find("# [link.classes]").unwrap();
+        let to = from + sample[from..].find("\n\n").unwrap();
+        let block: String = sample[from..to]
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+            .collect();
+        let t: RawTopology =
+            toml::from_str(&format!("{}{block}{}", &sample[..from], &sample[to..])).unwrap();
+        let c = t.link[1].classes.as_ref().unwrap();
+        assert_eq!(
+            (c.training, c.rate_kbit, c.parent.as_str()),
+            (2, 40_000, "10:1")
+        );
         let a: RawAgentConfig = toml::from_str(include_str!("samples/agent.toml")).unwrap();
         assert_eq!(a.hosts, ["h1"]);
         assert_eq!(

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! `topo.toml`: the topology shared by agents and switch daemons (links, their ECN queues, hosts,
-//! switch daemons, routes, the slot grid and the switches' PCN policy), as written
-//! ([`RawTopology`]) and checked ([`Topology`]).
+//! `topo.toml`: the topology shared by agents and switch daemons (links, their ECN queues and
+//! traffic classes, hosts, switch daemons, routes, the slot grid and the switches' PCN policy),
+//! as written ([`RawTopology`]) and checked ([`Topology`]).
 
 use mlcc_agent_core::fabric;
 use serde::Deserialize;
@@ -39,6 +39,20 @@ ranged!(
     "must be 64..=65535"
 );
 
+ranged!(
+    /// Training classes of a switch port: 1..=8 (the length of `mlcc_sched::DEFAULT_DSCP`).
+    TrainingClasses(u8, "u8"),
+    1..=8,
+    "must be 1..=8"
+);
+ranged!(
+    /// A switch port's rate for its traffic classes, kbit/s (1 kbit = 1000 bit/s, tc's `kbit`):
+    /// 1..=1000000000 (1 Tbit/s).
+    PortRateKbit(u64, "u64"),
+    1..=1_000_000_000,
+    "must be 1..=1000000000"
+);
+
 /// One link of the topology.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +66,101 @@ pub struct LinkConfig {
     pub capacity_mbps: CapacityMbps,
     /// The link's ECN-marking queue, for PCN (switch links only).
     pub ecn: Option<EcnConfig>,
+    /// The link's traffic classes, installed by its switch daemon at start-up (switch links
+    /// only).
+    pub classes: Option<ClassesConfig>,
+}
+
+/// `[link.classes]` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RawClassesConfig {
+    /// Network namespace of the device (none: the daemon's own).
+    pub netns: Option<Word>,
+    /// Egress device.
+    pub dev: Word,
+    /// Where the classes' HTB goes: the class of the port's rate limiter (e.g. `"10:1"` under a
+    /// tbf `10:`), tc notation, or `"root"`.
+    pub parent: Word,
+    /// Training classes N: DSCPs `mlcc_sched::DEFAULT_DSCP[..N]`, class 0 highest.
+    pub training: TrainingClasses,
+    /// The port's rate, kbit/s.
+    pub rate_kbit: PortRateKbit,
+    /// Limit of each class queue (bfifo), bytes.
+    pub queue_bytes: NonZeroBytes,
+}
+
+/// `[link.classes]` checked: the parent a tc handle whose major is none of the classes' own
+/// ([`ecn_qdisc::classes::uses_major`]). What the switch daemon installs on the port: see
+/// [`ecn_qdisc::classes`] (the testbed's recipe, docs/testbed.md).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(try_from = "RawClassesConfig")]
+pub struct ClassesConfig {
+    /// Network namespace of the device.
+    pub netns: Option<String>,
+    /// Egress device.
+    pub dev: String,
+    /// The HTB's parent, tc notation as written.
+    pub parent: String,
+    /// The parent, parsed.
+    pub parent_handle: ecn_qdisc::TcHandle,
+    /// Training classes, 1..=8.
+    pub training: u8,
+    /// The port's rate, kbit/s (1..=10⁹).
+    pub rate_kbit: u64,
+    /// Limit of each class queue, bytes (> 0).
+    pub queue_bytes: u32,
+}
+
+impl TryFrom<RawClassesConfig> for ClassesConfig {
+    type Error = FieldError;
+    fn try_from(c: RawClassesConfig) -> Result<Self, FieldError> {
+        let parent = c.parent.0;
+        let handle = ecn_qdisc::parse_handle(&parent).ok_or_else(|| {
+            field_err(
+                "parent",
+                format!("{parent:?}"),
+                "not a tc handle (hexadecimal MAJ:MIN, e.g. \"10:1\", or \"root\")",
+            )
+        })?;
+        if handle != ecn_qdisc::TcHandle::ROOT && ecn_qdisc::classes::uses_major(handle.major) {
+            return Err(field_err(
+                "parent",
+                format!("{parent:?}"),
+                "its qdisc's handle is one the classes use (30:, 31:, 40:, 51:..58:)",
+            ));
+        }
+        Ok(ClassesConfig {
+            netns: c.netns.map(|w| w.0),
+            dev: c.dev.0,
+            parent,
+            parent_handle: handle,
+            training: c.training.get(),
+            rate_kbit: c.rate_kbit.get(),
+            queue_bytes: c.queue_bytes.get(),
+        })
+    }
+}
+
+impl ClassesConfig {
+    /// What to install: the first `training` DSCPs of the agent's map
+    /// (`mlcc_sched::DEFAULT_DSCP`), class 0 first.
+    pub fn spec(&self) -> ecn_qdisc::classes::ClassesSpec {
+        ecn_qdisc::classes::ClassesSpec {
+            parent: self.parent_handle,
+            training_dscp: mlcc_sched::DEFAULT_DSCP[..usize::from(self.training)].to_vec(),
+            rate_kbit: self.rate_kbit,
+            queue_bytes: self.queue_bytes,
+        }
+    }
+
+    /// The port in words: "dev D" or "dev D in netns N".
+    pub fn port(&self) -> String {
+        match &self.netns {
+            Some(ns) => format!("dev {} in netns {ns}", self.dev),
+            None => format!("dev {}", self.dev),
+        }
+    }
 }
 
 /// The qdisc kind of an ECN queue.
@@ -334,6 +443,8 @@ pub struct Topology {
     pub routes: HashMap<(String, String), Vec<u32>>,
     /// Link id → its ECN queue (links with `[link.ecn]`).
     pub ecn: HashMap<u32, EcnQueue>,
+    /// Link id → its traffic classes (links with `[link.classes]`).
+    pub classes: HashMap<u32, ClassesConfig>,
     /// PCN policy of the switch daemons.
     pub pcn: SwitchPcn,
 }
@@ -447,7 +558,34 @@ impl Topology {
                     "a host's NIC link has no switch daemon to set its threshold",
                 ));
             }
+            let Some(c) = &l.classes else { continue };
+            if nics.contains(&l.id) {
+                return Err(err(
+                    file,
+                    format!("link[{i}].classes"),
+                    l.id,
+                    "a host's NIC link has no switch daemon to install its classes",
+                ));
+            }
+            if let Some(e) = l.ecn.as_ref().filter(|e| {
+                e.netns == c.netns && e.dev == c.dev && e.parent.as_deref() == Some(&c.parent)
+            }) {
+                return Err(err(
+                    file,
+                    format!("link[{i}].classes.parent"),
+                    format!("{:?}", c.parent),
+                    format!(
+                        "the link's ECN qdisc ({:?}) is there: the classes' HTB cannot take its place",
+                        e.qdisc
+                    ),
+                ));
+            }
         }
+        let classes: HashMap<u32, ClassesConfig> = raw
+            .link
+            .iter()
+            .filter_map(|l| Some((l.id, l.classes.clone()?)))
+            .collect();
         let mut switches = Vec::new();
         let mut owned = HashMap::new();
         for (i, s) in raw.switch.iter().enumerate() {
@@ -544,6 +682,7 @@ impl Topology {
             switches,
             routes,
             ecn,
+            classes,
             pcn: SwitchPcn::from(raw.pcn),
         })
     }

@@ -5,17 +5,23 @@
 //! the PCN bookkeeping decided one after another on its own thread, in the order they were
 //! decided, so that no RPC waits for the kernel.
 
-use crate::config::{EcnQueue, QdiscKind};
+use crate::config::{ClassesConfig, EcnQueue, QdiscKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Sets a queue's ECN marking threshold. The daemon uses [`NetlinkApplier`]; tests use
-/// [`RecordingRunner`], which records the change instead of making it.
+/// Sets a queue's ECN marking threshold, and installs a port's traffic classes. The daemon uses
+/// [`NetlinkApplier`]; tests use [`RecordingRunner`], which records the change instead of
+/// making it.
 pub trait ThresholdApplier: Send + Sync {
     /// Gives `q` the marking threshold `threshold_bytes`; `Err` describes the failure (the
     /// qdisc, the step, the kernel's error or a timeout).
     fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String>;
+
+    /// Installs the traffic classes `c` on their port ([`ecn_qdisc::classes`]), replacing only
+    /// an earlier installation's; `Ok` says what was installed (for the log), `Err` describes
+    /// the failure (the device, the request that failed, the kernel's error).
+    fn install_classes(&self, c: &ClassesConfig) -> Result<String, String>;
 }
 
 /// One change the PCN bookkeeping decided: `link`'s ECN queue gets the marking threshold
@@ -210,6 +216,27 @@ impl ThresholdApplier for NetlinkApplier {
             .set(&path, t)
             .map_err(|e| e.to_string())
     }
+
+    fn install_classes(&self, c: &ClassesConfig) -> Result<String, String> {
+        let done = self
+            .changer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .install_classes(&c.netns, &c.dev, &c.spec())
+            .map_err(|e| e.to_string())?;
+        let replaced = match done.replaced {
+            Some(p) => format!(
+                " (the HTB installed before under {} deleted first)",
+                ecn_qdisc::classes::tc_name(p)
+            ),
+            None => String::new(),
+        };
+        Ok(format!(
+            "{} requests{replaced}: {}",
+            done.requests.len(),
+            done.requests.join("; ")
+        ))
+    }
 }
 
 /// Records each change as its [`tc_command`] line instead of making it (tests, dry runs); fails
@@ -248,17 +275,38 @@ impl RecordingRunner {
     }
 }
 
-impl ThresholdApplier for RecordingRunner {
-    fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String> {
+impl RecordingRunner {
+    /// Records `command`; fails when `fail` is set.
+    fn record(&self, command: Vec<String>) -> Result<(), String> {
         self.commands
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(tc_command(q, threshold_bytes));
+            .push(command);
         if self.fail {
             Err(String::from("recording runner set to fail"))
         } else {
             Ok(())
         }
+    }
+}
+
+impl ThresholdApplier for RecordingRunner {
+    fn apply(&self, q: &EcnQueue, threshold_bytes: u32) -> Result<(), String> {
+        self.record(tc_command(q, threshold_bytes))
+    }
+
+    /// Records `classes PORT parent P training N rate_kbit R queue_bytes Q`.
+    fn install_classes(&self, c: &ClassesConfig) -> Result<String, String> {
+        let line = format!(
+            "classes {} parent {} training {} rate_kbit {} queue_bytes {}",
+            c.port(),
+            c.parent,
+            c.training,
+            c.rate_kbit,
+            c.queue_bytes
+        );
+        self.record(line.split(' ').map(String::from).collect())?;
+        Ok(line)
     }
 }
 

@@ -12,6 +12,8 @@
 //! | `ccp_switch_pcn_starts_total` | counter | | `PcnStart`s taken |
 //! | `ccp_switch_pcn_expired_total` | counter | | starts whose burst never came within the timeout |
 //! | `ccp_switch_tc_failures_total` | counter | | ECN threshold changes that failed or timed out |
+//! | `ccp_switch_classes_ports` | gauge | | ports whose traffic classes were installed at start-up |
+//! | `ccp_switch_classes_failures_total` | counter | | traffic-class installations that failed (the daemon then stops) |
 //! | `ccp_switch_link_capacity_bps` | gauge | `link` | capacity, bit/s |
 //! | `ccp_switch_link_estimate_bps` | gauge | `link` | available-bandwidth estimate, bit/s |
 //! | `ccp_switch_link_load_bps` | gauge | `link` | load stored for the current slot, bit/s |
@@ -37,9 +39,9 @@ impl std::fmt::Debug for SwitchCollector {
 
 impl Collector for SwitchCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        let (t, served) = {
+        let (t, served, classes) = {
             let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            (st.snapshot(), st.served())
+            (st.snapshot(), st.served(), st.classes())
         };
         let e = &mut enc;
         family(
@@ -88,6 +90,18 @@ impl Collector for SwitchCollector {
             "ccp_switch_tc_failures",
             "ECN threshold changes that failed or timed out.",
             counter(t.threshold_failures),
+        )?;
+        single(
+            e,
+            "ccp_switch_classes_ports",
+            "Ports whose traffic classes were installed at start-up.",
+            gauge(classes.ports),
+        )?;
+        single(
+            e,
+            "ccp_switch_classes_failures",
+            "Traffic-class installations that failed (the daemon then stops).",
+            counter(classes.failures),
         )?;
         let per_link = |f: &dyn Fn(&proto::LinkFeedback) -> u64| -> Vec<(String, ConstGauge<i64>)> {
             t.links

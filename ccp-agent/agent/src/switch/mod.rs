@@ -36,7 +36,10 @@
 //!   counted (`threshold_failures`), never fatal, and not reported in the reply; the
 //!   bookkeeping goes on;
 //! - every slot, and on every request, the table moves to the current wall-clock slot, so expired
-//!   slots are dropped.
+//!   slots are dropped;
+//! - at start-up, before serving, the traffic classes of the links with a `[link.classes]` table
+//!   are installed on their ports over rtnetlink ([`install_all`], [`ecn_qdisc::classes`]); a
+//!   port whose classes cannot be installed stops the daemon, naming the port.
 //!
 //! Security: like the load table, the PCN service is unauthenticated: whoever reaches the port
 //! can lower a link's marking threshold (for at most `[pcn] timeout_ms` per start, never above
@@ -49,11 +52,13 @@
 //! an entry of `UpdateReply::errors` naming it.
 //!
 //! The pieces: [`SwitchState`] (the load table and its admission, `state.rs`) with its PCN
-//! bookkeeping (`pcn.rs`); the appliers and `tc` lines (`applier.rs`); the gRPC service
+//! bookkeeping (`pcn.rs`); the appliers and `tc` lines (`applier.rs`); the traffic classes'
+//! installation (`classes.rs`); the gRPC service
 //! [`SwitchService`] (`service.rs`); the metrics [`switch_registry`] (`metrics.rs`); the serve
 //! loop here.
 
 mod applier;
+mod classes;
 mod metrics;
 mod pcn;
 mod service;
@@ -63,6 +68,7 @@ pub use applier::{
     qdisc_change, tc_command, NetlinkApplier, OrderedApplier, RecordingRunner, ThresholdApplier,
     ThresholdChange,
 };
+pub use classes::{install_all, switch_classes, ClassesCount};
 pub use metrics::switch_registry;
 pub use pcn::{MAX_JOB_BYTES, MAX_PCN_STARTS};
 pub use service::SwitchService;
@@ -92,11 +98,13 @@ pub async fn serve(
     serve_with(topo, switch, clock, listener, metrics, runner, shutdown).await
 }
 
-/// [`serve`] with the thresholds applied by `runner` (on the [`OrderedApplier`]'s thread): sets
-/// every ECN link to its initial threshold (waiting for those changes before serving), advances
-/// the table every slot and expires PCN starts (checked every 10 ms), and at shutdown drops the
-/// outstanding starts and waits until the initial thresholds are back. Errors: a topology the
-/// table refuses, the applier's thread cannot start, the listen address cannot be served.
+/// [`serve`] with the thresholds applied by `runner` (on the [`OrderedApplier`]'s thread): first
+/// installs the traffic classes of the switch's links that have them (`[link.classes]`, with
+/// `runner`, see [`install_all`]), sets every ECN link to its initial threshold (waiting for
+/// those changes before serving), advances the table every slot and expires PCN starts (checked
+/// every 10 ms), and at shutdown drops the outstanding starts and waits until the initial
+/// thresholds are back. Errors: a topology the table refuses, a port whose classes cannot be
+/// installed (named), the applier's thread cannot start, the listen address cannot be served.
 pub async fn serve_with(
     topo: &Topology,
     switch: &Switch,
@@ -106,7 +114,22 @@ pub async fn serve_with(
     runner: Arc<dyn ThresholdApplier>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let state = SwitchState::new(topo, switch, clock)?;
+    let mut state = SwitchState::new(topo, switch, clock)?;
+    let ports = switch_classes(topo, switch);
+    if !ports.is_empty() {
+        let (name, r) = (switch.name.clone(), runner.clone());
+        let (count, installed) =
+            tokio::task::spawn_blocking(move || install_all(&name, &ports, &*r))
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "switch {:?}: installing the traffic classes: {e}",
+                        switch.name
+                    )
+                })?;
+        state.classes = count;
+        installed?;
+    }
     let applier = OrderedApplier::spawn(runner, state.failure_counter()).map_err(|e| {
         anyhow::anyhow!(
             "switch {:?}: starting the qdisc applier thread: {e}",

@@ -123,6 +123,10 @@ mod tests {
                 .push((q.dev.clone(), threshold_bytes));
             Ok(())
         }
+
+        fn install_classes(&self, c: &crate::config::ClassesConfig) -> Result<String, String> {
+            Err(format!("{}: not in this test", c.dev))
+        }
     }
 
     /// The reply of `rpc`, which must come well before one slow change is made.

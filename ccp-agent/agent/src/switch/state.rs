@@ -38,6 +38,8 @@ pub struct SwitchState {
     epoch: Instant,
     /// Counted by the service, per request.
     pub(super) served: Served,
+    /// The traffic classes installed at start-up.
+    pub(super) classes: super::ClassesCount,
 }
 
 impl SwitchState {
@@ -66,7 +68,14 @@ impl SwitchState {
             pcn,
             epoch: Instant::now(),
             served: Served::default(),
+            classes: super::ClassesCount::default(),
         })
+    }
+
+    /// The ports whose traffic classes were installed, and the failures (see
+    /// [`super::install_all`]).
+    pub fn classes(&self) -> super::ClassesCount {
+        self.classes
     }
 
     /// What the daemon served so far.
