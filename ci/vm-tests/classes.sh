@@ -2,8 +2,9 @@
 # ci/vm-tests/classes.sh: in-VM test of the testbed's switch-port traffic classes, sourced by
 # suite.sh (uses its run_test/fail/note and vm-lib.sh's namespaces snd/rcv):
 #
-#   port_classes  snd's egress built by `trainemu port-cmds --classes 2` (the very tc lines a
-#                 scenario's `classes = { training = 2 }` port gets: tbf 40 Mbit/s, HTB weighting
+#   port_classes  snd's egress built by `trainemu port --classes 2` (what a scenario's
+#                 `classes = { training = 2 }` port gets, the classes installed over rtnetlink
+#                 by ecn_qdisc as `ccp-agent switch` installs them: tbf 40 Mbit/s, HTB weighting
 #                 the training group 1:1 against the rest, strict priority between AF41 and
 #                 AF31, u32 on the DS field). Two CUBIC flows marked AF41 (TOS 0x88) and AF31
 #                 (0x68): in a 3 s window while both send, AF41's band carries >= 80 % of the
@@ -57,12 +58,9 @@ test_port_classes() {
   mkdir -p "$CCP_CLASSES_OUT"
   vm_net_unshape
   trap 'vm_net_unshape; for p in $CLASSES_PORTS; do kill "$(cat /tmp/classes-iperf3-$p.pid)" 2>/dev/null; done' EXIT
-  trainemu port-cmds --ns "$VM_SND" --dev "$VM_SND_DEV" --rate-mbit $CLASSES_RATE_MBIT \
-    --queue-ms 20 --classes 2 > "$CCP_CLASSES_OUT/cmds.txt" || fail "trainemu port-cmds failed"
-  while read -r line; do
-    $line || fail "tc failed: $line"
-  done < "$CCP_CLASSES_OUT/cmds.txt"
-  note "$(wc -l < "$CCP_CLASSES_OUT/cmds.txt") tc commands; qdiscs: $(vm_in_snd tc qdisc show dev "$VM_SND_DEV" | awk '{ print $2 }' | tr '\n' ' ')"
+  trainemu port --ns "$VM_SND" --dev "$VM_SND_DEV" --rate-mbit $CLASSES_RATE_MBIT \
+    --queue-ms 20 --classes 2 || fail "trainemu port failed"
+  note "qdiscs: $(vm_in_snd tc qdisc show dev "$VM_SND_DEV" | awk '{ print $2 " " $3 }' | tr '\n' ' ')"
   for p in $CLASSES_PORTS; do
     vm_in_rcv iperf3 -s -D -J -p "$p" -I "/tmp/classes-iperf3-$p.pid" || fail "iperf3 server on $p failed"
   done

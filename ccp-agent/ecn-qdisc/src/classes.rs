@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! Traffic classes on a switch port, installed over rtnetlink: the rtnetlink messages of the
-//! testbed's recipe (`class_cmds` in ci/trainemu/src/topo.rs, docs/testbed.md "Traffic classes
-//! on a switch port"), built without I/O ([`install_requests`]) and sent on a
+//! Traffic classes on a switch port, installed over rtnetlink: the one recipe of `ccp-agent
+//! switch` and of the testbed's ports (trainemu's topo.rs installs it with this module;
+//! docs/testbed.md "Traffic classes on a switch port"), built without I/O ([`install_requests`]) and sent on a
 //! [`QdiscChanger`]'s socket of the port's namespace ([`QdiscChanger::install_classes`]).
 //!
 //! Under the port's rate limiter (the tbf's class, [`ClassesSpec::parent`]):

@@ -219,10 +219,10 @@ enum Cmd {
         #[arg(long)]
         models: Option<PathBuf>,
     },
-    /// Print the tc command lines that shape one switch port as a scenario's host does (its
-    /// tbf, and its traffic classes with --classes), one per line, for scripts that build the
-    /// same port outside a scenario (the VM tests).
-    PortCmds {
+    /// Build one switch port's egress shaping as a scenario's host gets it (root; its tbf, and
+    /// with --classes its traffic classes installed over rtnetlink as `ccp-agent switch` does),
+    /// for scripts that need the same port outside a scenario (the VM tests).
+    Port {
         /// Network namespace of the port.
         #[arg(long)]
         ns: String,
@@ -541,18 +541,16 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             }
             Ok(())
         }
-        Cmd::PortCmds {
+        Cmd::Port {
             ns,
             dev,
             rate_mbit,
             queue_ms,
             classes,
         } => {
-            for line in topo::port_cmd_lines(&ns, &dev, rate_mbit, queue_ms, classes)
-                .map_err(|e| Err(UsageError(e)))?
-            {
-                println!("{line}");
-            }
+            let h =
+                topo::port_host(rate_mbit, queue_ms, classes).map_err(|e| Err(UsageError(e)))?;
+            topo::shape(&ns, &dev, &h, true).map_err(Ok)?;
             Ok(())
         }
         Cmd::Models { models } => {

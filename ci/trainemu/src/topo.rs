@@ -22,6 +22,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use ecn_qdisc::classes::ClassesSpec;
+use ecn_qdisc::{parse_handle, QdiscChanger};
+
 use crate::config::{Host, Scenario};
 use crate::emu::Net;
 
@@ -178,13 +181,16 @@ impl EcnPort {
 }
 
 /// The tc command lines that shape the egress of `dev` in `ns` for host `h` (`with_rate`: the
-/// switch port, which also gets the tbf and the ECN qdisc), in order, and the ECN qdisc built.
+/// switch port, which also gets the tbf and the ECN qdisc), in order, the ECN qdisc built, and
+/// the traffic classes to install under the tbf after the lines ([`crate::config::PortClasses`]:
+/// the recipe is `ecn_qdisc::classes`', the one `ccp-agent switch` installs, with the agent's
+/// DSCP map `mlcc_sched::DEFAULT_DSCP`).
 pub fn shape_cmds(
     ns: &str,
     dev: &str,
     h: &Host,
     with_rate: bool,
-) -> (Vec<Vec<String>>, Option<EcnPort>) {
+) -> (Vec<Vec<String>>, Option<EcnPort>, Option<ClassesSpec>) {
     let netem = h.delay_ms > 0.0 || h.loss_pct > 0.0;
     let base: Vec<String> = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev]
         .map(String::from)
@@ -201,7 +207,7 @@ pub fn shape_cmds(
         cmds.push(a);
     }
     let (Some(rate), true) = (h.rate_mbit, with_rate) else {
-        return (cmds, None);
+        return (cmds, None, None);
     };
     let burst = h.burst_bytes.unwrap_or(64_000);
     let queue = h.queue_ms.unwrap_or(100.0);
@@ -227,16 +233,17 @@ pub fn shape_cmds(
     // A child replaces the tbf's byte FIFO, so it gets that FIFO's limit.
     let queue_bytes = (rate * 1e6 / 8.0 * queue / 1000.0).round() as u64 + burst;
     if let Some(c) = &h.classes {
-        cmds.extend(class_cmds(
-            &base,
-            tbf_class,
+        let spec = ClassesSpec {
+            parent: parse_handle(tbf_class).expect("a tbf class handle"),
+            training_dscp: mlcc_sched::DEFAULT_DSCP[..usize::from(c.training)].to_vec(),
             rate_kbit,
-            queue_bytes,
-            c.training,
-        ));
-        return (cmds, None);
+            queue_bytes: u32::try_from(queue_bytes).unwrap_or(u32::MAX),
+        };
+        return (cmds, None, Some(spec));
     }
-    let Some(e) = &h.ecn else { return (cmds, None) };
+    let Some(e) = &h.ecn else {
+        return (cmds, None, None);
+    };
     let threshold_bytes = e.threshold_kb.map(|k| (k * 1000.0).round() as u64);
     let port = EcnPort {
         host: h.name.clone(),
@@ -254,102 +261,13 @@ pub fn shape_cmds(
     let args = port.args_for(threshold_bytes.or(port.ce_threshold_us).unwrap_or(0));
     let port = EcnPort { args, ..port };
     cmds.push(port.command("add", &port.args));
-    (cmds, Some(port))
+    (cmds, Some(port), None)
 }
 
-/// Handle of the classes' HTB under a switch port's tbf; its classes: [`CLASSES_ROOT`] (the
-/// group's common parent), [`CLASSES_TRAINING`] and [`CLASSES_OTHER`].
-pub const CLASSES_HANDLE: &str = "30:";
-/// The HTB class both groups borrow from.
-pub const CLASSES_ROOT: &str = "30:1";
-/// The HTB class of the training classes (the strict-priority `prio` below it).
-pub const CLASSES_TRAINING: &str = "30:10";
-/// The HTB class of every other DSCP (the HTB's default).
-pub const CLASSES_OTHER: &str = "30:20";
-/// Handle of the strict-priority `prio` qdisc of the training classes; band `i + 1` is class
-/// `i`.
-pub const CLASSES_PRIO: &str = "31:";
-
-/// The tc command lines (each after `base`, the `tc qdisc add dev DEV` prefix in the port's
-/// namespace) of [`crate::config::PortClasses`] under the tbf's class `parent`: an HTB whose
-/// two groups, training and other, are weighted 1:1 (equal quanta of one MTU, each class's
-/// guaranteed rate half of twice the port's `rate_kbit`, so that neither HTB class is ever
-/// throttled: the tbf above is the port's rate, and HTB's deficit round robin between the two
-/// unthrottled classes is the weighting), the training group's `prio` with one band per class
-/// (at least 2, prio's minimum), a `bfifo` of `queue_bytes` under every band and the other
-/// group, and the u32 filters on the DSCP (the `ip dsfield` byte under mask 0xfc, so ECN bits
-/// do not matter): every training code point to the training group, and each to its band.
-pub fn class_cmds(
-    base: &[String],
-    parent: &str,
-    rate_kbit: u64,
-    queue_bytes: u64,
-    training: u8,
-) -> Vec<Vec<String>> {
-    let ns_tc = &base[..base.len() - 4]; // "ip netns exec NS tc"
-    let dev = &base[base.len() - 1];
-    // One command line: `ip netns exec NS tc` then `args` (words without spaces) split.
-    let cmd = |args: String| -> Vec<String> {
-        ns_tc
-            .iter()
-            .cloned()
-            .chain(args.split_whitespace().map(String::from))
-            .collect()
-    };
-    let bfifo = |at: &str, handle: &str| {
-        cmd(format!(
-            "qdisc add dev {dev} parent {at} handle {handle} bfifo limit {queue_bytes}"
-        ))
-    };
-    let both = 2 * rate_kbit;
-    let mut out = vec![
-        cmd(format!("qdisc add dev {dev} parent {parent} handle {CLASSES_HANDLE} htb default 20")),
-        cmd(format!("class add dev {dev} parent {CLASSES_HANDLE} classid {CLASSES_ROOT} htb rate {both}kbit ceil {both}kbit quantum 1514")),
-    ];
-    for class in [CLASSES_TRAINING, CLASSES_OTHER] {
-        out.push(cmd(format!("class add dev {dev} parent {CLASSES_ROOT} classid {class} htb rate {rate_kbit}kbit ceil {both}kbit quantum 1514")));
-    }
-    out.push(bfifo(CLASSES_OTHER, "40:"));
-    let bands = training.max(2);
-    // prio refuses a priomap naming a band it does not have (its default names bands 0-2): every
-    // priority maps to the last band (only the filters' packets reach this qdisc anyway).
-    let priomap = vec![(bands - 1).to_string(); 16].join(" ");
-    out.push(cmd(format!(
-        "qdisc add dev {dev} parent {CLASSES_TRAINING} handle {CLASSES_PRIO} prio bands {bands} priomap {priomap}"
-    )));
-    for band in 1..=bands {
-        out.push(bfifo(
-            &format!("31:{band:x}"),
-            &format!("{:x}:", 0x50 + u32::from(band)),
-        ));
-    }
-    for (class, dscp) in mlcc_sched::DEFAULT_DSCP[..usize::from(training)]
-        .iter()
-        .enumerate()
-    {
-        let tos = dscp << 2;
-        let band = format!("31:{:x}", class + 1);
-        for (at, to) in [
-            (CLASSES_HANDLE, CLASSES_TRAINING),
-            (CLASSES_PRIO, band.as_str()),
-        ] {
-            out.push(cmd(format!("filter add dev {dev} parent {at} protocol ip prio 1 u32 match ip dsfield 0x{tos:02x} 0xfc flowid {to}")));
-        }
-    }
-    out
-}
-
-/// The command lines of [`shape_cmds`] for a switch port of `rate_mbit` Mbit/s with a queue
-/// of `queue_ms` (default 100) and optionally `classes` training classes, each line's words
-/// joined by spaces (`trainemu port-cmds`). Errors: a rate that is not positive and finite,
-/// classes outside 1..=8 (naming the value).
-pub fn port_cmd_lines(
-    ns: &str,
-    dev: &str,
-    rate_mbit: f64,
-    queue_ms: Option<f64>,
-    classes: Option<u8>,
-) -> Result<Vec<String>> {
+/// A switch port of `rate_mbit` Mbit/s with a queue of `queue_ms` (default 100) and optionally
+/// `classes` training classes, as a scenario host's (`trainemu port`). Errors: a rate that is
+/// not positive and finite, classes outside 1..=8 (naming the value).
+pub fn port_host(rate_mbit: f64, queue_ms: Option<f64>, classes: Option<u8>) -> Result<Host> {
     if !(rate_mbit.is_finite() && rate_mbit > 0.0) {
         bail!("--rate-mbit {rate_mbit}: must be a positive number of Mbit/s");
     }
@@ -357,7 +275,7 @@ pub fn port_cmd_lines(
     if let Some(n) = classes.filter(|n| !(1..=max).contains(n)) {
         bail!("--classes {n}: must be 1..={max} traffic classes");
     }
-    let h = Host {
+    Ok(Host {
         name: "port".into(),
         rate_mbit: Some(rate_mbit),
         delay_ms: 0.0,
@@ -366,16 +284,21 @@ pub fn port_cmd_lines(
         queue_ms,
         ecn: None,
         classes: classes.map(|training| crate::config::PortClasses { training }),
-    };
-    let (cmds, _) = shape_cmds(ns, dev, &h, true);
-    Ok(cmds.iter().map(|c| c.join(" ")).collect())
+    })
 }
 
-/// Shapes `dev` in `ns` (see [`shape_cmds`]); returns the ECN qdisc built, if any.
-fn shape(ns: &str, dev: &str, h: &Host, with_rate: bool) -> Result<Option<EcnPort>> {
-    let (cmds, port) = shape_cmds(ns, dev, h, with_rate);
+/// Shapes `dev` in `ns` (see [`shape_cmds`]): runs the tc lines, then installs the traffic
+/// classes over rtnetlink (`ecn_qdisc`, as `ccp-agent switch` does); returns the ECN qdisc
+/// built, if any.
+pub fn shape(ns: &str, dev: &str, h: &Host, with_rate: bool) -> Result<Option<EcnPort>> {
+    let (cmds, port, classes) = shape_cmds(ns, dev, h, with_rate);
     for c in &cmds {
         sh(&c.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    if let Some(spec) = classes {
+        QdiscChanger::new(std::time::Duration::from_secs(1))
+            .install_classes(&Some(ns.to_string()), dev, &spec)
+            .with_context(|| format!("traffic classes of host {}", h.name))?;
     }
     Ok(port)
 }
@@ -468,6 +391,7 @@ pub fn available_ccs() -> Vec<String> {
 mod tests {
     use super::*;
     use crate::config::EcnMark;
+    use ecn_qdisc::TcHandle;
 
     fn host(delay_ms: f64, ecn: Option<EcnMark>) -> Host {
         Host {
@@ -486,62 +410,63 @@ mod tests {
     fn classes_under_the_tbf_strict_among_training_weighted_against_the_rest() {
         let mut h = host(0.0, None);
         h.classes = Some(crate::config::PortClasses { training: 2 });
-        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
+        let (cmds, port, classes) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
         assert_eq!(port, None);
         let got: Vec<String> = cmds.iter().map(|c| line(c)).collect();
-        let p = "ip netns exec te-sw tc";
-        let want: Vec<String> = [
-            "qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us",
-            "qdisc add dev v-h2 parent 1:1 handle 30: htb default 20",
-            "class add dev v-h2 parent 30: classid 30:1 htb rate 200000kbit ceil 200000kbit quantum 1514",
-            "class add dev v-h2 parent 30:1 classid 30:10 htb rate 100000kbit ceil 200000kbit quantum 1514",
-            "class add dev v-h2 parent 30:1 classid 30:20 htb rate 100000kbit ceil 200000kbit quantum 1514",
-            // 100 Mbit/s × 5 ms = 62500 + the 64000-byte tbf burst, per queue.
-            "qdisc add dev v-h2 parent 30:20 handle 40: bfifo limit 126500",
-            "qdisc add dev v-h2 parent 30:10 handle 31: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1",
-            "qdisc add dev v-h2 parent 31:1 handle 51: bfifo limit 126500",
-            "qdisc add dev v-h2 parent 31:2 handle 52: bfifo limit 126500",
-            // AF41 (34 << 2 = 0x88), then AF31 (26 << 2 = 0x68).
-            "filter add dev v-h2 parent 30: protocol ip prio 1 u32 match ip dsfield 0x88 0xfc flowid 30:10",
-            "filter add dev v-h2 parent 31: protocol ip prio 1 u32 match ip dsfield 0x88 0xfc flowid 31:1",
-            "filter add dev v-h2 parent 30: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 30:10",
-            "filter add dev v-h2 parent 31: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 31:2",
-        ]
-        .iter()
-        .map(|c| format!("{p} {c}"))
-        .collect();
-        assert_eq!(got, want);
-        // Eight classes: bands 1..8, the last code point CS1 (8 << 2 = 0x20) in band 8.
+        assert_eq!(
+            got,
+            vec!["ip netns exec te-sw tc qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us"]
+        );
+        // Under the tbf's class: AF41 (34) and AF31 (26), the port's rate, and per queue 100
+        // Mbit/s × 5 ms = 62500 + the 64000-byte tbf burst.
+        assert_eq!(
+            classes,
+            Some(ClassesSpec {
+                parent: TcHandle { major: 1, minor: 1 },
+                training_dscp: vec![34, 26],
+                rate_kbit: 100_000,
+                queue_bytes: 126_500,
+            })
+        );
+        // Eight classes: the agent's whole map, CS1 (8) last; under a netem root, the tbf's
+        // class is 10:1.
+        let (_, _, classes) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, None), true);
+        assert_eq!(classes, None, "no classes, no spec");
+        let mut h = host(0.1, None);
         h.classes = Some(crate::config::PortClasses { training: 8 });
-        let (cmds, _) = shape_cmds(SWITCH_NS, "v-h2", &h, true);
-        let last = line(cmds.last().unwrap());
-        assert!(last.ends_with("dsfield 0x20 0xfc flowid 31:8"), "{last}");
-        assert!(cmds
-            .iter()
-            .any(|c| line(c).ends_with("prio bands 8 priomap 7 7 7 7 7 7 7 7 7 7 7 7 7 7 7 7")));
+        let spec = shape_cmds(SWITCH_NS, "v-h2", &h, true).2.unwrap();
+        assert_eq!(
+            spec.parent,
+            TcHandle {
+                major: 0x10,
+                minor: 1
+            }
+        );
+        assert_eq!(spec.training_dscp, mlcc_sched::DEFAULT_DSCP.to_vec());
+        assert_eq!(spec.bands(), 8);
+        spec.check().expect("the kernel's limits");
     }
 
     #[test]
-    fn port_cmd_lines_are_the_scenario_ports_and_refuse_bad_values() {
-        let mut h = host(0.0, None);
-        h.classes = Some(crate::config::PortClasses { training: 3 });
-        let (cmds, _) = shape_cmds("snd", "veth-s", &h, true);
-        let want: Vec<String> = cmds.iter().map(|c| line(c)).collect();
-        assert_eq!(
-            port_cmd_lines("snd", "veth-s", 100.0, Some(5.0), Some(3)).unwrap(),
-            want
+    fn port_host_is_a_scenario_port_and_refuses_bad_values() {
+        let h = port_host(100.0, Some(5.0), Some(3)).unwrap();
+        let (cmds, _, classes) = shape_cmds("snd", "veth-s", &h, true);
+        assert_eq!(cmds.len(), 1, "the tbf");
+        assert_eq!(classes.unwrap().training_dscp, vec![34, 26, 18]);
+        let (_, _, classes) = shape_cmds(
+            "snd",
+            "veth-s",
+            &port_host(100.0, None, None).unwrap(),
+            true,
         );
-        assert_eq!(
-            port_cmd_lines("snd", "veth-s", 100.0, Some(5.0), None).unwrap(),
-            want[..1].to_vec()
-        );
+        assert_eq!(classes, None);
         for (rate, classes, why) in [
             (0.0, None, "--rate-mbit 0"),
             (f64::NAN, None, "--rate-mbit NaN"),
             (100.0, Some(0), "--classes 0"),
             (100.0, Some(9), "--classes 9"),
         ] {
-            let e = port_cmd_lines("snd", "veth-s", rate, None, classes).unwrap_err();
+            let e = port_host(rate, None, classes).unwrap_err();
             assert!(e.to_string().contains(why), "{e}");
         }
     }
@@ -557,7 +482,7 @@ mod tests {
             threshold_kb: Some(30.0),
             ce_threshold_us: None,
         };
-        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, Some(red)), true);
+        let (cmds, port, _) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, Some(red)), true);
         let cmds: Vec<String> = cmds.iter().map(|c| line(c)).collect();
         assert_eq!(
             cmds,
@@ -597,7 +522,7 @@ mod tests {
             threshold_kb: None,
             ce_threshold_us: Some(500.0),
         };
-        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.0, Some(fq)), true);
+        let (cmds, port, _) = shape_cmds(SWITCH_NS, "v-h2", &host(0.0, Some(fq)), true);
         assert_eq!(cmds.len(), 2);
         assert_eq!(line(&cmds[0]), "ip netns exec te-sw tc qdisc add dev v-h2 root handle 1: tbf rate 100000kbit burst 64000 latency 5000us");
         assert_eq!(line(&cmds[1]), "ip netns exec te-sw tc qdisc add dev v-h2 parent 1:1 handle 20: fq_codel limit 84 ce_threshold 500us ecn");
@@ -615,10 +540,10 @@ mod tests {
             threshold_kb: Some(30.0),
             ce_threshold_us: None,
         };
-        let (cmds, port) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, None), true);
+        let (cmds, port, _) = shape_cmds(SWITCH_NS, "v-h2", &host(0.1, None), true);
         assert_eq!((cmds.len(), port), (2, None));
         // The host's own eth0 gets netem only, whatever the switch port has.
-        let (cmds, port) = shape_cmds("te-h2", "eth0", &host(0.1, Some(red)), false);
+        let (cmds, port, _) = shape_cmds("te-h2", "eth0", &host(0.1, Some(red)), false);
         assert_eq!((cmds.len(), port), (1, None));
         assert!(line(&cmds[0]).contains("netem"));
     }
