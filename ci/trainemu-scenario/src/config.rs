@@ -660,10 +660,28 @@ pub struct Topology {
     /// host, through the rate-limited switch port; default) or "egress" (flows leaving it).
     #[serde(default = "default_direction")]
     pub bottleneck_direction: String,
+    /// Whether the hosts hand their network GSO super-packets (up to 64 kB, one skb, as Linux's
+    /// TCP builds them for a veth; default true, every scenario before 2026-11-28). `false` caps
+    /// each host's `eth0` at one-MTU packets (`gso_max_size 1514`), so every switch port's qdisc
+    /// sees the packets a real switch sees. It matters for ECN ports: a marking queue that marks
+    /// or drops whole 64 kB super-packets locked one of two DCTCP flows at a 2-segment window
+    /// (0.954 / 0.046 of the port over 3 s, both flows `dctcp`), where one-MTU packets split it
+    /// 0.512 / 0.488 (docs/results/mltcp.md, "MLTCP on ECN ports"). Not serialized when true, so
+    /// earlier scenarios keep their fingerprints.
+    #[serde(default = "default_gso", skip_serializing_if = "is_true")]
+    pub gso: bool,
 }
 
 fn default_direction() -> String {
     "ingress".into()
+}
+
+fn default_gso() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Topology {
@@ -1321,6 +1339,22 @@ workers = ["h1", "h2"]
 
     fn err_of(t: &str) -> String {
         format!("{:#}", parse(t).unwrap_err())
+    }
+
+    #[test]
+    fn gso_defaults_on_and_is_serialized_only_when_off() {
+        let on = parse(GOOD).unwrap();
+        assert!(on.topology.gso);
+        let text = toml::to_string(&on.topology).unwrap();
+        assert!(!text.contains("gso"), "{text}");
+        let off = parse(&GOOD.replace("bottleneck = \"h1\"", "bottleneck = \"h1\"\ngso = false"))
+            .unwrap();
+        assert!(!off.topology.gso);
+        assert!(toml::to_string(&off.topology)
+            .unwrap()
+            .contains("gso = false"));
+        let e = err_of(&GOOD.replace("bottleneck = \"h1\"", "bottleneck = \"h1\"\ngso = 1"));
+        assert!(e.contains("gso"), "{e}");
     }
 
     #[test]

@@ -312,6 +312,10 @@ pub fn ecn_ports(s: &Scenario) -> Vec<EcnPort> {
         .collect()
 }
 
+/// A host's `gso_max_size` when its scenario has `gso = false`: one Ethernet frame of the veth's
+/// 1500-byte MTU (1500 + 14 bytes of header), so TCP builds no skb larger than one packet.
+const MTU_FRAME_BYTES: &str = "1514";
+
 /// Builds the topology and applies the sysctls; returns where each host lives.
 pub fn build(s: &Scenario) -> Result<Net> {
     teardown(s);
@@ -351,6 +355,19 @@ pub fn build(s: &Scenario) -> Result<Net> {
         ])?;
         sh(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
         sh(&["ip", "-n", &ns, "link", "set", "eth0", "up"])?;
+        if !s.topology.gso {
+            // One-MTU skbs from the host's TCP: what a switch port sees on a real link.
+            sh(&[
+                "ip",
+                "-n",
+                &ns,
+                "link",
+                "set",
+                "eth0",
+                "gso_max_size",
+                MTU_FRAME_BYTES,
+            ])?;
+        }
         sh(&["ip", "-n", SWITCH_NS, "link", "set", &swdev, "up"])?;
         sh(&[
             "ip",
