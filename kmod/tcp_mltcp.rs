@@ -575,6 +575,20 @@ impl Base for Dctcp {
 
     fn cwnd_event(sk: &mut Sk<'_, Self>, ev: Event) {
         match ev {
+            // The Reno fallback sends no ECT. tcp_dctcp.c swaps in its `dctcp_reno` ops (no
+            // TCP_CONG_NEEDS_ECN); these ops keep the flag, so when `init` ran from
+            // tcp_init_congestion_control (the algorithm chosen by setsockopt before connect(), the
+            // peer refusing ECN) that function sets ECT again right after `init` returns, and the
+            // flow would send ECT packets whose CE marks nobody echoes: a flow deaf to its marks.
+            // The first send of a burst clears it again, before the packet leaves
+            // (`tcp_event_data_sent` runs ahead of `queue_xmit` in `__tcp_transmit_skb`). Only the
+            // handshake's last ACK, sent before any data, can still carry ECT: no callback runs
+            // between tcp_init_congestion_control and it (VM test ecn_fallback_setsockopt).
+            Event::TxStart => {
+                if !sk.data().m.is_dctcp() {
+                    sk.ecn_dontxmit();
+                }
+            }
             Event::Loss => {
                 let cwnd = sk.snd_cwnd();
                 if let Some(ssthresh) = sk.data().m.on_rto(cwnd) {

@@ -18,6 +18,15 @@
 #                     queue: every change succeeds, `tc -d` shows the new thresholds, RED keeps
 #                     its ECN flag and EWMA weight, fq_codel keeps every other parameter; the
 #                     time per change on an open socket (as the daemon keeps it) is reported.
+#   ecn_fallback_setsockopt  mltcp_dctcp chosen by setsockopt before connect() (mltcp-burst
+#                     --cc: the way the preload shim and the NCCL and libzmq patches choose it) to a
+#                     peer that refuses ECN (a cubic listener: Linux accepts an ECT SYN's ECN
+#                     request only for a listener or route whose algorithm needs ECN) runs the Reno
+#                     fallback and sends no ECT data: the receiver counts (IpExt InECT0Pkts,
+#                     InECT1Pkts, InCEPkts) at most one ECN-capable packet more than for Linux's
+#                     dctcp chosen the same way (its ECN-setup SYN; ours adds the handshake's last
+#                     ACK). Control: the same with the receiver's route naming dctcp (ECN
+#                     negotiated), where it counts over 1000.
 
 ECN_RATE_MBIT=${SHAPED_RATE_MBIT:-100}
 
@@ -168,4 +177,45 @@ test_ecn_threshold_change() {
   ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel | grep -q "ce_threshold 24[0-9]us\|ce_threshold 250us" \
     || fail "ce_threshold not 250us: $(ecn_tc_line "$VM_RCV" "$VM_RCV_DEV" fq_codel)"
   vm_in_snd sysctl -q -w net.ipv4.tcp_ecn=2
+}
+
+
+# ecn_ect_in: ECN-capable packets rcv has received so far (IpExt InECT0Pkts + InECT1Pkts +
+# InCEPkts of its namespace: ECT(0), ECT(1), and CE-marked ones, which were ECT when sent).
+ecn_ect_in() {
+  vm_in_rcv cat /proc/net/netstat | awk '
+    $1 == "IpExt:" && !h { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next }
+    $1 == "IpExt:" && h  { for (i = 2; i <= NF; i++) if (n[i] ~ /^In(ECT0|ECT1|CE)Pkts$/) s += $i; print s + 0 }'
+}
+
+# ecn_burst_ect NAME CC: two 10 MB bursts of CC, chosen before connect(), to mltcp-burst's sink
+# on 5241; prints how many ECN-capable packets rcv received meanwhile.
+ecn_burst_ect() {
+  _m0=$(ecn_ect_in)
+  ip netns exec "$VM_SND" mltcp-burst send --to "$VM_DST:5241" --cc "$2" --bursts 2 \
+    --bytes 10000000 --gap-ms 100 > "$OUT/ecn_setsockopt_$1.log" 2>&1 || fail "mltcp-burst send failed: $(tail -n 2 "$OUT/ecn_setsockopt_$1.log")"
+  echo $(( $(ecn_ect_in) - _m0 ))
+}
+
+test_ecn_fallback_setsockopt() {
+  trap 'ecn_unshape; kill $ECN_SINK 2>/dev/null' EXIT
+  ecn_shape || fail "tc setup failed"
+  [ -n "$(ecn_ect_in)" ] || fail "no IpExt ECN counters in rcv's /proc/net/netstat"
+  ip netns exec "$VM_RCV" mltcp-burst sink --listen "$VM_DST:5241" > /dev/null 2>&1 &
+  ECN_SINK=$!
+  sleep 0.5
+  grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko \
+    || fail "cannot load /host/modules/tcp_dctcp.ko (the reference)"
+  reference=$(ecn_burst_ect reference dctcp)
+  refused=$(ecn_burst_ect refused "$ALG_DCTCP")
+  vm_in_rcv ip route replace "$VM_SRC/32" dev "$VM_RCV_DEV" congctl dctcp || fail "route congctl in rcv failed"
+  negotiated=$(ecn_burst_ect negotiated "$ALG_DCTCP")
+  vm_in_rcv ip route del "$VM_SRC/32" 2>/dev/null
+  note "set before connect(), ECN-capable packets received: Linux's dctcp with ECN refused $reference; $ALG_DCTCP with ECN refused $refused, with ECN negotiated $negotiated"
+  [ "$negotiated" -gt 1000 ] || fail "only $negotiated ECN-capable packets with ECN negotiated: the counters do not see ECT, the test proves nothing"
+  # Linux's dctcp sends its SYN ECT (the ECN-setup SYN of an algorithm that needs ECN). The
+  # fallback may send one packet more: the handshake's last ACK, which leaves between
+  # tcp_init_congestion_control setting ECT again and the first data send, with no
+  # congestion-control callback in between (tcp_mltcp.rs, Dctcp::cwnd_event).
+  [ "$refused" -le $((reference + 1)) ] || fail "$refused of the fallback flow's packets were ECN-capable (Linux's dctcp: $reference): it sent ECT although the peer refused ECN (its CE marks go unechoed)"
 }

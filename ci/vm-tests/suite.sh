@@ -351,6 +351,7 @@ run_test loss_mltcp_cubic
 run_test ecn_mltcp_dctcp
 run_test ecn_fallback
 run_test ecn_threshold_change
+run_test ecn_fallback_setsockopt
 # port_classes runs only when named: ci/test-all runs it in a VM of its own. After the tests above
 # in one boot its 1:1 phase failed twice (the unmarked group got 4 % of the port, its RTT 0.5 s),
 # while it passes alone and after either half of them (docs/results/classes.md, "port_classes in

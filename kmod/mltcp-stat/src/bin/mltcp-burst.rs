@@ -5,7 +5,10 @@
 //! `mltcp-burst send --to ADDR:PORT --bursts N --bytes B --gap-ms G [--cc NAME]` connects once
 //! and sends N bursts of B bytes separated by G ms of silence, like a training job's
 //! communication phases separated by compute phases. Writes are 256 KiB blocking `write`s, so a
-//! burst is never paused by the program itself.
+//! burst is never paused by the program itself. `--warmup-bursts K --warmup-bytes W` sends K
+//! bursts of W bytes first, each followed by the gap: tcp_mltcp counts an iteration only from an
+//! observed idle boundary, so two short warm-up bursts give the socket its bytes-per-iteration
+//! estimate (and F) before the measured bursts begin.
 
 use clap::{Parser, Subcommand};
 use std::io::{Read, Write};
@@ -44,6 +47,12 @@ enum Cmd {
         /// Silence between bursts, in milliseconds.
         #[arg(long, default_value_t = 200)]
         gap_ms: u64,
+        /// Warm-up bursts sent before the `--bursts`, each followed by the gap.
+        #[arg(long, default_value_t = 0)]
+        warmup_bursts: u32,
+        /// Bytes per warm-up burst.
+        #[arg(long, default_value_t = 100_000)]
+        warmup_bytes: u64,
         /// Congestion control for the socket (setsockopt TCP_CONGESTION before connect);
         /// default: the namespace's default.
         #[arg(long)]
@@ -69,13 +78,26 @@ fn set_cc(fd: i32, name: &str) -> std::io::Result<()> {
     }
 }
 
-fn send(
-    to: SocketAddr,
+/// What `send` sends: `warmup` bursts of `warmup_bytes`, then `bursts` of `bytes`, each but the
+/// last followed by `gap` of silence.
+struct Plan {
+    warmup: u32,
+    warmup_bytes: u64,
     bursts: u32,
     bytes: u64,
     gap: Duration,
-    cc: Option<&str>,
-) -> Result<(), String> {
+}
+
+impl Plan {
+    /// Each burst's size in bytes, in sending order, with whether it is a warm-up burst.
+    fn sizes(&self) -> impl Iterator<Item = (u64, bool)> + '_ {
+        (0..self.warmup)
+            .map(|_| (self.warmup_bytes, true))
+            .chain((0..self.bursts).map(|_| (self.bytes, false)))
+    }
+}
+
+fn send(to: SocketAddr, plan: &Plan, cc: Option<&str>) -> Result<(), String> {
     let domain = if to.is_ipv4() {
         libc::AF_INET
     } else {
@@ -100,7 +122,9 @@ fn send(
     }
     let mut stream = stream;
     let block = vec![0u8; 256 * 1024];
-    for i in 0..bursts {
+    let total = plan.warmup + plan.bursts;
+    let (mut i, mut measured) = (0u32, 0u32);
+    for (bytes, warmup) in plan.sizes() {
         let t0 = Instant::now();
         let mut left = bytes;
         while left > 0 {
@@ -110,15 +134,24 @@ fn send(
                 .map_err(|e| format!("write: {e}"))?;
             left -= n as u64;
         }
-        println!(
-            "burst {} of {}: {} bytes in {:?}",
-            i + 1,
-            bursts,
-            bytes,
-            t0.elapsed()
-        );
-        if i + 1 < bursts {
-            std::thread::sleep(gap);
+        if warmup {
+            println!(
+                "warm-up burst {} of {}: {bytes} bytes in {:?}",
+                i + 1,
+                plan.warmup,
+                t0.elapsed()
+            );
+        } else {
+            measured += 1;
+            println!(
+                "burst {measured} of {}: {bytes} bytes in {:?}",
+                plan.bursts,
+                t0.elapsed()
+            );
+        }
+        i += 1;
+        if i < total {
+            std::thread::sleep(plan.gap);
         }
     }
     Ok(())
@@ -184,17 +217,53 @@ fn main() {
             bursts,
             bytes,
             gap_ms,
+            warmup_bursts,
+            warmup_bytes,
             cc,
         } => send(
             to,
-            bursts,
-            bytes,
-            Duration::from_millis(gap_ms),
+            &Plan {
+                warmup: warmup_bursts,
+                warmup_bytes,
+                bursts,
+                bytes,
+                gap: Duration::from_millis(gap_ms),
+            },
             cc.as_deref(),
         ),
     };
     if let Err(e) = r {
         eprintln!("mltcp-burst: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_bursts_come_first() {
+        let p = Plan {
+            warmup: 2,
+            warmup_bytes: 10,
+            bursts: 3,
+            bytes: 99,
+            gap: Duration::ZERO,
+        };
+        let v: Vec<_> = p.sizes().collect();
+        assert_eq!(
+            v,
+            [
+                (10, true),
+                (10, true),
+                (99, false),
+                (99, false),
+                (99, false)
+            ]
+        );
+        let none = Plan { warmup: 0, ..p };
+        assert_eq!(none.sizes().count(), 3);
+        assert!(none.sizes().all(|(b, w)| b == 99 && !w));
     }
 }
