@@ -699,6 +699,9 @@ pub struct CcStats {
     pub vs_cubic: Option<Paired>,
     /// Paired against reno, likewise.
     pub vs_reno: Option<Paired>,
+    /// Paired against dctcp, likewise: the base of `mltcp_dctcp` on ECN ports (None when the
+    /// scenario ran no dctcp).
+    pub vs_dctcp: Option<Paired>,
     /// Largest CPU busy fraction of its runs.
     pub cpu_busy_max: Option<f64>,
     /// Seeds whose run was CPU-saturated (busy > [`CPU_BUSY_LIMIT`]).
@@ -769,7 +772,7 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
     };
     let means =
         |cc: &str| -> Vec<(u64, f64)> { per_cc(cc).iter().map(|(k, c)| (*k, c.mean_ms)).collect() };
-    let (cubic, reno) = (means("cubic"), means("reno"));
+    let (cubic, reno, dctcp) = (means("cubic"), means("reno"), means("dctcp"));
     labels
         .iter()
         .map(|cc| {
@@ -802,6 +805,9 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                     .flatten(),
                 vs_reno: (cc != "reno")
                     .then(|| stats::paired(&mine, &reno))
+                    .flatten(),
+                vs_dctcp: (cc != "dctcp")
+                    .then(|| stats::paired(&mine, &dctcp))
                     .flatten(),
                 cpu_busy_max: v
                     .iter()
@@ -1080,6 +1086,9 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
         if c.cc != "reno" {
             let _ = writeln!(o, "    vs reno:  {}", paired_text(&c.vs_reno));
         }
+        if c.vs_dctcp.is_some() {
+            let _ = writeln!(o, "    vs dctcp: {}", paired_text(&c.vs_dctcp));
+        }
         if !c.cpu_saturated_seeds.is_empty() {
             let _ = writeln!(
                 o,
@@ -1355,6 +1364,12 @@ workers = ["h1", "h2"]
     /// One invocation's directory: meta.json listing its own runs, seeds `seeds`. Cubic's
     /// iterations take 100 + seed ms, reno's 10 % less; the solo runs 90 ms.
     fn invocation(dir: &Path, seeds: &[u64], fp: &str) -> Meta {
+        invocation_of(dir, seeds, fp, &[("cubic", 1.0), ("reno", 0.9)])
+    }
+
+    /// An invocation whose runs are `ccs`: each (cc, factor) takes (100 + seed) x factor ms per
+    /// iteration.
+    fn invocation_of(dir: &Path, seeds: &[u64], fp: &str, ccs: &[(&str, f64)]) -> Meta {
         let models = ModelFile::builtin();
         let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
         let plans = s.plans(&models);
@@ -1375,7 +1390,7 @@ workers = ["h1", "h2"]
                 write(dir, &r, records(&[job], 8, 90.0));
                 meta.runs.push(r);
             }
-            for (cc, f) in [("cubic", 1.0), ("reno", 0.9)] {
+            for &(cc, f) in ccs {
                 // Seed 3's reno run had its CPUs saturated.
                 let busy = if cc == "reno" && k == 3 { 0.97 } else { 0.5 };
                 let r = run_meta(cc, "together", k, fp, busy);
@@ -1392,6 +1407,26 @@ workers = ["h1", "h2"]
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn runs_with_dctcp_are_paired_against_it() {
+        let models = ModelFile::builtin();
+        let s = Scenario::parse(SCEN, "m.toml", &models).unwrap();
+        let fp = scenario_fingerprint(&s, &s.plans(&models));
+        let d = tmp("dctcp");
+        invocation_of(&d, &[1, 2, 3], &fp, &[("dctcp", 1.0), ("mltcp_dctcp", 0.8)]);
+        let meta = read_meta(&d).unwrap();
+        let r = analyse(&d, &meta).unwrap();
+        let of = |cc: &str| r.cc_stats.iter().find(|c| c.cc == cc).unwrap();
+        let p = of("mltcp_dctcp").vs_dctcp.as_ref().unwrap();
+        assert_eq!(p.seeds, vec![1, 2, 3]);
+        assert!((p.rel_diff.mean + 0.2).abs() < 0.005, "{p:?}");
+        assert_eq!(p.verdict, stats::Verdict::Faster);
+        assert!(of("dctcp").vs_dctcp.is_none());
+        let text = report_text(&r, &meta);
+        assert!(text.contains("vs dctcp:"), "{text}");
+        let _ = fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -1429,6 +1464,8 @@ workers = ["h1", "h2"]
         assert!((p.rel_diff.mean + 0.1).abs() < 0.005, "{p:?}");
         assert_eq!(p.verdict, stats::Verdict::Faster);
         assert!(cubic.vs_cubic.is_none());
+        // No dctcp run: nothing is paired against it.
+        assert!(cubic.vs_dctcp.is_none() && reno.vs_dctcp.is_none());
         assert_eq!(
             cubic.vs_reno.as_ref().unwrap().verdict,
             stats::Verdict::Slower
