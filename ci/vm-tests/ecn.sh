@@ -47,12 +47,17 @@ ecn_unshape() {
   return 0
 }
 
-# ecn_delivered_ce: TcpExt TCPDeliveredCE in snd (packets whose ACK echoed CE, all sockets).
-ecn_delivered_ce() {
-  vm_in_snd cat /proc/net/netstat | awk '
-    $1 == "TcpExt:" && !h { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next }
-    $1 == "TcpExt:" && h  { for (i = 2; i <= NF; i++) if (n[i] == "TCPDeliveredCE") print $i }'
+# ecn_netstat NS TABLE REGEX: the sum of the /proc/net/netstat counters of TABLE (e.g. TcpExt)
+# whose names match REGEX, in namespace NS.
+ecn_netstat() {
+  ip netns exec "$1" cat /proc/net/netstat | awk -v t="$2:" -v re="$3" '
+    $1 == t && !h { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next }
+    $1 == t && h  { for (i = 2; i <= NF; i++) if (n[i] ~ re) { s += $i; f = 1 } }
+    END { if (f) print s }'
 }
+
+# ecn_delivered_ce: TcpExt TCPDeliveredCE in snd (packets whose ACK echoed CE, all sockets).
+ecn_delivered_ce() { ecn_netstat "$VM_SND" TcpExt '^TCPDeliveredCE$'; }
 
 # ecn_run NAME ALG: one 5 s iperf3 -C ALG; sets R_MBPS, R_CE (TCPDeliveredCE growth: packets
 # whose ACK echoed CE) and R_RTX (retransmits). Both ends' routes name ALG as their congctl, the
@@ -182,11 +187,7 @@ test_ecn_threshold_change() {
 
 # ecn_ect_in: ECN-capable packets rcv has received so far (IpExt InECT0Pkts + InECT1Pkts +
 # InCEPkts of its namespace: ECT(0), ECT(1), and CE-marked ones, which were ECT when sent).
-ecn_ect_in() {
-  vm_in_rcv cat /proc/net/netstat | awk '
-    $1 == "IpExt:" && !h { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next }
-    $1 == "IpExt:" && h  { for (i = 2; i <= NF; i++) if (n[i] ~ /^In(ECT0|ECT1|CE)Pkts$/) s += $i; print s + 0 }'
-}
+ecn_ect_in() { ecn_netstat "$VM_RCV" IpExt '^In(ECT0|ECT1|CE)Pkts$'; }
 
 # ecn_burst_ect NAME CC: two 10 MB bursts of CC, chosen before connect(), to mltcp-burst's sink
 # on 5241; prints how many ECN-capable packets rcv received meanwhile.

@@ -123,8 +123,7 @@ fn send(to: SocketAddr, plan: &Plan, cc: Option<&str>) -> Result<(), String> {
     let mut stream = stream;
     let block = vec![0u8; 256 * 1024];
     let total = plan.warmup + plan.bursts;
-    let (mut i, mut measured) = (0u32, 0u32);
-    for (bytes, warmup) in plan.sizes() {
+    for (i, (bytes, warmup)) in (1u32..).zip(plan.sizes()) {
         let t0 = Instant::now();
         let mut left = bytes;
         while left > 0 {
@@ -136,20 +135,18 @@ fn send(to: SocketAddr, plan: &Plan, cc: Option<&str>) -> Result<(), String> {
         }
         if warmup {
             println!(
-                "warm-up burst {} of {}: {bytes} bytes in {:?}",
-                i + 1,
+                "warm-up burst {i} of {}: {bytes} bytes in {:?}",
                 plan.warmup,
                 t0.elapsed()
             );
         } else {
-            measured += 1;
+            let k = i - plan.warmup;
             println!(
-                "burst {measured} of {}: {bytes} bytes in {:?}",
+                "burst {k} of {}: {bytes} bytes in {:?}",
                 plan.bursts,
                 t0.elapsed()
             );
         }
-        i += 1;
         if i < total {
             std::thread::sleep(plan.gap);
         }
