@@ -27,6 +27,14 @@
 #                     dctcp chosen the same way (its ECN-setup SYN; ours adds the handshake's last
 #                     ACK). Control: the same with the receiver's route naming dctcp (ECN
 #                     negotiated), where it counts over 1000.
+#   ecn_f_share       F's weighting on an ECN port (issue 37): a routed port as in the
+#                     scenarios (sender -- router holding tbf 100 Mbit/s + RED step marking at
+#                     30 kB on forwarded packets -- receiver, 2 ms on the ACK path, one-MTU
+#                     packets), an mltcp_dctcp flow with F forced by the module's parameters
+#                     (slope_fx 0, intercept_fx F) beside Linux's dctcp flow, 8 s of both
+#                     together: with F = 1 the pair shares about evenly (control: 0.5 +- 0.1),
+#                     with F = 2 the mltcp_dctcp flow's share of the bytes acked is within 0.05
+#                     of F's ratio 2/3, and the pair keeps >= 85 % of the port.
 
 ECN_RATE_MBIT=${SHAPED_RATE_MBIT:-100}
 
@@ -219,4 +227,109 @@ test_ecn_fallback_setsockopt() {
   # tcp_init_congestion_control setting ECT again and the first data send, with no
   # congestion-control callback in between (tcp_mltcp.rs, Dctcp::cwnd_event).
   [ "$refused" -le $((reference + 1)) ] || fail "$refused of the fallback flow's packets were ECN-capable (Linux's dctcp: $reference): it sent ECT although the peer refused ECN (its CE marks go unechoed)"
+}
+
+# The routed port of ecn_f_share: namespaces fs-s (10.9.1.1) -- fs-m (router) -- fs-r (10.9.2.1).
+# The port is fs-m's egress toward fs-r, on forwarded packets: on the sender's own device TCP small
+# queues hold each socket to about 1 ms of its pacing rate, so the queue hardly reaches the
+# threshold (ci/scenarios/ecn-lockout.sh). The sender's device is capped at one-MTU packets: a
+# marker fed 64 kB GSO super-packets locks one of two DCTCP flows out (docs/results/mltcp.md).
+ECN_FS_S=fs-s ECN_FS_M=fs-m ECN_FS_R=fs-r ECN_FS_DST=10.9.2.1
+# The ACK path's delay (ms) and the marking threshold (bytes, DCTCP's K).
+ECN_FS_DELAY_MS=2 ECN_FS_K=30000
+
+ecn_fs_teardown() {
+  for _n in $ECN_FS_S $ECN_FS_M $ECN_FS_R; do ip netns del $_n 2>/dev/null; done
+  return 0
+}
+
+ecn_fs_setup() {
+  ecn_fs_teardown
+  for _n in $ECN_FS_S $ECN_FS_M $ECN_FS_R; do ip netns add $_n && ip -n $_n link set lo up || return 1; done
+  ip link add fs-a netns $ECN_FS_S type veth peer name fs-am netns $ECN_FS_M &&
+    ip link add fs-bm netns $ECN_FS_M type veth peer name fs-b netns $ECN_FS_R || return 1
+  ip -n $ECN_FS_S addr add 10.9.1.1/24 dev fs-a && ip -n $ECN_FS_M addr add 10.9.1.254/24 dev fs-am &&
+    ip -n $ECN_FS_M addr add 10.9.2.254/24 dev fs-bm && ip -n $ECN_FS_R addr add $ECN_FS_DST/24 dev fs-b || return 1
+  for _x in "$ECN_FS_S fs-a" "$ECN_FS_M fs-am" "$ECN_FS_M fs-bm" "$ECN_FS_R fs-b"; do
+    set -- $_x; ip -n "$1" link set "$2" up || return 1
+  done
+  ip -n $ECN_FS_S link set dev fs-a gso_max_size 1514 || return 1
+  ip -n $ECN_FS_S route add default via 10.9.1.254 || return 1
+  # The receiver's route names dctcp: Linux accepts an ECT SYN's ECN request only when the
+  # listener's or the route's algorithm needs ECN (tcp_ecn_create_request); the sender asks for it
+  # with tcp_ecn = 1 (iperf3 -C sets dctcp after connect()).
+  ip -n $ECN_FS_R route add 10.9.1.0/24 via 10.9.2.254 congctl dctcp || return 1
+  ip netns exec $ECN_FS_M sysctl -q -w net.ipv4.ip_forward=1 &&
+    ip netns exec $ECN_FS_S sysctl -q -w net.ipv4.tcp_ecn=1 || return 1
+  ip netns exec $ECN_FS_M tc qdisc add dev fs-bm root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
+    ip netns exec $ECN_FS_M tc qdisc add dev fs-bm parent 1:1 handle 10: red limit 400000 min $ECN_FS_K max $((ECN_FS_K + 1500)) \
+      avpkt 1500 burst 20 probability 1.0 ecn bandwidth ${ECN_RATE_MBIT}mbit &&
+    ip netns exec $ECN_FS_R tc qdisc add dev fs-b root netem delay ${ECN_FS_DELAY_MS}ms || return 1
+  ip netns exec $ECN_FS_S ping -c 1 -W 5 $ECN_FS_DST > /dev/null
+}
+
+# ecn_fs_acked PORT: bytes_acked summed over fs-s's sockets to fs-r's PORT, from `ss -tin`.
+ecn_fs_acked() {
+  ip netns exec $ECN_FS_S ss -tinH "dport = :$1" | tr ' ' '\n' | awk -F: '$1 == "bytes_acked" { s += $2 } END { print s + 0 }'
+}
+
+ECN_SHARE_WINDOW_S=8
+
+# ecn_share_pair F_FX NAME: an mltcp_dctcp flow with F forced to F_FX/1024 (mltcp-burst to the sink
+# on 5231, chosen before connect(); two short warm-up bursts first, so the flow has the iteration
+# estimate without which F stays 1) beside Linux's dctcp (iperf3 to 5232). Sets R_SHARE (the
+# mltcp_dctcp flow's share of the bytes acked in the window), R_MBPS (both together) and R_F (F as
+# mltcp-stat saw it mid-window).
+ecn_share_pair() {
+  _f=$1 _n=$2
+  echo 0 > "$ECN_P/slope_fx" && echo "$_f" > "$ECN_P/intercept_fx" || fail "cannot force F = $_f/1024"
+  ip netns exec $ECN_FS_S iperf3 -c $ECN_FS_DST -p 5232 -C dctcp -t $((ECN_SHARE_WINDOW_S + 6)) > "$OUT/ecn_share_$_n.iperf3" 2>&1 &
+  _pd=$!
+  sleep 1
+  # 140 MB: about 16 s at 2/3 of the port, longer than the window.
+  ip netns exec $ECN_FS_S mltcp-burst send --to "$ECN_FS_DST:5231" --cc "$ALG_DCTCP" --warmup-bursts 2 \
+    --warmup-bytes 200000 --gap-ms 100 --bursts 1 --bytes 140000000 > "$OUT/ecn_share_$_n.log" 2>&1 &
+  _pm=$!
+  sleep 3
+  _m0=$(ecn_fs_acked 5231) _d0=$(ecn_fs_acked 5232)
+  sleep $((ECN_SHARE_WINDOW_S / 2))
+  ip netns exec $ECN_FS_S ss -tinH "( dport = :5231 or dport = :5232 )" > "$OUT/ecn_share_$_n.ss"
+  R_F=$(ip netns exec $ECN_FS_S mltcp-stat --all --json | grep ':5231"' | grep -o '"f":[0-9.]*' | head -n 1 | cut -d: -f2)
+  sleep $((ECN_SHARE_WINDOW_S - ECN_SHARE_WINDOW_S / 2))
+  _m1=$(ecn_fs_acked 5231) _d1=$(ecn_fs_acked 5232)
+  kill $_pm 2>/dev/null; wait $_pm 2>/dev/null
+  wait $_pd || fail "iperf3 -C dctcp failed: $(tail -n 2 "$OUT/ecn_share_$_n.iperf3")"
+  _dm=$((_m1 - _m0)) _dd=$((_d1 - _d0))
+  [ $((_dm + _dd)) -gt 0 ] || fail "no bytes acked in the window"
+  R_SHARE=$(awk -v m=$_dm -v d=$_dd 'BEGIN { printf "%.3f", m / (m + d) }')
+  R_MBPS=$(awk -v m=$_dm -v d=$_dd -v w="$ECN_SHARE_WINDOW_S" 'BEGIN { printf "%.1f", (m + d) * 8 / w / 1e6 }')
+  note "F = $_f/1024 (mltcp-stat: ${R_F:-none}) beside dctcp, ${ECN_SHARE_WINDOW_S} s: $ALG_DCTCP $_dm bytes, dctcp $_dd bytes, share $R_SHARE, port $R_MBPS Mbit/s"
+  note "  mid-window: $(tr -s ' \t' ' ' < "$OUT/ecn_share_$_n.ss" | grep -o 'cwnd:[0-9]*\|rtt:[0-9.]*/[0-9.]*\|dctcp:([^)]*)\|retrans:[0-9/]*' | tr '\n' ' ')"
+}
+
+test_ecn_f_share() {
+  [ "$SUBSTITUTE" = 0 ] || skip "needs the module's parameters (a forced F)"
+  need_module_params
+  ECN_P=/sys/module/$PMOD/parameters
+  slope0=$(cat "$ECN_P/slope_fx") icpt0=$(cat "$ECN_P/intercept_fx")
+  trap 'echo "$slope0" > "$ECN_P/slope_fx"; echo "$icpt0" > "$ECN_P/intercept_fx"; kill $ECN_SINK $ECN_IPERF 2>/dev/null; ecn_fs_teardown' EXIT
+  grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko \
+    || fail "cannot load /host/modules/tcp_dctcp.ko (the reference)"
+  ecn_fs_setup || fail "routed port setup failed"
+  ip netns exec $ECN_FS_R mltcp-burst sink --listen "$ECN_FS_DST:5231" > /dev/null 2>&1 &
+  ECN_SINK=$!
+  ip netns exec $ECN_FS_R iperf3 -s -p 5232 > /dev/null 2>&1 &
+  ECN_IPERF=$!
+  sleep 0.5
+  ecn_share_pair 1024 f1
+  ref=$R_SHARE
+  ecn_share_pair 2048 f2
+  case "$R_F" in 2|2.0|2.00) ;; *) fail "mltcp-stat showed F = '${R_F:-none}' for the F-forced flow, not 2" ;; esac
+  note "share of the mltcp_dctcp flow with F = 1: $ref; with F = 2: $R_SHARE (F's ratio 0.667)"
+  verdict=$(awk -v ref="$ref" -v got="$R_SHARE" -v mbps="$R_MBPS" -v r="$ECN_RATE_MBIT" 'BEGIN {
+    want = 2 / 3
+    if (ref < 0.4 || ref > 0.6) printf "with F = 1 the flow had %.3f of the port beside dctcp, not 0.5 +- 0.1 (the control)", ref
+    else if (got < want - 0.05 || got > want + 0.05) printf "the F = 2 flow had %.3f of the port, not within 0.05 of 2/3", got
+    else if (mbps < 0.85 * r) printf "the pair used %.1f Mbit/s of %d (< 85 %%)", mbps, r }')
+  [ -z "$verdict" ] || fail "$verdict"
 }

@@ -352,6 +352,7 @@ run_test ecn_mltcp_dctcp
 run_test ecn_fallback
 run_test ecn_threshold_change
 run_test ecn_fallback_setsockopt
+run_test ecn_f_share
 # The classes tests run only when named: ci/test-all runs port_classes in a VM of its own (after
 # the tests above in one boot its weighting phase failed); port_classes_weighting fails
 # intermittently and is not in .ci/run (classes.sh, docs/results/classes.md).
