@@ -161,6 +161,14 @@ kernel::module_param!(
     desc: "mltcp_dctcp: initial alpha, fixed point 1024 = 1.0, as tcp_dctcp.c (0..1024)"
 );
 
+kernel::module_param!(
+    /// How F scales mltcp_dctcp's ECN cut (0: DCTCP's; 1: divided by F; 2: by max(F, 1)).
+    static DCTCP_SCALE_CUT: u32 = params::DCTCP_SCALE_CUT.default;
+    module: "tcp_mltcp", name: "dctcp_scale_cut", perm: 0o644,
+    check: |v| params::DCTCP_SCALE_CUT.check(v).map_err(refuse),
+    desc: "mltcp_dctcp on an ECN cut: 0 cuts cwnd*alpha/2 as DCTCP; 1 cuts cwnd*alpha/(2F), at most half; 2 the same with F below 1 counted as 1 (0..2)"
+);
+
 /// The CCP heartbeat timeout, ms (0: off).
 fn ccp_heartbeat_ms() -> u32 {
     CCP_HEARTBEAT_MS.get()
@@ -538,8 +546,10 @@ impl Base for Dctcp {
     }
 
     fn ssthresh(sk: &mut Sk<'_, Self>) -> u32 {
-        let cwnd = sk.snd_cwnd();
-        sk.data().m.ssthresh(cwnd)
+        let (p, cwnd, bytes) = (params(), sk.snd_cwnd(), sk.bytes_acked());
+        let m = &mut sk.data().m;
+        let f_fx = m.iter.scale_fx(&p, bytes);
+        m.ssthresh(cwnd, f_fx, DCTCP_SCALE_CUT.get())
     }
 
     fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {

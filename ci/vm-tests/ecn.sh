@@ -281,8 +281,9 @@ ECN_SHARE_WINDOW_S=8
 # mltcp_dctcp flow's share of the bytes acked in the window), R_MBPS (both together) and R_F (F as
 # mltcp-stat saw it mid-window).
 ecn_share_pair() {
-  _f=$1 _n=$2
+  _f=$1 _n=$2 _cut=${3:-0}
   echo 0 > "$ECN_P/slope_fx" && echo "$_f" > "$ECN_P/intercept_fx" || fail "cannot force F = $_f/1024"
+  echo "$_cut" > "$ECN_P/dctcp_scale_cut" || fail "cannot set dctcp_scale_cut = $_cut"
   ip netns exec $ECN_FS_S iperf3 -c $ECN_FS_DST -p 5232 -C dctcp -t $((ECN_SHARE_WINDOW_S + 6)) > "$OUT/ecn_share_$_n.iperf3" 2>&1 &
   _pd=$!
   sleep 1
@@ -303,7 +304,7 @@ ecn_share_pair() {
   [ $((_dm + _dd)) -gt 0 ] || fail "no bytes acked in the window"
   R_SHARE=$(awk -v m=$_dm -v d=$_dd 'BEGIN { printf "%.3f", m / (m + d) }')
   R_MBPS=$(awk -v m=$_dm -v d=$_dd -v w="$ECN_SHARE_WINDOW_S" 'BEGIN { printf "%.1f", (m + d) * 8 / w / 1e6 }')
-  note "F = $_f/1024 (mltcp-stat: ${R_F:-none}) beside dctcp, ${ECN_SHARE_WINDOW_S} s: $ALG_DCTCP $_dm bytes, dctcp $_dd bytes, share $R_SHARE, port $R_MBPS Mbit/s"
+  note "F = $_f/1024 (mltcp-stat: ${R_F:-none}), dctcp_scale_cut $_cut, beside dctcp, ${ECN_SHARE_WINDOW_S} s: $ALG_DCTCP $_dm bytes, dctcp $_dd bytes, share $R_SHARE, port $R_MBPS Mbit/s"
   note "  mid-window: $(tr -s ' \t' ' ' < "$OUT/ecn_share_$_n.ss" | grep -o 'cwnd:[0-9]*\|rtt:[0-9.]*/[0-9.]*\|dctcp:([^)]*)\|retrans:[0-9/]*' | tr '\n' ' ')"
 }
 
@@ -311,8 +312,8 @@ test_ecn_f_share() {
   [ "$SUBSTITUTE" = 0 ] || skip "needs the module's parameters (a forced F)"
   need_module_params
   ECN_P=/sys/module/$PMOD/parameters
-  slope0=$(cat "$ECN_P/slope_fx") icpt0=$(cat "$ECN_P/intercept_fx")
-  trap 'echo "$slope0" > "$ECN_P/slope_fx"; echo "$icpt0" > "$ECN_P/intercept_fx"; kill $ECN_SINK $ECN_IPERF 2>/dev/null; ecn_fs_teardown' EXIT
+  slope0=$(cat "$ECN_P/slope_fx") icpt0=$(cat "$ECN_P/intercept_fx") cut0=$(cat "$ECN_P/dctcp_scale_cut")
+  trap 'echo "$slope0" > "$ECN_P/slope_fx"; echo "$icpt0" > "$ECN_P/intercept_fx"; echo "$cut0" > "$ECN_P/dctcp_scale_cut"; kill $ECN_SINK $ECN_IPERF 2>/dev/null; ecn_fs_teardown' EXIT
   grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko \
     || fail "cannot load /host/modules/tcp_dctcp.ko (the reference)"
   ecn_fs_setup || fail "routed port setup failed"
@@ -324,6 +325,12 @@ test_ecn_f_share() {
   ecn_share_pair 1024 f1
   ref=$R_SHARE
   ecn_share_pair 2048 f2
+  if [ -n "$ECN_SHARE_EXPERIMENT" ]; then
+    ecn_share_pair 2048 f2cut1 1
+    ecn_share_pair 1024 f1cut1 1
+    ecn_share_pair 3072 f3 0
+    ecn_share_pair 3072 f3cut1 1
+  fi
   case "$R_F" in 2|2.0|2.00) ;; *) fail "mltcp-stat showed F = '${R_F:-none}' for the F-forced flow, not 2" ;; esac
   note "share of the mltcp_dctcp flow with F = 1: $ref; with F = 2: $R_SHARE (F's ratio 0.667)"
   verdict=$(awk -v ref="$ref" -v got="$R_SHARE" -v mbps="$R_MBPS" -v r="$ECN_RATE_MBIT" 'BEGIN {

@@ -30,7 +30,7 @@ TESTS_DIR=/host/ci/vm-tests
 
 ALG=mltcp ALG_CUBIC=mltcp_cubic ALG_DCTCP=mltcp_dctcp   # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
-PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx scale_slow_start scale_decrease dctcp_shift_g dctcp_alpha_on_init"   # u32 (fx: 1024 = 1.0; a 0/1 flag)
+PMOD=tcp_mltcp PARAMS="slope_fx intercept_fx idle_gap_us ewma_weight_fx scale_slow_start scale_decrease dctcp_shift_g dctcp_alpha_on_init dctcp_scale_cut"   # u32 (fx: 1024 = 1.0; a 0/1 flag)
 SUBSTITUTE=0
 SHAPED_RATE_MBIT=100     # tbf rate of the bottleneck
 THROUGHPUT_SECS=5        # iperf3 -t for the throughput comparisons
@@ -281,6 +281,7 @@ test_bad_params() {
     bad_write scale_decrease 3
     bad_write dctcp_shift_g 11
     bad_write dctcp_alpha_on_init 1025
+    bad_write dctcp_scale_cut 3
   fi
   # A valid write is accepted, then restored.
   p=${PARAMS%% *}

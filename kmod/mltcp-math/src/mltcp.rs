@@ -105,11 +105,17 @@ impl MltcpDctcpState {
     }
 
     /// The `ssthresh` op: `dctcp_ssthresh` (cwnd × (1 − alpha/2)), or Reno's half in the fallback.
-    pub fn ssthresh(&mut self, cwnd: u32) -> u32 {
-        if self.is_dctcp() {
-            self.dctcp.ssthresh(cwnd)
-        } else {
-            reno::ssthresh(cwnd)
+    /// `scale_cut` (the `dctcp_scale_cut` parameter, [`super::params::DCTCP_SCALE_CUT`]): 0
+    /// DCTCP's cut; 1 the cut divided by F = `f_fx`/1024; 2 divided by max(F, 1)
+    /// ([`Dctcp::ssthresh_scaled`]).
+    pub fn ssthresh(&mut self, cwnd: u32, f_fx: u32, scale_cut: u32) -> u32 {
+        if !self.is_dctcp() {
+            return reno::ssthresh(cwnd);
+        }
+        match scale_cut {
+            0 => self.dctcp.ssthresh(cwnd),
+            1 => self.dctcp.ssthresh_scaled(cwnd, f_fx, false),
+            _ => self.dctcp.ssthresh_scaled(cwnd, f_fx, true),
         }
     }
 

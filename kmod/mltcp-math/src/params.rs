@@ -283,6 +283,16 @@ pub const DCTCP_ALPHA_ON_INIT: ParamSpec = ParamSpec {
     description: "`mltcp_dctcp`: initial alpha (tcp_dctcp.c's `dctcp_alpha_on_init`)",
 };
 
+/// `dctcp_scale_cut`: how F scales `mltcp_dctcp`'s ECN cut ([`super::dctcp::Dctcp::ssthresh_scaled`]).
+pub const DCTCP_SCALE_CUT: ParamSpec = ParamSpec {
+    name: "dctcp_scale_cut",
+    default: 0,
+    min: 0,
+    max: 2,
+    unit: Unit::Choice,
+    description: "`mltcp_dctcp` on an ECN cut: 0 cuts `cwnd·alpha/2` as DCTCP; 1 cuts `cwnd·alpha/(2F)` (at most half); 2 the same with F below 1 counted as 1",
+};
+
 /// Every module parameter of `tcp_mltcp`, in the order of the module reference's table: the one
 /// list the kernel module's defaults and checks, the scenario parser (`mltcp[name=value]`) and
 /// the documentation come from (a test pins the module's `module_param!` names to it).
@@ -295,6 +305,7 @@ pub const PARAMS: &[ParamSpec] = &[
     SCALE_DECREASE,
     DCTCP_SHIFT_G,
     DCTCP_ALPHA_ON_INIT,
+    DCTCP_SCALE_CUT,
     CCP_HEARTBEAT_MS,
 ];
 

@@ -208,7 +208,7 @@ proptest! {
                     prior_cwnd = tp.snd_cwnd;
                     tp.snd_ssthresh = rf.ssthresh(&tp);
                     tp.snd_cwnd = tp.snd_ssthresh;
-                    w.ssthresh = m.ssthresh(w.cwnd);
+                    w.ssthresh = m.ssthresh(w.cwnd, FX_ONE, 0);
                     w.cwnd = w.ssthresh;
                 }
                 Ev::Recovery => {
@@ -265,7 +265,12 @@ fn no_ecn_falls_back_to_reno() {
         DctcpMode::RenoFallback
     );
     m.dctcp.alpha = 0; // would keep the window whole under DCTCP
-    assert_eq!(m.ssthresh(100), 50);
+    assert_eq!(m.ssthresh(100, FX_ONE, 0), 50);
+    assert_eq!(
+        m.ssthresh(100, 2 * FX_ONE, 1),
+        50,
+        "the fallback's cut is Reno's whatever F"
+    );
     assert_eq!(m.undo_cwnd(50, 100), 100);
     assert_eq!(m.on_ecn(true, 10, true), None);
     assert_eq!(m.on_rto(100), None);
@@ -316,7 +321,11 @@ fn default_f_scales_only_the_increase() {
         "early {early}, dctcp {}, late {late}",
         tp.snd_cwnd
     );
-    // The decrease does not depend on F.
+    // The decrease does not depend on F by default (dctcp_scale_cut = 0); scaled, F = 2 halves
+    // the cut, and F = 1 is DCTCP's.
     m.dctcp.alpha = 512;
-    assert_eq!(m.ssthresh(100), 75);
+    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 0), 75);
+    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 1), 88);
+    assert_eq!(m.ssthresh(100, FX_ONE, 1), 75);
+    assert_eq!(m.ssthresh(100, FX_ONE / 2, 2), 75);
 }

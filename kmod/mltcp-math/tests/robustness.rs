@@ -291,6 +291,7 @@ proptest! {
     fn dctcp_never_panics(
         state in any::<[u32; 7]>(), c in any::<[u32; 4]>(), g in any::<u32>(), cwnd in any::<u32>(),
         ce in any::<bool>(), rcv in any::<u32>(), pending in any::<bool>(),
+        f_fx in any::<u32>(), raise in any::<bool>(),
     ) {
         let mut d = Dctcp {
             old_delivered: state[0], old_delivered_ce: state[1], next_seq: state[2],
@@ -300,6 +301,14 @@ proptest! {
         d.update_alpha(&c, g);
         prop_assert!(d.alpha <= DCTCP_MAX_ALPHA);
         prop_assert!(d.ssthresh(cwnd) >= 2);
+        // The F-scaled cut: DCTCP's at F = 1, never more than half (nor below 2), less for a
+        // larger F.
+        let plain = d.ssthresh(cwnd);
+        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, false), plain);
+        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, true), plain);
+        let scaled = d.ssthresh_scaled(cwnd, f_fx, raise);
+        prop_assert!(scaled >= 2 && scaled >= cwnd - cwnd / 2);
+        prop_assert!(d.ssthresh_scaled(cwnd, f_fx.saturating_add(1), raise) >= scaled);
         prop_assert!(d.react_to_loss(cwnd) >= 2);
         prop_assert!(d.undo_cwnd(cwnd) >= cwnd);
         let _ = d.ece_ack_update(ce, rcv, pending);
