@@ -35,7 +35,7 @@ use crate::emu::IterRecord;
 use crate::netreport::{self, bg_rows, queue_metrics, BgRow, NetRow};
 use crate::portuse::{port_use, PortUse};
 use crate::results::{discover_runs, read_meta, read_run, Meta, RunData, RunMeta, CPU_BUSY_LIMIT};
-use crate::sharing::weighted_sharing;
+use crate::sharing::{age_label, pool_by_age, weighted_sharing, AgeShare, AGE_BUCKETS};
 use crate::stats::{self, ci95, interleave_dist, InterleaveDist, Interval, Paired};
 
 /// Overlap below which an iteration counts as interleaved (fraction of its communication phase).
@@ -259,6 +259,8 @@ pub struct CcSummary {
     pub f_share: Option<f64>,
     /// MLTCP runs: the share it realized in those intervals.
     pub realized_share: Option<f64>,
+    /// MLTCP runs: the same by the age of the overlap ([`crate::sharing::AGE_EDGES_US`]).
+    pub sharing_by_age: Option<[Option<AgeShare>; AGE_BUCKETS]>,
     /// The bottleneck link's use while demanded ([`crate::portuse`]); None without a rate.
     pub port: Option<PortUse>,
     /// (max job mean − min job mean) / min job mean, as a fraction.
@@ -532,6 +534,7 @@ pub fn analyse_seed(
             overlapped_share: avg(&|r| r.overlapped_share),
             f_share: sharing.map(|x| x.f_share),
             realized_share: sharing.map(|x| x.realized_share),
+            sharing_by_age: sharing.map(|x| x.by_age),
             port,
             spread: (hi - lo) / lo,
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
@@ -683,6 +686,9 @@ pub struct CcStats {
     pub f_share: Option<Interval>,
     /// The share it realized, over seeds.
     pub realized_share: Option<Interval>,
+    /// Both (and the higher-F flow's share of cwnd) by the age of the overlap, pooled over the
+    /// seeds' intervals ([`pool_by_age`]).
+    pub sharing_by_age: [Option<AgeShare>; AGE_BUCKETS],
     /// Mean rate the bottleneck carried while demanded ([`PortUse::mean_mbit`]), Mbit/s, over
     /// seeds.
     pub port_mbit: Option<Interval>,
@@ -793,6 +799,9 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                 overlapped_share: col(&|c| c.overlapped_share),
                 f_share: col(&|c| c.f_share),
                 realized_share: col(&|c| c.realized_share),
+                sharing_by_age: pool_by_age(
+                    v.iter().filter_map(|(_, c)| c.sharing_by_age.as_ref()),
+                ),
                 port_mbit: col(&|c| c.port.map(|p| p.mean_mbit)),
                 port_low_share: col(&|c| c.port.map(|p| p.low_share)),
                 spread: col(&|c| Some(c.spread)),
@@ -1059,6 +1068,27 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
                 "    F-weighted sharing (two jobs' flows from one host at once): the higher-F flow meant {}, got {}",
                 iv(&c.f_share, 1.0, 2),
                 iv(&c.realized_share, 1.0, 2)
+            );
+            let ages: Vec<String> = c
+                .sharing_by_age
+                .iter()
+                .enumerate()
+                .filter_map(|(k, a)| {
+                    a.map(|a| {
+                        format!(
+                            "{} {:.2}/{:.2}/{:.2}",
+                            age_label(k),
+                            a.f_share,
+                            a.realized_share,
+                            a.cwnd_share
+                        )
+                    })
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "      by time in the overlap (meant/got/cwnd share, all seeds' intervals): {}",
+                ages.join(", ")
             );
         }
         if let Some(d) = &c.interleave {
