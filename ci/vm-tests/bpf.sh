@@ -13,8 +13,9 @@
 #   bpf_setsockopt    a 4 s transfer on each algorithm selected by setsockopt (iperf3 -C), over
 #                     100 Mbit/s: `ss -ti` names the algorithm, > 50 Mbit/s, status counts flows
 #   bpf_sysctl        mltcp_cubic as snd's default (sysctl) selects it
-#   bpf_iterations    iteration-shaped traffic (mltcp-burst): status counts >= 3 measured
-#                     iterations over 5 bursts
+#   bpf_iterations    iteration-shaped traffic (mltcp-burst, 5 bursts of 500 kB, 300 ms apart
+#                     so that the socket drains between them: a boundary needs a send with
+#                     nothing in flight): status counts >= 3 measured iterations
 #   bpf_set           set changes parameters, status shows them
 #   bpf_unload_in_use unload while a flow uses mltcp: unregistered at once, the flow finishes,
 #                     a new socket cannot select it, a second unload says there is nothing
@@ -97,7 +98,7 @@ test_bpf_iterations() {
   _i0=$(bpf_stat_field mltcp iterations)
   vm_in_rcv mltcp-burst sink --listen "$VM_DST:7000" > "$BPF_OUT/sink.txt" 2>&1 & _sink=$!
   sleep 0.5
-  vm_in_snd mltcp-burst send --to "$VM_DST:7000" --bursts 5 --bytes 2000000 --gap-ms 100 --cc mltcp \
+  vm_in_snd mltcp-burst send --to "$VM_DST:7000" --bursts 5 --bytes 500000 --gap-ms 300 --cc mltcp \
     > "$BPF_OUT/burst.txt" 2>&1 || { kill "$_sink"; fail "mltcp-burst send failed: $(tail -n 3 "$BPF_OUT/burst.txt")"; }
   kill "$_sink" 2>/dev/null
   _i1=$(bpf_stat_field mltcp iterations)
