@@ -35,6 +35,10 @@ APT_PACKAGES=(
   dkms
   # On-demand profiling of the CCP path (ci/scenarios/ccp-profile.sh ships the host's perf).
   linux-perf
+  # mltcp-bpf (kmod/mltcp-bpf): clang compiles the BPF C at build time (libbpf-cargo; llvm for
+  # its tools), libbpf-sys builds its vendored libbpf against libelf (above) and zlib found
+  # through pkg-config, and the BPF C includes linux/bpf.h from linux-libc-dev.
+  clang llvm zlib1g-dev pkg-config linux-libc-dev
 )
 
 missing=()

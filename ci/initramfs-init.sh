@@ -12,7 +12,10 @@
 #   /host/args/0,1,...    one file per argument, exact bytes
 #   /host/vm.conf         shell assignments: NO_MODULE=0|1, SCRIPT_MODE=sh|exec, SCRIPT_NAME=...,
 #                         VM_CLOCK=virtual|real
-#   /host/modules/*.ko    in-tree modules to load first (tcp_bbr, tcp_dctcp)
+#   /host/modules/*.ko    in-tree modules to load first (tcp_bbr, tcp_dctcp); when
+#                         /host/modules/order exists, the ones it lists, in its order (a stock
+#                         kernel's modules after their dependencies)
+#   /host/boot/           a stock kernel's Kconfig (config-<release>), when vm-run has one
 #   /host/tcp_mltcp.ko    our module, loaded unless NO_MODULE=1; a failed insmod fails the run
 #   /host/bin, /host/libs project binaries (first on PATH) and the shared libraries they need
 #   /host/ci/             guest-side helpers (vm-lib.sh, vm-tests/)
@@ -70,10 +73,17 @@ if [ -d /host/libs ] && [ -n "$(ls /host/libs 2>/dev/null)" ]; then
   export LD_LIBRARY_PATH=/host/libs
 fi
 
-for m in /host/modules/*.ko; do
-  [ -e "$m" ] || continue
-  insmod "$m" || say "warning: insmod $m failed"
-done
+if [ -f /host/modules/order ]; then
+  # A stock kernel's modules (vm-run --kernel-deb debian12), each after its dependencies.
+  while IFS= read -r m; do
+    insmod "/host/modules/$m" || say "warning: insmod $m failed"
+  done < /host/modules/order
+else
+  for m in /host/modules/*.ko; do
+    [ -e "$m" ] || continue
+    insmod "$m" || say "warning: insmod $m failed"
+  done
+fi
 if [ "$NO_MODULE" = 1 ]; then
   say "--no-module: tcp_mltcp.ko not loaded"
 else

@@ -11,7 +11,9 @@
 # Each test is a shell function run in a subshell; it prints `ok - NAME` or `not ok - NAME: REASON`
 # (its diagnostics as `# ...` lines). The final line is exactly `N passed, M failed`; the exit
 # status is 1 when any test failed. TEST names (e.g. `throughput_mltcp`) run a subset; the dmesg
-# check always runs last. `port_classes` and `port_classes_weighting` run only when named.
+# check always runs last. `port_classes` and `port_classes_weighting` run only when named; so do
+# the BPF tests of bpf.sh (`bpf` names them all), which need a kernel without tcp_mltcp.ko
+# (ci/vm-run --kernel-deb debian12).
 #
 # --substitute: develop the suite without the module (`ci/vm-run --no-module ...`): mltcp and
 # mltcp_cubic are replaced by the built-in reno and cubic, the rmmod tests use tcp_bbr.ko (bbr),
@@ -27,6 +29,7 @@ TESTS_DIR=/host/ci/vm-tests
 . "$TESTS_DIR/libs.sh" || { echo "cannot source $TESTS_DIR/libs.sh"; exit 1; }
 . "$TESTS_DIR/ecn.sh" || { echo "cannot source $TESTS_DIR/ecn.sh"; exit 1; }
 . "$TESTS_DIR/classes.sh" || { echo "cannot source $TESTS_DIR/classes.sh"; exit 1; }
+. "$TESTS_DIR/bpf.sh" || { echo "cannot source $TESTS_DIR/bpf.sh"; exit 1; }
 
 ALG=mltcp ALG_CUBIC=mltcp_cubic ALG_DCTCP=mltcp_dctcp   # the algorithms under test
 MOD=tcp_mltcp MOD_PATH=/host/tcp_mltcp.ko MOD_ALG=mltcp   # the module for rmmod/insmod, one of its algorithms
@@ -359,6 +362,11 @@ run_test ecn_f_share
 # intermittently and is not in .ci/run (classes.sh, docs/results/classes.md).
 case " $ONLY " in *" port_classes "*) run_test port_classes ;; esac
 case " $ONLY " in *" port_classes_weighting "*) run_test port_classes_weighting ;; esac
+# mltcp-bpf's tests (bpf.sh): only when named, on a kernel where the module is not loaded.
+case " $ONLY " in *" bpf "*) ONLY="$ONLY $BPF_TESTS" ;; esac
+for t in $BPF_TESTS; do
+  case " $ONLY " in *" $t "*) run_test "$t" ;; esac
+done
 run_test preload_iperf3
 run_test preload_unknown_cc
 run_test libzmq_ps

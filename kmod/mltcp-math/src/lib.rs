@@ -17,6 +17,8 @@
 //! - [`cubic`]: `net/ipv4/tcp_cubic.c` (CUBIC + HyStart) and MLTCP-CUBIC;
 //! - [`dctcp`]: `net/ipv4/tcp_dctcp.c` (ECN-fraction window reduction) for MLTCP-DCTCP;
 //! - [`mltcp`]: the per-socket private data of the three algorithms and MLTCP-DCTCP's ops;
+//! - `c_header` (user space only): the C header of these constants for the BPF struct_ops
+//!   programs of `kmod/mltcp-bpf`;
 //! - [`wrapper`]: the pure part of the module's generic MLTCP wrapper (CCP socket id, when the
 //!   CCP datapath runs, when `get_info` answers).
 //!
@@ -41,6 +43,9 @@
 )]
 #![deny(missing_docs)]
 
+// Not in the kernel module: the C header of the BPF programs is generated in user space only.
+#[cfg(not(CONFIG_RUST))]
+pub mod c_header;
 pub mod cubic;
 pub mod dctcp;
 pub mod fixed;

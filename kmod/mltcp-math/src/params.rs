@@ -126,6 +126,22 @@ impl Params {
         })
     }
 
+    /// Sets the field named `name` (a [`ParamSpec::name`]) to `v`, unchecked; false (and nothing
+    /// changed) for a parameter that is not a field here. The inverse of [`Params::get`].
+    pub fn set(&mut self, name: &str, v: u32) -> bool {
+        let field = match name {
+            "slope_fx" => &mut self.slope_fx,
+            "intercept_fx" => &mut self.intercept_fx,
+            "idle_gap_us" => &mut self.idle_gap_us,
+            "ewma_weight_fx" => &mut self.ewma_weight_fx,
+            "scale_slow_start" => &mut self.scale_slow_start,
+            "scale_decrease" => &mut self.scale_decrease,
+            _ => return false,
+        };
+        *field = v;
+        true
+    }
+
     /// Checks every field against its range; returns the first offending one.
     pub fn validate(&self) -> Result<(), ParamError> {
         validate_slope_fx(self.slope_fx)?;
@@ -453,6 +469,13 @@ mod tests {
         }
         // Every field of Params is in the table.
         assert_eq!(fields, 6);
+        // `set` is `get`'s inverse, field by field.
+        for p in PARAMS {
+            let mut q = Params::DEFAULT;
+            let is_field = Params::DEFAULT.get(p.name).is_some();
+            assert_eq!(q.set(p.name, 7), is_field, "{}", p.name);
+            assert_eq!(q.get(p.name), is_field.then_some(7), "{}", p.name);
+        }
         assert_eq!(
             spec("dctcp_shift_g").map(|p| p.default),
             Some(DEFAULT_SHIFT_G)

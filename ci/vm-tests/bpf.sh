@@ -1,0 +1,131 @@
+#!/bin/sh
+# ci/vm-tests/bpf.sh: in-VM tests of mltcp-bpf (docs/bpf.md), the BPF struct_ops mltcp and
+# mltcp_cubic, on Debian 12's stock kernel, which cannot load tcp_mltcp.ko. Sourced by suite.sh
+# (uses its run_test/fail/note/allow_cc and vm-lib.sh's namespaces snd/rcv); run only when named,
+# `bpf` naming them all:
+#
+#   ci/vm-run --kernel-deb debian12 ci/vm-tests/suite.sh bpf
+#
+#   bpf_load          load (libbpf reads CONFIG_HZ from the Kconfig vm-run ships as
+#                     /host/boot/config-<release>); both algorithms registered
+#   bpf_bad_input     unknown parameter, out-of-range value, malformed pair, a second load:
+#                     refused, each with its cause
+#   bpf_setsockopt    a 4 s transfer on each algorithm selected by setsockopt (iperf3 -C), over
+#                     100 Mbit/s: `ss -ti` names the algorithm, > 50 Mbit/s, status counts flows
+#   bpf_sysctl        mltcp_cubic as snd's default (sysctl) selects it
+#   bpf_iterations    iteration-shaped traffic (mltcp-burst, 5 bursts of 500 kB, 300 ms apart
+#                     so that the socket drains between them: a boundary needs a send with
+#                     nothing in flight): status counts >= 3 measured iterations
+#   bpf_set           set changes parameters, status shows them
+#   bpf_unload_in_use unload while a flow uses mltcp: unregistered at once, the flow finishes,
+#                     a new socket cannot select it, a second unload says there is nothing
+# Files: /results/suite/bpf/.
+
+BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_unload_in_use"
+BPF_OUT=/results/suite/bpf
+
+bpf_available() { cat /proc/sys/net/ipv4/tcp_available_congestion_control; }
+
+# bpf_expect_error OUTFILE TEXT CMD...: CMD must fail and say TEXT.
+bpf_expect_error() {
+  _f=$1 _t=$2; shift 2
+  if "$@" > "$_f" 2>&1; then fail "'$*' succeeded"; fi
+  grep -qF "$_t" "$_f" || fail "'$*' did not say '$_t': $(tail -n 2 "$_f")"
+  note "$* -> $(grep -F "$_t" "$_f" | head -n 1)"
+}
+
+# bpf_stat_field ALG FIELD: a number of `mltcp-bpf status`'s counter line of ALG ("flows started",
+# "iterations").
+bpf_stat_field() {
+  mltcp-bpf status 2>/dev/null | grep "^$1: flows" | sed "s/.*$2 \([0-9]*\).*/\1/"
+}
+
+test_bpf_load() {
+  [ -e /sys/kernel/btf/vmlinux ] || fail "the stock kernel has no /sys/kernel/btf/vmlinux"
+  mkdir -p "$BPF_OUT" /boot && cp /host/boot/config-* /boot/ || fail "no Kconfig shipped in /host/boot"
+  note "kernel $(uname -r), HZ from $(ls /boot/config-*)"
+  mltcp-bpf load > "$BPF_OUT/load.txt" 2>&1 || fail "mltcp-bpf load failed: $(tail -n 5 "$BPF_OUT/load.txt")"
+  for a in mltcp mltcp_cubic; do
+    bpf_available | grep -qw "$a" || fail "$a not registered after load: $(bpf_available)"
+  done
+  note "available: $(bpf_available)"
+}
+
+test_bpf_bad_input() {
+  bpf_expect_error "$BPF_OUT/bad1.txt" 'unknown parameter "nosuch"' mltcp-bpf set nosuch=1
+  bpf_expect_error "$BPF_OUT/bad2.txt" "idle_gap_us = 5 is out of range [100, 10000000]" mltcp-bpf set idle_gap_us=5
+  bpf_expect_error "$BPF_OUT/bad3.txt" "already registered" mltcp-bpf load
+  bpf_expect_error "$BPF_OUT/bad4.txt" "is not NAME=VALUE" mltcp-bpf set slope_fx
+}
+
+# bpf_transfer NAME ALG: a 4 s iperf3 -C ALG over the shaped link; `ss -ti` must name ALG while it runs.
+bpf_transfer() {
+  vm_iperf "$BPF_OUT/$1.json" -C "$2" -t 4 & _pid=$!
+  sleep 2
+  vm_in_snd ss -tin state established dst "$VM_DST" > "$BPF_OUT/$1-ss.txt" 2>&1
+  wait "$_pid" || fail "iperf3 -C $2 failed: $(tail -n 3 "$BPF_OUT/$1.json")"
+  [ "$(vm_iperf_cc "$BPF_OUT/$1.json")" = "$2" ] || fail "iperf3 ran with '$(vm_iperf_cc "$BPF_OUT/$1.json")', not $2"
+  grep -qw "$2" "$BPF_OUT/$1-ss.txt" || fail "ss -ti did not show $2: $(head -n 4 "$BPF_OUT/$1-ss.txt")"
+  _mbps=$(vm_iperf_mbps "$BPF_OUT/$1.json")
+  note "$2: ${_mbps} Mbit/s on a 100 Mbit/s link, $(vm_iperf_retrans "$BPF_OUT/$1.json") retransmissions"
+  awk -v m="$_mbps" 'BEGIN { exit !(m > 50) }' || fail "$2 reached only $_mbps Mbit/s of 100"
+}
+
+test_bpf_setsockopt() {
+  vm_net_setup || fail "network setup failed"
+  vm_net_shape 100mbit 5ms || fail "tc shaping failed"
+  _s0=$(bpf_stat_field mltcp "flows started")
+  bpf_transfer setsockopt-mltcp mltcp
+  bpf_transfer setsockopt-mltcp_cubic mltcp_cubic
+  _s1=$(bpf_stat_field mltcp "flows started")
+  [ "${_s1:-0}" -gt "${_s0:-0}" ] || fail "status counted no new mltcp flow ($_s0 -> $_s1)"
+  note "mltcp flows started: $_s0 -> $_s1"
+}
+
+test_bpf_sysctl() {
+  vm_net_setup && vm_net_shape 100mbit 5ms || fail "network setup failed"
+  # Another namespace than the initial one may default only to an allowed algorithm.
+  allow_cc mltcp_cubic || fail "cannot allow mltcp_cubic"
+  vm_in_snd sysctl -q -w net.ipv4.tcp_congestion_control=mltcp_cubic \
+    || fail "sysctl tcp_congestion_control=mltcp_cubic refused"
+  vm_iperf "$BPF_OUT/sysctl.json" -t 2 || fail "iperf3 failed"
+  [ "$(vm_iperf_cc "$BPF_OUT/sysctl.json")" = mltcp_cubic ] \
+    || fail "the default selected '$(vm_iperf_cc "$BPF_OUT/sysctl.json")', not mltcp_cubic"
+}
+
+test_bpf_iterations() {
+  vm_net_setup && vm_net_shape 100mbit 5ms || fail "network setup failed"
+  _i0=$(bpf_stat_field mltcp iterations)
+  vm_in_rcv mltcp-burst sink --listen "$VM_DST:7000" > "$BPF_OUT/sink.txt" 2>&1 & _sink=$!
+  sleep 0.5
+  vm_in_snd mltcp-burst send --to "$VM_DST:7000" --bursts 5 --bytes 500000 --gap-ms 300 --cc mltcp \
+    > "$BPF_OUT/burst.txt" 2>&1 || { kill "$_sink"; fail "mltcp-burst send failed: $(tail -n 3 "$BPF_OUT/burst.txt")"; }
+  kill "$_sink" 2>/dev/null
+  _i1=$(bpf_stat_field mltcp iterations)
+  note "mltcp iterations measured: $_i0 -> $_i1 (of 5 bursts, the first boundary only aligns: 3 are measured)"
+  [ $((_i1 - _i0)) -ge 3 ] || fail "only $((_i1 - _i0)) iterations measured over 5 bursts"
+}
+
+test_bpf_set() {
+  mltcp-bpf set slope_fx=2048 scale_decrease=1 > "$BPF_OUT/set.txt" 2>&1 || fail "set failed: $(cat "$BPF_OUT/set.txt")"
+  mltcp-bpf status > "$BPF_OUT/status.txt" 2>&1 || fail "status failed"
+  grep -qx "slope_fx = 2048" "$BPF_OUT/status.txt" || fail "status does not show slope_fx = 2048"
+  grep -qx "scale_decrease = 1" "$BPF_OUT/status.txt" || fail "status does not show scale_decrease = 1"
+  mltcp-bpf set slope_fx=1536 scale_decrease=2 >/dev/null 2>&1 || fail "setting the defaults back failed"
+}
+
+# Unload does not wait for the sockets using the algorithm: they keep its programs until they
+# close, new ones cannot select it.
+test_bpf_unload_in_use() {
+  vm_net_setup && vm_net_shape 100mbit 5ms || fail "network setup failed"
+  vm_iperf "$BPF_OUT/unload.json" -C mltcp -t 5 & _pid=$!
+  sleep 2
+  mltcp-bpf unload > "$BPF_OUT/unload.txt" 2>&1 || { wait "$_pid"; fail "unload failed: $(cat "$BPF_OUT/unload.txt")"; }
+  bpf_available | grep -qw mltcp && fail "mltcp still registered after unload: $(bpf_available)"
+  wait "$_pid" || fail "the flow using mltcp failed after unload: $(tail -n 3 "$BPF_OUT/unload.json")"
+  note "the running flow finished after unload: $(vm_iperf_mbps "$BPF_OUT/unload.json") Mbit/s"
+  if vm_iperf "$BPF_OUT/after-unload.json" -C mltcp -t 1 2>/dev/null; then
+    fail "a new socket could still select mltcp after unload"
+  fi
+  bpf_expect_error "$BPF_OUT/unload2.txt" "nothing to unload" mltcp-bpf unload
+}

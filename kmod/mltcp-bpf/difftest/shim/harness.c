@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+/*
+ * shim/harness.c: the user-space harness of the differential test. It compiles the BPF program
+ * source itself (kmod/mltcp-bpf/bpf/mltcp.bpf.c, behind the shim headers of shim/bpf/), backs
+ * its maps, kconfig value and clock with plain globals, and exposes a flat socket and one
+ * function per callback, called through the program's struct_ops tables (`mltcp`,
+ * `mltcp_cubic`) exactly as the kernel would. The Rust side is src/lib.rs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mltcp.bpf.c"
+
+unsigned long CONFIG_HZ;
+static __u64 dt_jiffies;
+static struct mltcp_params dt_params;
+static struct mltcp_stats dt_stats[2];
+
+void *bpf_map_lookup_elem(void *map, const void *key)
+{
+	__u32 k = *(const __u32 *)key;
+
+	if (map == (void *)&mltcp_params)
+		return k == 0 ? &dt_params : NULL;
+	if (map == (void *)&mltcp_stats)
+		return k < 2 ? &dt_stats[k] : NULL;
+	return NULL;
+}
+
+__u64 bpf_jiffies64(void)
+{
+	return dt_jiffies;
+}
+
+/* The socket fields the programs read or write, flat (the Rust `Fields`, same order). */
+struct dt_fields {
+	__u32 cwnd, cwnd_cnt, ssthresh, cwnd_clamp, prior_cwnd;
+	__u32 snd_nxt, snd_una, lsndtime, srtt_us, max_packets_out;
+	__u32 is_cwnd_limited, pacing_status, gso_max_size, pad;
+	__u64 bytes_acked, tcp_mstamp, pacing_rate;
+};
+
+void dt_set_clock(unsigned long hz, __u64 jiffies)
+{
+	CONFIG_HZ = hz;
+	dt_jiffies = jiffies;
+}
+
+/* Sets the parameter map's value from n u32 values in struct mltcp_params's field order;
+ * returns -1 (and changes nothing) when n is not its number of fields. */
+int dt_set_params(const __u32 *v, __u32 n)
+{
+	if (n * sizeof(__u32) != sizeof(dt_params))
+		return -1;
+	memcpy(&dt_params, v, sizeof(dt_params));
+	return 0;
+}
+
+void dt_get_stats(__u32 alg, struct mltcp_stats *out)
+{
+	*out = dt_stats[alg & 1];
+}
+
+void dt_reset_stats(void)
+{
+	memset(dt_stats, 0, sizeof(dt_stats));
+}
+
+struct tcp_sock *dt_sock_new(void)
+{
+	return calloc(1, sizeof(struct tcp_sock));
+}
+
+void dt_sock_free(struct tcp_sock *tp)
+{
+	free(tp);
+}
+
+void dt_sock_set(struct tcp_sock *tp, const struct dt_fields *f)
+{
+	struct sock *sk = (struct sock *)tp;
+
+	tp->snd_cwnd = f->cwnd;
+	tp->snd_cwnd_cnt = f->cwnd_cnt;
+	tp->snd_ssthresh = f->ssthresh;
+	tp->snd_cwnd_clamp = f->cwnd_clamp;
+	tp->prior_cwnd = f->prior_cwnd;
+	tp->snd_nxt = f->snd_nxt;
+	tp->snd_una = f->snd_una;
+	tp->lsndtime = f->lsndtime;
+	tp->srtt_us = f->srtt_us;
+	tp->max_packets_out = f->max_packets_out;
+	tp->is_cwnd_limited = f->is_cwnd_limited & 1;
+	tp->bytes_acked = f->bytes_acked;
+	tp->tcp_mstamp = f->tcp_mstamp;
+	sk->sk_pacing_status = f->pacing_status;
+	sk->sk_pacing_rate = f->pacing_rate;
+	sk->sk_gso_max_size = f->gso_max_size;
+}
+
+void dt_sock_get(const struct tcp_sock *tp, struct dt_fields *f)
+{
+	f->cwnd = tp->snd_cwnd;
+	f->cwnd_cnt = tp->snd_cwnd_cnt;
+	f->ssthresh = tp->snd_ssthresh;
+}
+
+const void *dt_sock_priv(const struct tcp_sock *tp)
+{
+	return tp->inet_conn.icsk_ca_priv;
+}
+
+static const struct tcp_congestion_ops *ops(__u32 alg)
+{
+	return alg == MLTCP_ALG_CUBIC ? &mltcp_cubic : &mltcp;
+}
+
+/* Fills *name (16 bytes) with the algorithm's name. */
+void dt_name(__u32 alg, char *name)
+{
+	memcpy(name, ops(alg)->name, sizeof(ops(alg)->name));
+}
+
+void dt_init(__u32 alg, struct tcp_sock *tp)
+{
+	ops(alg)->init((struct sock *)tp);
+}
+
+void dt_release(__u32 alg, struct tcp_sock *tp)
+{
+	ops(alg)->release((struct sock *)tp);
+}
+
+__u32 dt_ssthresh(__u32 alg, struct tcp_sock *tp)
+{
+	return ops(alg)->ssthresh((struct sock *)tp);
+}
+
+__u32 dt_undo_cwnd(__u32 alg, struct tcp_sock *tp)
+{
+	return ops(alg)->undo_cwnd((struct sock *)tp);
+}
+
+void dt_cong_avoid(__u32 alg, struct tcp_sock *tp, __u32 ack, __u32 acked)
+{
+	ops(alg)->cong_avoid((struct sock *)tp, ack, acked);
+}
+
+void dt_cwnd_event(__u32 alg, struct tcp_sock *tp, int ev)
+{
+	if (ops(alg)->cwnd_event)
+		ops(alg)->cwnd_event((struct sock *)tp, ev);
+}
+
+void dt_set_state(__u32 alg, struct tcp_sock *tp, __u8 state)
+{
+	if (ops(alg)->set_state)
+		ops(alg)->set_state((struct sock *)tp, state);
+}
+
+void dt_pkts_acked(__u32 alg, struct tcp_sock *tp, __u32 pkts, __s32 rtt_us)
+{
+	struct ack_sample s = { .pkts_acked = pkts, .rtt_us = rtt_us, .in_flight = 0 };
+
+	if (ops(alg)->pkts_acked)
+		ops(alg)->pkts_acked((struct sock *)tp, &s);
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Rust side of the differential test of the BPF struct_ops programs: a safe handle on the BPF
+//! program source (kmod/mltcp-bpf/bpf/mltcp.bpf.c) compiled for user space by build.rs behind
+//! the shim of shim/ (see shim/harness.c). [`harness`] gives exclusive access to the program's
+//! globals (its maps, `CONFIG_HZ`, the jiffies clock), [`Sock`] is one socket whose callbacks run
+//! through the program's struct_ops tables, as the kernel calls them.
+//!
+//! tests/differential.rs drives these and `mltcp-math` (the module's math) through the same
+//! sequences and compares them.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard};
+
+use mltcp_math::c_header::{bpf_param_names, BpfStats};
+use mltcp_math::mltcp::{MltcpCubicState, MltcpRenoState, ICSK_CA_PRIV_SIZE};
+use mltcp_math::params::Params;
+
+/// The socket fields the programs read or write, flat; `struct dt_fields` of shim/harness.c,
+/// same order. Windows in segments, times as the kernel keeps them (`lsndtime` in jiffies,
+/// `srtt_us` in µs << 3, `tcp_mstamp` in µs), `pacing_rate` in bytes/s, `gso_max_size` in bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    /// `tp->snd_cwnd`.
+    pub cwnd: u32,
+    /// `tp->snd_cwnd_cnt`.
+    pub cwnd_cnt: u32,
+    /// `tp->snd_ssthresh`.
+    pub ssthresh: u32,
+    /// `tp->snd_cwnd_clamp`.
+    pub cwnd_clamp: u32,
+    /// `tp->prior_cwnd`.
+    pub prior_cwnd: u32,
+    /// `tp->snd_nxt`.
+    pub snd_nxt: u32,
+    /// `tp->snd_una`.
+    pub snd_una: u32,
+    /// `tp->lsndtime`, jiffies.
+    pub lsndtime: u32,
+    /// `tp->srtt_us` (smoothed RTT << 3, µs).
+    pub srtt_us: u32,
+    /// `tp->max_packets_out`.
+    pub max_packets_out: u32,
+    /// `tp->is_cwnd_limited` (0 or 1).
+    pub is_cwnd_limited: u32,
+    /// `sk->sk_pacing_status` (0: `SK_PACING_NONE`).
+    pub pacing_status: u32,
+    /// `sk->sk_gso_max_size`.
+    pub gso_max_size: u32,
+    /// Padding of the C struct.
+    pub pad: u32,
+    /// `tp->bytes_acked`.
+    pub bytes_acked: u64,
+    /// `tp->tcp_mstamp`, µs.
+    pub tcp_mstamp: u64,
+    /// `sk->sk_pacing_rate`.
+    pub pacing_rate: u64,
+}
+
+/// Which of the program's two struct_ops tables (`MLTCP_ALG_*` in mltcp.bpf.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alg {
+    /// `mltcp` (Reno based).
+    Reno = 0,
+    /// `mltcp_cubic` (CUBIC + HyStart based).
+    Cubic = 1,
+}
+
+/// `struct tcp_sock` of the user-space build, opaque here.
+#[repr(C)]
+struct TcpSock {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    fn dt_set_clock(hz: std::ffi::c_ulong, jiffies: u64);
+    fn dt_set_params(v: *const u32, n: u32) -> i32;
+    fn dt_get_stats(alg: u32, out: *mut BpfStats);
+    fn dt_reset_stats();
+    fn dt_name(alg: u32, name: *mut u8);
+    fn dt_sock_new() -> *mut TcpSock;
+    fn dt_sock_free(tp: *mut TcpSock);
+    fn dt_sock_set(tp: *mut TcpSock, f: *const Fields);
+    fn dt_sock_get(tp: *const TcpSock, f: *mut Fields);
+    fn dt_sock_priv(tp: *const TcpSock) -> *const c_void;
+    fn dt_init(alg: u32, tp: *mut TcpSock);
+    fn dt_release(alg: u32, tp: *mut TcpSock);
+    fn dt_ssthresh(alg: u32, tp: *mut TcpSock) -> u32;
+    fn dt_undo_cwnd(alg: u32, tp: *mut TcpSock) -> u32;
+    fn dt_cong_avoid(alg: u32, tp: *mut TcpSock, ack: u32, acked: u32);
+    fn dt_cwnd_event(alg: u32, tp: *mut TcpSock, ev: i32);
+    fn dt_set_state(alg: u32, tp: *mut TcpSock, state: u8);
+    fn dt_pkts_acked(alg: u32, tp: *mut TcpSock, pkts: u32, rtt_us: i32);
+}
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Exclusive access to the compiled program's globals (maps, HZ, clock): one test at a time.
+pub struct Harness {
+    _guard: MutexGuard<'static, ()>,
+}
+
+/// Takes the harness (waits for other tests to release it; a test that panicked holding it
+/// does not poison the others).
+pub fn harness() -> Harness {
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    Harness { _guard: guard }
+}
+
+impl Harness {
+    /// Sets the kernel's HZ (`CONFIG_HZ`) and the jiffies clock (`bpf_jiffies64`).
+    pub fn set_clock(&self, hz: u32, jiffies: u64) {
+        // SAFETY: Writes two globals of the harness; the lock serializes access to them.
+        unsafe { dt_set_clock(hz.into(), jiffies) }
+    }
+
+    /// Writes `p` into the program's parameter map, field by field in the generated header's
+    /// order ([`bpf_param_names`]).
+    pub fn set_params(&self, p: &Params) {
+        let v: Vec<u32> = bpf_param_names()
+            .map(|n| p.get(n).expect("bpf_param_names lists Params fields only"))
+            .collect();
+        let n = u32::try_from(v.len()).expect("a handful of parameters");
+        // SAFETY: `v` holds `n` u32 values; the harness copies them only when `n` matches its
+        // struct's field count.
+        let rc = unsafe { dt_set_params(v.as_ptr(), n) };
+        assert_eq!(
+            rc, 0,
+            "struct mltcp_params of the C does not have {n} fields"
+        );
+    }
+
+    /// The program's counters of `alg`.
+    pub fn stats(&self, alg: Alg) -> BpfStats {
+        let mut s = BpfStats::default();
+        // SAFETY: `s` is a valid `struct mltcp_stats` to write.
+        unsafe { dt_get_stats(alg as u32, &mut s) };
+        s
+    }
+
+    /// Zeroes the program's counters.
+    pub fn reset_stats(&self) {
+        // SAFETY: Clears a global of the harness, under the lock.
+        unsafe { dt_reset_stats() }
+    }
+
+    /// The `name` of `alg`'s struct_ops table (what `TCP_CONGESTION` selects).
+    pub fn name(&self, alg: Alg) -> String {
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` has the 16 bytes of `tcp_congestion_ops.name` the harness copies.
+        unsafe { dt_name(alg as u32, buf.as_mut_ptr()) };
+        let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..len]).into_owned()
+    }
+
+    /// A new zeroed socket (as the kernel zeroes `icsk_ca_priv` before `init`).
+    pub fn sock(&self) -> Sock<'_> {
+        // SAFETY: Allocates a zeroed struct; a null return is checked below.
+        let ptr = unsafe { dt_sock_new() };
+        Sock {
+            tp: NonNull::new(ptr).expect("calloc of a tcp_sock failed"),
+            _harness: PhantomData,
+        }
+    }
+}
+
+/// One socket of the compiled program, valid while the [`Harness`] is held.
+pub struct Sock<'h> {
+    tp: NonNull<TcpSock>,
+    _harness: PhantomData<&'h Harness>,
+}
+
+impl Drop for Sock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `tp` came from dt_sock_new and is freed once, here.
+        unsafe { dt_sock_free(self.tp.as_ptr()) }
+    }
+}
+
+impl Sock<'_> {
+    /// Writes every field of `f` into the socket.
+    pub fn set(&mut self, f: &Fields) {
+        // SAFETY: `tp` is live; `f` is a valid `struct dt_fields`.
+        unsafe { dt_sock_set(self.tp.as_ptr(), f) }
+    }
+
+    /// Reads back the window fields the programs write (`cwnd`, `cwnd_cnt`, `ssthresh`) into
+    /// `f`, leaving the others as they are.
+    pub fn get(&self, f: &mut Fields) {
+        // SAFETY: `tp` is live; `f` is a valid `struct dt_fields` to write.
+        unsafe { dt_sock_get(self.tp.as_ptr(), f) }
+    }
+
+    /// A copy of `icsk_ca_priv`.
+    pub fn ca_priv(&self) -> [u8; ICSK_CA_PRIV_SIZE] {
+        let mut out = [0u8; ICSK_CA_PRIV_SIZE];
+        // SAFETY: `icsk_ca_priv` of a live socket is ICSK_CA_PRIV_SIZE (104) bytes (13 u64s in
+        // mltcp_kern.h), readable and not aliased mutably while `self` is borrowed.
+        unsafe {
+            let src = dt_sock_priv(self.tp.as_ptr()).cast::<u8>();
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), ICSK_CA_PRIV_SIZE);
+        }
+        out
+    }
+
+    /// `icsk_ca_priv` read as the module's `mltcp` state.
+    pub fn reno_state(&self) -> MltcpRenoState {
+        let b = self.ca_priv();
+        // SAFETY: MltcpRenoState is repr(C), integers only (every bit pattern valid) and smaller
+        // than the 104 bytes read; read_unaligned needs no alignment.
+        unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<MltcpRenoState>()) }
+    }
+
+    /// `icsk_ca_priv` read as the module's `mltcp_cubic` state.
+    pub fn cubic_state(&self) -> MltcpCubicState {
+        let b = self.ca_priv();
+        // SAFETY: As in `reno_state`: repr(C) integers, 96 of the 104 bytes.
+        unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<MltcpCubicState>()) }
+    }
+
+    /// The `init` callback of `alg`.
+    pub fn init(&mut self, alg: Alg) {
+        // SAFETY: `tp` is live and exclusively borrowed.
+        unsafe { dt_init(alg as u32, self.tp.as_ptr()) }
+    }
+
+    /// The `release` callback.
+    pub fn release(&mut self, alg: Alg) {
+        // SAFETY: As in `init`.
+        unsafe { dt_release(alg as u32, self.tp.as_ptr()) }
+    }
+
+    /// The `ssthresh` callback's answer.
+    pub fn ssthresh(&mut self, alg: Alg) -> u32 {
+        // SAFETY: As in `init`.
+        unsafe { dt_ssthresh(alg as u32, self.tp.as_ptr()) }
+    }
+
+    /// The `undo_cwnd` callback's answer.
+    pub fn undo_cwnd(&mut self, alg: Alg) -> u32 {
+        // SAFETY: As in `init`.
+        unsafe { dt_undo_cwnd(alg as u32, self.tp.as_ptr()) }
+    }
+
+    /// The `cong_avoid` callback for `acked` newly ACKed segments.
+    pub fn cong_avoid(&mut self, alg: Alg, acked: u32) {
+        // SAFETY: As in `init`.
+        unsafe { dt_cong_avoid(alg as u32, self.tp.as_ptr(), 0, acked) }
+    }
+
+    /// The `cwnd_event` callback (`ev`: `enum tcp_ca_event`; 0 = `CA_EVENT_TX_START`).
+    pub fn cwnd_event(&mut self, alg: Alg, ev: i32) {
+        // SAFETY: As in `init`.
+        unsafe { dt_cwnd_event(alg as u32, self.tp.as_ptr(), ev) }
+    }
+
+    /// The `set_state` callback, where the algorithm has one.
+    pub fn set_state(&mut self, alg: Alg, state: u8) {
+        // SAFETY: As in `init`.
+        unsafe { dt_set_state(alg as u32, self.tp.as_ptr(), state) }
+    }
+
+    /// The `pkts_acked` callback, where the algorithm has one (`rtt_us` < 0: no sample).
+    pub fn pkts_acked(&mut self, alg: Alg, pkts: u32, rtt_us: i32) {
+        // SAFETY: As in `init`.
+        unsafe { dt_pkts_acked(alg as u32, self.tp.as_ptr(), pkts, rtt_us) }
+    }
+}
