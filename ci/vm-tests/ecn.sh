@@ -27,7 +27,7 @@
 #                     dctcp chosen the same way (its ECN-setup SYN; ours adds the handshake's last
 #                     ACK). Control: the same with the receiver's route naming dctcp (ECN
 #                     negotiated), where it counts over 1000.
-#   ecn_f_share       F's weighting on an ECN port (issue 37): a routed port as in the
+#   ecn_f_share       F's weighting on an ECN port: a routed port as in the
 #                     scenarios (sender -- router holding tbf 100 Mbit/s + RED step marking at
 #                     30 kB on forwarded packets -- receiver, 2 ms on the ACK path, one-MTU
 #                     packets), an mltcp_dctcp flow with F forced by the module's parameters

@@ -148,8 +148,7 @@ impl Dctcp {
     /// Why (this project's extension, MLTCP on ECN ports): DCTCP cuts once per window in which any
     /// of its packets was marked, so with few marks per marking episode a flow with a larger
     /// window is hit in more windows than a smaller one, and an increase scaled by F alone gives
-    /// it less than F's share (measured: 0.62-0.64 where 2/3 was meant, docs/results/mltcp.md,
-    /// "F's weighting on ECN ports").
+    /// it less than F's share (docs/results/mltcp.md, "F's weighting on ECN ports").
     pub fn ssthresh_scaled(&mut self, cwnd: u32, f_fx: u32, raise_only: bool) -> u32 {
         self.loss_cwnd = cwnd;
         let f_fx = if raise_only { f_fx.max(1024) } else { f_fx };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
-//! The differential test of item 2 of issue 36: the BPF struct_ops programs
+//! The differential test of the BPF struct_ops programs
 //! (kmod/mltcp-bpf/bpf/mltcp.bpf.c, compiled for user space, see src/lib.rs) against the kernel
 //! module's behaviour, i.e. mltcp-math driven by a copy of the module's glue
 //! (kmod/tcp_mltcp.rs: `window`, `apply`, `clock`, `idle_us`, and each callback of `Mltcp<B>`,
