@@ -40,6 +40,21 @@ pub fn age_label(bucket: usize) -> String {
     }
 }
 
+/// Per bucket: sums of f_share, realized share and cwnd share, and the interval count.
+type AgeSums = [(f64, f64, f64, usize); AGE_BUCKETS];
+
+/// The buckets' means from their sums (None where nothing was counted).
+fn age_means(sums: AgeSums) -> [Option<AgeShare>; AGE_BUCKETS] {
+    sums.map(|(f, r, c, k)| {
+        (k > 0).then(|| AgeShare {
+            f_share: f / k as f64,
+            realized_share: r / k as f64,
+            cwnd_share: c / k as f64,
+            n: k,
+        })
+    })
+}
+
 /// The sharing of the intervals whose overlap age fell in one bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct AgeShare {
@@ -99,8 +114,7 @@ pub fn weighted_sharing(flows: &[FlowInfo], samples: &[Sample], min_bytes: u64) 
         })
         .collect();
     let (mut f_sum, mut r_sum, mut n) = (0.0, 0.0, 0usize);
-    // Per bucket: sums of f_share, realized share, cwnd share, and the count.
-    let mut age = [(0.0, 0.0, 0.0, 0usize); AGE_BUCKETS];
+    let mut age: AgeSums = [(0.0, 0.0, 0.0, 0); AGE_BUCKETS];
     // Per pair: the start of its current run of qualifying intervals, µs.
     let mut since: Vec<Option<u64>> = vec![None; pairs.len()];
     let times: Vec<(&u64, &BTreeMap<usize, FlowAt>)> = at.iter().collect();
@@ -141,14 +155,7 @@ pub fn weighted_sharing(flows: &[FlowInfo], samples: &[Sample], min_bytes: u64) 
         f_share: f_sum / n as f64,
         realized_share: r_sum / n as f64,
         n,
-        by_age: age.map(|(f, r, c, k)| {
-            (k > 0).then(|| AgeShare {
-                f_share: f / k as f64,
-                realized_share: r / k as f64,
-                cwnd_share: c / k as f64,
-                n: k,
-            })
-        }),
+        by_age: age_means(age),
     })
 }
 
@@ -157,7 +164,7 @@ pub fn weighted_sharing(flows: &[FlowInfo], samples: &[Sample], min_bytes: u64) 
 pub fn pool_by_age<'a>(
     runs: impl IntoIterator<Item = &'a [Option<AgeShare>; AGE_BUCKETS]>,
 ) -> [Option<AgeShare>; AGE_BUCKETS] {
-    let mut sum = [(0.0, 0.0, 0.0, 0usize); AGE_BUCKETS];
+    let mut sum: AgeSums = [(0.0, 0.0, 0.0, 0); AGE_BUCKETS];
     for r in runs {
         for (acc, b) in sum.iter_mut().zip(r.iter()) {
             if let Some(b) = b {
@@ -171,14 +178,7 @@ pub fn pool_by_age<'a>(
             }
         }
     }
-    sum.map(|(f, r, c, k)| {
-        (k > 0).then(|| AgeShare {
-            f_share: f / k as f64,
-            realized_share: r / k as f64,
-            cwnd_share: c / k as f64,
-            n: k,
-        })
-    })
+    age_means(sum)
 }
 
 #[cfg(test)]
