@@ -156,3 +156,39 @@ vm_cpu_meter_stop() {
   VM_METER_BUSY_NS=$(awk '$1 == "cpus" { print $6 }' "$1")
   [ -n "$VM_METER_BUSY_NS" ] || { echo "cpu-meter gave no reading: $(tail -n 3 "$1")" >&2; return 1; }
 }
+
+# vm_routed_setup S M R: a routed port for ECN probes, three namespaces S (10.9.1.1) -- M (the
+# router, 10.9.1.254 / 10.9.2.254) -- R (10.9.2.1), veths S:a-s/M:a-m and M:b-m/R:b-r, 2 ms of
+# delay on R's egress (the ACK path). The port is M's egress b-m, on forwarded packets: on the
+# sender's own device TCP small queues hold each socket to about 1 ms of its pacing rate, so a
+# queue there hardly reaches a marking threshold. R's route back names dctcp as congctl (Linux
+# accepts an ECT SYN's ECN request only when the listener's or the route's algorithm needs ECN,
+# tcp_ecn_create_request); S and R ask for ECN (tcp_ecn = 1). The caller installs the port's qdisc.
+vm_routed_setup() {
+  vm_routed_teardown "$@"
+  for _n in "$1" "$2" "$3"; do ip netns add "$_n" && ip -n "$_n" link set lo up || return 1; done
+  ip link add a-s netns "$1" type veth peer name a-m netns "$2" &&
+    ip link add b-m netns "$2" type veth peer name b-r netns "$3" || return 1
+  ip -n "$1" addr add 10.9.1.1/24 dev a-s && ip -n "$2" addr add 10.9.1.254/24 dev a-m &&
+    ip -n "$2" addr add 10.9.2.254/24 dev b-m && ip -n "$3" addr add 10.9.2.1/24 dev b-r || return 1
+  ip -n "$1" link set a-s up && ip -n "$2" link set a-m up && ip -n "$2" link set b-m up &&
+    ip -n "$3" link set b-r up || return 1
+  ip -n "$1" route add default via 10.9.1.254 &&
+    ip -n "$3" route add 10.9.1.0/24 via 10.9.2.254 congctl dctcp || return 1
+  ip netns exec "$2" sysctl -q -w net.ipv4.ip_forward=1 &&
+    ip netns exec "$1" sysctl -q -w net.ipv4.tcp_ecn=1 &&
+    ip netns exec "$3" sysctl -q -w net.ipv4.tcp_ecn=1 || return 1
+  ip netns exec "$3" tc qdisc add dev b-r root netem delay "${VM_ROUTED_DELAY_MS:-2}ms" || return 1
+  ip netns exec "$1" ping -c 1 -W 5 10.9.2.1 > /dev/null
+}
+
+# vm_routed_teardown S M R: delete the three namespaces (and their veths).
+vm_routed_teardown() {
+  for _n in "$1" "$2" "$3"; do ip netns del "$_n" 2>/dev/null; done
+  return 0
+}
+
+# vm_acked NS PORT: bytes_acked summed over NS's TCP sockets to remote PORT, from `ss -tin`.
+vm_acked() {
+  ip netns exec "$1" ss -tinH "dport = :$2" | tr ' ' '\n' | awk -F: '$1 == "bytes_acked" { s += $2 } END { print s + 0 }'
+}

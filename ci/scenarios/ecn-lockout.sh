@@ -3,8 +3,8 @@
 # port, with the port seeing GSO super-packets (Linux's default on a veth) and one-MTU packets.
 # Run: ci/vm-run --results DIR ci/scenarios/ecn-lockout.sh [CC_A CC_B]   (default dctcp dctcp)
 #
-# Three namespaces as a scenario's star: el-s (sender) -- el-m (router, the port: its egress
-# toward el-r, tbf 100 Mbit/s with a marker under it) -- el-r (receiver, 2 ms of delay on its
+# Three namespaces as a scenario's star (vm-lib.sh's vm_routed_setup): el-s (sender) -- el-m
+# (router, the port: its egress toward el-r, tbf 100 Mbit/s with a marker under it) -- el-r (receiver, 2 ms of delay on its
 # egress: the ACK path). The port is on forwarded packets, as in the scenarios: a bottleneck on
 # the sender's own device is held short by TCP small queues (a socket keeps about 1 ms of its
 # pacing rate in the qdisc), so it hardly marks. Both hosts have net.ipv4.tcp_ecn = 1, and the
@@ -18,22 +18,14 @@
 # capped at one-MTU packets (gso_max_size 1514, what a scenario's `[topology] gso = false` does).
 # docs/results/mltcp.md ("MLTCP on ECN ports") has what it showed.
 cc_a=${1:-dctcp} cc_b=${2:-dctcp}
+. "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
 grep -q '^tcp_dctcp ' /proc/modules || insmod /host/modules/tcp_dctcp.ko || exit 1
-for n in el-s el-m el-r; do ip netns add $n && ip -n $n link set lo up || exit 1; done
-ip link add a-s netns el-s type veth peer name a-m netns el-m || exit 1
-ip link add b-m netns el-m type veth peer name b-r netns el-r || exit 1
-ip -n el-s addr add 10.9.1.1/24 dev a-s && ip -n el-m addr add 10.9.1.254/24 dev a-m &&
-  ip -n el-m addr add 10.9.2.254/24 dev b-m && ip -n el-r addr add 10.9.2.1/24 dev b-r || exit 1
-for x in "el-s a-s" "el-m a-m" "el-m b-m" "el-r b-r"; do set -- $x; ip -n "$1" link set "$2" up || exit 1; done
-ip -n el-s route add default via 10.9.1.254 && ip -n el-r route add 10.9.1.0/24 via 10.9.2.254 congctl dctcp || exit 1
-ip netns exec el-m sysctl -q -w net.ipv4.ip_forward=1 || exit 1
-ip netns exec el-r tc qdisc add dev b-r root netem delay 2ms || exit 1
-for n in el-s el-r; do ip netns exec $n sysctl -q -w net.ipv4.tcp_ecn=1 || exit 1; done
+vm_routed_setup el-s el-m el-r || exit 1
 for q in 5231 5232; do ip netns exec el-r iperf3 -s -D -p $q || exit 1; done
 sleep 0.5
 
 # acked PORT: bytes acked so far on the sender's sockets to PORT (data and iperf3's control).
-acked() { ip netns exec el-s ss -tinH "dport = :$1" | tr ' ' '\n' | awk -F: '$1 == "bytes_acked" { s += $2 } END { print s + 0 }'; }
+acked() { vm_acked el-s "$1"; }
 
 # probe NAME QDISC-ARGS...: one pair of flows through the port's tbf + the given marker.
 probe() {

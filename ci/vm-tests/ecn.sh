@@ -231,49 +231,24 @@ test_ecn_fallback_setsockopt() {
   [ "$refused" -le $((reference + 1)) ] || fail "$refused of the fallback flow's packets were ECN-capable (Linux's dctcp: $reference): it sent ECT although the peer refused ECN (its CE marks go unechoed)"
 }
 
-# The routed port of ecn_f_share: namespaces fs-s (10.9.1.1) -- fs-m (router) -- fs-r (10.9.2.1).
-# The port is fs-m's egress toward fs-r, on forwarded packets: on the sender's own device TCP small
-# queues hold each socket to about 1 ms of its pacing rate, so the queue hardly reaches the
-# threshold (ci/scenarios/ecn-lockout.sh). The sender's device is capped at one-MTU packets: a
-# marker fed 64 kB GSO super-packets locks one of two DCTCP flows out (docs/results/mltcp.md).
-ECN_FS_S=fs-s ECN_FS_M=fs-m ECN_FS_R=fs-r ECN_FS_DST=10.9.2.1
-# The ACK path's delay (ms) and the marking threshold (bytes, DCTCP's K).
-ECN_FS_DELAY_MS=2 ECN_FS_K=30000
+# The routed port of ecn_f_share (vm-lib.sh's vm_routed_setup): fs-s (10.9.1.1) -- fs-m (router,
+# the port on its egress fs-m:b-m) -- fs-r (10.9.2.1). The sender's device is capped at one-MTU
+# packets: a marker fed 64 kB GSO super-packets locks one of two DCTCP flows out
+# (docs/results/mltcp.md). The marking threshold in bytes is DCTCP's K.
+ECN_FS_S=fs-s ECN_FS_M=fs-m ECN_FS_R=fs-r ECN_FS_DST=10.9.2.1 ECN_FS_K=30000
 
-ecn_fs_teardown() {
-  for _n in $ECN_FS_S $ECN_FS_M $ECN_FS_R; do ip netns del $_n 2>/dev/null; done
-  return 0
-}
+ecn_fs_teardown() { vm_routed_teardown $ECN_FS_S $ECN_FS_M $ECN_FS_R; }
 
 ecn_fs_setup() {
-  ecn_fs_teardown
-  for _n in $ECN_FS_S $ECN_FS_M $ECN_FS_R; do ip netns add $_n && ip -n $_n link set lo up || return 1; done
-  ip link add fs-a netns $ECN_FS_S type veth peer name fs-am netns $ECN_FS_M &&
-    ip link add fs-bm netns $ECN_FS_M type veth peer name fs-b netns $ECN_FS_R || return 1
-  ip -n $ECN_FS_S addr add 10.9.1.1/24 dev fs-a && ip -n $ECN_FS_M addr add 10.9.1.254/24 dev fs-am &&
-    ip -n $ECN_FS_M addr add 10.9.2.254/24 dev fs-bm && ip -n $ECN_FS_R addr add $ECN_FS_DST/24 dev fs-b || return 1
-  for _x in "$ECN_FS_S fs-a" "$ECN_FS_M fs-am" "$ECN_FS_M fs-bm" "$ECN_FS_R fs-b"; do
-    set -- $_x; ip -n "$1" link set "$2" up || return 1
-  done
-  ip -n $ECN_FS_S link set dev fs-a gso_max_size 1514 || return 1
-  ip -n $ECN_FS_S route add default via 10.9.1.254 || return 1
-  # The receiver's route names dctcp: Linux accepts an ECT SYN's ECN request only when the
-  # listener's or the route's algorithm needs ECN (tcp_ecn_create_request); the sender asks for it
-  # with tcp_ecn = 1 (iperf3 -C sets dctcp after connect()).
-  ip -n $ECN_FS_R route add 10.9.1.0/24 via 10.9.2.254 congctl dctcp || return 1
-  ip netns exec $ECN_FS_M sysctl -q -w net.ipv4.ip_forward=1 &&
-    ip netns exec $ECN_FS_S sysctl -q -w net.ipv4.tcp_ecn=1 || return 1
-  ip netns exec $ECN_FS_M tc qdisc add dev fs-bm root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
-    ip netns exec $ECN_FS_M tc qdisc add dev fs-bm parent 1:1 handle 10: red limit 400000 min $ECN_FS_K max $((ECN_FS_K + 1500)) \
-      avpkt 1500 burst 20 probability 1.0 ecn bandwidth ${ECN_RATE_MBIT}mbit &&
-    ip netns exec $ECN_FS_R tc qdisc add dev fs-b root netem delay ${ECN_FS_DELAY_MS}ms || return 1
-  ip netns exec $ECN_FS_S ping -c 1 -W 5 $ECN_FS_DST > /dev/null
+  vm_routed_setup $ECN_FS_S $ECN_FS_M $ECN_FS_R || return 1
+  ip -n $ECN_FS_S link set dev a-s gso_max_size 1514 || return 1
+  ip netns exec $ECN_FS_M tc qdisc add dev b-m root handle 1: tbf rate ${ECN_RATE_MBIT}mbit burst 64kb latency 100ms &&
+    ip netns exec $ECN_FS_M tc qdisc add dev b-m parent 1:1 handle 10: red limit 400000 min $ECN_FS_K max $((ECN_FS_K + 1500)) \
+      avpkt 1500 burst 20 probability 1.0 ecn bandwidth ${ECN_RATE_MBIT}mbit
 }
 
-# ecn_fs_acked PORT: bytes_acked summed over fs-s's sockets to fs-r's PORT, from `ss -tin`.
-ecn_fs_acked() {
-  ip netns exec $ECN_FS_S ss -tinH "dport = :$1" | tr ' ' '\n' | awk -F: '$1 == "bytes_acked" { s += $2 } END { print s + 0 }'
-}
+# ecn_fs_acked PORT: bytes acked on fs-s's sockets to fs-r's PORT.
+ecn_fs_acked() { vm_acked $ECN_FS_S "$1"; }
 
 ECN_SHARE_WINDOW_S=8
 
