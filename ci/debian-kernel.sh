@@ -13,7 +13,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 command -v depmod >/dev/null || die "depmod missing (package kmod; run ci/deps.sh)"
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }'; }
+pkg=$(kernel_pkg)
+if [ -z "$pkg" ]; then
+  # A machine whose package lists were never fetched (ci/deps.sh fetches them only when it
+  # installs something): fetch them once.
+  log "apt knows no linux-image-amd64: apt-get update"
+  apt-get update -qq || die "apt-get update failed"
+  pkg=$(kernel_pkg)
+fi
 [ -n "$pkg" ] || die "apt knows no linux-image-amd64 with a linux-image-<version> dependency (apt-get update?)"
 ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ { print $2; exit }')
 [ -n "$ver" ] && [ "$ver" != "(none)" ] || die "apt has no candidate version of $pkg"
