@@ -34,6 +34,23 @@
 # instead of overflowing the queue. Without this rule (the window fixed at the ceiling), ccp-agent's
 # NIC-only run of ci/scenarios/agent.toml dropped 8381-9702 packets per run at the bottleneck where
 # cubic dropped 141 (guest time, 20 iterations, 2026-11-26).
+#
+# Scavenger mode (`Control.scavenge_us` > 0, set by the agent for a flow its policy holds back
+# when `[sched] held_flows = "scavenger"`; the agent then leaves `Rate` at the line rate): the
+# window follows LEDBAT ("Low Extra Delay Background Transport", RFC 6817, Sec. 2.4.2) instead
+# of Reno. Per ACK, with queuing_delay = RTT sample - base delay (the least RTT sample the flow
+# has seen; the RFC keeps minima over the last 10 minutes, this program over the flow's life),
+#   cwnd += GAIN * (TARGET - queuing_delay) / TARGET * bytes_newly_acked * MSS / cwnd
+# with GAIN 1 and TARGET = Control.scavenge_us, written as two rules (the language has no
+# negative numbers): growth below the target, shrinkage above it down to MIN_CWND = 2 segments.
+# So a held flow sends what the served flows leave of the port and backs off as soon as they
+# queue, instead of idling at the rate floor. Loss halves it as above (RFC 6817: "at least as
+# fast as TCP"). Entering scavenger mode starts it from at most LEDBAT's INIT_CWND (2 segments):
+# a flow the agent takes the port from yields it within an RTT. Leaving it (the flow is served
+# again) restarts slow start toward the ceiling, as a raised ceiling does. Report fields:
+#   base_rtt   least RTT sample, us (2^31 - 1, the largest immediate, before the first; a
+#   missing sample reads as 2^32 - 1 and is skipped); qdelay  latest queuing delay, us; scav_seen  the last
+#   Control.scavenge_us seen (state of the mode switch).
 (def
     (volatile Report.acked 0)
     (volatile Report.lost 0)
@@ -46,8 +63,12 @@
     (Report.ssthresh 0)
     (Report.cap_seen 0)
     (Report.cut_us 0)
+    (Report.base_rtt 2147483647)
+    (Report.qdelay 0)
+    (Report.scav_seen 0)
     (Control.slot_us 60000)
     (Control.cwnd_cap 16777216)
+    (Control.scavenge_us 0)
 )
 (when true
     (:= Report.acked (+ Report.acked Ack.bytes_acked))
@@ -59,22 +80,49 @@
     (:= Report.now Ack.now)
     (:= Report.ssthresh (if (> Control.cwnd_cap Report.cap_seen) Control.cwnd_cap))
     (:= Report.cap_seen Control.cwnd_cap)
+    (:= Report.base_rtt (min Report.base_rtt Flow.rtt_sample_us))
+    (:= Report.qdelay (if (< Flow.rtt_sample_us 2147483647) (- Flow.rtt_sample_us Report.base_rtt)))
     (fallthrough)
 )
-# Loss: halve the window (at least 4 segments of 1448 bytes), once per RTT.
+# Scavenger mode switch: entering starts from at most 2 segments; leaving restarts slow start.
+(when (> Control.scavenge_us Report.scav_seen)
+    (:= Cwnd (min Cwnd 2896))
+    (fallthrough)
+)
+(when (> Report.scav_seen Control.scavenge_us)
+    (:= Report.ssthresh Control.cwnd_cap)
+    (fallthrough)
+)
+(when true
+    (:= Report.scav_seen Control.scavenge_us)
+    (fallthrough)
+)
+# Loss: halve the window (to no less than 4 segments of 1448 bytes, never raising a smaller
+# scavenger window), once per RTT.
 (when (&& (> Ack.lost_pkts_sample 0) (> (- Ack.now Report.cut_us) Flow.rtt_sample_us))
     (:= Report.ssthresh (max (/ Cwnd 2) 5792))
-    (:= Cwnd Report.ssthresh)
+    (:= Cwnd (min Cwnd Report.ssthresh))
     (:= Report.cut_us Ack.now)
     (fallthrough)
 )
 # Slow start below ssthresh, additive increase (1448 bytes per window acknowledged) above it.
-(when (< Cwnd Report.ssthresh)
+(when (&& (== Control.scavenge_us 0) (< Cwnd Report.ssthresh))
     (:= Cwnd (+ Cwnd Ack.bytes_acked))
     (fallthrough)
 )
-(when (< Report.ssthresh (+ Cwnd 1))
+(when (&& (== Control.scavenge_us 0) (< Report.ssthresh (+ Cwnd 1)))
     (:= Cwnd (+ Cwnd (/ (* 1448 Ack.bytes_acked) (max Cwnd 1))))
+    (fallthrough)
+)
+# LEDBAT below the target: grow by (TARGET - queuing_delay) / TARGET segments per window.
+(when (> Control.scavenge_us Report.qdelay)
+    (:= Cwnd (+ Cwnd (/ (* (* 1448 Ack.bytes_acked) (- Control.scavenge_us Report.qdelay)) (* Control.scavenge_us (max Cwnd 1)))))
+    (fallthrough)
+)
+# LEDBAT above the target: shrink by (queuing_delay - TARGET) / TARGET segments per window,
+# to no less than 2 segments.
+(when (&& (> Control.scavenge_us 0) (> Report.qdelay Control.scavenge_us))
+    (:= Cwnd (max (- Cwnd (min Cwnd (/ (* (* 1448 Ack.bytes_acked) (- Report.qdelay Control.scavenge_us)) (* Control.scavenge_us (max Cwnd 1))))) 2896))
     (fallthrough)
 )
 (when true

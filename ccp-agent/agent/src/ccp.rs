@@ -165,16 +165,21 @@ impl<I: Ipc> Shell<I> {
                 flow,
                 rate_bytes,
                 cwnd_bytes,
+                scavenge_us,
             } => {
                 let f = self.flows.get(&flow)?;
                 let sc = f.scope.as_ref()?;
                 match f.dp.update_field(
                     sc,
-                    &[("Rate", rate_bytes), ("Control.cwnd_cap", cwnd_bytes)],
+                    &[
+                        ("Rate", rate_bytes),
+                        ("Control.cwnd_cap", cwnd_bytes),
+                        ("Control.scavenge_us", scavenge_us),
+                    ],
                 ) {
                     Ok(()) => None,
                     Err(e) => {
-                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate and Control.cwnd_cap failed");
+                        tracing::warn!(flow = %f.key, error = %e.0, "setting Rate, Control.cwnd_cap and Control.scavenge_us failed");
                         Some(Input::DatapathFailed {
                             flow,
                             command: Command::SetRate,

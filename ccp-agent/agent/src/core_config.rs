@@ -34,6 +34,8 @@ impl AgentConfig {
             strict_rates: self.strict_rates,
             classes: self.classes,
             class_rates: self.class_rates,
+            held_flows: self.held_flows,
+            scavenger_target_us: self.scavenger_target_us,
         }
     }
 }
@@ -104,11 +106,14 @@ mod tests {
             strict_rates: crate::config::DEFAULT_STRICT_RATES,
             classes: crate::config::DEFAULT_CLASSES,
             class_rates: crate::config::DEFAULT_CLASS_RATES,
+            held_flows: crate::config::DEFAULT_HELD_FLOWS,
+            scavenger_target_us: crate::config::DEFAULT_SCAVENGER_TARGET_US,
         };
         assert_eq!(cfg.core_config(), want);
         assert_eq!(want.min_rate_bps, 5_000_000);
         assert!(want.work_conserving && !want.strict_rates);
         assert_eq!(want.classes, 0, "classes off by default");
         assert_eq!(want.class_rates, mlcc_sched::ClassRates::Plan);
+        assert_eq!(want.held_flows, mlcc_sched::HeldFlows::Floor);
     }
 }

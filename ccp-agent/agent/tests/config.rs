@@ -574,3 +574,58 @@ fn class_rates_parse_by_name_and_a_bad_one_is_named() {
         "{e}"
     );
 }
+
+#[test]
+fn held_flows_and_the_scavenger_target_parse_and_bad_ones_are_named() {
+    let t = TempDir::new("cfg");
+    t.write("topo.toml", TOPO);
+    let a = t.write("agent.toml", &good_agent());
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    assert_eq!(
+        (c.held_flows, c.scavenger_target_us),
+        (mlcc_sched::HeldFlows::Floor, 1000)
+    );
+    let a = t.write(
+        "agent.toml",
+        &format!(
+            "{}[sched]\nheld_flows = \"scavenger\"\nscavenger_target_us = 400\n",
+            good_agent()
+        ),
+    );
+    let c = AgentConfig::load(&a, None, None).unwrap();
+    let core = c.core_config();
+    assert_eq!(
+        (c.held_flows, c.scavenger_target_us),
+        (mlcc_sched::HeldFlows::Scavenger, 400)
+    );
+    assert_eq!(
+        (core.held_flows, core.scavenger_target_us),
+        (c.held_flows, 400)
+    );
+    let e = agent_err(
+        TOPO,
+        &format!("{}[sched]\nheld_flows = \"ledbat\"\n", good_agent()),
+        None,
+    );
+    assert!(
+        e.contains("agent.toml")
+            && e.contains("sched.held_flows")
+            && e.contains("ledbat")
+            && e.contains("\"scavenger\""),
+        "{e}"
+    );
+    for bad in ["0", "100001", "-5"] {
+        let e = agent_err(
+            TOPO,
+            &format!("{}[sched]\nscavenger_target_us = {bad}\n", good_agent()),
+            None,
+        );
+        assert!(
+            e.contains("agent.toml")
+                && e.contains("sched.scavenger_target_us")
+                && e.contains(&format!("= {bad}"))
+                && e.contains("1..=100000"),
+            "{e}"
+        );
+    }
+}

@@ -59,6 +59,12 @@ pub struct CoreConfig {
     /// ([`mlcc_sched::ClassRates::Plan`]) or unthrottled ([`mlcc_sched::ClassRates::Line`]).
     /// `[sched] class_rates`. Ignored with classes off.
     pub class_rates: mlcc_sched::ClassRates,
+    /// How a flow the policy holds at the floor is enforced: paced at the floor, or as a
+    /// LEDBAT scavenger (`mlcc_sched::HeldFlows`). `[sched] held_flows`.
+    pub held_flows: mlcc_sched::HeldFlows,
+    /// The scavenger's target queueing delay, µs (> 0): LEDBAT's TARGET (RFC 6817, Sec. 2.4.2).
+    /// `[sched] scavenger_target_us`. Used with [`mlcc_sched::HeldFlows::Scavenger`] only.
+    pub scavenger_target_us: u32,
 }
 
 impl CoreConfig {

@@ -186,8 +186,9 @@ pub enum Action {
         /// `Control.slot_us`, µs.
         slot_us: u32,
     },
-    /// Set `Rate` and the window's ceiling `Control.cwnd_cap` of an installed flow (the
-    /// datapath program keeps `Cwnd` at or below it, backing off on loss as Reno does).
+    /// Set `Rate`, the window's ceiling `Control.cwnd_cap` and the scavenger target
+    /// `Control.scavenge_us` of an installed flow (the datapath program keeps `Cwnd` at or
+    /// below the ceiling, backing off on loss as Reno does).
     SetRate {
         /// The flow.
         flow: LocalFlow,
@@ -195,6 +196,10 @@ pub enum Action {
         rate_bytes: u32,
         /// `Control.cwnd_cap`, bytes.
         cwnd_bytes: u32,
+        /// `Control.scavenge_us`: the LEDBAT target queueing delay, µs, under which the
+        /// program sets the window of a held flow ([`crate::CoreConfig::held_flows`]); 0: the
+        /// program's Reno under the ceiling.
+        scavenge_us: u32,
     },
     /// Mark an installed flow's packets with a traffic class: the datapath's SET_CLASS
     /// (`ccp_datapath::wire::SET_CLASS`), which writes the DSCP into the socket's TOS while the

@@ -66,7 +66,10 @@
 //!    the planned rate (a slot that completes the flow: its MADD share of the available
 //!    bandwidth), or its spare share when larger, at least `min_rate_bps`; a flow whose job
 //!    gave no bytes per iteration is not planned and runs at its NIC's capacity. The Rate is
-//!    sent every slot even when it did not change (the module's `ccp_heartbeat_ms` keepalive);
+//!    sent every slot even when it did not change (the module's `ccp_heartbeat_ms` keepalive).
+//!    With `[sched] held_flows = "scavenger"` ([`CoreConfig::held_flows`]) a flow held at the
+//!    floor runs unthrottled instead, its window set by the program's LEDBAT (RFC 6817) toward
+//!    [`CoreConfig::scavenger_target_us`] of queueing delay (`Control.scavenge_us`);
 //! 8. sends the schedules changed later in the slot (reductions by notices) without waiting,
 //!    and emits the status ([`Action::Status`]) and the flows' RTTs ([`Action::Rtts`]).
 //!
@@ -159,6 +162,8 @@ struct FlowEntry {
     applied_bps: Option<u32>,
     // The Cwnd last set (bytes): see `paced_cwnd_bytes`.
     applied_cwnd: Option<u32>,
+    // The `Control.scavenge_us` last set (0: Reno under the ceiling).
+    applied_scavenge_us: Option<u32>,
     achieved_bps: u64,
     app_limited: bool,
     lost_last: u64,
@@ -398,6 +403,7 @@ impl Core {
             plan: None,
             applied_bps: None,
             applied_cwnd: None,
+            applied_scavenge_us: None,
             achieved_bps: 0,
             app_limited: true,
             lost_last: 0,
@@ -428,6 +434,7 @@ impl Core {
         f.installed = true;
         f.applied_bps = Some(rate);
         f.applied_cwnd = Some(self.cfg.cwnd_bytes);
+        f.applied_scavenge_us = Some(0);
     }
 
     /// A MEASURE of flow `local`: adds its fields to the slot's measurements.
@@ -560,6 +567,7 @@ impl Core {
         }
         f.applied_bps = None;
         f.applied_cwnd = None;
+        f.applied_scavenge_us = None;
     }
 
     /// Steps 1-3 at the first tick of a slot (see the module docs).
@@ -1022,40 +1030,66 @@ impl Core {
         }
     }
 
-    /// Step 7 for every installed flow whose Rate or Cwnd changed, and for every installed flow
-    /// whose traffic class changed, its class.
+    /// How flow `f` is enforced in the current slot: (pacing rate bit/s, window ceiling bytes,
+    /// scavenger target µs or 0). A planned rate gets the window that goes with it
+    /// ([`paced_cwnd_bytes`]); the unthrottled rate the configured window. With
+    /// [`mlcc_sched::HeldFlows::Scavenger`], a flow the policy holds at the floor
+    /// ([`mlcc_sched::is_held`]) runs unthrottled under the configured window with the
+    /// scavenger target, so the program's LEDBAT sets its window.
+    fn enforcement(&self, f: &FlowEntry) -> (u64, u32, u32) {
+        let target_bps = self.target_bps(f);
+        if self.cfg.held_flows == mlcc_sched::HeldFlows::Scavenger
+            && target_bps < f.unthrottled_bps
+            && mlcc_sched::is_held(target_bps, self.cfg.min_rate_bps)
+        {
+            return (
+                f.unthrottled_bps,
+                self.cfg.cwnd_bytes,
+                self.cfg.scavenger_target_us,
+            );
+        }
+        let cwnd = if target_bps >= f.unthrottled_bps {
+            self.cfg.cwnd_bytes
+        } else {
+            paced_cwnd_bytes(
+                target_bps,
+                f.rtt_us,
+                self.clock.slot_us(),
+                self.cfg.cwnd_bytes,
+            )
+        };
+        (target_bps, cwnd, 0)
+    }
+
+    /// Step 7 for every installed flow whose Rate, Cwnd ceiling or scavenger target changed,
+    /// and for every installed flow whose traffic class changed, its class.
     fn apply_all(&mut self) {
         let mut out = Vec::new();
         for (local, f) in &self.flows {
             if !f.installed {
                 continue;
             }
-            let target_bps = self.target_bps(f);
-            let bytes = u32::try_from(target_bps / 8).unwrap_or(u32::MAX).max(1);
-            let cwnd = if target_bps >= f.unthrottled_bps {
-                self.cfg.cwnd_bytes
-            } else {
-                paced_cwnd_bytes(
-                    target_bps,
-                    f.rtt_us,
-                    self.clock.slot_us(),
-                    self.cfg.cwnd_bytes,
-                )
-            };
-            if f.applied_bps == Some(bytes) && f.applied_cwnd == Some(cwnd) {
+            let (rate, cwnd, scavenge_us) = self.enforcement(f);
+            let bytes = u32::try_from(rate / 8).unwrap_or(u32::MAX).max(1);
+            if f.applied_bps == Some(bytes)
+                && f.applied_cwnd == Some(cwnd)
+                && f.applied_scavenge_us == Some(scavenge_us)
+            {
                 continue;
             }
-            out.push((*local, bytes, cwnd));
+            out.push((*local, bytes, cwnd, scavenge_us));
         }
-        for (local, rate_bytes, cwnd_bytes) in out {
+        for (local, rate_bytes, cwnd_bytes, scavenge_us) in out {
             if let Some(f) = self.flows.get_mut(&local) {
                 f.applied_bps = Some(rate_bytes);
                 f.applied_cwnd = Some(cwnd_bytes);
+                f.applied_scavenge_us = Some(scavenge_us);
             }
             self.out.push(Action::SetRate {
                 flow: local,
                 rate_bytes,
                 cwnd_bytes,
+                scavenge_us,
             });
         }
         // With classes off every flow stays at no class and its socket's own marking: nothing

@@ -78,6 +78,7 @@ use crate::planner::{apply_group_reduction, group_bottleneck_us, plan_group, Flo
 use crate::table::{FlowId, LinkId, LinkLoadTable};
 
 pub mod classes;
+pub mod held;
 
 /// A training job, as the caller numbers it (the simulator's job index; the agent maps its
 /// job names to numbers).

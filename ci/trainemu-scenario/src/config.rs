@@ -189,8 +189,8 @@ pub enum PcnVariant {
 }
 
 /// The agent's scheduling settings a scheduled run may name (`+rules=NAME`, `+order=NAME`,
-/// `+floor=KBPS`, `+strict=on|off`, `+classes=N`, `+class_rates=plan|line`); each `None`
-/// leaves agent.toml's default.
+/// `+floor=KBPS`, `+strict=on|off`, `+classes=N`, `+class_rates=plan|line`,
+/// `+held=floor|scavenger`, `+scavenger_us=N`); each `None` leaves agent.toml's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentSched {
     /// `[sched] rules` (`+rules=NAME`; the names are `mlcc_sched::Rules`').
@@ -207,6 +207,12 @@ pub struct AgentSched {
     pub classes: Option<u8>,
     /// `[sched] class_rates` (`+class_rates=plan|line`): the classed flows' rates.
     pub class_rates: Option<mlcc_sched::ClassRates>,
+    /// `[sched] held_flows` (`+held=floor|scavenger`): how flows held at the floor are
+    /// enforced (`mlcc_sched::HeldFlows`).
+    pub held_flows: Option<mlcc_sched::HeldFlows>,
+    /// `[sched] scavenger_target_us` (`+scavenger_us=N`, 1..=100000): the scavenger's target
+    /// queueing delay, µs.
+    pub scavenger_target_us: Option<u32>,
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
@@ -221,7 +227,9 @@ pub struct AgentSched {
 /// are `mlcc_sched::JobOrder`'), the floor of its rates, `+floor=KBPS` (agent.toml's
 /// `min_rate_kbps`), and its strict-priority rates, `+strict=on|off` (`[sched]
 /// strict_rates`), its traffic classes, `+classes=N` (`[sched] classes`), and their rates,
-/// `+class_rates=plan|line` (`[sched] class_rates`); see [`AgentSched`]. The whole string labels
+/// `+class_rates=plan|line` (`[sched] class_rates`), how held flows are enforced,
+/// `+held=floor|scavenger` (`[sched] held_flows`), and the scavenger's target,
+/// `+scavenger_us=N` (`[sched] scavenger_target_us`); see [`AgentSched`]. The whole string labels
 /// the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
@@ -236,7 +244,7 @@ pub struct CcVariant {
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
     /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`, `+strict=`,
-    /// `+classes=`, `+class_rates=`).
+    /// `+classes=`, `+class_rates=`, `+held=`, `+scavenger_us=`).
     pub sched: AgentSched,
 }
 
@@ -268,7 +276,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +classes=N, +class_rates=plan|line, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +classes=N, +class_rates=plan|line, +held=floor|scavenger, +scavenger_us=N, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -287,6 +295,11 @@ impl CcVariant {
         let (class_rates_tokens, other): (Vec<&str>, Vec<&str>) = other
             .into_iter()
             .partition(|t| t.starts_with("class_rates="));
+        let (held_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("held="));
+        let (scavenger_tokens, other): (Vec<&str>, Vec<&str>) = other
+            .into_iter()
+            .partition(|t| t.starts_with("scavenger_us="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -461,6 +474,25 @@ impl CcVariant {
             scheduled,
             |v| v.parse::<mlcc_sched::ClassRates>(),
         )?;
+        let held_flows = agent_setting(
+            &held_tokens,
+            "held",
+            "floor|scavenger",
+            "how the agent enforces held flows",
+            scheduled,
+            |v| v.parse::<mlcc_sched::HeldFlows>(),
+        )?;
+        let scavenger_target_us = agent_setting(
+            &scavenger_tokens,
+            "scavenger_us",
+            "N",
+            "the agent's scavenger target",
+            scheduled,
+            |v| match v.parse::<u32>() {
+                Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+                _ => Err("the scavenger target is 1..=100000 µs".to_string()),
+            },
+        )?;
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
@@ -474,6 +506,8 @@ impl CcVariant {
                 strict_rates,
                 classes,
                 class_rates,
+                held_flows,
+                scavenger_target_us,
             },
         })
     }
@@ -1565,7 +1599,23 @@ workers = ["h1", "h2"]
         );
         let plain = CcVariant::parse("mltcp+agent").unwrap().sched;
         assert_eq!((plain.classes, plain.class_rates), (None, None));
+        assert_eq!((plain.held_flows, plain.scavenger_target_us), (None, None));
+        let v =
+            CcVariant::parse("mltcp+agent+rules=priority+held=scavenger+scavenger_us=500").unwrap();
+        assert_eq!(
+            (v.sched.held_flows, v.sched.scavenger_target_us),
+            (Some(mlcc_sched::HeldFlows::Scavenger), Some(500))
+        );
+        assert_eq!(
+            v.dir_name(),
+            "mltcp-agent-rules-priority-held-scavenger-scavenger_us-500"
+        );
         for (bad, why) in [
+            ("mltcp+held=scavenger", "needs +agent or +agent+switch"),
+            ("mltcp+agent+held=ledbat", "must be one of \"floor\""),
+            ("mltcp+agent+scavenger_us=0", "1..=100000"),
+            ("mltcp+agent+scavenger_us=100001", "1..=100000"),
+            ("mltcp+agent+held=floor+held=floor", "more than once"),
             ("mltcp+classes=4", "needs +agent or +agent+switch"),
             ("mltcp+agent+classes=9", "0 (off) or 1..=8"),
             ("mltcp+agent+classes=x", "0 (off) or 1..=8"),

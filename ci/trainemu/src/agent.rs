@@ -155,7 +155,8 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
 }
 
 /// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `sched`: its `[sched]
-/// rules`, `job_order`, `strict_rates`, `classes` and `class_rates` and its `min_rate_kbps`, the agent's defaults where
+/// rules`, `job_order`, `strict_rates`, `classes`, `class_rates`, `held_flows` and
+/// `scavenger_target_us` and its `min_rate_kbps`, the agent's defaults where
 /// `None`).
 pub fn agent_toml(
     s: &Scenario,
@@ -190,6 +191,8 @@ pub fn agent_toml(
         || sched.strict_rates.is_some()
         || sched.classes.is_some()
         || sched.class_rates.is_some()
+        || sched.held_flows.is_some()
+        || sched.scavenger_target_us.is_some()
     {
         t.push_str("\n[sched]\n");
     }
@@ -207,6 +210,12 @@ pub fn agent_toml(
     }
     if let Some(r) = sched.class_rates {
         let _ = writeln!(t, "class_rates = \"{}\"", r.name());
+    }
+    if let Some(h) = sched.held_flows {
+        let _ = writeln!(t, "held_flows = \"{}\"", h.name());
+    }
+    if let Some(us) = sched.scavenger_target_us {
+        let _ = writeln!(t, "scavenger_target_us = {us}");
     }
     match pcn {
         PcnVariant::Default => {}
@@ -619,9 +628,14 @@ workers = ["h1", "h2"]
             (AgentMode::Switch, on, None, None, None, None),
             (AgentMode::PcnOnly, on, None, None, None, None),
         ] {
-            // The run with a floor also names classes and their rates.
+            // The run with a floor also names classes and their rates, the one with an order
+            // of 250 kbit/s the scavenger.
             let (classes, class_rates) = match floor {
                 Some(5000) => (Some(4), Some(mlcc_sched::ClassRates::Line)),
+                _ => (None, None),
+            };
+            let (held_flows, scavenger_target_us) = match floor {
+                Some(250) => (Some(mlcc_sched::HeldFlows::Scavenger), Some(600)),
                 _ => (None, None),
             };
             let sched = AgentSched {
@@ -631,6 +645,8 @@ workers = ["h1", "h2"]
                 strict_rates: strict,
                 classes,
                 class_rates,
+                held_flows,
+                scavenger_target_us,
             };
             fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
             fs::write(
@@ -654,6 +670,11 @@ workers = ["h1", "h2"]
             );
             assert_eq!(c.classes, classes.unwrap_or(0));
             assert_eq!(c.class_rates, class_rates.unwrap_or_default());
+            assert_eq!(c.held_flows, held_flows.unwrap_or_default());
+            assert_eq!(
+                c.scavenger_target_us,
+                scavenger_target_us.unwrap_or(ccp_agent::config::DEFAULT_SCAVENGER_TARGET_US)
+            );
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {

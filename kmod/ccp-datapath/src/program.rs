@@ -26,9 +26,9 @@ pub fn program_lines(text: &str) -> impl Iterator<Item = &str> {
 
 /// The report fields and control registers ccp-agent reads or sets in its slot program
 /// (`datapath-programs/mlcc-slot.ccp`): every report's acknowledged bytes, losses, RTT, rate
-/// and time, and the slot length and window ceiling it installs (`Report.now` is used when
-/// present, so it is not required).
-pub const SLOT_PROGRAM_FIELDS: [&str; 7] = [
+/// and time, and the slot length, window ceiling and scavenger target it installs
+/// (`Report.now` is used when present, so it is not required).
+pub const SLOT_PROGRAM_FIELDS: [&str; 8] = [
     "Report.acked",
     "Report.lost",
     "Report.rtt",
@@ -36,6 +36,7 @@ pub const SLOT_PROGRAM_FIELDS: [&str; 7] = [
     "Report.micros",
     "Control.slot_us",
     "Control.cwnd_cap",
+    "Control.scavenge_us",
 ];
 
 /// A program that does not name a field its user reads or sets ([`check_slot_program`]).

@@ -1,7 +1,8 @@
 //! The agent's shipped datapath program (`datapath-programs/mlcc-slot.ccp`), compiled by portus
 //! and run by this crate as tcp_mltcp runs it: the window stays under the agent's ceiling
 //! (`Control.cwnd_cap`), is halved on loss at most once per RTT, grows as Reno's below the
-//! ceiling, slow-starts toward a raised ceiling, and follows a lowered one at once.
+//! ceiling, slow-starts toward a raised ceiling, and follows a lowered one at once; in scavenger
+//! mode (`Control.scavenge_us`) it follows LEDBAT (RFC 6817) on the queueing delay instead.
 
 mod common;
 
@@ -30,6 +31,8 @@ struct Flow {
     sid: u32,
     sc: Scope,
     cwnd: u64,
+    /// The RTT sample the next ACKs carry, µs.
+    rtt_us: u64,
 }
 
 const RTT_US: u64 = 2_000;
@@ -65,6 +68,7 @@ impl Flow {
             sid,
             sc,
             cwnd: 14_480,
+            rtt_us: RTT_US,
         };
         f.ack(0, 0);
         f
@@ -78,7 +82,7 @@ impl Flow {
             bytes_acked: acked,
             lost_pkts_sample: lost,
             packets_in_flight: 10,
-            rtt_sample_us: RTT_US,
+            rtt_sample_us: self.rtt_us,
             snd_cwnd: self.cwnd,
             snd_rate: 12_500_000,
             ..Primitives::default()
@@ -103,6 +107,31 @@ impl Flow {
     fn set_cap(&mut self, cap: u64) {
         let msg = update_fields(self.sid, vec![(reg_of(&self.sc, "Control.cwnd_cap"), cap)]);
         self.dp.handle_msg(&msg).unwrap();
+    }
+
+    /// The agent's per-slot update of a held flow (`target_us` > 0) or a served one (0): the
+    /// ceiling and the scavenger target, as ccp-agent's ccp.rs sends them.
+    fn set_scavenge(&mut self, target_us: u64, cap: u64) {
+        let msg = update_fields(
+            self.sid,
+            vec![
+                (reg_of(&self.sc, "Control.cwnd_cap"), cap),
+                (reg_of(&self.sc, "Control.scavenge_us"), target_us),
+            ],
+        );
+        self.dp.handle_msg(&msg).unwrap();
+    }
+
+    /// How much the window moves over one window's worth of ACKs of one segment each, bytes
+    /// (negative: it shrank).
+    fn change_over_a_window(&mut self) -> i64 {
+        let before = self.cwnd;
+        let mut acked = 0;
+        while acked < before {
+            self.ack(1448, 0);
+            acked += 1448;
+        }
+        self.cwnd as i64 - before as i64
     }
 }
 
@@ -184,6 +213,89 @@ fn the_shipped_program_names_every_field_the_agent_uses() {
         assert_eq!(
             err.to_string(),
             format!("the program lacks {field}, which the agent reads or sets")
+        );
+    }
+}
+
+/// LEDBAT's window (RFC 6817, Sec. 2.4.2) with TARGET 1000 µs on a base delay of 2000 µs: a
+/// segment per window with an empty queue, in proportion to (TARGET - queuing delay) / TARGET,
+/// no change at the target, shrinking above it, never below 2 segments.
+#[test]
+fn a_scavenger_grows_below_the_target_delay_and_yields_above_it() {
+    let mut f = Flow::new(100_000, 100_000);
+    // The agent holds the flow: entering the mode cuts the window to 2 segments, and that
+    // ACK's own LEDBAT step adds 1448 x 1448 / 2896 bytes (empty queue).
+    f.set_scavenge(1000, 16 << 20);
+    assert_eq!(f.ack(1448, 0), 2896 + 724);
+    // Empty queue (RTT at its base): about a segment per window, as Reno.
+    let g = f.change_over_a_window();
+    assert!((1300..=1600).contains(&g), "grew {g} over a window");
+    for _ in 0..5 {
+        f.change_over_a_window();
+    }
+    // Half the target of queueing: about half a segment per window.
+    f.rtt_us = RTT_US + 500;
+    let g = f.change_over_a_window();
+    assert!((600..=800).contains(&g), "grew {g} at half the target");
+    // At the target: no change.
+    f.rtt_us = RTT_US + 1000;
+    assert_eq!(f.change_over_a_window(), 0);
+    // Three times the target: two segments fewer per window of the starting size, a little
+    // more as the window shrinks under the ACKs (from 13139 bytes: 3319 in the continuous
+    // limit)...
+    f.rtt_us = RTT_US + 3000;
+    let w = f.cwnd;
+    let g = f.change_over_a_window();
+    assert!((-3 * 1448..=-2 * 1448).contains(&g), "shrank {g} from {w}");
+    // ...down to 2 segments and no further; a queue far above the target cannot underflow it.
+    f.rtt_us = RTT_US + 100_000;
+    for _ in 0..50 {
+        assert!(f.ack(64_000, 0) >= 2896);
+    }
+    assert_eq!(f.cwnd, 2896);
+    // A loss does not raise a window below Reno's 4-segment floor.
+    assert_eq!(f.ack_after(RTT_US + 200_000, 1448, 1), 2896);
+    // The queue drains: it grows again.
+    f.rtt_us = RTT_US;
+    assert!(f.change_over_a_window() > 0);
+}
+
+#[test]
+fn a_served_flow_leaves_scavenging_by_slow_start_toward_its_ceiling() {
+    let mut f = Flow::new(100_000, 100_000);
+    f.set_scavenge(1000, 16 << 20);
+    f.rtt_us = RTT_US + 3000;
+    for _ in 0..20 {
+        f.ack(1448, 0);
+    }
+    assert_eq!(f.cwnd, 2896);
+    // Served again: a planned ceiling and no target. The window doubles per window
+    // acknowledged (slow start) up to the ceiling, though the queue is still above the target.
+    f.set_scavenge(0, 200_000);
+    let w0 = f.cwnd;
+    assert_eq!(f.ack(2896, 0), w0 + 2896);
+    for _ in 0..100 {
+        f.ack(14_480, 0);
+    }
+    assert_eq!(f.cwnd, 200_000);
+    // And Reno from then on: no LEDBAT shrinkage however long the queue.
+    for _ in 0..100 {
+        assert_eq!(f.ack(1448, 0), 200_000);
+    }
+}
+
+#[test]
+fn without_a_target_the_queueing_delay_changes_nothing() {
+    // Scavenger mode off (the default, and `held_flows = "floor"`): the same window as before
+    // the mode existed, whatever the RTT.
+    let mut a = Flow::new(100_000, 400_000);
+    let mut b = Flow::new(100_000, 400_000);
+    b.rtt_us = RTT_US * 10;
+    for i in 0..300 {
+        let lost = u64::from(i % 97 == 0);
+        assert_eq!(
+            a.ack_after(RTT_US * 11, 1448, lost),
+            b.ack_after(RTT_US * 11, 1448, lost)
         );
     }
 }

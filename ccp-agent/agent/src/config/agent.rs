@@ -128,7 +128,40 @@ pub struct RawAgentSched {
     pub classes: Option<TrafficClassCount>,
     /// The rates of classed flows: "plan" or "line" (a [`mlcc_sched::ClassRates::name`]).
     pub class_rates: Option<Named<mlcc_sched::ClassRates>>,
+    /// How held flows are enforced: "floor" or "scavenger" (a [`mlcc_sched::HeldFlows::name`]).
+    pub held_flows: Option<Named<mlcc_sched::HeldFlows>>,
+    /// The scavenger's target queueing delay, µs (1..=100000).
+    pub scavenger_target_us: Option<ScavengerTargetUs>,
 }
+
+/// `[sched] scavenger_target_us` of `agent.toml`: LEDBAT's target queueing delay (RFC 6817,
+/// Sec. 2.4.2), 1..=100000 µs. Any other value is refused, naming the field and the value.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(try_from = "i64")]
+pub struct ScavengerTargetUs(pub u32);
+
+impl TryFrom<i64> for ScavengerTargetUs {
+    type Error = String;
+    fn try_from(n: i64) -> Result<Self, String> {
+        u32::try_from(n)
+            .ok()
+            .filter(|t| (1..=MAX_SCAVENGER_TARGET_US).contains(t))
+            .map(ScavengerTargetUs)
+            .ok_or_else(|| {
+                format!("{n}: must be 1..={MAX_SCAVENGER_TARGET_US} µs of queueing delay")
+            })
+    }
+}
+
+/// The largest `[sched] scavenger_target_us`: 100 ms, RFC 6817's upper bound on TARGET.
+pub const MAX_SCAVENGER_TARGET_US: u32 = 100_000;
+
+/// Default of `[sched] held_flows`: "floor" (see docs/results/agent-defaults.md for the
+/// measurement that keeps it).
+pub const DEFAULT_HELD_FLOWS: mlcc_sched::HeldFlows = mlcc_sched::HeldFlows::Floor;
+
+/// Default of `[sched] scavenger_target_us`, µs (see docs/results/agent-defaults.md).
+pub const DEFAULT_SCAVENGER_TARGET_US: u32 = 1000;
 
 /// `[sched] classes` of `agent.toml`: 0 (off) or 1..=8 (`mlcc_sched::policy::classes::
 /// MAX_CLASSES`, a switch's 8 traffic classes, IEEE 802.1Q). Any other value is refused,
@@ -266,6 +299,13 @@ pub struct AgentConfig {
     /// rates ("plan") or unthrottled ("line") (`mlcc_agent_core::CoreConfig::class_rates`).
     /// Default: [`DEFAULT_CLASS_RATES`].
     pub class_rates: mlcc_sched::ClassRates,
+    /// `[sched] held_flows`: how a flow the policy holds at the floor is enforced
+    /// (`mlcc_agent_core::CoreConfig::held_flows`). Default: [`DEFAULT_HELD_FLOWS`].
+    pub held_flows: mlcc_sched::HeldFlows,
+    /// `[sched] scavenger_target_us`: the scavenger's target queueing delay, µs
+    /// (`mlcc_agent_core::CoreConfig::scavenger_target_us`). Default:
+    /// [`DEFAULT_SCAVENGER_TARGET_US`].
+    pub scavenger_target_us: u32,
 }
 
 /// A datapath program file's text without its comment lines ([`ccp_datapath::program_lines`]),
@@ -460,6 +500,10 @@ impl AgentConfig {
             strict_rates: sched.strict_rates.unwrap_or(DEFAULT_STRICT_RATES),
             classes: sched.classes.map_or(DEFAULT_CLASSES, |c| c.0),
             class_rates: sched.class_rates.map_or(DEFAULT_CLASS_RATES, |c| c.0),
+            held_flows: sched.held_flows.map_or(DEFAULT_HELD_FLOWS, |c| c.0),
+            scavenger_target_us: sched
+                .scavenger_target_us
+                .map_or(DEFAULT_SCAVENGER_TARGET_US, |t| t.0),
             file: file.to_path_buf(),
             topology,
             hosts: raw.hosts,

@@ -35,7 +35,8 @@ docs/agent.md (a commented sample: ccp-agent/agent/src/config/samples/topo.toml)
 pub const AGENT_HELP: &str = "\
 agent.toml: the topology file, the hosts this agent serves, the datapath program, its addresses
 (listen, metrics_addr), the slot grid (slot_ms, horizon), rate floor (min_rate_kbps), cwnd_bytes,
-rpc_timeout_ms, [sched] (rules, job_order, work_conserving, strict_rates, classes, class_rates) and [pcn].
+rpc_timeout_ms, [sched] (rules, job_order, work_conserving, strict_rates, classes, class_rates,
+held_flows, scavenger_target_us) and [pcn].
 Every field, its meaning and default: docs/agent.md (a commented sample:
 ccp-agent/agent/src/config/samples/agent.toml).";
 

@@ -291,7 +291,7 @@ fn compared_run(one_agent: bool, extra: Tweak, classes: u8, slots: u64) -> Sim {
 
 /// Every agent's actions as text, one line each, to compare runs: the RTT maps in flow order
 /// (a map keeps none), without what traffic classes add (the SetClass actions, the flows'
-/// DSCPs in the status).
+/// DSCPs in the status) and without a zero scavenger target.
 fn rendered(sim: &Sim) -> Vec<String> {
     let mut out = Vec::new();
     for (a, agent) in sim.agents.iter().enumerate() {
@@ -310,7 +310,9 @@ fn rendered(sim: &Sim) -> Vec<String> {
                     }
                     format!("{:?}", Action::Status(s)).replace(", dscp: None", "")
                 }
-                other => format!("{other:?}"),
+                // The scavenger target, 0 unless `held_flows = "scavenger"`, is left out, so
+                // the digests recorded before it existed still pin the floor mode's actions.
+                other => format!("{other:?}").replace(", scavenge_us: 0 }", " }"),
             };
             out.push(format!("{a} {line}"));
         }

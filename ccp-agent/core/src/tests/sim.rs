@@ -105,6 +105,8 @@ pub fn config(hosts: &[&str], extra: Tweak) -> CoreConfig {
         strict_rates: false,
         classes: 0,
         class_rates: mlcc_sched::ClassRates::Plan,
+        held_flows: mlcc_sched::HeldFlows::Floor,
+        scavenger_target_us: 1000,
     };
     extra(&mut cfg);
     cfg

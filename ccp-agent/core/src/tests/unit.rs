@@ -669,3 +669,68 @@ fn line_class_rates_leave_the_classed_flows_unthrottled() {
     assert_eq!(plan_classes, line_classes, "the classes are the same");
     assert_eq!(line_classes, vec![(1, Some(26)), (2, Some(34))]);
 }
+
+#[test]
+fn scavenger_held_flows_run_unthrottled_with_the_target_and_served_ones_keep_their_rate() {
+    // The incast of a_nic_only_agent_plans_the_ingress_of_the_hosts_it_serves: one flow served
+    // at the port's rate, one held at the floor. With `held_flows = "scavenger"` the held one
+    // runs at its host's unthrottled rate under the configured window with the scavenger
+    // target (the program's LEDBAT sets its window); the served one is unchanged, target 0.
+    fn planned(c: &mut CoreConfig) {
+        by_least_attained(c);
+        c.work_conserving = false;
+        c.scavenger_target_us = 750;
+    }
+    fn scavenging(c: &mut CoreConfig) {
+        planned(c);
+        c.held_flows = mlcc_sched::HeldFlows::Scavenger;
+    }
+    let run = |tweak: Tweak| {
+        let mut core = incast_core(tweak);
+        core.handle(incast_iterations(5, 2));
+        let a = core.handle(tick(FIRST_SLOT));
+        let mut sets: Vec<(u64, u32, u32)> = a
+            .iter()
+            .filter_map(|x| match x {
+                Action::SetRate {
+                    rate_bytes,
+                    cwnd_bytes,
+                    scavenge_us,
+                    ..
+                } => Some((8 * u64::from(*rate_bytes), *cwnd_bytes, *scavenge_us)),
+                _ => None,
+            })
+            .collect();
+        sets.sort_unstable();
+        sets
+    };
+    let floor = run(planned);
+    assert_eq!(floor.len(), 2);
+    assert_eq!(floor[0].0, MIN_RATE_BPS, "held at the floor: {floor:?}");
+    assert!(floor.iter().all(|s| s.2 == 0), "no target: {floor:?}");
+    let scav = run(scavenging);
+    assert_eq!(scav.len(), 2);
+    let served = floor[1];
+    assert_eq!(scav[0], served, "the served flow as under the floor mode");
+    assert!(scav[1].0 > 100_000_000, "unthrottled: {scav:?}");
+    assert_eq!((scav[1].1, scav[1].2), (16 << 20, 750), "{scav:?}");
+    // The next slot, the same plan: nothing is sent again but the per-slot keepalive, which
+    // repeats the same three fields.
+    let mut core = incast_core(scavenging);
+    core.handle(incast_iterations(5, 2));
+    let first = core.handle(tick(FIRST_SLOT));
+    let again = core.handle(tick(FIRST_SLOT + 1));
+    let targets = |a: &[Action]| {
+        let mut t: Vec<u32> = a
+            .iter()
+            .filter_map(|x| match x {
+                Action::SetRate { scavenge_us, .. } => Some(*scavenge_us),
+                _ => None,
+            })
+            .collect();
+        t.sort_unstable();
+        t
+    };
+    assert_eq!(targets(&first), vec![0, 750]);
+    assert_eq!(targets(&again), vec![0, 750]);
+}
