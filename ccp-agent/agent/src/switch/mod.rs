@@ -72,7 +72,7 @@ pub use classes::{install_all, switch_classes, ClassesCount};
 pub use metrics::switch_registry;
 pub use pcn::{MAX_JOB_BYTES, MAX_PCN_STARTS};
 pub use service::SwitchService;
-pub use state::{Served, SwitchState, SWITCH_RPCS};
+pub use state::{Served, SwitchState, TimeSource, SWITCH_RPCS};
 
 use crate::config::{Switch, Topology};
 use crate::proto::switch_server;

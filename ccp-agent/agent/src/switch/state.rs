@@ -29,11 +29,16 @@ pub struct Served {
     pub feedback_links: u64,
 }
 
+/// Where a switch state reads the time its slots are numbered from: wall-clock µs since the
+/// Unix epoch ([`crate::wall_us`] on the daemon).
+pub type TimeSource = Box<dyn Fn() -> u64 + Send>;
+
 /// The table of one switch, and its PCN state.
 pub struct SwitchState {
     /// The switch's name.
     pub name: String,
     table: LinkLoadTable,
+    now_us: TimeSource,
     pcn: Pcn,
     epoch: Instant,
     /// Counted by the service, per request.
@@ -52,8 +57,20 @@ impl SwitchState {
         switch: &Switch,
         clock: SlotClock,
     ) -> Result<Self, mlcc_sched::SchedError> {
+        Self::with_time(topo, switch, clock, Box::new(wall_us))
+    }
+
+    /// [`SwitchState::new`] with the time read from `now_us` instead of the wall clock: the
+    /// table starts at its slot and every request moves it to at least its slot then (tests
+    /// drive the table on a virtual clock). Errors: as [`SwitchState::new`].
+    pub fn with_time(
+        topo: &Topology,
+        switch: &Switch,
+        clock: SlotClock,
+        now_us: TimeSource,
+    ) -> Result<Self, mlcc_sched::SchedError> {
         let pcn = Pcn::new(topo, switch)?;
-        let mut table = LinkLoadTable::new(clock, clock.slot_at(wall_us()));
+        let mut table = LinkLoadTable::new(clock, clock.slot_at(now_us()));
         for l in &switch.links {
             let cap = topo
                 .links
@@ -65,6 +82,7 @@ impl SwitchState {
         Ok(Self {
             name: switch.name.clone(),
             table,
+            now_us,
             pcn,
             epoch: Instant::now(),
             served: Served::default(),
@@ -167,7 +185,7 @@ impl SwitchState {
         &mut self,
         req: &proto::FeedbackRequest,
     ) -> Result<proto::FeedbackReply, String> {
-        self.advance(req.slot.max(self.table.clock().slot_at(wall_us())));
+        self.advance(req.slot.max(self.table.clock().slot_at((self.now_us)())));
         let links: Vec<LinkId> = if req.links.is_empty() {
             self.table.link_ids()
         } else {
@@ -216,7 +234,7 @@ impl SwitchState {
     /// `UpdateSchedule` on the state: admission of each schedule (see the module docs), rate
     /// samples, PCN bursts seen.
     pub fn update(&mut self, req: &proto::ScheduleUpdate) -> proto::UpdateReply {
-        self.advance(req.slot.max(self.table.clock().slot_at(wall_us())));
+        self.advance(req.slot.max(self.table.clock().slot_at((self.now_us)())));
         let now_ms = self.now_ms();
         self.expire_pcn(now_ms);
         let mine = self.table.link_ids();
