@@ -38,8 +38,9 @@
 # Scavenger mode (`Control.scavenge_us` > 0, set by the agent for a flow its policy holds back
 # when `[sched] held_flows = "scavenger"`; the agent then leaves `Rate` at the line rate): the
 # window follows LEDBAT ("Low Extra Delay Background Transport", RFC 6817, Sec. 2.4.2) instead
-# of Reno. Per ACK, with queuing_delay = RTT sample - base delay (the least RTT sample the flow
-# has seen; the RFC keeps minima over the last 10 minutes, this program over the flow's life),
+# of Reno. Per ACK, with queuing_delay = Flow.rtt_sample_us - base delay (its least value over
+# the flow's life; the RFC keeps minima over the last 10 minutes; tcp_mltcp's Flow.rtt_sample_us
+# is the smoothed RTT, srtt, so both terms are smoothed alike),
 #   cwnd += GAIN * (TARGET - queuing_delay) / TARGET * bytes_newly_acked * MSS / cwnd
 # with GAIN 1 and TARGET = Control.scavenge_us, written as two rules (the language has no
 # negative numbers): growth below the target, shrinkage above it down to MIN_CWND = 2 segments.

@@ -114,6 +114,6 @@ mod tests {
         assert!(want.work_conserving && !want.strict_rates);
         assert_eq!(want.classes, 0, "classes off by default");
         assert_eq!(want.class_rates, mlcc_sched::ClassRates::Plan);
-        assert_eq!(want.held_flows, mlcc_sched::HeldFlows::Floor);
+        assert_eq!(want.held_flows, mlcc_sched::HeldFlows::Scavenger);
     }
 }

@@ -583,7 +583,7 @@ fn held_flows_and_the_scavenger_target_parse_and_bad_ones_are_named() {
     let c = AgentConfig::load(&a, None, None).unwrap();
     assert_eq!(
         (c.held_flows, c.scavenger_target_us),
-        (mlcc_sched::HeldFlows::Floor, 1000)
+        (mlcc_sched::HeldFlows::Scavenger, 1000)
     );
     let a = t.write(
         "agent.toml",

@@ -79,8 +79,17 @@ links = [2, 11]
         format!("e2e-a-{}", std::process::id()),
         format!("e2e-b-{}", std::process::id()),
     ];
+    // Held flows at the rate floor: the rate sums below are those of rate-enforced flows (a
+    // scavenger, the default, runs unthrottled and yields by queueing delay instead).
     let agent_toml = |host: &str, name: &str| {
-        agent_toml(&tmp, host, name, &topo, &progress, "rpc_timeout_ms = 15\n")
+        agent_toml(
+            &tmp,
+            host,
+            name,
+            &topo,
+            &progress,
+            "rpc_timeout_ms = 15\n[sched]\nheld_flows = \"floor\"\n",
+        )
     };
     let cfg_a = AgentConfig::load(&agent_toml("h1", &names[0]), None, None).unwrap();
     let cfg_b = AgentConfig::load(&agent_toml("h2", &names[1]), None, None).unwrap();
@@ -316,7 +325,15 @@ fn nic_only_agent_shares_its_nic() {
         "slot_ms = 20\nhorizon = 5\n[[link]]\nid = 1\ncapacity_mbps = 40\n[[host]]\nname = \"h1\"\naddrs = [\"10.2.0.1\"]\nnic = 1\nagent = \"{addr}\"\n"
     );
     let topo = tmp.write("topo.toml", &topo);
-    let cfg = agent_toml(&tmp, "h1", &name, &topo, &progress, "nic_only = true\n");
+    // Held flows at the rate floor, as in two_agents_one_switch_mock_datapaths.
+    let cfg = agent_toml(
+        &tmp,
+        "h1",
+        &name,
+        &topo,
+        &progress,
+        "nic_only = true\n[sched]\nheld_flows = \"floor\"\n",
+    );
     let cfg = AgentConfig::load(&cfg, None, None).unwrap();
     let agent = AgentProc::start(cfg, l);
     wait_for_sockets(std::slice::from_ref(&name));
@@ -356,7 +373,8 @@ fn nic_only_agent_shares_its_nic() {
         );
     }
     // In the slot, the flows send no more than the NIC carries (40 Mbit/s x 20 ms = 100 kB),
-    // bar the two 1 Mbit/s floors. Rates alone may add up to more: a flow whose slot completes
+    // bar the two flows' floors (`min_rate_kbps`, 5 Mbit/s by default: a floor is not reserved,
+    // so a flow held at it beside one planned at the whole NIC adds it). Rates alone may add up to more: a flow whose slot completes
     // its iteration is paced at the path's available rate (`Decision::pacing_rate_bps`) while
     // the other is planned in what its planned rate leaves, but it sends only what it has left.
     let slot_bytes = |bps: u64| bps * st.slot_us / 8_000_000;
@@ -366,7 +384,7 @@ fn nic_only_agent_shares_its_nic() {
         .map(|f| slot_bytes(f.scheduled_bps).min(f.remaining_bytes))
         .sum();
     assert!(
-        sent <= slot_bytes(40_000_000 + 2 * 1_000_000),
+        sent <= slot_bytes(40_000_000 + 2 * ccp_agent::config::DEFAULT_MIN_RATE_KBPS * 1000),
         "bytes the flows may send in the slot: {sent}, {st:?}"
     );
     let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];

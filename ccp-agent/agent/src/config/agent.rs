@@ -156,9 +156,10 @@ impl TryFrom<i64> for ScavengerTargetUs {
 /// The largest `[sched] scavenger_target_us`: 100 ms, RFC 6817's upper bound on TARGET.
 pub const MAX_SCAVENGER_TARGET_US: u32 = 100_000;
 
-/// Default of `[sched] held_flows`: "floor" (see docs/results/agent-defaults.md for the
-/// measurement that keeps it).
-pub const DEFAULT_HELD_FLOWS: mlcc_sched::HeldFlows = mlcc_sched::HeldFlows::Floor;
+/// Default of `[sched] held_flows`: "scavenger", by measurement: on the agent scenario the
+/// agent's iterations were shorter than with held flows at the floor, and no scenario measured
+/// showed a loss (docs/results/agent-defaults.md).
+pub const DEFAULT_HELD_FLOWS: mlcc_sched::HeldFlows = mlcc_sched::HeldFlows::Scavenger;
 
 /// Default of `[sched] scavenger_target_us`, µs (see docs/results/agent-defaults.md).
 pub const DEFAULT_SCAVENGER_TARGET_US: u32 = 1000;
