@@ -5,7 +5,10 @@
 #      their units there (systemd-analyze verify, which also checks that every ExecStart binary is
 #      where the unit says) with an exposure score of at most 2.5 (systemd-analyze security); the
 #      shipped example configuration passes `ccp-agent check`; the binaries run; the preload shim
-#      loads;
+#      loads; the mltcp-bpf package holds its binary, unit, /etc/default conffile and docs, depends
+#      on the libraries the binary links, its unit has the capabilities and sandbox keys that
+#      loading struct_ops allows (and not those that would break it), and bad parameters are
+#      refused before the kernel is touched;
 #   2. the Kubernetes manifest validates against the Kubernetes API schema (kubernetes-validate,
 #      offline, --strict), and its ConfigMap's configuration passes `ccp-agent check` for each node;
 #   3. the testbed's own kernel config goes through ci/package-kernel.sh (cached); the headers
@@ -43,7 +46,7 @@ for d in "$work"/debs/*.deb; do [ -f "$d" ] && dpkg-deb -x "$d" "$root"; done
 # The units' After=/Wants= name the system's own targets: give the scratch root the host's units.
 mkdir -p "$root/lib/systemd/system"
 cp -an /lib/systemd/system/. "$root/lib/systemd/system/" 2>/dev/null
-units="ccp-agent.service ccp-switch@s1.service"
+units="ccp-agent.service ccp-switch@s1.service mltcp-bpf.service"
 # shellcheck disable=SC2086
 if out=$(systemd-analyze verify --root="$root" $units 2>&1) && [ -z "$out" ]; then
   ok "units_verify ($units)"
@@ -67,7 +70,7 @@ if cp "$root"/usr/share/doc/ccp-agent/examples/{agent.toml,topo.toml} "$etc/" 2>
 else
   bad example_config "examples or the datapath program missing from the ccp-agent package"
 fi
-for b in ccp-agent mltcp-stat mltcp-burst ecn-qdisc; do
+for b in ccp-agent mltcp-stat mltcp-burst ecn-qdisc mltcp-bpf; do
   if "$root/usr/bin/$b" --help >/dev/null 2>&1; then ok "binary_help $b"; else bad binary_help "$b --help failed"; fi
 done
 if out=$(LD_PRELOAD="$root/usr/lib/mltcp/libmltcp_preload.so" /bin/true 2>&1) && [ -z "$out" ]; then
@@ -75,6 +78,73 @@ if out=$(LD_PRELOAD="$root/usr/lib/mltcp/libmltcp_preload.so" /bin/true 2>&1) &&
 else
   bad preload_loads "LD_PRELOAD of the packaged shim: ${out:-failed}"
 fi
+
+# mltcp-bpf: the package's files, its dependencies against what the binary links, the unit's keys.
+bpfdeb=$(ls "$work"/debs/mltcp-bpf_*.deb 2>/dev/null | head -n 1)
+if [ -n "$bpfdeb" ]; then
+  listing=$(dpkg-deb -c "$bpfdeb")
+  missing=""
+  for f in usr/bin/mltcp-bpf lib/systemd/system/mltcp-bpf.service etc/default/mltcp-bpf \
+           usr/share/doc/mltcp-bpf/bpf.md usr/share/doc/mltcp-bpf/deployment.md; do
+    grep -q " \./$f\$" <<<"$listing" || missing="$missing $f"
+  done
+  conffiles=$(dpkg-deb --ctrl-tarfile "$bpfdeb" | tar -xO ./conffiles 2>/dev/null)
+  grep -qx /etc/default/mltcp-bpf <<<"$conffiles" || missing="$missing conffile:/etc/default/mltcp-bpf"
+  control=$(dpkg-deb --ctrl-tarfile "$bpfdeb" | tar -t 2>/dev/null)
+  for script in postinst prerm postrm; do
+    grep -qx "\./$script" <<<"$control" || missing="$missing DEBIAN/$script"
+  done
+  if [ -z "$missing" ]; then ok "mltcp_bpf_package_files ($(basename "$bpfdeb"))"
+  else bad mltcp_bpf_package_files "$(basename "$bpfdeb") lacks:$missing"; fi
+  # Every shared library the binary needs comes from a package in Depends, but for those dpkg
+  # keeps installed (Essential or Protected, e.g. libgcc-s1), which cargo-deb leaves out.
+  depends=$(dpkg-deb -f "$bpfdeb" Depends)
+  undeclared=""
+  for lib in $(ldd "$root/usr/bin/mltcp-bpf" 2>/dev/null | awk '$3 ~ /^\// { print $3 }'); do
+    owner=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -n 1 | cut -d: -f1)
+    [ -n "$owner" ] || owner=$(dpkg -S "$lib" 2>/dev/null | head -n 1 | cut -d: -f1)
+    [ -n "$owner" ] && [[ "$(dpkg-query -W -f='${Essential}${Protected}' "$owner" 2>/dev/null)" == *yes* ]] && continue
+    grep -qE "(^|[ ,])$owner( |,|$)" <<<"$depends" || undeclared="$undeclared $lib(${owner:-no package})"
+  done
+  if [ -z "$undeclared" ]; then ok "mltcp_bpf_depends ($depends)"
+  else bad mltcp_bpf_depends "Depends '$depends' lacks the packages of:$undeclared"; fi
+else
+  bad mltcp_bpf_package_files "no mltcp-bpf package in $work/debs"
+fi
+unit=$root/lib/systemd/system/mltcp-bpf.service
+want="Type=oneshot
+RemainAfterExit=yes
+ConditionPathExists=!/sys/module/tcp_mltcp
+EnvironmentFile=-/etc/default/mltcp-bpf
+ExecStop=-/usr/bin/mltcp-bpf unload
+DynamicUser=yes
+AmbientCapabilities=CAP_BPF CAP_PERFMON CAP_SYS_ADMIN
+CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_ADMIN
+NoNewPrivileges=yes
+PrivateNetwork=yes
+RestrictAddressFamilies=none
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+SystemCallArchitectures=native
+SystemCallFilter=bpf
+SystemCallErrorNumber=EPERM"
+missing=""
+while IFS= read -r line; do grep -qxF "$line" "$unit" 2>/dev/null || missing="$missing '$line'"; done <<<"$want"
+# Keys that would break loading: a user namespace (capabilities there do not count for bpf()),
+# /proc without /proc/sys.
+for key in PrivateUsers=yes ProcSubset=pid; do
+  grep -qxF "$key" "$unit" 2>/dev/null && missing="$missing (has $key)"
+done
+if [ -z "$missing" ]; then ok mltcp_bpf_unit_keys
+else bad mltcp_bpf_unit_keys "mltcp-bpf.service:$missing"; fi
+# The unit's bad parameters fail before the kernel is touched (no BPF call on this host).
+if out=$("$root/usr/bin/mltcp-bpf" load --exist-ok nosuch=1 2>&1); then
+  bad mltcp_bpf_bad_param "load with an unknown parameter succeeded"
+elif grep -qF 'unknown parameter "nosuch"' <<<"$out"; then ok "mltcp_bpf_bad_param ($out)"
+else bad mltcp_bpf_bad_param "load nosuch=1 said '$out'"; fi
 
 # --- 2. Kubernetes manifest ---
 manifest=$REPO_ROOT/ccp-agent/packaging/k8s/ccp-agent.yaml

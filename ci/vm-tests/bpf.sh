@@ -16,7 +16,9 @@
 #   bpf_iterations    iteration-shaped traffic (mltcp-burst, 5 bursts of 500 kB, 300 ms apart
 #                     so that the socket drains between them: a boundary needs a send with
 #                     nothing in flight): status counts >= 3 measured iterations
-#   bpf_set           set changes parameters, status shows them
+#   bpf_set           set changes parameters, status shows them; a second `load --exist-ok
+#                     NAME=VALUE` (the boot unit's and the init container's) keeps the
+#                     registration and sets the defaults changed by NAME=VALUE
 #   bpf_unload_in_use unload while a flow uses mltcp: unregistered at once, the flow finishes,
 #                     a new socket cannot select it, a second unload says there is nothing
 # Files: /results/suite/bpf/.
@@ -111,7 +113,13 @@ test_bpf_set() {
   mltcp-bpf status > "$BPF_OUT/status.txt" 2>&1 || fail "status failed"
   grep -qx "slope_fx = 2048" "$BPF_OUT/status.txt" || fail "status does not show slope_fx = 2048"
   grep -qx "scale_decrease = 1" "$BPF_OUT/status.txt" || fail "status does not show scale_decrease = 1"
-  mltcp-bpf set slope_fx=1536 scale_decrease=2 >/dev/null 2>&1 || fail "setting the defaults back failed"
+  mltcp-bpf load --exist-ok idle_gap_us=5000 > "$BPF_OUT/exist-ok.txt" 2>&1 \
+    || fail "load --exist-ok over mltcp-bpf's registration failed: $(tail -n 3 "$BPF_OUT/exist-ok.txt")"
+  mltcp-bpf status > "$BPF_OUT/status2.txt" 2>&1 || fail "status failed"
+  grep -qx "idle_gap_us = 5000" "$BPF_OUT/status2.txt" || fail "load --exist-ok did not set idle_gap_us = 5000"
+  grep -qx "scale_decrease = 2" "$BPF_OUT/status2.txt" || fail "load --exist-ok did not reset scale_decrease to its default"
+  note "load --exist-ok: $(tail -n 1 "$BPF_OUT/exist-ok.txt")"
+  mltcp-bpf load --exist-ok >/dev/null 2>&1 || fail "setting the defaults back failed"
 }
 
 # Unload does not wait for the sockets using the algorithm: they keep its programs until they

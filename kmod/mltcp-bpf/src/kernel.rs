@@ -56,6 +56,46 @@ pub fn check_kconfig_readable() -> Result<()> {
     bail!("cannot read the kernel's HZ: neither {boot} nor /proc/config.gz exists; pass --hz (CONFIG_HZ of this kernel, e.g. 250 for Debian's)")
 }
 
+/// What `load` does about congestion controls of [`ALGORITHMS`]' names already registered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// None is registered: load.
+    None,
+    /// mltcp-bpf registered both and `--exist-ok` was given: keep them, set the parameters.
+    Adopt,
+}
+
+/// Decides from the names already registered (`taken`) and those of them registered by
+/// mltcp-bpf (`ours`: its struct_ops maps) whether `load` may go on; the error names the cause.
+pub fn existing_registration(taken: &[&str], ours: &[&str], exist_ok: bool) -> Result<Existing> {
+    if taken.is_empty() {
+        return Ok(Existing::None);
+    }
+    let list = taken.join(" and ");
+    if !exist_ok {
+        bail!(
+            "{list} already registered (by tcp_mltcp.ko, or by an earlier `mltcp-bpf load`: run `mltcp-bpf unload` or `rmmod tcp_mltcp` first, or pass --exist-ok to keep mltcp-bpf's)"
+        );
+    }
+    let foreign: Vec<&str> = taken
+        .iter()
+        .copied()
+        .filter(|t| !ours.contains(t))
+        .collect();
+    if !foreign.is_empty() {
+        bail!(
+            "{} already registered by another provider (tcp_mltcp.ko?), not by mltcp-bpf: `rmmod tcp_mltcp` first, or keep the module and do not load mltcp-bpf",
+            foreign.join(" and ")
+        );
+    }
+    if ALGORITHMS.iter().any(|a| !taken.contains(a)) {
+        bail!(
+            "only {list} registered by mltcp-bpf (a load that stopped half-way?): run `mltcp-bpf unload`, then load again"
+        );
+    }
+    Ok(Existing::Adopt)
+}
+
 /// The maps of a loaded mltcp-bpf, found by name among the kernel's maps.
 #[derive(Default)]
 pub struct Found {
@@ -215,6 +255,46 @@ mod tests {
             .to_string();
         assert!(e.contains("not an unsigned 32-bit integer"), "{e}");
         assert!(parse_assignment("slope_fx").is_err());
+    }
+
+    #[test]
+    fn existing_registrations() {
+        let both = ["mltcp", "mltcp_cubic"];
+        assert_eq!(
+            existing_registration(&[], &[], false).unwrap(),
+            Existing::None
+        );
+        assert_eq!(
+            existing_registration(&[], &[], true).unwrap(),
+            Existing::None
+        );
+        assert_eq!(
+            existing_registration(&both, &both, true).unwrap(),
+            Existing::Adopt
+        );
+        let e = existing_registration(&both, &both, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mltcp and mltcp_cubic already registered") && e.contains("--exist-ok"),
+            "{e}"
+        );
+        // tcp_mltcp.ko's names are never adopted.
+        let e = existing_registration(&both, &[], true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another provider"), "{e}");
+        let e = existing_registration(&both, &["mltcp"], true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("mltcp_cubic already registered by another provider"),
+            "{e}"
+        );
+        let e = existing_registration(&["mltcp"], &["mltcp"], true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only mltcp registered by mltcp-bpf"), "{e}");
     }
 
     #[test]

@@ -26,8 +26,8 @@ use tracing::{debug, info, warn};
 use tracing_subscriber::EnvFilter;
 
 use kernel::{
-    algorithms_available, decode_stats, encode_params, find_maps, parse_assignment, ALGORITHMS,
-    PARAMS_MAP, STATS_MAP,
+    algorithms_available, decode_stats, encode_params, existing_registration, find_maps,
+    parse_assignment, Existing, ALGORITHMS, PARAMS_MAP, STATS_MAP,
 };
 
 mod skel {
@@ -37,7 +37,8 @@ mod skel {
 }
 
 /// MLTCP (`mltcp`, `mltcp_cubic`) as BPF struct_ops congestion controls for kernels that cannot
-/// load tcp_mltcp.ko. Needs root (CAP_BPF and CAP_NET_ADMIN) and a kernel with BTF.
+/// load tcp_mltcp.ko. Needs a kernel with BTF, and root: CAP_BPF and CAP_PERFMON to load,
+/// CAP_SYS_ADMIN to find the loaded maps again (unload, status, set, load --exist-ok).
 #[derive(Parser, Debug)]
 #[command(name = "mltcp-bpf", version)]
 struct Cli {
@@ -54,6 +55,12 @@ enum Cmd {
         /// /proc/config.gz. Needed when neither exists.
         #[arg(long)]
         hz: Option<u32>,
+        /// When mltcp-bpf has already registered both algorithms, set the parameters (the
+        /// defaults changed by any NAME=VALUE, as a fresh load would) and succeed instead of
+        /// refusing; the loaded programs and their HZ stay. Names another provider
+        /// (tcp_mltcp.ko) registered are still refused. For boot units and init containers.
+        #[arg(long)]
+        exist_ok: bool,
         /// Parameters to set before registering, as NAME=VALUE (see `status` for the names).
         #[arg(value_name = "NAME=VALUE")]
         params: Vec<String>,
@@ -92,7 +99,7 @@ fn apply_assignments(p: &mut Params, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn load(hz: Option<u32>, assignments: &[String]) -> Result<()> {
+fn load(hz: Option<u32>, exist_ok: bool, assignments: &[String]) -> Result<()> {
     let mut p = Params::DEFAULT;
     apply_assignments(&mut p, assignments)?;
     kernel::check_btf()?;
@@ -102,10 +109,25 @@ fn load(hz: Option<u32>, assignments: &[String]) -> Result<()> {
         .filter(|a| available.iter().any(|x| x == a))
         .collect();
     if !taken.is_empty() {
-        bail!(
-            "{} already registered (by tcp_mltcp.ko, or by an earlier `mltcp-bpf load`: run `mltcp-bpf unload` or `rmmod tcp_mltcp` first)",
-            taken.join(" and ")
-        );
+        // Only looked up when needed: enumerating the kernel's maps needs CAP_SYS_ADMIN.
+        let maps = if exist_ok {
+            find_maps()?
+        } else {
+            Default::default()
+        };
+        let ours: Vec<&str> = maps.struct_ops.iter().map(|(n, _)| n.as_str()).collect();
+        match existing_registration(&taken, &ours, exist_ok)? {
+            Existing::Adopt => {
+                let m = maps.params.context(
+                    "mltcp-bpf's algorithms are registered but no map named mltcp_params was found",
+                )?;
+                m.update(&0u32.to_ne_bytes(), &encode_params(&p), MapFlags::ANY)
+                    .with_context(|| format!("writing {PARAMS_MAP}"))?;
+                info!("mltcp and mltcp_cubic already registered by mltcp-bpf: parameters set, programs kept");
+                return Ok(());
+            }
+            Existing::None => {}
+        }
     }
     let kconfig = match hz {
         Some(0) => bail!("--hz 0 is not a valid HZ"),
@@ -242,7 +264,11 @@ fn main() -> ExitCode {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, libbpf_log)));
     let cli = Cli::parse();
     let r = match &cli.cmd {
-        Cmd::Load { hz, params } => load(*hz, params),
+        Cmd::Load {
+            hz,
+            exist_ok,
+            params,
+        } => load(*hz, *exist_ok, params),
         Cmd::Unload => unload(),
         Cmd::Status => status(),
         Cmd::Set { params } => set(params),
