@@ -670,7 +670,10 @@ workers = ["h1", "h2"]
             );
             assert_eq!(c.classes, classes.unwrap_or(0));
             assert_eq!(c.class_rates, class_rates.unwrap_or_default());
-            assert_eq!(c.held_flows, held_flows.unwrap_or_default());
+            assert_eq!(
+                c.held_flows,
+                held_flows.unwrap_or(ccp_agent::config::DEFAULT_HELD_FLOWS)
+            );
             assert_eq!(
                 c.scavenger_target_us,
                 scavenger_target_us.unwrap_or(ccp_agent::config::DEFAULT_SCAVENGER_TARGET_US)
