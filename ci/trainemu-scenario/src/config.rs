@@ -488,9 +488,12 @@ impl CcVariant {
             "N",
             "the agent's scavenger target",
             scheduled,
-            |v| match v.parse::<u32>() {
-                Ok(n) if (1..=100_000).contains(&n) => Ok(n),
-                _ => Err("the scavenger target is 1..=100000 µs".to_string()),
+            |v| {
+                let max = mlcc_sched::MAX_SCAVENGER_TARGET_US;
+                match v.parse::<u32>() {
+                    Ok(n) if (1..=max).contains(&n) => Ok(n),
+                    _ => Err(format!("the scavenger target is 1..={max} µs")),
+                }
             },
         )?;
         Ok(Self {

@@ -153,8 +153,8 @@ impl TryFrom<i64> for ScavengerTargetUs {
     }
 }
 
-/// The largest `[sched] scavenger_target_us`: 100 ms, RFC 6817's upper bound on TARGET.
-pub const MAX_SCAVENGER_TARGET_US: u32 = 100_000;
+/// The largest `[sched] scavenger_target_us` (the policy layer's bound).
+pub use mlcc_sched::MAX_SCAVENGER_TARGET_US;
 
 /// Default of `[sched] held_flows`: "scavenger", by measurement: on the agent scenario the
 /// agent's iterations were shorter than with held flows at the floor, and no scenario measured

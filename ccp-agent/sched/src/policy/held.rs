@@ -46,6 +46,11 @@ impl std::str::FromStr for HeldFlows {
     }
 }
 
+/// The largest scavenger target queueing delay, µs: 100 ms, RFC 6817's upper bound on TARGET
+/// (Sec. 2.5.1). The agent's `[sched] scavenger_target_us` and a scenario's `+scavenger_us=N`
+/// take 1..=this.
+pub const MAX_SCAVENGER_TARGET_US: u32 = 100_000;
+
 /// Whether a flow whose slot rate is `rate_bps` (from [`super::slot_rate_bps`]) is held: the
 /// policy gave it no more than the floor `min_rate_bps`.
 pub fn is_held(rate_bps: u64, min_rate_bps: u64) -> bool {
