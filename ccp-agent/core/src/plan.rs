@@ -195,13 +195,82 @@ struct Candidate {
     state: FlowState,
 }
 
-/// When `c`'s current burst began (`iter_start_ns`, marked by the libraries at the start of a
-/// process's communication phase), ns; `u64::MAX` when it has nothing left to send now.
+/// When `c`'s part of its current burst began (`iter_start_ns`, marked by the libraries at the
+/// start of a process's communication phase), ns; `u64::MAX` when it has nothing left to send now.
 fn burst_start(c: &Candidate) -> u64 {
     match (c.state.progress.remaining_bytes, c.reg.iter_start_ns) {
         (0, _) | (_, 0) => u64::MAX,
         (_, t) => t,
     }
+}
+
+/// One flow's part in its job's current burst, as [`job_bursts`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BurstPart<'a> {
+    /// The job's name.
+    job: &'a str,
+    /// The flow's iteration (its process's region).
+    iteration: u64,
+    /// When the flow's iteration began, ns (0: never).
+    iter_start_ns: u64,
+    /// Whether the flow has bytes of that iteration left to send.
+    sending: bool,
+    /// Whether the flow is a parameter server's broadcast: the second phase of a PS iteration.
+    broadcast: bool,
+    /// The time the flow's bytes per iteration take alone on each link of its path, ns.
+    alone_ns: Vec<(u32, u64)>,
+}
+
+/// Each job's current burst, (job, start ns, time alone ns), in the order of `parts`' first
+/// appearance of each job; a start of `u64::MAX` for a job with nothing to send now. This is the
+/// burst the cluster simulator ranks (`mlcc-sim`'s `Job::comm_start_s` and `alone_comm_s`): the
+/// job's communication phase of one iteration, so that the ranking of the agent and of the
+/// simulator agree (`mlcc_sched::policy::rank_earliest_deadline`, `rank_first_come`).
+///
+/// - The current iteration is the least iteration of a flow with bytes to send; the start is
+///   the earliest `iter_start_ns` of the job's flows in that iteration, done or not. A parameter
+///   server's broadcast (whose region begins the iteration when the last push has arrived) thus
+///   keeps the start of the pushes it follows, instead of queueing as a new burst behind the
+///   bursts that came while its aggregation ran.
+/// - The time alone is the slowest link's of each phase, summed over the phases: the pushes
+///   (and every flow that is not a broadcast), then the broadcasts, which wait for the pushes.
+///   A ring has one phase.
+fn job_bursts<'a>(parts: &[BurstPart<'a>]) -> Vec<(&'a str, u64, u64)> {
+    let mut jobs: Vec<&'a str> = Vec::new();
+    for p in parts {
+        if !jobs.contains(&p.job) {
+            jobs.push(p.job);
+        }
+    }
+    jobs.into_iter()
+        .map(|job| {
+            let mine = || parts.iter().filter(move |p| p.job == job);
+            let current = mine()
+                .filter(|p| p.sending && p.iter_start_ns != 0)
+                .map(|p| p.iteration)
+                .min();
+            let start = current.map_or(u64::MAX, |it| {
+                mine()
+                    .filter(|p| p.iteration == it && p.iter_start_ns != 0)
+                    .map(|p| p.iter_start_ns)
+                    .min()
+                    .unwrap_or(u64::MAX)
+            });
+            let phase_ns = |broadcast: bool| {
+                let mut per_link: Vec<(u32, u64)> = Vec::new();
+                for p in mine().filter(|p| p.broadcast == broadcast) {
+                    for &(l, ns) in &p.alone_ns {
+                        match per_link.iter_mut().find(|e| e.0 == l) {
+                            Some(e) => e.1 = e.1.saturating_add(ns),
+                            None => per_link.push((l, ns)),
+                        }
+                    }
+                }
+                per_link.iter().map(|e| e.1).max().unwrap_or(0)
+            };
+            (job, start, phase_ns(false).saturating_add(phase_ns(true)))
+        })
+        .collect()
 }
 
 /// A context flow of the snapshot (not decided here): another host's flow that `dependent`
@@ -439,11 +508,9 @@ impl Core {
         }
         // Under `Rules::Interleave` and `Rules::Priority`, `[sched] job_order`: least attained
         // service first (a job's iteration: the least its flows here are in), first come,
-        // first served by phase (when the job's current burst began: the earliest
-        // `iter_start_ns`, which the libraries mark at the start of a process's communication
-        // phase, of its flows with bytes to send; a PS's broadcast is a burst of its own,
-        // behind the bursts that came while its aggregation ran), or earliest deadline first
-        // (that start plus the burst's time alone, `burst_deadlines`); ties by name.
+        // first served by burst (when the job's current iteration's communication began, a
+        // PS's broadcast included: `job_bursts`), or earliest deadline first (that start plus
+        // the burst's time alone); ties by name.
         let job_rank = match (self.cfg.rules, self.cfg.job_order) {
             (mlcc_sched::Rules::Mlcc, _) => Vec::new(),
             (_, JobOrder::LeastAttained) => {
@@ -458,16 +525,11 @@ impl Core {
                 policy::rank_least_attained(&attained).unwrap_or_default()
             }
             (_, JobOrder::FirstCome) => {
-                // Per job: the earliest start of a flow with bytes left (u64::MAX: none).
-                let mut starts: Vec<(JobKey, u64)> = Vec::new();
-                for c in &candidates {
-                    let j = job_key(&c.reg.job);
-                    let start = burst_start(c);
-                    match starts.iter_mut().find(|(k, _)| *k == j) {
-                        Some(e) => e.1 = e.1.min(start),
-                        None => starts.push((j, start)),
-                    }
-                }
+                let starts: Vec<(JobKey, u64)> = self
+                    .burst_deadlines(&candidates, job_key)
+                    .into_iter()
+                    .map(|(j, start, _)| (j, start))
+                    .collect();
                 policy::rank_first_come(&starts).unwrap_or_default()
             }
             (_, JobOrder::EarliestDeadline) => {
@@ -605,51 +667,45 @@ impl Core {
         Ok(())
     }
 
-    /// Per job of `candidates` (numbered by `job_key`): (job, when its current burst began, how
-    /// long the burst takes alone), ns, for [`policy::rank_earliest_deadline`]. The start is first come's (the
-    /// earliest `iter_start_ns` of its flows with bytes left; `u64::MAX`: none). The time alone
-    /// is the fluid one over the links of the topology: for each link its flows here cross,
-    /// their bytes per iteration over the link's capacity, the largest. Only this host's flows
-    /// of the job are counted, so a burst whose flows from several hosts converge on one link
-    /// (a PS's aggregation) is seen shorter than it is.
+    /// Each candidate job's current burst (job, start ns, time alone ns) for the job orders:
+    /// [`job_bursts`] over the candidates, each flow's bytes per iteration timed on its path's
+    /// links at their capacities in the topology.
     fn burst_deadlines(
         &self,
         candidates: &[Candidate],
         job_key: impl Fn(&str) -> JobKey,
     ) -> Vec<(JobKey, u64, u64)> {
-        let mut per_job: Vec<(JobKey, u64, HashMap<u32, u64>, &str)> = Vec::new();
-        for c in candidates {
-            let j = job_key(&c.reg.job);
-            let start = burst_start(c);
-            let i = match per_job.iter().position(|(k, _, _, _)| *k == j) {
-                Some(i) => i,
-                None => {
-                    per_job.push((j, u64::MAX, HashMap::new(), c.reg.job.as_str()));
-                    per_job.len() - 1
-                }
-            };
-            let e = &mut per_job[i];
-            e.1 = e.1.min(start);
-            let src = self.cfg.topology.host_of(c.key.src);
-            let dst = self.cfg.topology.host_of(c.key.dst);
-            if let Some(src) = src {
-                for l in self.cfg.topology.path(src, dst) {
-                    *e.2.entry(l).or_insert(0) += c.state.iteration_bytes;
-                }
-            }
-        }
-        per_job
-            .into_iter()
-            .map(|(j, start, bytes, name)| {
-                let alone_ns = bytes
-                    .iter()
-                    .filter_map(|(l, b)| {
-                        let cap = *self.cfg.topology.links.get(l)?;
-                        (cap > 0)
-                            .then(|| (u128::from(*b) * 8 * 1_000_000_000 / u128::from(cap)) as u64)
+        let parts: Vec<BurstPart<'_>> = candidates
+            .iter()
+            .map(|c| {
+                let src = self.cfg.topology.host_of(c.key.src);
+                let dst = self.cfg.topology.host_of(c.key.dst);
+                let alone_ns = src
+                    .map(|src| self.cfg.topology.path(src, dst))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|l| {
+                        let cap = *self.cfg.topology.links.get(&l)?;
+                        (cap > 0).then(|| {
+                            let ns = u128::from(c.state.iteration_bytes) * 8 * 1_000_000_000
+                                / u128::from(cap);
+                            (l, u64::try_from(ns).unwrap_or(u64::MAX))
+                        })
                     })
-                    .max()
-                    .unwrap_or(0);
+                    .collect();
+                BurstPart {
+                    job: c.reg.job.as_str(),
+                    iteration: c.reg.iteration,
+                    iter_start_ns: c.reg.iter_start_ns,
+                    sending: burst_start(c) != u64::MAX,
+                    broadcast: is_pull(&c.reg),
+                    alone_ns,
+                }
+            })
+            .collect();
+        job_bursts(&parts)
+            .into_iter()
+            .map(|(name, start, alone_ns)| {
                 tracing::debug!(
                     target: "ccp_agent::plan",
                     job = name,
@@ -657,7 +713,7 @@ impl Core {
                     alone_ns,
                     "burst deadline"
                 );
-                (j, start, alone_ns)
+                (job_key(name), start, alone_ns)
             })
             .collect()
     }
@@ -998,7 +1054,7 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::least_admitted;
+    use super::{job_bursts, least_admitted, BurstPart};
     use mlcc_sched::Schedule;
 
     fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
@@ -1019,5 +1075,77 @@ mod tests {
         assert_eq!(a, sched(10, &[8, 8, 0, 0]));
         // No admission: the plan stands.
         assert_eq!(least_admitted(&planned, &[]), planned);
+    }
+
+    /// Link ids of the burst tests: the PS host's ingress, and the two workers' ingresses.
+    const TO_PS: u32 = 2;
+    const TO_W0: u32 = 1;
+    const TO_W1: u32 = 3;
+
+    fn part(
+        job: &'static str,
+        iteration: u64,
+        iter_start_ns: u64,
+        sending: bool,
+        broadcast: bool,
+        alone_ns: &[(u32, u64)],
+    ) -> BurstPart<'static> {
+        BurstPart {
+            job,
+            iteration,
+            iter_start_ns,
+            sending,
+            broadcast,
+            alone_ns: alone_ns.to_vec(),
+        }
+    }
+
+    /// A PS job (two pushes of 100 each into the PS's port, then two broadcasts of 100
+    /// each on the workers' ports) and a ring (50 on the PS's port); times in ns.
+    fn ps_and_ring(push_sending: bool, broadcast: (u64, u64, bool)) -> Vec<BurstPart<'static>> {
+        let (b_iter, b_start, b_sending) = broadcast;
+        vec![
+            part("ps", 7, 1_000, push_sending, false, &[(TO_PS, 100)]),
+            part("ps", 7, 1_010, push_sending, false, &[(TO_PS, 100)]),
+            part("ps", b_iter, b_start, b_sending, true, &[(TO_W0, 100)]),
+            part("ps", b_iter, b_start, b_sending, true, &[(TO_W1, 100)]),
+            part("ring", 3, 1_280, true, false, &[(TO_PS, 50)]),
+        ]
+    }
+
+    #[test]
+    fn a_ps_broadcast_keeps_the_start_of_its_iteration() {
+        // Aggregation: the PS's region is still at iteration 6 (all sent). The burst starts
+        // at the first push; alone, the pushes take 200 ns on the PS's port, then the
+        // broadcasts 100 on the workers' ports.
+        let b = job_bursts(&ps_and_ring(true, (6, 500, false)));
+        assert_eq!(b, vec![("ps", 1_000, 300), ("ring", 1_280, 50)]);
+        // Broadcast: the pushes of iteration 7 are done, the PS's region began iteration 7 at
+        // 1_400; the burst is still the one that began at 1_000: deadline 1_300, before the
+        // ring's 1_280 + 50, which came while the pushes ran (as a burst of its own from 1_400,
+        // the broadcast would rank behind the ring).
+        let b = job_bursts(&ps_and_ring(false, (7, 1_400, true)));
+        assert_eq!(b, vec![("ps", 1_000, 300), ("ring", 1_280, 50)]);
+        // All sent: nothing to rank now.
+        let b = job_bursts(&ps_and_ring(false, (7, 1_400, false)));
+        assert_eq!(b[0], ("ps", u64::MAX, 300));
+    }
+
+    #[test]
+    fn a_burst_starts_in_the_least_iteration_with_bytes_left() {
+        // One ring worker already began iteration 4 while its peer still sends iteration 3:
+        // the burst is iteration 3's, from its earliest start (done flows of it included).
+        let parts = vec![
+            part("ring", 3, 900, true, false, &[(TO_PS, 40)]),
+            part("ring", 3, 800, false, false, &[(TO_W0, 40)]),
+            part("ring", 4, 1_500, true, false, &[(TO_W1, 40)]),
+        ];
+        assert_eq!(job_bursts(&parts), vec![("ring", 800, 40)]);
+        // A flow whose region never began an iteration (start 0) is not a start.
+        let parts = vec![
+            part("ring", 3, 0, true, false, &[(TO_PS, 40)]),
+            part("ring", 3, 900, true, false, &[(TO_W0, 40)]),
+        ];
+        assert_eq!(job_bursts(&parts), vec![("ring", 900, 40)]);
     }
 }
