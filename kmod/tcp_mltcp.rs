@@ -63,7 +63,7 @@ use mltcp_math::{
     cubic::{Clock, CubicParams},
     dctcp::Counters,
     info::MltcpInfo,
-    iteration::{slow_start_gain_fx, Iteration, Snapshot},
+    iteration::{f_log_mean_fx, slow_start_gain_fx, Iteration, Snapshot},
     mltcp::{DctcpMode, MltcpCubicState, MltcpDctcpState, MltcpRenoState},
     params::{self, ParamError, Params},
     reno::{self, Window},
@@ -162,11 +162,12 @@ kernel::module_param!(
 );
 
 kernel::module_param!(
-    /// How F scales mltcp_dctcp's ECN cut (0: DCTCP's; 1: divided by F; 2: by max(F, 1)).
+    /// How F scales mltcp_dctcp's ECN cut (0: DCTCP's; 1: divided by F; 2: by max(F, 1); 3: by
+    /// F over its log-mean).
     static DCTCP_SCALE_CUT: u32 = params::DCTCP_SCALE_CUT.default;
     module: "tcp_mltcp", name: "dctcp_scale_cut", perm: 0o644,
     check: |v| params::DCTCP_SCALE_CUT.check(v).map_err(refuse),
-    desc: "mltcp_dctcp on an ECN cut: 0 cuts cwnd*alpha/2 as DCTCP; 1 cuts cwnd*alpha/(2F), at most half; 2 the same with F below 1 counted as 1 (0..2)"
+    desc: "mltcp_dctcp on an ECN cut: 0 cuts cwnd*alpha/2 as DCTCP; 1 cuts cwnd*alpha/(2F), at most half; 2 the same with F below 1 counted as 1; 3 cuts cwnd*alpha*L/(2F), L the log-mean of F (0..3)"
 );
 
 /// The CCP heartbeat timeout, ms (0: off).
@@ -549,7 +550,7 @@ impl Base for Dctcp {
         let (p, cwnd, bytes) = (params(), sk.snd_cwnd(), sk.bytes_acked());
         let m = &mut sk.data().m;
         let f_fx = m.iter.scale_fx(&p, bytes);
-        m.ssthresh(cwnd, f_fx, DCTCP_SCALE_CUT.get())
+        m.ssthresh(cwnd, f_fx, DCTCP_SCALE_CUT.get(), f_log_mean_fx(&p))
     }
 
     fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {

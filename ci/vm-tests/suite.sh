@@ -284,7 +284,7 @@ test_bad_params() {
     bad_write scale_decrease 3
     bad_write dctcp_shift_g 11
     bad_write dctcp_alpha_on_init 1025
-    bad_write dctcp_scale_cut 3
+    bad_write dctcp_scale_cut 4
   fi
   # A valid write is accepted, then restored.
   p=${PARAMS%% *}

@@ -140,21 +140,27 @@ impl Dctcp {
         cwnd.saturating_sub(cut).max(2)
     }
 
-    /// [`Dctcp::ssthresh`] with the cut divided by F (`f_fx`, fixed point 1024 = 1.0): keeps
-    /// `cwnd - cwnd * alpha / (2F)`, the cut at most half the window (Reno's, and DCTCP's own at
-    /// alpha = 1), at least 2 segments. `raise_only`: F below 1 counts as 1, so only a flow further
+    /// [`Dctcp::ssthresh`] with the cut scaled by `gain / F` (`gain_fx`, `f_fx`, fixed point
+    /// 1024 = 1.0): keeps `cwnd - cwnd * alpha * gain / (2F)`, the cut at most half the window
+    /// (Reno's, and DCTCP's own at alpha = 1), at least 2 segments. `gain_fx = 1024` divides the
+    /// cut by F; F's log-mean ([`super::iteration::f_log_mean_fx`]) makes the scaled cut DCTCP's
+    /// on average over an iteration. `raise_only`: F below 1 counts as 1, so only a flow further
     /// into its iteration than the mean cuts less. `f_fx = 0` cuts half.
     ///
     /// Why (this project's extension, MLTCP on ECN ports): DCTCP cuts once per window in which any
     /// of its packets was marked, so with few marks per marking episode a flow with a larger
     /// window is hit in more windows than a smaller one, and an increase scaled by F alone gives
     /// it less than F's share (docs/results/mltcp.md, "F's weighting on ECN ports").
-    pub fn ssthresh_scaled(&mut self, cwnd: u32, f_fx: u32, raise_only: bool) -> u32 {
+    pub fn ssthresh_scaled(&mut self, cwnd: u32, f_fx: u32, gain_fx: u32, raise_only: bool) -> u32 {
         self.loss_cwnd = cwnd;
         let f_fx = if raise_only { f_fx.max(1024) } else { f_fx };
-        // cwnd * alpha / (2 * F) = cwnd * alpha * 1024 / (2048 * f_fx) = cwnd * alpha / (2 f_fx).
-        let cut = (u64::from(cwnd).saturating_mul(u64::from(self.alpha)))
-            .checked_div(u64::from(f_fx).saturating_mul(2))
+        // cwnd * alpha/2048 * gain/F = cwnd * alpha * gain_fx / (2048 f_fx); the product
+        // saturates (beyond 2^64 the cut is capped at half the window anyway, for any F the
+        // parameters allow).
+        let cut = u64::from(cwnd)
+            .saturating_mul(u64::from(self.alpha))
+            .saturating_mul(u64::from(gain_fx))
+            .checked_div(u64::from(f_fx).saturating_mul(2048))
             .unwrap_or(u64::MAX);
         let cut = u32::try_from(cut.min(u64::from(cwnd >> 1))).unwrap_or(cwnd >> 1);
         cwnd.saturating_sub(cut).max(2)
@@ -222,22 +228,25 @@ mod tests {
         };
         // F = 1: DCTCP's own cut, cwnd * alpha / 2048 = 100 * 512 / 2048 = 25.
         let mut plain = d;
-        assert_eq!(d.ssthresh_scaled(100, 1024, false), plain.ssthresh(100));
-        assert_eq!(d.ssthresh_scaled(100, 1024, false), 75);
+        assert_eq!(
+            d.ssthresh_scaled(100, 1024, 1024, false),
+            plain.ssthresh(100)
+        );
+        assert_eq!(d.ssthresh_scaled(100, 1024, 1024, false), 75);
         assert_eq!(d.loss_cwnd, 100);
         // F = 2: half the cut; F = 0.5: twice the cut.
-        assert_eq!(d.ssthresh_scaled(100, 2048, false), 88);
-        assert_eq!(d.ssthresh_scaled(100, 512, false), 50);
+        assert_eq!(d.ssthresh_scaled(100, 2048, 1024, false), 88);
+        assert_eq!(d.ssthresh_scaled(100, 512, 1024, false), 50);
         // Raise only: F = 0.5 cuts as DCTCP, F = 2 as above.
-        assert_eq!(d.ssthresh_scaled(100, 512, true), 75);
-        assert_eq!(d.ssthresh_scaled(100, 2048, true), 88);
+        assert_eq!(d.ssthresh_scaled(100, 512, 1024, true), 75);
+        assert_eq!(d.ssthresh_scaled(100, 2048, 1024, true), 88);
         // Never more than half, never below 2; F = 0 cuts half.
         d.alpha = DCTCP_MAX_ALPHA;
-        assert_eq!(d.ssthresh_scaled(100, 256, false), 50);
-        assert_eq!(d.ssthresh_scaled(100, 0, false), 50);
-        assert_eq!(d.ssthresh_scaled(3, 256, false), 2);
+        assert_eq!(d.ssthresh_scaled(100, 256, 1024, false), 50);
+        assert_eq!(d.ssthresh_scaled(100, 0, 1024, false), 50);
+        assert_eq!(d.ssthresh_scaled(3, 256, 1024, false), 2);
         assert_eq!(
-            d.ssthresh_scaled(u32::MAX, 1, false),
+            d.ssthresh_scaled(u32::MAX, 1, 1024, false),
             u32::MAX - (u32::MAX >> 1)
         );
     }

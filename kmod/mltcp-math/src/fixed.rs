@@ -45,9 +45,63 @@ pub const fn ratio_fx(num: u64, den: u64) -> u32 {
     }
 }
 
+/// `ln 2` with 16 fractional bits (0.693147 × 65536 = 45426.1).
+const LN2_Q16: u64 = 45_426;
+
+/// The natural logarithm of `num / den` for `num >= den > 0`, with 16 fractional bits, rounded
+/// down to within 2^-14 (0 when `num <= den` or `den == 0`). The binary-digit algorithm for
+/// `log2` (integer part from the leading bit, then one fractional bit per squaring of the
+/// normalized mantissa), times `ln 2`. 64-bit arithmetic only (no 128-bit division, which the
+/// kernel does not link).
+pub fn ln_ratio_q16(num: u32, den: u32) -> u64 {
+    if den == 0 || num <= den {
+        return 0;
+    }
+    // x = num/den in Q30: below 2^62.
+    let x = (u64::from(num) << 30)
+        .checked_div(u64::from(den))
+        .unwrap_or(0);
+    let int_bits = u64::from(63u32.saturating_sub(x.leading_zeros())).saturating_sub(30);
+    // Mantissa in [1, 2), Q30: its square is below 2^62.
+    let mut m = x >> int_bits;
+    let mut log2_q16 = int_bits << 16;
+    for bit in (0..16).rev() {
+        m = m.wrapping_mul(m) >> 30; // m < 2^31: no wrap
+        if m >= 2 << 30 {
+            m >>= 1;
+            log2_q16 |= 1 << bit;
+        }
+    }
+    log2_q16.saturating_mul(LN2_Q16) >> 16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ln_ratio_matches_f64() {
+        for &(num, den) in &[
+            (2u32, 1u32),
+            (7, 1),
+            (1792, 256),
+            (65_537, 1),
+            (1025, 1024),
+            (3, 2),
+            (1_000_000, 3),
+            (u32::MAX, 1),
+        ] {
+            let got = ln_ratio_q16(num, den) as f64 / 65536.0;
+            let want = (f64::from(num) / f64::from(den)).ln();
+            assert!(
+                got <= want + 1e-9 && want - got < 1.0 / 16384.0,
+                "ln({num}/{den}) = {got}, want {want}"
+            );
+        }
+        assert_eq!(ln_ratio_q16(5, 5), 0);
+        assert_eq!(ln_ratio_q16(4, 5), 0);
+        assert_eq!(ln_ratio_q16(5, 0), 0);
+    }
 
     #[test]
     fn one_is_1024() {

@@ -15,7 +15,7 @@
 //! - bytes per iteration is an EWMA of the completed iterations, or a value handed down by the
 //!   agent (which knows the model size), which then takes precedence.
 
-use super::fixed::{mul_fx_u64, ratio_fx, FX_ONE, FX_SHIFT};
+use super::fixed::{ln_ratio_q16, mul_fx_u64, ratio_fx, FX_ONE, FX_SHIFT};
 use super::params::Params;
 
 /// `Iteration::flags` bit 0: `est_bytes` was handed down by the agent; samples still update the
@@ -188,6 +188,27 @@ pub fn f_fx(p: &Params, ratio_fx: u32) -> u32 {
     u32::try_from(f).unwrap_or(u32::MAX)
 }
 
+/// F's mean over an iteration as a byte-weighted harmonic mean: the `L` for which `L / F`
+/// averages 1 over the iteration's bytes. F rises linearly in the bytes from `a = intercept` to
+/// `b = intercept + slope`, so the mean of `1/F` is `ln(b/a) / (b - a)` and `L` is the
+/// logarithmic mean of `a` and `b`, `(b - a) / ln(b/a)` (`a` when the slope is 0). Fixed point;
+/// defaults: 0.25 and 1.75 give 1.5 / ln 7 = 0.771 (789). `mltcp_dctcp`'s cut scaled by `L/F`
+/// ([`super::dctcp::Dctcp::ssthresh_scaled`], `dctcp_scale_cut = 3`) is thus DCTCP's on average
+/// over an iteration. This project's extension (docs/results/mltcp.md, MLTCP on ECN ports).
+pub fn f_log_mean_fx(p: &Params) -> u32 {
+    let a = p.intercept_fx.max(1);
+    let b = a.saturating_add(p.slope_fx);
+    let ln_q16 = ln_ratio_q16(b, a);
+    if ln_q16 == 0 {
+        return a;
+    }
+    // (b - a) < 2^32, so (b - a) << 16 < 2^48.
+    let l = (u64::from(b.saturating_sub(a)) << 16)
+        .checked_div(ln_q16)
+        .unwrap_or(0);
+    u32::try_from(l).unwrap_or(u32::MAX)
+}
+
 /// The slow-start gain for an ACK whose congestion-avoidance gain is `f_fx`: `min(F, 1)` when
 /// `p.scale_slow_start` is on (F scales every window increase, the slow-start one included, but
 /// slow start is never made more aggressive than Linux's), else [`FX_ONE`] (Linux's slow start).
@@ -221,6 +242,38 @@ pub struct Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_mean_of_f_makes_l_over_f_average_one_over_the_bytes() {
+        for &(slope_fx, intercept_fx) in &[(1536u32, 256u32), (1024, 512), (4096, 64), (512, 1024)]
+        {
+            let p = Params {
+                slope_fx,
+                intercept_fx,
+                ..Params::DEFAULT
+            };
+            let l = f64::from(f_log_mean_fx(&p));
+            // The mean of L/F over evenly spaced byte ratios (F linear in the bytes).
+            let n = 4096u32;
+            let mean: f64 = (0..n)
+                .map(|i| l / f64::from(f_fx(&p, ((2 * i + 1) * FX_ONE) / (2 * n))))
+                .sum::<f64>()
+                / f64::from(n);
+            assert!(
+                (mean - 1.0).abs() < 0.01,
+                "slope {slope_fx} intercept {intercept_fx}: {mean}"
+            );
+        }
+        // The defaults: 1.5 / ln 7 = 0.7708 (789.3 / 1024).
+        assert_eq!(f_log_mean_fx(&Params::DEFAULT), 789);
+        // No slope: F is the intercept throughout.
+        let flat = Params {
+            slope_fx: 0,
+            intercept_fx: 700,
+            ..Params::DEFAULT
+        };
+        assert_eq!(f_log_mean_fx(&flat), 700);
+    }
 
     const P: Params = Params::DEFAULT;
 

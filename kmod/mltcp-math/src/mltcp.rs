@@ -5,6 +5,7 @@
 
 use super::cubic::Cubic;
 use super::dctcp::{Counters, Dctcp, EceAction};
+use super::fixed::FX_ONE;
 use super::iteration::{slow_start_gain_fx, Iteration};
 use super::params::Params;
 use super::reno::{self, Window};
@@ -106,16 +107,18 @@ impl MltcpDctcpState {
 
     /// The `ssthresh` op: `dctcp_ssthresh` (cwnd × (1 − alpha/2)), or Reno's half in the fallback.
     /// `scale_cut` (the `dctcp_scale_cut` parameter, [`super::params::DCTCP_SCALE_CUT`]): 0
-    /// DCTCP's cut; 1 the cut divided by F = `f_fx`/1024; 2 divided by max(F, 1)
-    /// ([`Dctcp::ssthresh_scaled`]).
-    pub fn ssthresh(&mut self, cwnd: u32, f_fx: u32, scale_cut: u32) -> u32 {
+    /// DCTCP's cut; 1 the cut divided by F = `f_fx`/1024; 2 divided by max(F, 1); 3 scaled by
+    /// `L/F`, `L` = `f_mean_fx`, F's log-mean over an iteration
+    /// ([`super::iteration::f_log_mean_fx`]), so DCTCP's cut on average ([`Dctcp::ssthresh_scaled`]).
+    pub fn ssthresh(&mut self, cwnd: u32, f_fx: u32, scale_cut: u32, f_mean_fx: u32) -> u32 {
         if !self.is_dctcp() {
             return reno::ssthresh(cwnd);
         }
         match scale_cut {
             0 => self.dctcp.ssthresh(cwnd),
-            1 => self.dctcp.ssthresh_scaled(cwnd, f_fx, false),
-            _ => self.dctcp.ssthresh_scaled(cwnd, f_fx, true),
+            1 => self.dctcp.ssthresh_scaled(cwnd, f_fx, FX_ONE, false),
+            2 => self.dctcp.ssthresh_scaled(cwnd, f_fx, FX_ONE, true),
+            _ => self.dctcp.ssthresh_scaled(cwnd, f_fx, f_mean_fx, false),
         }
     }
 

@@ -304,9 +304,9 @@ pub const DCTCP_SCALE_CUT: ParamSpec = ParamSpec {
     name: "dctcp_scale_cut",
     default: 0,
     min: 0,
-    max: 2,
+    max: 3,
     unit: Unit::Choice,
-    description: "`mltcp_dctcp` on an ECN cut: 0 cuts `cwnd·alpha/2` as DCTCP; 1 cuts `cwnd·alpha/(2F)` (at most half); 2 the same with F below 1 counted as 1",
+    description: "`mltcp_dctcp` on an ECN cut: 0 cuts `cwnd·alpha/2` as DCTCP; 1 cuts `cwnd·alpha/(2F)` (at most half); 2 the same with F below 1 counted as 1; 3 cuts `cwnd·alpha·L/(2F)`, L the log-mean of F over an iteration (DCTCP's cut on average)",
 };
 
 /// Every module parameter of `tcp_mltcp`, in the order of the module reference's table: the one

@@ -304,11 +304,15 @@ proptest! {
         // The F-scaled cut: DCTCP's at F = 1, never more than half (nor below 2), less for a
         // larger F.
         let plain = d.ssthresh(cwnd);
-        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, false), plain);
-        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, true), plain);
-        let scaled = d.ssthresh_scaled(cwnd, f_fx, raise);
+        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, 1024, false), plain);
+        prop_assert_eq!(d.ssthresh_scaled(cwnd, 1024, 1024, true), plain);
+        let scaled = d.ssthresh_scaled(cwnd, f_fx, 1024, raise);
         prop_assert!(scaled >= 2 && scaled >= cwnd - cwnd / 2);
-        prop_assert!(d.ssthresh_scaled(cwnd, f_fx.saturating_add(1), raise) >= scaled);
+        prop_assert!(d.ssthresh_scaled(cwnd, f_fx.saturating_add(1), 1024, raise) >= scaled);
+        // A larger gain cuts more (within the same bounds); F = gain is DCTCP's cut.
+        let more = d.ssthresh_scaled(cwnd, f_fx, 2048, raise);
+        prop_assert!(more <= scaled && more >= 2 && more >= cwnd - cwnd / 2);
+        prop_assert_eq!(d.ssthresh_scaled(cwnd, 789, 789, false), plain);
         prop_assert!(d.react_to_loss(cwnd) >= 2);
         prop_assert!(d.undo_cwnd(cwnd) >= cwnd);
         let _ = d.ece_ack_update(ce, rcv, pending);
