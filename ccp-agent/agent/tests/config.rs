@@ -368,24 +368,24 @@ fn traffic_classes_load_and_bad_fields_are_named_with_their_values() {
 }
 
 #[test]
-fn the_rule_set_defaults_to_mlcc_and_a_bad_one_is_named() {
+fn the_rule_set_defaults_to_priority_and_a_bad_one_is_named() {
     let t = TempDir::new("cfg");
     t.write("topo.toml", TOPO);
     let a = t.write("agent.toml", &good_agent());
     let c = AgentConfig::load(&a, None, None).unwrap();
-    assert_eq!(c.rules, mlcc_sched::Rules::Mlcc);
-    let a = t.write(
-        "agent.toml",
-        &format!("{}[sched]\nrules = \"interleave\"\n", good_agent()),
-    );
-    let c = AgentConfig::load(&a, None, None).unwrap();
-    assert_eq!(c.rules, mlcc_sched::Rules::Interleave);
-    let a = t.write(
-        "agent.toml",
-        &format!("{}[sched]\nrules = \"priority\"\n", good_agent()),
-    );
-    let c = AgentConfig::load(&a, None, None).unwrap();
     assert_eq!(c.rules, mlcc_sched::Rules::Priority);
+    assert_eq!(c.rules, ccp_agent::config::DEFAULT_RULES);
+    for (name, rules) in [
+        ("interleave", mlcc_sched::Rules::Interleave),
+        ("mlcc", mlcc_sched::Rules::Mlcc),
+    ] {
+        let a = t.write(
+            "agent.toml",
+            &format!("{}[sched]\nrules = \"{name}\"\n", good_agent()),
+        );
+        let c = AgentConfig::load(&a, None, None).unwrap();
+        assert_eq!(c.rules, rules);
+    }
     let e = agent_err(
         TOPO,
         &format!("{}[sched]\nrules = \"fifo\"\n", good_agent()),

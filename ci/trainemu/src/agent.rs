@@ -658,7 +658,7 @@ workers = ["h1", "h2"]
                 .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(c.nic_only, mode == AgentMode::NicOnly);
             assert_eq!(c.schedule, mode != AgentMode::PcnOnly);
-            assert_eq!(c.rules, rules.unwrap_or_default());
+            assert_eq!(c.rules, rules.unwrap_or(ccp_agent::config::DEFAULT_RULES));
             assert_eq!(c.job_order, order.unwrap_or_default());
             assert_eq!(
                 c.strict_rates,

@@ -348,7 +348,7 @@ mod tests {
             a.pcn.threshold_bytes.map(NonZeroBytes::get),
             Some(DEFAULT_PCN_THRESHOLD_BYTES)
         );
-        assert_eq!(a.sched.rules.map(|r| r.0), Some(mlcc_sched::Rules::Mlcc));
+        assert_eq!(a.sched.rules.map(|r| r.0), Some(DEFAULT_RULES));
         assert_eq!(a.metrics_addr.as_deref(), Some("127.0.0.1:9470"));
         assert_eq!(strip_program_comments("# c\n(def)\n  # d\n"), "(def)");
     }
