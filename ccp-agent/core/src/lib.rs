@@ -50,7 +50,12 @@
 //! 5. sends the schedules to the switches ([`Rpc::UpdateSchedule`], one per switch), which
 //!    *admit* them: each is clipped to what is left on the switch's links at that moment
 //!    (`mlcc_sched::LinkLoadTable::admit`), and the core cuts its plan to the admitted rates
-//!    (`Decision::clipped_to`; over several switches, the least of their admissions). It waits
+//!    (`Decision::clipped_to`; over several switches, the least of their admissions). A flow's
+//!    spare share of the current slot (work conservation, step 7) is part of the schedule it
+//!    asks for, up to what carries its bytes left in one slot (none for a flow with no bytes
+//!    left), and is cut to the admitted rate after the plan's bytes: a spare share the
+//!    switches never counted could meet another agent's later admission of the same
+//!    bandwidth. It waits
 //!    ([`Input::Admission`]) for what is left of `rpc_timeout_ms` after step 3, at least a
 //!    quarter of it, and not for a switch whose feedback failed this slot (a switch that does
 //!    not answer in time admits nothing the agent knows of: the plan stands as made);
@@ -64,7 +69,8 @@
 //!    handled here, in arrival order;
 //! 7. sets every flow's `Rate` (bytes/s, u32) and window ceiling for the slot ([`Action::SetRate`]):
 //!    the planned rate (a slot that completes the flow: its MADD share of the available
-//!    bandwidth), or its spare share when larger, at least `min_rate_bps`; a flow whose job
+//!    bandwidth), or its spare share when larger (on a switch path, as admitted in step 5),
+//!    at least `min_rate_bps`; a flow whose job
 //!    gave no bytes per iteration is not planned and runs at its NIC's capacity. The Rate is
 //!    sent every slot even when it did not change (the module's `ccp_heartbeat_ms` keepalive).
 //!    With `[sched] held_flows = "scavenger"` ([`CoreConfig::held_flows`]) a flow held at the

@@ -23,7 +23,7 @@ use mlcc_sched::policy::{
 };
 use mlcc_sched::{
     Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
-    RateSample, Schedule,
+    RateSample, Schedule, SlotClock,
 };
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -66,9 +66,14 @@ pub(super) struct Planned {
     /// The flow's MADD share of its path's available bandwidth in the current slot, bit/s: the
     /// pacing rate of a slot that completes it (`GroupDecision::share_now_bps`).
     pub(super) available_now_bps: u64,
-    /// For a flow planned no bytes in the current slot (between iterations, waiting on a
-    /// dependency, or deferred by Alg. 1): its share of what every plan of the slot leaves
-    /// free on its path, bit/s (`GroupOutcome::spare_bps`); 0 for a flow with bytes planned.
+    /// Its spare share of the current slot, bit/s (`GroupOutcome::spare_bps`): for a flow
+    /// planned no bytes now (between iterations, waiting on a dependency, or deferred by
+    /// Alg. 1), its share of what every plan of the slot leaves free on its path; under work
+    /// conservation an active flow's pacing rate plus its share of what the slot leaves; under
+    /// strict priority its share of the slot. With switches it is asked for with the plan
+    /// ([`Planned::requested`]) and cut to what they admit ([`Core::cut_to_admitted`]): a
+    /// spare share the switches never saw could meet another agent's later admission of the
+    /// same bandwidth.
     pub(super) spare_bps: u64,
     /// How its rate is formed from the plan, the spare share and the floor
     /// (`mlcc_sched::PolicyOptions::rate_rule`).
@@ -104,6 +109,31 @@ impl Planned {
             spare_bps,
             ..self.clone()
         }
+    }
+
+    /// The schedule the flow asks its switches to admit (`UpdateSchedule`): its plan, with the
+    /// current slot's rate raised to its spare share (bit/s) up to the rate that carries the
+    /// bytes it has left in one slot (`clock`'s length), so that the switch counts the
+    /// bandwidth the flow may use now against every later admission of the slot, as it counts
+    /// the plans. A flow with no bytes left (between iterations, or held by a dependency) asks
+    /// for no spare share: its next bytes are planned at the next slot, and a share held for
+    /// them would be taken from the other agents' plans of the slot. The floor is not asked
+    /// for (a datapath concern, not a claim). Only the current slot: a spare share is reckoned
+    /// slot by slot (it stays in force past the slot's end until this agent sets the next
+    /// slot's rates, as a plan's rate does).
+    pub(super) fn requested(&self, clock: &SlotClock) -> Schedule {
+        let mut s = self.decision.plan.schedule();
+        let spare_bps = self
+            .spare_bps
+            .min(clock.rate_bps_for_bytes(self.progress.remaining_bytes));
+        let now = self
+            .slot
+            .checked_sub(s.start_slot)
+            .and_then(|i| usize::try_from(i).ok());
+        if let Some(r) = now.and_then(|i| s.rates_bps.get_mut(i)) {
+            *r = (*r).max(spare_bps);
+        }
+        s
     }
 }
 
@@ -830,7 +860,7 @@ impl Core {
             .values()
             .find(|f| f.id == id)
             .map_or((0, true), |f| (f.achieved_bps, f.app_limited));
-        let s = p.decision.plan.schedule();
+        let s = p.requested(&self.clock);
         for sw in &self.switches {
             // Only the switch links the plan was made against (a switch whose feedback is
             // missing did not take part).
@@ -852,9 +882,11 @@ impl Core {
     }
 
     /// Cuts each flow's plan of `slot` to the least of the rates the switches admitted for it
-    /// (`admitted`: flow id → the admitted schedules, one per answering switch), with
-    /// `Decision::clipped_to`; the cut plans replace the flows' schedules on the NIC table and
-    /// the slot's switch-link tally.
+    /// (`admitted`: flow id → the admitted schedules, one per answering switch) over the
+    /// schedule it asked for ([`Planned::requested`]), with `Decision::clipped_to`, and its
+    /// spare share to the admitted rate of the current slot: what the switches admitted serves
+    /// the plan first, the spare share gets the rest. The cut plans replace the flows'
+    /// schedules on the NIC table and the slot's switch-link tally.
     pub(super) fn cut_to_admitted(
         &mut self,
         slot: u64,
@@ -871,18 +903,27 @@ impl Core {
             if p.slot != slot {
                 continue;
             }
-            let a = least_admitted(&p.decision.plan.schedule(), a);
+            let a = least_admitted(&p.requested(&self.clock), a);
             let d = p.decision.clipped_to(&self.clock, &p.progress, &a);
-            if d == p.decision {
+            // What the switches admitted now serves the plan first, the spare share gets the
+            // rest (never more than it asked for).
+            let admitted_now_bps = a.rate_bps_at(slot);
+            let cut = d != p.decision;
+            if !cut && p.spare_bps <= admitted_now_bps {
                 continue;
             }
             let (id, key) = (f.id, f.key);
-            tracing::debug!(target: PLAN_LOG_TARGET, flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = d.rate_bps, "plan cut to the switch's admission");
             let old_rates = p.decision.plan.rates_bps.clone();
-            let np = p.with_decision(d);
-            self.tally(&np.remote, &old_rates, false);
-            self.tally(&np.remote, &np.decision.plan.rates_bps, true);
-            self.publish_local(id, &np);
+            let mut np = p.with_decision(d);
+            np.spare_bps = np.spare_bps.min(admitted_now_bps);
+            if cut {
+                tracing::debug!(target: PLAN_LOG_TARGET, flow = %key, planned_bps = p.decision.rate_bps, admitted_bps = np.decision.rate_bps, "plan cut to the switch's admission");
+                self.tally(&np.remote, &old_rates, false);
+                self.tally(&np.remote, &np.decision.plan.rates_bps, true);
+                self.publish_local(id, &np);
+            } else {
+                tracing::debug!(target: PLAN_LOG_TARGET, flow = %key, spare_bps = p.spare_bps, admitted_bps = admitted_now_bps, "spare share cut to the switch's admission");
+            }
             if let Some(f) = self.flows.get_mut(&local) {
                 f.plan = Some(np);
             }

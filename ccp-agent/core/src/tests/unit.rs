@@ -734,3 +734,41 @@ fn scavenger_held_flows_run_unthrottled_with_the_target_and_served_ones_keep_the
     assert_eq!(targets(&first), vec![0, 750]);
     assert_eq!(targets(&again), vec![0, 750]);
 }
+
+#[test]
+fn a_spare_share_on_a_switch_path_runs_only_as_asked_for_and_admitted() {
+    let s = FIRST_SLOT;
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |_| ());
+    run_switch_slot(&mut core, s);
+    // Both ring flows deliver their iteration in slot s: in slot s + 1 neither has bytes left,
+    // and each is reckoned a share of the free link.
+    core.handle(report(1, s, RING_BYTES));
+    core.handle(report(2, s, RING_BYTES));
+    core.handle(tick(s + 1));
+    let a = core.handle(feedback(s + 1));
+    let update = awaited_update(&a).expect("an awaited update").clone();
+    for local in [1, 2] {
+        let p = core.flows[&local].plan.as_ref().expect("planned");
+        assert_eq!(p.progress.remaining_bytes, 0);
+        assert!(p.spare_bps > MIN_RATE_BPS, "flow {local}: {}", p.spare_bps);
+    }
+    // Not asked of the switch (it would be held from the other agents' plans for bytes that
+    // may not come within the slot), so not run at: the flows go at the floor.
+    assert_eq!(update.flows.len(), 2);
+    for f in &update.flows {
+        assert_eq!(f.rates_bps.first(), Some(&0), "{f:?}");
+    }
+    let a = core.handle(Input::Admission {
+        switch: String::from("s1"),
+        slot: s + 1,
+        reply: Some(proto::UpdateReply {
+            admitted: update.flows.clone(),
+            ..Default::default()
+        }),
+    });
+    let r = rates(&a);
+    assert_eq!(r.len(), 2, "{a:?}");
+    for (flow, bytes) in r {
+        assert_eq!(u64::from(bytes) * 8, MIN_RATE_BPS, "flow {flow}");
+    }
+}
