@@ -1,10 +1,11 @@
 #!/bin/sh
 # ci/vm-tests/bpf.sh: in-VM tests of mltcp-bpf (docs/bpf.md), the BPF struct_ops mltcp and
-# mltcp_cubic, on Debian 12's stock kernel, which cannot load tcp_mltcp.ko. Sourced by suite.sh
-# (uses its run_test/fail/note/allow_cc and vm-lib.sh's namespaces snd/rcv); run only when named,
-# `bpf` naming them all:
+# mltcp_cubic, on Debian's stock kernels (12's 6.1, and bookworm-backports' 6.12), which cannot
+# load tcp_mltcp.ko. Sourced by suite.sh (uses its run_test/fail/note/allow_cc and vm-lib.sh's
+# namespaces snd/rcv); run only when named, `bpf` naming them all:
 #
 #   ci/vm-run --kernel-deb debian12 ci/vm-tests/suite.sh bpf
+#   ci/vm-run --kernel-deb debian12-backports ci/vm-tests/suite.sh bpf
 #
 #   bpf_load          load (libbpf reads CONFIG_HZ from the Kconfig vm-run ships as
 #                     /host/boot/config-<release>); both algorithms registered
