@@ -77,9 +77,10 @@ type Core = ShardedDatapath<SHARDS, PER_SHARD, PROGRAMS, KernelPrograms>;
 struct KernelPrograms;
 
 // SAFETY: The all-zero `Program` is a valid value, the empty program (`Program::new()`): its
-// fields are integers and arrays of `Event`/`Instr`, whose fields are integers and the fieldless
-// `#[repr(u8)]` enums `Op` and `RegKind`, both with a variant of discriminant 0 (the core
-// documents this, and its `all_zero_is_new` test checks the same property for the flow table).
+// fields are integers, bools and arrays of `Event`/`Instr`/`FlatInstr`/`Step` (its `Compiled`
+// form), whose fields are integers and the fieldless `#[repr(u8)]` enums `Op`, `RegKind` and
+// `StepKind`, each with a variant of discriminant 0 (the core documents this, and its
+// `all_zero_is_new` tests check it).
 unsafe impl Zeroable for Program {}
 
 impl ProgramStore for KernelPrograms {
