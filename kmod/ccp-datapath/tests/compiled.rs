@@ -333,6 +333,30 @@ proptest! {
     }
 }
 
+/// `(fallthrough)` in an event that fires only sometimes: whether a later event that fires
+/// without `(fallthrough)` stops the run is known only at run time, so the compiled form keeps
+/// the test there (and runs the last event exactly when the interpreter does).
+#[test]
+fn sticky_fallthrough_from_a_conditional_event() {
+    let src = "(def (Report (volatile r0 0) (volatile r1 0) (volatile r2 0)) (c0 0) (c1 0) (volatile vc0 0))
+        (when (> Ack.bytes_acked 5) (:= Report.r0 (+ Report.r0 1)) (fallthrough))
+        (when true (:= Report.r1 (+ Report.r1 1)))
+        (when true (:= Report.r2 (+ Report.r2 1)) (report))";
+    let steps: Vec<Step> = [0u64, 10, 3, 7, 0, 0, 9]
+        .iter()
+        .map(|&b| Step::Invoke {
+            dt: 1,
+            prims: Primitives {
+                bytes_acked: b,
+                ..Primitives::default()
+            },
+        })
+        .collect();
+    let p = run_pair(&[src.to_string()], NAMES, &steps).unwrap();
+    // The ACKs that acked more than 5 bytes reached the last event and reported.
+    assert_eq!(p.dps[0].stats().reports_sent, 3);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Raw INSTALLs: what portus never emits, but an agent may send.
 
@@ -357,13 +381,27 @@ fn arb_ret() -> impl Strategy<Value = RegMsg> {
     })
 }
 
+/// An instruction: any operation, or often a constant write of an implicit register (what
+/// `(when true ..)`, `(fallthrough)`, `(report)` and `(:= Micros 0)` compile to, and what the
+/// compiled form's flag tracking reasons about).
 fn arb_instr() -> impl Strategy<Value = InstrMsg> {
-    (0u8..15, arb_ret(), arb_reg(), arb_reg()).prop_map(|(op, ret, left, right)| InstrMsg {
-        op,
-        ret,
-        left,
-        right,
-    })
+    let op =
+        (0u8..15, arb_ret(), arb_reg(), arb_reg()).prop_map(|(op, ret, left, right)| InstrMsg {
+            op,
+            ret,
+            left,
+            right,
+        });
+    let flag = (0u32..4, prop_oneof![Just(0u32), Just(1), any::<u32>()]).prop_map(|(i, v)| {
+        let ret = RegMsg { typ: 2, val: i };
+        InstrMsg {
+            op: 1,
+            ret,
+            left: ret,
+            right: RegMsg { typ: 1, val: v },
+        }
+    });
+    prop_oneof![2 => op, 1 => flag]
 }
 
 /// A raw program: a DEF prefix, then instructions, and events over arbitrary (possibly
