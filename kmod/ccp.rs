@@ -46,8 +46,9 @@
 //! `ccp_dropped_malformed`, `ccp_dropped_unprivileged` and `ccp_table_full`.
 
 use super::ccp_datapath::{
-    DatapathOps, DropCause, Error as CcpError, ExecMode, FlowInfo, FlowLoc, FlowTable, Invoked, Primitives,
-    Program, ProgramMaster, ProgramStore, ProgramTable, SendError, ShardedDatapath, Shards,
+    DatapathOps, DropCause, Error as CcpError, ExecMode, FlowInfo, FlowLoc, FlowTable, Invoked,
+    Primitives, Program, ProgramMaster, ProgramStore, ProgramTable, SendError, ShardedDatapath,
+    Shards,
 };
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
