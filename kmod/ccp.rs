@@ -37,13 +37,18 @@
 //! `Arc<Program>`: a replica holds a pointer per program, and an INSTALL replacing a program
 //! frees the old one when the last replica lets it go.
 //!
+//! Programs run per ACK in their compiled form, built by the core at INSTALL
+//! (`ccp_datapath::compiled`); module parameter `ccp_interpret` = 1 (writable at run time, read
+//! per ACK) forces the core's interpreter, the reference, with the same results.
+//!
 //! Read-only module parameters show the datapath's state: `ccp_live_flows` (CCP flows in the
 //! table now: back to 0 once every offered connection is gone), `ccp_dropped_late`,
 //! `ccp_dropped_malformed`, `ccp_dropped_unprivileged` and `ccp_table_full`.
 
 use super::ccp_datapath::{
-    DatapathOps, DropCause, Error as CcpError, FlowInfo, FlowLoc, FlowTable, Invoked, Primitives,
-    Program, ProgramMaster, ProgramStore, ProgramTable, SendError, ShardedDatapath, Shards,
+    DatapathOps, DropCause, Error as CcpError, ExecMode, FlowInfo, FlowLoc, FlowTable, Invoked,
+    Primitives, Program, ProgramMaster, ProgramStore, ProgramTable, SendError, ShardedDatapath,
+    Shards,
 };
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
@@ -77,9 +82,10 @@ type Core = ShardedDatapath<SHARDS, PER_SHARD, PROGRAMS, KernelPrograms>;
 struct KernelPrograms;
 
 // SAFETY: The all-zero `Program` is a valid value, the empty program (`Program::new()`): its
-// fields are integers and arrays of `Event`/`Instr`, whose fields are integers and the fieldless
-// `#[repr(u8)]` enums `Op` and `RegKind`, both with a variant of discriminant 0 (the core
-// documents this, and its `all_zero_is_new` test checks the same property for the flow table).
+// fields are integers, bools and arrays of `Event`/`Instr`/`FlatInstr`/`Step` (its `Compiled`
+// form), whose fields are integers and the fieldless `#[repr(u8)]` enums `Op`, `RegKind` and
+// `StepKind`, each with a variant of discriminant 0 (the core documents this, and its
+// `all_zero_is_new` tests check it).
 unsafe impl Zeroable for Program {}
 
 impl ProgramStore for KernelPrograms {
@@ -713,6 +719,16 @@ pub(crate) fn on_ack<T: ?Sized>(sk: &mut Sock<'_, T>, sid: u32, acked: u32) -> b
     };
     e.last_bytes_acked = bytes_acked;
     e.last_lost = lost;
+    // `ccp_interpret` is writable at run time: the shard's replica follows it from its next ACK
+    // (an INSTALL's new replica, a copy of the master's, is corrected here too).
+    let mode = if super::ccp_interpret() {
+        ExecMode::Interpret
+    } else {
+        ExecMode::Compiled
+    };
+    if programs.exec_mode() != mode {
+        programs.set_exec_mode(mode);
+    }
     let mut ops = Ops::new(&c.nl, sk.tcp_mstamp_us());
     let r = table.invoke(loc, sid, programs, &prims, c.core.time_zero_us(), &mut ops);
     // A class change is recorded whatever the outcome; it is applied only under control.

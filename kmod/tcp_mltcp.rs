@@ -147,6 +147,14 @@ kernel::module_param!(
 );
 
 kernel::module_param!(
+    /// CCP: 1 runs agent programs in the interpreter instead of their compiled form.
+    static CCP_INTERPRET: u32 = params::CCP_INTERPRET.default;
+    module: "tcp_mltcp", name: "ccp_interpret", perm: 0o644,
+    check: |v| params::CCP_INTERPRET.check(v).map_err(refuse),
+    desc: "CCP: 0 runs agent programs compiled (built at install); 1 forces the interpreter, the reference (0..1)"
+);
+
+kernel::module_param!(
     /// DCTCP's alpha gain g = 1/2^shift_g (tcp_dctcp.c's `dctcp_shift_g`).
     static DCTCP_SHIFT_G: u32 = params::DCTCP_SHIFT_G.default;
     module: "tcp_mltcp", name: "dctcp_shift_g", perm: 0o644,
@@ -173,6 +181,12 @@ kernel::module_param!(
 /// The CCP heartbeat timeout, ms (0: off).
 fn ccp_heartbeat_ms() -> u32 {
     CCP_HEARTBEAT_MS.get()
+}
+
+/// Whether the CCP datapath runs programs in the interpreter (`ccp_interpret` = 1) rather than
+/// their compiled form.
+fn ccp_interpret() -> bool {
+    CCP_INTERPRET.get() != 0
 }
 
 /// The current parameters (each read lock-free; a write between reads mixes old and new values

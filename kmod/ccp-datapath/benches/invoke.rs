@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! Per-ACK cost of the program machine: one [`Datapath::flow_invoke`] per ACK (what tcp_mltcp's
 //! `ccp::on_ack` calls through `FlowTable::invoke`) for the two programs the project's agents
-//! install: ccp-test-agent's Reno and ccp-agent's `datapath-programs/mlcc-slot.ccp`.
+//! install: ccp-test-agent's Reno and ccp-agent's `datapath-programs/mlcc-slot.ccp`, each run by
+//! the interpreter (`<program>/interpreted`, the reference) and in its compiled form
+//! (`<program>/compiled`, the default; [`ExecMode`]).
 //!
 //! ACKs arrive every 10 µs, each acknowledging two 1448-byte segments with 100 in flight and an
 //! RTT of 100 µs, so Reno (report floor 10 ms) reports once per 1000 ACKs and mlcc-slot (60 ms
@@ -9,7 +11,9 @@
 
 use std::hint::black_box;
 
-use ccp_datapath::{program_lines, Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use ccp_datapath::{
+    program_lines, Datapath, DatapathOps, ExecMode, FlowInfo, Primitives, SendError,
+};
 use criterion::{criterion_group, criterion_main, Criterion};
 use portus::lang::Reg;
 
@@ -59,11 +63,12 @@ impl DatapathOps for NullOps {
     }
 }
 
-/// One flow running `src`, switched to it with CHANGE_PROG carrying `fields` (names in the
-/// program's scope), and one invocation done so that the switch is applied.
-fn flow(src: &str, fields: &[(&str, u64)]) -> (Box<Datapath<4, 4>>, NullOps, u32) {
+/// One flow running `src` in `mode`, switched to it with CHANGE_PROG carrying `fields` (names in
+/// the program's scope), and one invocation done so that the switch is applied.
+fn flow(src: &str, fields: &[(&str, u64)], mode: ExecMode) -> (Box<Datapath<4, 4>>, NullOps, u32) {
     let (install, sc, _) = common::compile_install(src);
     let mut dp = Box::new(Datapath::<4, 4>::new());
+    dp.set_exec_mode(mode);
     let mut ops = NullOps {
         now: 1_000,
         sent: 0,
@@ -103,21 +108,26 @@ fn prims() -> Primitives {
 }
 
 fn bench_program(c: &mut Criterion, name: &str, src: &str, fields: &[(&str, u64)]) {
-    let mut g = c.benchmark_group("invoke");
+    let mut g = c.benchmark_group(format!("invoke/{name}"));
     g.throughput(criterion::Throughput::Elements(u64::from(ACKS)));
-    let (mut dp, mut ops, sid) = flow(src, fields);
-    let p = prims();
-    g.bench_function(name, |b| {
-        b.iter(|| {
-            for _ in 0..ACKS {
-                ops.now += ACK_GAP_US;
-                let r = dp.flow_invoke(black_box(sid), black_box(&p), &mut ops);
-                black_box(r).expect("the program runs");
-            }
-        })
-    });
+    for (mode, label) in [
+        (ExecMode::Interpret, "interpreted"),
+        (ExecMode::Compiled, "compiled"),
+    ] {
+        let (mut dp, mut ops, sid) = flow(src, fields, mode);
+        let p = prims();
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                for _ in 0..ACKS {
+                    ops.now += ACK_GAP_US;
+                    let r = dp.flow_invoke(black_box(sid), black_box(&p), &mut ops);
+                    black_box(r).expect("the program runs");
+                }
+            })
+        });
+        black_box(ops.sent);
+    }
     g.finish();
-    black_box(ops.sent);
 }
 
 fn bench(c: &mut Criterion) {

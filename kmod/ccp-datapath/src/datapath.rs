@@ -17,6 +17,7 @@
 //!   starts) visits every shard, one at a time. What crosses shards is lock-free: the live-flow
 //!   count and the round-robin hint of [`ShardedDatapath::flow_start`] are atomics.
 
+use super::compiled::ExecMode;
 use super::error::{DropCause, Error, Stats};
 use super::machine::{FlowState, Invoked, Primitives, ReportStatus};
 use super::program::{build_program, InlineProgram, Program, ProgramStore, ProgramTable};
@@ -464,6 +465,12 @@ impl<const FLOWS: usize, const PROGRAMS: usize> Datapath<FLOWS, PROGRAMS> {
         self.programs.by_uid(uid)
     }
 
+    /// Chooses the path that runs programs from the next invocation on: compiled (the
+    /// default) or interpreted (the reference); see [`ProgramTable::set_exec_mode`].
+    pub fn set_exec_mode(&mut self, mode: ExecMode) {
+        self.programs.set_exec_mode(mode);
+    }
+
     fn loc(sid: u32) -> Option<FlowLoc> {
         FlowLoc::of(sid, 1, FLOWS)
     }
@@ -896,6 +903,16 @@ impl<const SHARDS: usize, const PER_SHARD: usize, const P: usize, S: ProgramStor
         Ok(Handled::Installed {
             uid: msg.program_uid,
         })
+    }
+
+    /// Chooses the path that runs programs from the next invocation on (see
+    /// [`ProgramTable::set_exec_mode`]): in the master table, which later INSTALLs copy into the
+    /// replicas, and in every shard's replica, one shard at a time.
+    pub fn set_exec_mode<H: Shards<PER_SHARD, P, S::Shared>>(&self, host: &H, mode: ExecMode) {
+        host.with_master(|m| m.table.set_exec_mode(mode));
+        for shard in 0..SHARDS {
+            host.with_shard(shard, |_, replica| replica.set_exec_mode(mode));
+        }
     }
 
     /// Every counter summed: the master's and each shard's, taken one shard at a time.

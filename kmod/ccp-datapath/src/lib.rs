@@ -11,6 +11,8 @@
 //! - [`program`]: validated programs and the program table (libccp `machine.c`, `ccp.c`), and
 //!   the text checks of a program file ([`program_lines`], [`check_slot_program`]).
 //! - [`machine`]: per-flow registers, staged updates and one invocation (libccp `ccp_invoke`).
+//! - [`compiled`]: a program's compiled form, built at install and run per ACK instead of the
+//!   interpreter (which stays as the reference, chosen by [`ExecMode`]).
 //! - [`Datapath`]: the flow table and the entry points a host calls; the host implements
 //!   [`DatapathOps`] (clock, send, `set_cwnd`, `set_rate_abs`, `set_class`).
 //! - [`ShardedDatapath`]: the same over `SHARDS` flow tables, each behind its own lock (the host
@@ -76,12 +78,14 @@
     )
 )]
 
+pub mod compiled;
 pub mod datapath;
 pub mod error;
 pub mod machine;
 pub mod program;
 pub mod wire;
 
+pub use self::compiled::{Compiled, ExecMode};
 pub use self::datapath::{
     Datapath, DatapathOps, FlowInfo, FlowLoc, FlowTable, Handled, ProgramMaster, SendError,
     ShardedDatapath, Shards,

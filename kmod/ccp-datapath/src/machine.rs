@@ -9,8 +9,12 @@
 //! Per ACK the machine reads operands from one flat register file per flow ([`Registers`], laid
 //! out as `program::file` says) through slots resolved at install ([`FlatInstr`]): one load per
 //! operand instead of a `match` on its kind, with this invocation's primitives copied into the
-//! file first. Benchmark: `cargo bench -p ccp-datapath --bench invoke`.
+//! file first. By default a program runs through its compiled form instead ([`super::compiled`],
+//! [`FlowState::run_compiled`]), built at install; the interpreter ([`FlowState::run`]) stays as
+//! the reference and runs when the datapath's [`ExecMode`] says so. Benchmark:
+//! `cargo bench -p ccp-datapath --bench invoke`.
 
+use super::compiled::{ExecMode, Step, StepKind};
 use super::error::Error;
 use super::program::{file, FlatInstr, Op, Operand, ProgRef, Program, ProgramTable, Reg, RegKind};
 use super::wire::{self, Create, UpdateField, Updates};
@@ -515,7 +519,10 @@ impl FlowState {
             return Err(Error::ProgramGone);
         };
 
-        self.run(prog, prims, now, dp_time_zero_us)?;
+        match programs.exec_mode() {
+            ExecMode::Compiled => self.run_compiled(prog, prims, now, dp_time_zero_us)?,
+            ExecMode::Interpret => self.run(prog, prims, now, dp_time_zero_us)?,
+        }
         self.enforce(ops);
         let mut report = ReportStatus::None;
         if self.implicit(SHOULD_REPORT) != 0 {
@@ -571,7 +578,8 @@ impl FlowState {
 
     /// Runs the program's events once (libccp `state_machine` without enforcement and report):
     /// clears the three flags, sets `Micros`, then evaluates events in order until one fires
-    /// without `(fallthrough)`.
+    /// without `(fallthrough)`. This is the interpreter, the reference for
+    /// [`FlowState::run_compiled`].
     ///
     /// Errors: the execution errors of [`FlowState::invoke`].
     pub fn run(
@@ -581,12 +589,7 @@ impl FlowState {
         now_us: u64,
         dp_time_zero_us: u64,
     ) -> Result<(), Error> {
-        self.set_implicit(EVENT_FLAG, 0);
-        self.set_implicit(SHOULD_CONTINUE, 0);
-        self.set_implicit(SHOULD_REPORT, 0);
-        self.set_implicit(MICROS, now_us.wrapping_sub(self.time_zero_us));
-        self.regs
-            .load_primitives(prims, now_us.wrapping_sub(dp_time_zero_us));
+        self.begin_run(prims, now_us, dp_time_zero_us);
         for ev in prog.events() {
             for i in prog.flat_range(ev.cond_start, ev.cond_len) {
                 self.exec(i, now_us)?;
@@ -601,6 +604,40 @@ impl FlowState {
             }
         }
         Ok(())
+    }
+
+    /// Runs the program once through its compiled form ([`Program::compiled`]), or through the
+    /// interpreter ([`FlowState::run`]) when it has none: the same registers, flow time zero and
+    /// result as [`FlowState::run`].
+    ///
+    /// Errors: the execution errors of [`FlowState::invoke`].
+    pub fn run_compiled(
+        &mut self,
+        prog: &Program,
+        prims: &Primitives,
+        now_us: u64,
+        dp_time_zero_us: u64,
+    ) -> Result<(), Error> {
+        let c = prog.compiled();
+        if !c.ready() {
+            return self.run(prog, prims, now_us, dp_time_zero_us);
+        }
+        self.begin_run(prims, now_us, dp_time_zero_us);
+        let r = self.exec_steps(c.steps());
+        // `Micros` reads `now - time zero` throughout a run: set so by `begin_run`, and every
+        // write of `Micros` moves the time zero to keep it so (libccp `write_reg`).
+        self.time_zero_us = now_us.wrapping_sub(self.implicit(MICROS));
+        r
+    }
+
+    /// The start of a run: the three flags cleared, `Micros` and the primitives loaded.
+    fn begin_run(&mut self, prims: &Primitives, now_us: u64, dp_time_zero_us: u64) {
+        self.set_implicit(EVENT_FLAG, 0);
+        self.set_implicit(SHOULD_CONTINUE, 0);
+        self.set_implicit(SHOULD_REPORT, 0);
+        self.set_implicit(MICROS, now_us.wrapping_sub(self.time_zero_us));
+        self.regs
+            .load_primitives(prims, now_us.wrapping_sub(dp_time_zero_us));
     }
 
     fn send_report(&self, sid: u32, prog: &Program, ops: &mut impl DatapathOps) -> ReportStatus {
@@ -672,47 +709,113 @@ impl FlowState {
     fn exec(&mut self, i: &FlatInstr, now_us: u64) -> Result<(), Error> {
         let a = self.regs.read(i.left);
         let b = self.regs.read(i.right);
-        let out = match i.op {
-            Op::Add => {
-                let r = a.wrapping_add(b);
-                if r < a {
-                    return Err(Error::AddOverflow);
-                }
-                Some(r)
-            }
-            Op::Bind => Some(b),
-            Op::Def => None,
-            Op::Div => Some(a.checked_div(b).ok_or(Error::DivByZero)?),
-            Op::Equiv => Some(u64::from(a == b)),
-            Op::Ewma => Some(ewma(a, self.regs.get(usize::from(i.ret)), b)),
-            Op::Gt => Some(u64::from(a > b)),
-            Op::If => (a != 0).then_some(b),
-            Op::Lt => Some(u64::from(a < b)),
-            Op::Max => Some(a.max(b)),
-            Op::MaxWrap => Some(max_wrap(a, b)),
-            Op::Min => Some(a.min(b)),
-            Op::Mul => {
-                let r = a.wrapping_mul(b);
-                // libccp's check, kept for identical results: it misses some overflows.
-                if r < a && b > 0 {
-                    return Err(Error::MulOverflow);
-                }
-                Some(r)
-            }
-            Op::NotIf => (a == 0).then_some(b),
-            Op::Sub => {
-                let r = a.wrapping_sub(b);
-                if r > a {
-                    return Err(Error::SubUnderflow);
-                }
-                Some(r)
-            }
-        };
-        if let Some(v) = out {
+        let cur = self.regs.get(usize::from(i.ret));
+        if let Some(v) = alu(i.op, a, b, cur)? {
             self.write(i.ret, v, now_us);
         }
         Ok(())
     }
+
+    /// Runs a compiled program's steps ([`Compiled`]): the same writes in the same order as
+    /// the interpreter's events, except the `Micros` bookkeeping, which the caller does once.
+    fn exec_steps(&mut self, steps: &[Step]) -> Result<(), Error> {
+        let flag = file::IMPLICIT.saturating_add(EVENT_FLAG);
+        let cont = file::IMPLICIT.saturating_add(SHOULD_CONTINUE);
+        let mut pc = 0usize;
+        while let Some(s) = steps.get(pc) {
+            pc = pc.wrapping_add(1);
+            let out = match s.kind {
+                StepKind::Const => Some(s.constant()),
+                StepKind::Copy => Some(self.regs.read(s.left())),
+                StepKind::Add => self.step_op(Op::Add, s)?,
+                StepKind::Sub => self.step_op(Op::Sub, s)?,
+                StepKind::Mul => self.step_op(Op::Mul, s)?,
+                StepKind::Div => self.step_op(Op::Div, s)?,
+                StepKind::Equiv => self.step_op(Op::Equiv, s)?,
+                StepKind::Gt => self.step_op(Op::Gt, s)?,
+                StepKind::Lt => self.step_op(Op::Lt, s)?,
+                StepKind::Max => self.step_op(Op::Max, s)?,
+                StepKind::Min => self.step_op(Op::Min, s)?,
+                StepKind::MaxWrap => self.step_op(Op::MaxWrap, s)?,
+                StepKind::Ewma => self.step_op(Op::Ewma, s)?,
+                StepKind::If => self.step_op(Op::If, s)?,
+                StepKind::NotIf => self.step_op(Op::NotIf, s)?,
+                StepKind::SkipUnlessFlag => {
+                    if self.regs.get(flag) == 0 {
+                        pc = pc.wrapping_add(s.skip());
+                    }
+                    None
+                }
+                StepKind::BreakUnlessContinue => {
+                    if self.regs.get(flag) != 0 && self.regs.get(cont) == 0 {
+                        break;
+                    }
+                    None
+                }
+            };
+            if let Some(v) = out {
+                self.regs.set(usize::from(s.ret), v);
+                self.regs.set(usize::from(s.also), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// One operation of a compiled step; `op` is a constant at every call, so each arm of
+    /// [`FlowState::exec_steps`] inlines its own operator.
+    #[inline(always)]
+    fn step_op(&self, op: Op, s: &Step) -> Result<Option<u64>, Error> {
+        let a = self.regs.read(s.left());
+        let b = self.regs.read(s.right());
+        alu(op, a, b, self.regs.get(usize::from(s.ret)))
+    }
+}
+
+/// The result of one operation (libccp `process_instruction`): `Some(v)` to write `v` to the
+/// result register, `None` for no write (DEF, an `if`/`!if` whose condition fails). `cur` is the
+/// result register's value (read by EWMA only). Shared by the interpreter, the compiled steps
+/// and constant folding at install, so that the three agree on every operator.
+///
+/// Errors: [`Error::AddOverflow`], [`Error::SubUnderflow`], [`Error::MulOverflow`] (libccp's
+/// check, which misses some overflows), [`Error::DivByZero`].
+#[inline(always)]
+pub(crate) fn alu(op: Op, a: u64, b: u64, cur: u64) -> Result<Option<u64>, Error> {
+    Ok(match op {
+        Op::Add => {
+            let r = a.wrapping_add(b);
+            if r < a {
+                return Err(Error::AddOverflow);
+            }
+            Some(r)
+        }
+        Op::Bind => Some(b),
+        Op::Def => None,
+        Op::Div => Some(a.checked_div(b).ok_or(Error::DivByZero)?),
+        Op::Equiv => Some(u64::from(a == b)),
+        Op::Ewma => Some(ewma(a, cur, b)),
+        Op::Gt => Some(u64::from(a > b)),
+        Op::If => (a != 0).then_some(b),
+        Op::Lt => Some(u64::from(a < b)),
+        Op::Max => Some(a.max(b)),
+        Op::MaxWrap => Some(max_wrap(a, b)),
+        Op::Min => Some(a.min(b)),
+        Op::Mul => {
+            let r = a.wrapping_mul(b);
+            // libccp's check, kept for identical results: it misses some overflows.
+            if r < a && b > 0 {
+                return Err(Error::MulOverflow);
+            }
+            Some(r)
+        }
+        Op::NotIf => (a == 0).then_some(b),
+        Op::Sub => {
+            let r = a.wrapping_sub(b);
+            if r > a {
+                return Err(Error::SubUnderflow);
+            }
+            Some(r)
+        }
+    })
 }
 
 /// libccp `myewma64(a, b, c)`: `a` = weight in tenths, `b` = current value, `c` = new sample.

@@ -7,6 +7,7 @@
 //! types); programs come from portus `lang::compile`. Unlike libccp, everything an instruction or
 //! event refers to is checked once at install time, so execution never needs to.
 
+use super::compiled::{Compiled, ExecMode};
 use super::error::Error;
 use super::wire::{Install, InstrMsg, RegMsg};
 use super::{
@@ -386,8 +387,9 @@ fn range_in(start: u32, len: u32, n_instrs: usize) -> Result<(u16, u16), Error> 
 }
 
 /// An installed program: fixed capacity ([`MAX_EVENTS`] events, [`MAX_INSTRS`] instructions),
-/// about 14 KiB (each instruction kept as decoded and as executed, [`FlatInstr`]). The all-zero
-/// value is an empty program.
+/// about 19 KiB (each instruction kept as decoded and as the interpreter executes it,
+/// [`FlatInstr`], and the program's compiled form, [`Compiled`]). The all-zero value is an empty
+/// program (not compiled: the interpreter runs it, which does nothing).
 #[derive(Clone, Debug)]
 pub struct Program {
     uid: u32,
@@ -399,6 +401,8 @@ pub struct Program {
     instrs: [Instr; MAX_INSTRS],
     /// `instrs` resolved for execution, index by index.
     flat: [FlatInstr; MAX_INSTRS],
+    /// The compiled form, built at install from `events` and `flat`.
+    compiled: Compiled,
 }
 
 const EMPTY_EVENT: Event = Event {
@@ -430,6 +434,7 @@ impl Program {
             events: [EMPTY_EVENT; MAX_EVENTS],
             instrs: [EMPTY_INSTR; MAX_INSTRS],
             flat: [FlatInstr::EMPTY; MAX_INSTRS],
+            compiled: Compiled::new(),
         }
     }
 
@@ -508,7 +513,16 @@ impl Program {
         }
         self.def_prefix = def_prefix;
         self.n_report = n_report;
+        let events = self.events.get(..usize::from(self.n_events)).unwrap_or(&[]);
+        let flat = self.flat.get(..n).unwrap_or(&[]);
+        self.compiled.build(events, flat);
         Ok(())
+    }
+
+    /// The compiled form, built at install ([`Compiled::ready`] is false when the program did
+    /// not fit it; the interpreter runs it then).
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
     }
 
     /// The uid the agent gave this program.
@@ -651,6 +665,7 @@ struct ProgSlot<H> {
 pub struct ProgramTable<const P: usize, H> {
     slots: [ProgSlot<H>; P],
     version: u64,
+    mode: ExecMode,
 }
 
 impl<const P: usize, H: Deref<Target = Program>> ProgramTable<P, H> {
@@ -672,7 +687,20 @@ impl<const P: usize, H: Deref<Target = Program>> ProgramTable<P, H> {
         ProgramTable {
             slots: [Self::EMPTY_SLOT; P],
             version: 0,
+            mode: ExecMode::Compiled,
         }
+    }
+
+    /// Which path runs this table's programs ([`ExecMode::Compiled`] unless set).
+    pub fn exec_mode(&self) -> ExecMode {
+        self.mode
+    }
+
+    /// Chooses the path that runs this table's programs from the next invocation on (both give
+    /// the same results; [`ExecMode::Interpret`] is the reference). Not a change of the table:
+    /// [`ProgramTable::version`] stays.
+    pub fn set_exec_mode(&mut self, mode: ExecMode) {
+        self.mode = mode;
     }
 
     /// How many changes (installs) the table has seen: a replica whose version is lower is

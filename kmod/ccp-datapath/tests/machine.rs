@@ -95,6 +95,23 @@ fn sizes() {
     assert!(dp <= 4 << 20, "datapath {dp} B");
 }
 
+/// The kernel allocates programs zeroed (`Zeroable for Program` in kmod/ccp.rs) before it loads
+/// an INSTALL into them: the all-zero program, compiled form included, is `Program::new()`.
+#[test]
+fn all_zero_program_is_new() {
+    let layout = std::alloc::Layout::new::<ccp_datapath::Program>();
+    // SAFETY: every field is an integer, bool, fieldless enum with a 0 variant, or an array of
+    // them, which is what this test checks against `new()`.
+    let zeroed: Box<ccp_datapath::Program> =
+        unsafe { Box::from_raw(std::alloc::alloc_zeroed(layout).cast()) };
+    let fresh = Box::new(ccp_datapath::Program::new());
+    assert!(
+        format!("{zeroed:?}") == format!("{fresh:?}"),
+        "all-zero Program differs from new()"
+    );
+    assert!(!zeroed.compiled().ready());
+}
+
 /// The kernel allocates its shards' flow tables zeroed instead of copying `new()` into place.
 #[test]
 fn all_zero_is_new() {

@@ -1,14 +1,15 @@
 //! The sharded datapath (`ShardedDatapath`, what the kernel module runs): the same results as the
 //! single-threaded `Datapath` on the same inputs, flow-table-full and drop causes across shards,
-//! INSTALL reaching every shard's replica, and many threads at once over per-shard mutexes (the
+//! INSTALL reaching every shard's replica, the execution mode (compiled or interpreted) reaching
+//! every replica, and many threads at once over per-shard mutexes (the
 //! module's per-shard spinlocks) with a thread re-installing programs meanwhile.
 
 mod common;
 
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, Msg};
 use ccp_datapath::{
-    Datapath, DropCause, Error, FlowInfo, FlowTable, Handled, Invoked, Primitives, Program,
-    ProgramMaster, ProgramStore, ProgramTable, ShardedDatapath, Shards,
+    Datapath, DropCause, Error, ExecMode, FlowInfo, FlowTable, Handled, Invoked, Primitives,
+    Program, ProgramMaster, ProgramStore, ProgramTable, ShardedDatapath, Shards,
 };
 use common::*;
 use std::collections::HashSet;
@@ -359,6 +360,32 @@ fn install_reaches_every_shard_and_replicas_follow_the_master() {
     for s in &host.shards {
         assert!(std::ptr::eq(s.lock().unwrap().1.by_uid(1).unwrap(), p));
     }
+}
+
+/// `set_exec_mode` reaches the master and every replica, and replicas an INSTALL refreshes
+/// afterwards keep it (they copy the master's table); the mode is not a table change.
+#[test]
+fn exec_mode_reaches_every_shard_and_survives_installs() {
+    let host = Host::<4, 2, 4>::new();
+    let dp = Dp::<4, 2, 4>::new(0);
+    let mut ops = MockOps::default();
+    let modes = |host: &Host<4, 2, 4>| -> Vec<ExecMode> {
+        let mut m = vec![host.master.lock().unwrap().table().exec_mode()];
+        m.extend(host.shards.iter().map(|s| s.lock().unwrap().1.exec_mode()));
+        m
+    };
+    assert!(modes(&host).iter().all(|&m| m == ExecMode::Compiled));
+    dp.set_exec_mode(&host, ExecMode::Interpret);
+    assert!(modes(&host).iter().all(|&m| m == ExecMode::Interpret));
+    assert_eq!(host.master.lock().unwrap().table().version(), 0);
+    dp.handle_msg(&host, &install_of(1)).unwrap();
+    assert!(modes(&host).iter().all(|&m| m == ExecMode::Interpret));
+    let sid = dp.flow_start(&host, &info(0), &mut ops).unwrap();
+    dp.handle_msg(&host, &chg(sid, 1)).unwrap();
+    let r = dp.flow_invoke(&host, sid, &prims(1), &mut ops);
+    assert!(matches!(r, Ok(Invoked::Ran { .. })), "{r:?}");
+    dp.set_exec_mode(&host, ExecMode::Compiled);
+    assert!(modes(&host).iter().all(|&m| m == ExecMode::Compiled));
 }
 
 /// Many threads at once, as CPUs in the kernel: each starts flows, runs them through ACKs,

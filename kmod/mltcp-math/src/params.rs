@@ -279,6 +279,17 @@ pub const CCP_HEARTBEAT_MS: ParamSpec = ParamSpec {
         "CCP: flows go back to native MLTCP when the agent sent nothing for this long; 0 = off",
 };
 
+/// `ccp_interpret`: which path runs the CCP datapath's programs (the module's, not a [`Params`]
+/// field; the core's `ExecMode`).
+pub const CCP_INTERPRET: ParamSpec = ParamSpec {
+    name: "ccp_interpret",
+    default: 0,
+    min: 0,
+    max: 1,
+    unit: Unit::Choice,
+    description: "CCP: 0 runs each agent program in its compiled form (built at install); 1 forces the interpreter, the reference (same results, more CPU per ACK)",
+};
+
 /// `dctcp_shift_g`: `mltcp_dctcp`'s alpha gain exponent ([`super::dctcp::DEFAULT_SHIFT_G`]).
 pub const DCTCP_SHIFT_G: ParamSpec = ParamSpec {
     name: "dctcp_shift_g",
@@ -323,6 +334,7 @@ pub const PARAMS: &[ParamSpec] = &[
     DCTCP_ALPHA_ON_INIT,
     DCTCP_SCALE_CUT,
     CCP_HEARTBEAT_MS,
+    CCP_INTERPRET,
 ];
 
 /// A parameter value outside its range (the kernel's `set` callback turns it into `-EINVAL`).

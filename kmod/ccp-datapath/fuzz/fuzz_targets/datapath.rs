@@ -8,11 +8,25 @@
 //! parsed message re-serialises to its bytes, every returned error is counted exactly once, and
 //! `set_class` is called only with a DSCP (0..=63) or `None`, only when the flow's class changes,
 //! and leaves that class in force.
+//!
+//! Every operation also runs on a second datapath that runs programs in the interpreter
+//! (`ExecMode::Interpret`, the reference; the first runs them compiled, the default): after each
+//! one both must have returned the same result, sent the same messages, made the same actuator
+//! calls and hold the same flows (every register) and counters.
 #![no_main]
 
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, RegMsg, UpdateField};
-use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
+use ccp_datapath::{Datapath, DatapathOps, ExecMode, FlowInfo, Primitives, SendError};
 use libfuzzer_sys::fuzz_target;
+
+/// What a datapath did through its host, in order (compared between the two datapaths).
+#[derive(Debug, PartialEq)]
+enum Did {
+    Sent(Vec<u8>),
+    Cwnd(u64),
+    Rate(u64),
+    Class(Option<u8>),
+}
 
 struct Ops {
     now: u64,
@@ -20,6 +34,8 @@ struct Ops {
     out: [u8; 256],
     /// The `set_class` calls of the current invocation.
     classes: Vec<Option<u8>>,
+    /// Everything done since the last comparison.
+    did: Vec<Did>,
 }
 
 impl DatapathOps for Ops {
@@ -32,20 +48,26 @@ impl DatapathOps for Ops {
         assert_eq!(n, msg.len());
         let k = m.write(&mut self.out).expect("re-serialise");
         assert_eq!(&self.out[..k], msg);
+        self.did.push(Did::Sent(msg.to_vec()));
         if self.fail {
             Err(SendError)
         } else {
             Ok(())
         }
     }
-    fn set_cwnd(&mut self, _bytes: u64) {}
-    fn set_rate_abs(&mut self, _bytes_per_sec: u64) {}
+    fn set_cwnd(&mut self, bytes: u64) {
+        self.did.push(Did::Cwnd(bytes));
+    }
+    fn set_rate_abs(&mut self, bytes_per_sec: u64) {
+        self.did.push(Did::Rate(bytes_per_sec));
+    }
     fn set_class(&mut self, dscp: Option<u8>) {
         assert!(
             dscp.is_none_or(|d| d <= wire::DSCP_MAX),
             "set_class({dscp:?})"
         );
         self.classes.push(dscp);
+        self.did.push(Did::Class(dscp));
     }
 }
 
@@ -97,7 +119,59 @@ impl Input<'_> {
 
 type Dp = Datapath<8, 4>;
 
-fn check_msg(dp: &mut Dp, msg: &[u8], scratch: &mut [u8]) {
+/// The interpreter's datapath and its host, beside the compiled one under test.
+struct Reference {
+    dp: Box<Dp>,
+    ops: Ops,
+}
+
+impl Reference {
+    /// After an operation that returned `got` on the compiled datapath `dp` (with `ops`) and
+    /// `want` here: the same result, the same things done, the same flows and counters.
+    fn agree<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        dp: &Dp,
+        ops: &mut Ops,
+        sids: &[u32],
+        got: T,
+        want: T,
+    ) {
+        assert_eq!(got, want, "compiled against interpreted: result");
+        assert_eq!(
+            ops.did, self.ops.did,
+            "compiled against interpreted: host calls"
+        );
+        ops.did.clear();
+        self.ops.did.clear();
+        for &s in sids {
+            assert_eq!(
+                dp.flow(s),
+                self.dp.flow(s),
+                "compiled against interpreted: flow {s}"
+            );
+        }
+        assert_eq!(
+            dp.stats(),
+            self.dp.stats(),
+            "compiled against interpreted: counters"
+        );
+    }
+
+    /// The same clock and send failure as the compiled datapath's host.
+    fn sync(&mut self, ops: &Ops) {
+        self.ops.now = ops.now;
+        self.ops.fail = ops.fail;
+    }
+}
+
+fn check_msg(
+    dp: &mut Dp,
+    rf: &mut Reference,
+    ops: &mut Ops,
+    sids: &[u32],
+    msg: &[u8],
+    scratch: &mut [u8],
+) {
     if let Ok((m, n)) = wire::parse(msg) {
         let k = m.write(scratch).expect("re-serialise parsed message");
         assert_eq!(&scratch[..k], &msg[..n]);
@@ -105,16 +179,26 @@ fn check_msg(dp: &mut Dp, msg: &[u8], scratch: &mut [u8]) {
     let before = dp.stats().total_errors();
     let r = dp.handle_msg(msg);
     assert_eq!(dp.stats().total_errors() - before, u64::from(r.is_err()));
+    let want = rf.dp.handle_msg(msg);
+    rf.agree(dp, ops, sids, r, want);
 }
 
 fn run(data: &[u8]) -> Option<()> {
-    let mut dp = Box::new(Dp::new());
-    let mut ops = Ops {
+    let new_ops = || Ops {
         now: 0,
         fail: false,
         out: [0; 256],
         classes: Vec::new(),
+        did: Vec::new(),
     };
+    let mut dp = Box::new(Dp::new());
+    dp.set_exec_mode(ExecMode::Compiled);
+    let mut ops = new_ops();
+    let mut rf = Reference {
+        dp: Box::new(Dp::new()),
+        ops: new_ops(),
+    };
+    rf.dp.set_exec_mode(ExecMode::Interpret);
     let mut inp = Input(data);
     let mut sids: Vec<u32> = Vec::new();
     let mut uids: Vec<u32> = vec![1, 2, 3];
@@ -122,6 +206,7 @@ fn run(data: &[u8]) -> Option<()> {
     let mut scratch = vec![0u8; 4096];
     ops.now = inp.u64()?;
     dp.init(ops.now);
+    rf.dp.init(ops.now);
     let pick_sid = |inp: &mut Input, sids: &[u32]| -> Option<u32> {
         let b = inp.byte()?;
         Some(if sids.is_empty() || b == 255 {
@@ -135,7 +220,7 @@ fn run(data: &[u8]) -> Option<()> {
             0 => {
                 let len = usize::from(inp.byte()?) * 4;
                 let msg = inp.take(len).to_vec();
-                check_msg(&mut dp, &msg, &mut scratch);
+                check_msg(&mut dp, &mut rf, &mut ops, &sids, &msg, &mut scratch);
             }
             1 => {
                 let l = usize::from(inp.byte()? % 20);
@@ -147,15 +232,22 @@ fn run(data: &[u8]) -> Option<()> {
                 };
                 let info = info.with_alg_name(&alg).unwrap_or(info);
                 ops.fail = inp.byte()? % 8 == 0;
-                if let Ok(s) = dp.flow_start(&info, &mut ops) {
+                rf.sync(&ops);
+                let r = dp.flow_start(&info, &mut ops);
+                let want = rf.dp.flow_start(&info, &mut rf.ops);
+                if let Ok(s) = r {
                     sids.push(s);
                 }
+                rf.agree(&dp, &mut ops, &sids, r, want);
                 ops.fail = false;
             }
             2 => {
                 let s = pick_sid(&mut inp, &sids)?;
-                let _ = dp.flow_end(s, &mut ops);
+                rf.sync(&ops);
+                let r = dp.flow_end(s, &mut ops);
+                let want = rf.dp.flow_end(s, &mut rf.ops);
                 sids.retain(|&x| x != s);
+                rf.agree(&dp, &mut ops, &sids, r, want);
             }
             3 | 4 => {
                 let s = pick_sid(&mut inp, &sids)?;
@@ -181,7 +273,10 @@ fn run(data: &[u8]) -> Option<()> {
                 ops.fail = inp.byte()? % 16 == 0;
                 let before = dp.stats().total_errors();
                 let class_before = dp.flow(s).map(|f| f.class());
+                rf.sync(&ops);
                 let r = dp.flow_invoke(s, &prims, &mut ops);
+                let want = rf.dp.flow_invoke(s, &prims, &mut rf.ops);
+                rf.ops.classes.clear();
                 // At most one class change per invocation, to a class not in force before,
                 // which is in force after.
                 let calls = std::mem::take(&mut ops.classes);
@@ -200,6 +295,7 @@ fn run(data: &[u8]) -> Option<()> {
                     dp.stats().total_errors() - before,
                     u64::from(r.is_err()) + extra
                 );
+                rf.agree(&dp, &mut ops, &sids, r, want);
                 ops.fail = false;
             }
             5 => {
@@ -234,7 +330,7 @@ fn run(data: &[u8]) -> Option<()> {
                 if let Ok(k) = wire::write_install(&mut buf, 0, uid, &events, &instrs) {
                     uids.push(uid);
                     let msg = buf[..k].to_vec();
-                    check_msg(&mut dp, &msg, &mut scratch);
+                    check_msg(&mut dp, &mut rf, &mut ops, &sids, &msg, &mut scratch);
                 }
             }
             6 | 7 => {
@@ -257,7 +353,7 @@ fn run(data: &[u8]) -> Option<()> {
                 };
                 if let Ok(k) = k {
                     let msg = buf[..k].to_vec();
-                    check_msg(&mut dp, &msg, &mut scratch);
+                    check_msg(&mut dp, &mut rf, &mut ops, &sids, &msg, &mut scratch);
                 }
             }
             8 => {
@@ -281,7 +377,7 @@ fn run(data: &[u8]) -> Option<()> {
                 msg[8] = class;
                 msg[9] = reserved;
                 let before = dp.flow(s).map(|f| f.class_pending());
-                check_msg(&mut dp, &msg, &mut scratch);
+                check_msg(&mut dp, &mut rf, &mut ops, &sids, &msg, &mut scratch);
                 // A refused SET_CLASS stages nothing.
                 if class > wire::DSCP_MAX && class != wire::CLASS_RELEASE || reserved != 0 {
                     assert_eq!(dp.flow(s).map(|f| f.class_pending()), before);

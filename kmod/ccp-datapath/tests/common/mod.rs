@@ -2,6 +2,8 @@
 //! programs turned into INSTALL / CHANGE_PROG / UPDATE_FIELDS bytes with portus's own serialiser.
 #![allow(dead_code)]
 
+pub mod arb;
+
 use ccp_datapath::{DatapathOps, SendError};
 use portus::lang::{Bin, Reg, Scope};
 use portus::serialize;
