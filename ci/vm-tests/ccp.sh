@@ -226,6 +226,19 @@ test_ccp_rate_change() {
   ccp_within "$after" 20 20 || fail "after the change $after Mbit/s, not within ±20% of 20"
 }
 
+# The interpreter forced by the module parameter ccp_interpret (programs run compiled by
+# default): the rate-change test again, then the parameter put back to 0 whatever the verdict.
+test_ccp_interpreted() {
+  p=/sys/module/tcp_mltcp/parameters/ccp_interpret
+  [ "$(cat "$p")" = 0 ] || fail "ccp_interpret is $(cat "$p"), not its default 0 (the compiled form)"
+  ( echo 1 > "$p" || fail "cannot set ccp_interpret = 1"; test_ccp_rate_change )
+  echo 0 > "$p"
+  if [ -f "$REASON_FILE" ]; then
+    fail "with the interpreter forced: $(cat "$REASON_FILE")"
+  fi
+  [ "$(cat "$p")" = 0 ] || fail "ccp_interpret did not go back to 0"
+}
+
 test_ccp_agent_killed() {
   ccp_setup
   rate=20
@@ -763,7 +776,7 @@ test_ccp_rmmod_messages() {
 
 if [ -n "$CCP_STANDALONE" ]; then
   TESTS="$*"
-  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_agent_killed ccp_class_priority ccp_class_kill_restores ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_switch_metrics ccp_rmmod_messages"
+  [ -n "$TESTS" ] || TESTS="ccp_const_rate ccp_rate_change ccp_interpreted ccp_agent_killed ccp_class_priority ccp_class_kill_restores ccp_unprivileged ccp_heartbeat ccp_churn ccp_agent_smoke ccp_agent_metrics ccp_switch_metrics ccp_rmmod_messages"
   grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; echo "0 passed, 1 failed"; exit 1; }
   vm_net_setup || { echo "vm_net_setup failed"; exit 1; }
   VM_SETUP_DONE=1
