@@ -107,6 +107,12 @@ struct Cli {
     /// default `fair=cubic` and `mltcp=mltcp`), e.g. `priority=mltcp+agent+rules=priority`.
     #[arg(long, value_parser = parse_pair)]
     pair: Vec<(String, String)>,
+    /// With `--scenario`: compute phases as the VM runs them (`seeded`: trainemu's seeded
+    /// compute-time jitter, each iteration as long as the job's slowest worker's draw) or
+    /// `mean` (every iteration the profile's mean: no noise, so identical jobs that start
+    /// together stay in lock-step under a symmetric policy).
+    #[arg(long, value_enum, default_value_t = ComputeArg::Seeded)]
+    compute: ComputeArg,
     /// Model profiles (default: the built-in ci/scenarios/models.toml).
     #[arg(long)]
     models: Option<PathBuf>,
@@ -307,6 +313,15 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--compute`: how a scenario's compute phases are modelled ([`scenario::ComputeModel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ComputeArg {
+    /// trainemu's seeded compute-time jitter.
+    Seeded,
+    /// The profile's mean every iteration.
+    Mean,
+}
+
 /// `--scenario`: every policy on the scenario's jobs, once per seed; a table of mean iteration
 /// times per job (means over seeds) and `scenario-results.json` (every seed's numbers).
 fn run_scenario(
@@ -340,7 +355,11 @@ fn run_scenario(
     let mut rows = Vec::new();
     let mut runs = Vec::new();
     for seed in 1..=cli.seeds {
-        let run = scenario::build(&s, models, seed)?;
+        let compute = match cli.compute {
+            ComputeArg::Seeded => scenario::ComputeModel::Seeded,
+            ComputeArg::Mean => scenario::ComputeModel::Mean,
+        };
+        let run = scenario::build(&s, models, seed, compute)?;
         for name in &cli.policies {
             let mut policy = make_policy(name, pcfg, &run.tree.capacity)?;
             let jobs = scenario::simulate(&run, policy.as_mut(), scfg)
@@ -350,7 +369,7 @@ fn run_scenario(
         }
     }
     println!(
-        "scenario {} ({}): {} hosts, {} jobs, seeds 1-{}, {}; fluid model, no RTT or packets",
+        "scenario {} ({}): {} hosts, {} jobs, seeds 1-{}, {}, {} compute; fluid model, no RTT or packets",
         s.name,
         path.display(),
         s.topology.hosts.len(),
@@ -360,6 +379,10 @@ fn run_scenario(
             0 => "unlimited priority levels".to_string(),
             1 => "1 traffic class".to_string(),
             n => format!("{n} traffic classes"),
+        },
+        match cli.compute {
+            ComputeArg::Seeded => "seeded jittered",
+            ComputeArg::Mean => "mean",
         }
     );
     println!("  policy             job        mean_ms   ideal_ms  mean/ideal   (means over seeds)");
@@ -438,6 +461,10 @@ fn run_scenario(
         "policies": pcfg,
         "sim": scfg,
         "unshaped_gbps": scenario::UNSHAPED_GBPS,
+        "compute": match cli.compute {
+            ComputeArg::Seeded => "seeded",
+            ComputeArg::Mean => "mean",
+        },
         "runs": runs,
     });
     let jp = cli.out.join("scenario-results.json");

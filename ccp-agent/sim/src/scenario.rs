@@ -13,8 +13,13 @@
 //!   then the parameter server), with trainemu's own resolution of the job
 //!   ([`trainemu_scenario::config::Scenario::seeded_plans`]): gradient bytes (model bytes ×
 //!   scale × time_scale), compute time (× time_scale), iterations, and the start offset under the
-//!   seed (arrival = offset). The per-iteration compute-time jitter of the VM runs is not
-//!   modelled: every iteration computes for the plan's mean time.
+//!   seed (arrival = offset);
+//! - each job's compute time per iteration ([`ComputeModel`]): by default trainemu's own seeded
+//!   draws ([`trainemu_scenario::seeds::ComputeDraws`], the same stream for the same seed, job
+//!   index, worker and iteration as in the VM), the job's phase lasting as long as its slowest
+//!   worker's draw, since the engine starts a job's flows together. Without these draws the
+//!   fluid model has no noise: two identical jobs that start together stay in lock-step under
+//!   any symmetric policy (MLTCP's F equal on both), where the VM's jitter lets one pull ahead.
 //!
 //! Iteration time is measured as trainemu measures it: from a compute start to the end of that
 //! iteration's communication (in the engine, from one communication start to the next), after
@@ -30,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use dnn_profiles::ModelFile;
 use trainemu_scenario::config::Scenario;
+use trainemu_scenario::seeds::{ComputeDraws, ComputeJitter};
 
 use crate::error::SimError;
 use crate::policy::{DepMode, Policy};
@@ -74,6 +80,47 @@ pub struct JobResult {
     pub counted: usize,
 }
 
+/// How a scenario's compute phases are modelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ComputeModel {
+    /// Iteration k of a job computes for the largest of its workers' k-th draws of trainemu's
+    /// seeded compute-time jitter ([`trainemu_scenario::seeds::ComputeDraws`]; the scenario's
+    /// `[jitter] compute`, default normal with cv 2 %), rounded down to whole microseconds as
+    /// trainemu sleeps. In the VM the workers of a ring send as each finishes, but a ring's
+    /// chunks are chained and a PS's broadcast waits for every push, so the iteration's critical
+    /// path starts at the slowest worker's end; the engine, which starts a job's flows together,
+    /// starts them there.
+    #[default]
+    Seeded,
+    /// Every iteration computes for the plan's mean time (no jitter).
+    Mean,
+}
+
+/// Iteration k's compute time of the job at `index` of the scenario with `workers` workers,
+/// for k in 0..`iterations`, seconds, under `seed` ([`ComputeModel::Seeded`]).
+pub fn seeded_compute_s(
+    seed: u64,
+    index: usize,
+    workers: usize,
+    iterations: u32,
+    mean_ms: f64,
+    jitter: &ComputeJitter,
+) -> Vec<f64> {
+    let mut draws: Vec<ComputeDraws> = (0..workers.max(1))
+        .map(|w| ComputeDraws::new(seed, index, w, mean_ms, jitter))
+        .collect();
+    (0..iterations)
+        .map(|_| {
+            let slowest_ms = draws
+                .iter_mut()
+                .map(|d| d.next_ms())
+                .fold(0.0_f64, f64::max);
+            // trainemu sleeps `(ms * 1000.0) as u64` microseconds.
+            (slowest_ms * 1000.0).floor() / 1e6
+        })
+        .collect()
+}
+
 /// Reads a scenario file (or a built-in scenario's name, as trainemu does), validated by
 /// trainemu's own rules; every error names the file, field and value.
 pub fn load(path: &Path, models: &ModelFile) -> Result<Scenario, SimError> {
@@ -82,8 +129,14 @@ pub fn load(path: &Path, models: &ModelFile) -> Result<Scenario, SimError> {
         .map_err(|e| SimError::Config(format!("{e:#}")))
 }
 
-/// The run of scenario `s` under `seed` ([`ScenarioRun`]).
-pub fn build(s: &Scenario, models: &ModelFile, seed: u64) -> Result<ScenarioRun, SimError> {
+/// The run of scenario `s` under `seed` ([`ScenarioRun`]), its compute phases modelled as
+/// `compute` says.
+pub fn build(
+    s: &Scenario,
+    models: &ModelFile,
+    seed: u64,
+    compute: ComputeModel,
+) -> Result<ScenarioRun, SimError> {
     let hosts: Vec<String> = s.topology.hosts.iter().map(|h| h.name.clone()).collect();
     let index = |name: &str| -> Result<u32, SimError> {
         hosts
@@ -127,6 +180,17 @@ pub fn build(s: &Scenario, models: &ModelFile, seed: u64) -> Result<ScenarioRun,
                 iterations: p.iterations,
                 gradient_bytes: p.gradient_bytes as f64,
                 compute_s: p.compute_ms / 1000.0,
+                compute_s_per_iteration: match compute {
+                    ComputeModel::Seeded => seeded_compute_s(
+                        seed,
+                        p.index,
+                        p.workers.len(),
+                        p.iterations,
+                        p.compute_ms,
+                        &p.jitter,
+                    ),
+                    ComputeModel::Mean => Vec::new(),
+                },
                 hosts: Some(on),
             },
             p.name,
@@ -407,7 +471,7 @@ start_offset_ms = 30
     fn jobs_sit_on_their_hosts_with_trainemus_numbers() {
         let m = ModelFile::builtin();
         let s = scenario(TWO_RINGS);
-        let r = build(&s, &m, 1).unwrap();
+        let r = build(&s, &m, 1, ComputeModel::Mean).unwrap();
         assert_eq!(r.names, ["A", "B"]);
         assert_eq!(r.jobs[0].hosts.as_deref(), Some(&[0, 1][..]));
         // Workers first, then the parameter server.
@@ -433,7 +497,7 @@ start_offset_ms = 30
         let m = ModelFile::builtin();
         let mut s = scenario(TWO_RINGS);
         s.jobs.truncate(1);
-        let r = build(&s, &m, 1).unwrap();
+        let r = build(&s, &m, 1, ComputeModel::Mean).unwrap();
         let mut fair = crate::policy::fair::Fair;
         let res = simulate(&r, &mut fair, &SimConfig::default()).unwrap();
         assert_eq!(res.len(), 1);
@@ -457,12 +521,109 @@ start_offset_ms = 30
     #[test]
     fn contention_stretches_iterations_under_fair_sharing() {
         let m = ModelFile::builtin();
-        let r = build(&scenario(TWO_RINGS), &m, 1).unwrap();
+        let r = build(&scenario(TWO_RINGS), &m, 1, ComputeModel::Mean).unwrap();
         let mut fair = crate::policy::fair::Fair;
         let res = simulate(&r, &mut fair, &SimConfig::default()).unwrap();
         assert!(res
             .iter()
             .all(|j| j.counted > 0 && j.mean_iter_s >= j.ideal_s * 0.999));
+    }
+
+    #[test]
+    fn seeded_compute_is_trainemus_slowest_worker() {
+        let j = ComputeJitter::default();
+        let got = seeded_compute_s(3, 1, 2, 6, 400.0, &j);
+        let mut w0 = ComputeDraws::new(3, 1, 0, 400.0, &j);
+        let mut w1 = ComputeDraws::new(3, 1, 1, 400.0, &j);
+        let want: Vec<f64> = (0..6)
+            .map(|_| (w0.next_ms().max(w1.next_ms()) * 1000.0).floor() / 1e6)
+            .collect();
+        assert_eq!(got, want);
+        // Jittered: not all equal, and another seed draws other times.
+        assert!(got.iter().any(|c| (c - got[0]).abs() > 1e-6));
+        assert_ne!(got, seeded_compute_s(4, 1, 2, 6, 400.0, &j));
+        // No jitter: the mean, every iteration.
+        let none = seeded_compute_s(3, 1, 2, 6, 400.0, &ComputeJitter::NONE);
+        assert!(none.iter().all(|c| (c - 0.4).abs() < 1e-12));
+    }
+
+    #[test]
+    fn built_jobs_carry_the_seeded_compute_times() {
+        let m = ModelFile::builtin();
+        let s = scenario(TWO_RINGS);
+        let seeded = build(&s, &m, 2, ComputeModel::Seeded).unwrap();
+        let mean = build(&s, &m, 2, ComputeModel::Mean).unwrap();
+        for (k, (a, b)) in seeded.jobs.iter().zip(&mean.jobs).enumerate() {
+            assert!(b.compute_s_per_iteration.is_empty());
+            assert_eq!(a.compute_s_per_iteration.len(), a.iterations as usize);
+            // Index k of the scenario's list is job k here (sorted by arrival, in file order).
+            let plan = &s.seeded_plans(&m, 2)[k];
+            let want = seeded_compute_s(
+                2,
+                plan.index,
+                plan.workers.len(),
+                plan.iterations,
+                plan.compute_ms,
+                &plan.jitter,
+            );
+            assert_eq!(a.compute_s_per_iteration, want);
+            // The slowest of the workers' draws: above the mean on average.
+            assert!(a.compute_s_mean() > a.compute_s);
+        }
+    }
+
+    /// Two identical rings into one port, starting together (seed 1 is the exact collision):
+    /// MLTCP's F is the same on both, so in a fluid model without noise they stay in lock-step
+    /// and MLTCP is fair sharing; with the testbed's seeded jitter one pulls ahead and MLTCP
+    /// interleaves them (as `mltcp_dctcp` does in the VM's d-collide).
+    #[test]
+    fn identical_jobs_interleave_under_mltcp_only_with_jitter() {
+        const COLLIDE: &str = r#"
+name = "t"
+iterations = 30
+warmup_iterations = 2
+ccs = ["cubic"]
+[topology]
+bottleneck = "h2"
+hosts = [ { name = "h1", rate_mbit = 100 }, { name = "h2", rate_mbit = 100 } ]
+[[jobs]]
+name = "A"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+time_scale = 2.5
+[[jobs]]
+name = "B"
+model = "vgg16"
+paradigm = "ring"
+workers = ["h1", "h2"]
+time_scale = 2.5
+"#;
+        let m = ModelFile::builtin();
+        let s = scenario(COLLIDE);
+        let mean_over_ideal = |compute: ComputeModel, policy: &str| -> f64 {
+            let r = build(&s, &m, 1, compute).unwrap();
+            let mut p = crate::make_policy(
+                policy,
+                &crate::PolicyConfig::default(),
+                &r.tree.capacity,
+            )
+            .unwrap();
+            let res = simulate(&r, p.as_mut(), &SimConfig::default()).unwrap();
+            res.iter().map(|j| j.mean_iter_s / j.ideal_s).sum::<f64>() / res.len() as f64
+        };
+        let fair_mean = mean_over_ideal(ComputeModel::Mean, "fair");
+        let mltcp_mean = mean_over_ideal(ComputeModel::Mean, "mltcp");
+        assert!(
+            (mltcp_mean - fair_mean).abs() < 1e-3 * fair_mean,
+            "lock-step: mltcp {mltcp_mean} fair {fair_mean}"
+        );
+        let fair_jit = mean_over_ideal(ComputeModel::Seeded, "fair");
+        let mltcp_jit = mean_over_ideal(ComputeModel::Seeded, "mltcp");
+        assert!(
+            mltcp_jit < 0.85 * fair_jit && mltcp_jit < 1.05,
+            "jitter: mltcp {mltcp_jit} fair {fair_jit}"
+        );
     }
 
     #[test]

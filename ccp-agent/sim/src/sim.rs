@@ -601,10 +601,11 @@ impl Sim {
         job.flows = flows;
         job.link_bytes = lb;
         job.alone_comm_s = comm;
-        job.alone_iter_s = job.spec.compute_s + comm;
+        job.alone_iter_s = job.spec.compute_s_mean() + comm;
         job.start_s = self.t;
-        job.phase = Phase::Computing(self.t + job.spec.compute_s);
-        self.timers.push(Timer(self.t + job.spec.compute_s, j));
+        let until = self.t + job.spec.compute_s_of(job.iterations_done);
+        job.phase = Phase::Computing(until);
+        self.timers.push(Timer(until, j));
         for (k, a) in policy.on_job_start(self, j) {
             self.jobs[k].align = Some(a);
         }
@@ -662,7 +663,8 @@ impl Sim {
 
     fn start_compute(&mut self, j: usize) {
         self.mark_dirty(j);
-        let until = self.t + self.jobs[j].spec.compute_s;
+        let job = &self.jobs[j];
+        let until = self.t + job.spec.compute_s_of(job.iterations_done);
         self.jobs[j].phase = Phase::Computing(until);
         self.timers.push(Timer(until, j));
     }

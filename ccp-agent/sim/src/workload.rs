@@ -66,8 +66,15 @@ pub struct JobSpec {
     pub iterations: u32,
     /// Gradient bytes G per worker and iteration (from the profile).
     pub gradient_bytes: f64,
-    /// Compute time per iteration, seconds (from the profile).
+    /// Compute time per iteration, seconds (from the profile): the mean, and every iteration's
+    /// unless [`JobSpec::compute_s_per_iteration`] says otherwise.
     pub compute_s: f64,
+    /// Compute time of each iteration, seconds: entry k is iteration k's (a testbed scenario's
+    /// seeded compute-time jitter, [`crate::scenario`]); iterations beyond the list, and every
+    /// iteration when it is empty (generated jobs and traces), compute for
+    /// [`JobSpec::compute_s`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_s_per_iteration: Vec<f64>,
     /// A fixed placement, as in a testbed scenario ([`crate::scenario`]): the server of each
     /// worker in rank order (ring order), then of each parameter server; `None` (generated jobs
     /// and traces) = the engine places the job ([`crate::sim::Placement`]).
@@ -84,6 +91,25 @@ impl JobSpec {
             (Paradigm::ParameterServer, Some(h)) => (h.len() as u32).saturating_sub(self.workers),
             (Paradigm::ParameterServer, None) => (self.workers / 4).max(1),
         }
+    }
+
+    /// Compute time of iteration `k` (0-based), seconds: [`JobSpec::compute_s_per_iteration`]'s
+    /// entry k where there is one, else [`JobSpec::compute_s`].
+    pub fn compute_s_of(&self, k: u32) -> f64 {
+        self.compute_s_per_iteration
+            .get(k as usize)
+            .copied()
+            .unwrap_or(self.compute_s)
+    }
+
+    /// Mean compute time over the job's iterations, seconds (of
+    /// [`JobSpec::compute_s_per_iteration`] where it has entries, else [`JobSpec::compute_s`]).
+    pub fn compute_s_mean(&self) -> f64 {
+        if self.iterations == 0 || self.compute_s_per_iteration.is_empty() {
+            return self.compute_s;
+        }
+        let sum: f64 = (0..self.iterations).map(|k| self.compute_s_of(k)).sum();
+        sum / f64::from(self.iterations)
     }
 
     /// GPUs (servers, one each) the job takes: workers plus parameter servers.
@@ -201,6 +227,7 @@ pub fn generate(cfg: &WorkloadConfig, models: &ModelFile) -> Result<Vec<JobSpec>
             iterations,
             gradient_bytes,
             compute_s,
+            compute_s_per_iteration: Vec::new(),
             hosts: None,
         });
     }
@@ -279,6 +306,7 @@ pub fn parse_trace(text: &str, file: &str, models: &ModelFile) -> Result<Vec<Job
             iterations,
             gradient_bytes,
             compute_s,
+            compute_s_per_iteration: Vec::new(),
             hosts: None,
         });
     }

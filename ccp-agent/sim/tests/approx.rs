@@ -64,6 +64,7 @@ fn case(seed: u64) -> (Tree, Vec<JobSpec>) {
                 iterations: 5 + (rng.next() % 20) as u32,
                 gradient_bytes: rng.f(2e7, 2e8),
                 compute_s: rng.f(0.02, 0.2),
+                compute_s_per_iteration: Vec::new(),
                 hosts: None,
             }
         })

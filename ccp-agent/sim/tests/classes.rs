@@ -66,7 +66,7 @@ fn agent_scenario() -> (Scenario, ModelFile) {
 /// `seed`.
 fn agent_means(name: &str, classes: u8, seed: u64) -> Vec<f64> {
     let (s, models) = agent_scenario();
-    let run = scenario::build(&s, &models, seed).unwrap();
+    let run = scenario::build(&s, &models, seed, scenario::ComputeModel::Mean).unwrap();
     let mut p = policy(name, classes, &run.tree);
     scenario::simulate(&run, p.as_mut(), &SimConfig::default())
         .unwrap()

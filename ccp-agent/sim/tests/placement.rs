@@ -31,6 +31,7 @@ fn job(paradigm: Paradigm, workers: u32, iterations: u32) -> JobSpec {
         iterations,
         gradient_bytes: 1e8,
         compute_s: 0.05,
+        compute_s_per_iteration: Vec::new(),
         hosts: None,
     }
 }

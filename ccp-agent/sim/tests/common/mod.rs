@@ -44,6 +44,7 @@ pub fn ring2(arrival_s: f64, compute_s: f64, m_s: f64, iterations: u32) -> JobSp
         // Ring flow = 2(W−1)/W · G = G for W = 2.
         gradient_bytes: m_s * B,
         compute_s,
+        compute_s_per_iteration: Vec::new(),
         hosts: None,
     }
 }
