@@ -1128,12 +1128,42 @@ fn has_bytes(g: &GroupOutcome, k: usize) -> bool {
     g.progress.get(k).is_some_and(|p| p.remaining_bytes > 0)
 }
 
+/// One pass of [`priority_shares`]: which members of a group take their share in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SharePass {
+    /// Every member (without work conservation: the only pass).
+    All,
+    /// Members planned bytes in the current slot ([`is_active`]).
+    Active,
+    /// Members planned nothing now that have bytes they can send ([`has_bytes`]).
+    IdleWithBytes,
+    /// Members planned nothing now with nothing they can send.
+    IdleWithoutBytes,
+}
+
+impl SharePass {
+    /// Whether member `k` of group `g` takes its share in this pass.
+    fn takes(self, g: &GroupOutcome, k: usize) -> bool {
+        match self {
+            SharePass::All => true,
+            SharePass::Active => is_active(g, k),
+            SharePass::IdleWithBytes => !is_active(g, k) && has_bytes(g, k),
+            SharePass::IdleWithoutBytes => !is_active(g, k) && !has_bytes(g, k),
+        }
+    }
+}
+
 /// [`Rules::Priority`]'s shares of the current slot, into [`GroupOutcome::spare_bps`]: per
 /// link, what the flows not decided now leave ([`undecided_leave`]); then, group by group in
 /// planning order, each member gets the least over its path of what is left divided by the
 /// group's members on the link, and what it gets is taken off its links. With
-/// `work_conserving`, two such passes: the active members first ([`is_active`]), then the idle
-/// ones, so an idle group never holds what an active one after it could send. With
+/// `work_conserving`, three such passes ([`SharePass`]): the active members first
+/// ([`is_active`]), then the idle ones with bytes they can send now ([`has_bytes`]: e.g. a
+/// ring member planned nothing because its partner's link is taken, whose own link is free),
+/// then the idle ones without (computing, or a PS broadcast waiting for its pushes), so an idle
+/// group never holds what an active one after it could send, and a flow that cannot send holds
+/// nothing from one that can. The last pass keeps what is still free for the flows about to
+/// begin a burst, so they start at once. With
 /// `reserve_bps` > 0 (the floor under [`RateRule::Share`], with `work_conserving`), that much
 /// is first set aside on its links for every member with bytes to send ([`has_bytes`]: planned
 /// in the current slot or deferred behind higher-ranked plans, it sends at the floor either
@@ -1163,17 +1193,18 @@ fn priority_shares(
             }
         }
     }
-    // Pass 0 (or the only pass): which members take part.
-    let passes: &[Option<bool>] = if work_conserving {
-        &[Some(true), Some(false)]
+    let passes: &[SharePass] = if work_conserving {
+        &[
+            SharePass::Active,
+            SharePass::IdleWithBytes,
+            SharePass::IdleWithoutBytes,
+        ]
     } else {
-        &[None]
+        &[SharePass::All]
     };
     for pass in passes {
         for g in &mut out.groups {
-            let takes: Vec<bool> = (0..g.flows.len())
-                .map(|k| pass.is_none_or(|active| is_active(g, k) == active))
-                .collect();
+            let takes: Vec<bool> = (0..g.flows.len()).map(|k| pass.takes(g, k)).collect();
             let mut members_on: std::collections::HashMap<LinkId, u64> = Default::default();
             for (f, _) in g.flows.iter().zip(&takes).filter(|(_, t)| **t) {
                 for l in path_of(*f) {

@@ -680,6 +680,45 @@ fn work_conserving_priority_skips_idle_higher_ranked_jobs() {
 }
 
 #[test]
+fn work_conserving_priority_serves_idle_flows_that_can_send_before_those_that_cannot() {
+    // Job 1 ranks first: its flow 1 is active on link 0 and takes it; its flow 2 on link 1 has
+    // nothing it can send now (a PS broadcast waiting for its pushes; a computing flow). Job 2
+    // is a ring of two (flows 3 on link 0 and 4 on link 1, a chunk of 500 bytes): its member
+    // on link 0 gets nothing now, so the ring's plan may leave both members idle, but flow 4
+    // can send its chunk on link 1, which nothing else uses. Before this rule job 1's idle
+    // flow 2 took link 1 (idle members in rank order) and flow 4 sat at its plan: in the VM the
+    // ring's free direction waited at the floor while its port was idle.
+    let mut flows = vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 600),
+        flow(2, 1, FlowRole::Other, &[1], 600, 0),
+    ];
+    flows.extend(ring(2, 3, 2, 500, &[(0, 1_000)], &[0, 1]));
+    let opts = PolicyOptions {
+        rules: Rules::Priority,
+        job_rank: vec![(JobKey(1), 0), (JobKey(2), 1)],
+        work_conserving: true,
+        sendable_only: true,
+        ..PolicyOptions::default()
+    };
+    let mut t = table(&[1_000, 1_000], 4);
+    let d = decide(&mut t, &snapshot(flows), &opts).unwrap();
+    assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
+    assert_eq!(d.rate_bps(FlowId(4)), Some(1_000), "the ring's free direction");
+    assert_eq!(d.rate_bps(FlowId(2)), Some(0), "nothing to send, nothing held");
+    // Job 2's member on link 0 gets what job 1 leaves there: nothing.
+    assert_eq!(d.rate_bps(FlowId(3)), Some(0));
+    // With nothing else on link 1, the flow without bytes keeps it (it starts at once when
+    // its bytes come).
+    let alone = vec![
+        flow(1, 1, FlowRole::Other, &[0], 0, 600),
+        flow(2, 1, FlowRole::Other, &[1], 600, 0),
+    ];
+    let mut t = table(&[1_000, 1_000], 4);
+    let d = decide(&mut t, &snapshot(alone), &opts).unwrap();
+    assert_eq!(d.rate_bps(FlowId(2)), Some(1_000));
+}
+
+#[test]
 fn strict_rates_pace_a_lower_ranked_flow_at_its_share_with_the_floors_reserved() {
     // Both jobs active on link 0 (1000 bit/s): job 1's plan takes 600 of it in the slot and
     // leaves job 2's plan 400, but job 1's strict-priority share is the whole link. With the
