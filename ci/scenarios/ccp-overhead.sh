@@ -7,6 +7,7 @@
 #                                                        [--app-rate MBIT] [--ccp-args "A..."]
 #                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
 #                                                        [--ccpz-args "A..."] [--heartbeat-ms N]
+#                                                        [--interpret "K..."]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -25,7 +26,11 @@
 # --ccpy-args, --ccpz-args the ccpy, ccpz kinds), so agent settings are compared in paired
 # rounds of one run, e.g. --kinds "reno ccp1 ccpx1"
 # --ccp-args "--update-unchanged" --ccpx-args "--min-report-us 1000" (added 2026-11-27; every
-# earlier invocation means what it meant).
+# earlier invocation means what it meant). `--interpret "K..."` runs the listed CCP kinds with the
+# datapath's interpreter forced (module parameter ccp_interpret = 1 during their transfers) and
+# every other kind with programs compiled (ccp_interpret = 0, the default), so compiled and
+# interpreted compare in paired rounds, e.g. --kinds "reno ccpy1 ccpz1" with the same
+# --ccpy-args and --ccpz-args and --interpret "ccpz1" (added 2026-11-29).
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -61,7 +66,7 @@
 # the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET=""
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -74,6 +79,11 @@ while [ $# -gt 0 ]; do
     --ccpx-args) CCPX_ARGS=$2; shift 2 ;;
     --ccpy-args) CCPY_ARGS=$2; shift 2 ;;
     --ccpz-args) CCPZ_ARGS=$2; shift 2 ;;
+    --interpret)
+      for _k in $2; do
+        case "$_k" in ccp1|ccpF|ccpx1|ccpxF|ccpy1|ccpyF|ccpz1|ccpzF) ;; *) echo "ccp-overhead.sh: --interpret takes CCP kinds (ccp1 ... ccpzF), not '$_k'"; exit 2 ;; esac
+      done
+      INTERPRET=$2; shift 2 ;;
     --heartbeat-ms)
       case "$2" in ''|*[!0-9]*) echo "ccp-overhead.sh: --heartbeat-ms takes a whole number of ms, not '$2'"; exit 2 ;; esac
       HEARTBEAT_MS=$2; shift 2 ;;
@@ -109,6 +119,11 @@ else
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?'), ccp_heartbeat_ms $(cat /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms 2>/dev/null || echo '?')"
 say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
+PARAM_INTERPRET=/sys/module/tcp_mltcp/parameters/ccp_interpret
+if [ -n "$INTERPRET" ]; then
+  [ -w "$PARAM_INTERPRET" ] || { echo "$PARAM_INTERPRET is not writable: this module has no compiled programs"; exit 1; }
+  say "# programs: interpreted (ccp_interpret = 1) for $INTERPRET, compiled for the other kinds"
+fi
 say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
@@ -121,6 +136,11 @@ run_one() {
     renoF) _alg=reno _p=$FLOWS ;;
     *) echo "unknown kind $_kind"; return 1 ;;
   esac
+  if [ -n "$INTERPRET" ]; then
+    _interp=0
+    for _k in $INTERPRET; do [ "$_k" != "$_kind" ] || _interp=1; done
+    echo "$_interp" > "$PARAM_INTERPRET" || { echo "cannot set ccp_interpret to $_interp"; return 1; }
+  fi
   case "$_kind" in
     ccp*)
       case "$_kind" in
