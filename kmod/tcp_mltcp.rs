@@ -564,7 +564,7 @@ impl Base for Dctcp {
         let (p, cwnd, bytes) = (params(), sk.snd_cwnd(), sk.bytes_acked());
         let m = &mut sk.data().m;
         let f_fx = m.iter.scale_fx(&p, bytes);
-        m.ssthresh(cwnd, f_fx, DCTCP_SCALE_CUT.get(), f_log_mean_fx(&p))
+        m.ssthresh(cwnd, f_fx, DCTCP_SCALE_CUT.get(), || f_log_mean_fx(&p))
     }
 
     fn undo_cwnd(sk: &mut Sk<'_, Self>) -> u32 {

@@ -110,7 +110,14 @@ impl MltcpDctcpState {
     /// DCTCP's cut; 1 the cut divided by F = `f_fx`/1024; 2 divided by max(F, 1); 3 scaled by
     /// `L/F`, `L` = `f_mean_fx`, F's log-mean over an iteration
     /// ([`super::iteration::f_log_mean_fx`]), so DCTCP's cut on average ([`Dctcp::ssthresh_scaled`]).
-    pub fn ssthresh(&mut self, cwnd: u32, f_fx: u32, scale_cut: u32, f_mean_fx: u32) -> u32 {
+    /// `f_mean_fx` is called only in mode 3 (the log-mean costs a logarithm per cut).
+    pub fn ssthresh(
+        &mut self,
+        cwnd: u32,
+        f_fx: u32,
+        scale_cut: u32,
+        f_mean_fx: impl FnOnce() -> u32,
+    ) -> u32 {
         if !self.is_dctcp() {
             return reno::ssthresh(cwnd);
         }
@@ -118,7 +125,7 @@ impl MltcpDctcpState {
             0 => self.dctcp.ssthresh(cwnd),
             1 => self.dctcp.ssthresh_scaled(cwnd, f_fx, FX_ONE, false),
             2 => self.dctcp.ssthresh_scaled(cwnd, f_fx, FX_ONE, true),
-            _ => self.dctcp.ssthresh_scaled(cwnd, f_fx, f_mean_fx, false),
+            _ => self.dctcp.ssthresh_scaled(cwnd, f_fx, f_mean_fx(), false),
         }
     }
 

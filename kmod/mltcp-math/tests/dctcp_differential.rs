@@ -208,7 +208,7 @@ proptest! {
                     prior_cwnd = tp.snd_cwnd;
                     tp.snd_ssthresh = rf.ssthresh(&tp);
                     tp.snd_cwnd = tp.snd_ssthresh;
-                    w.ssthresh = m.ssthresh(w.cwnd, FX_ONE, 0, FX_ONE);
+                    w.ssthresh = m.ssthresh(w.cwnd, FX_ONE, 0, || FX_ONE);
                     w.cwnd = w.ssthresh;
                 }
                 Ev::Recovery => {
@@ -265,9 +265,9 @@ fn no_ecn_falls_back_to_reno() {
         DctcpMode::RenoFallback
     );
     m.dctcp.alpha = 0; // would keep the window whole under DCTCP
-    assert_eq!(m.ssthresh(100, FX_ONE, 0, FX_ONE), 50);
+    assert_eq!(m.ssthresh(100, FX_ONE, 0, || FX_ONE), 50);
     assert_eq!(
-        m.ssthresh(100, 2 * FX_ONE, 1, FX_ONE),
+        m.ssthresh(100, 2 * FX_ONE, 1, || FX_ONE),
         50,
         "the fallback's cut is Reno's whatever F"
     );
@@ -324,14 +324,18 @@ fn default_f_scales_only_the_increase() {
     // The decrease does not depend on F by default (dctcp_scale_cut = 0); scaled, F = 2 halves
     // the cut, and F = 1 is DCTCP's.
     m.dctcp.alpha = 512;
-    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 0, FX_ONE), 75);
-    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 1, FX_ONE), 88);
-    assert_eq!(m.ssthresh(100, FX_ONE, 1, FX_ONE), 75);
-    assert_eq!(m.ssthresh(100, FX_ONE / 2, 2, FX_ONE), 75);
+    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 0, || FX_ONE), 75);
+    assert_eq!(m.ssthresh(100, 2 * FX_ONE, 1, || FX_ONE), 88);
+    assert_eq!(m.ssthresh(100, FX_ONE, 1, || FX_ONE), 75);
+    assert_eq!(m.ssthresh(100, FX_ONE / 2, 2, || FX_ONE), 75);
+    // The log-mean is computed in mode 3 only.
+    for mode in 0..3 {
+        m.ssthresh(100, FX_ONE, mode, || panic!("F's log-mean computed in mode {mode}"));
+    }
     // 3: scaled by L/F, L = F's log-mean (0.771 by default): F = L is DCTCP's cut, F = 2L
     // half of it, F = L/2 twice.
     let l = mltcp_math::iteration::f_log_mean_fx(&mltcp_math::params::Params::DEFAULT);
-    assert_eq!(m.ssthresh(100, l, 3, l), 75);
-    assert_eq!(m.ssthresh(100, 2 * l, 3, l), 88);
-    assert_eq!(m.ssthresh(100, l / 2, 3, l), 50);
+    assert_eq!(m.ssthresh(100, l, 3, || l), 75);
+    assert_eq!(m.ssthresh(100, 2 * l, 3, || l), 88);
+    assert_eq!(m.ssthresh(100, l / 2, 3, || l), 50);
 }
