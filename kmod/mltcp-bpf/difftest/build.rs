@@ -32,6 +32,7 @@ fn main() {
         "../bpf/mltcp.bpf.c",
         "../bpf/mltcp_math.h",
         "../bpf/mltcp_kern.h",
+        "../bpf/mltcp_slot.h",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }

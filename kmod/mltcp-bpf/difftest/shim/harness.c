@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mltcp.bpf.c"
+#include "mltcp_slot.h"
 
 unsigned long CONFIG_HZ;
 static __u64 dt_jiffies;
@@ -164,4 +165,16 @@ void dt_pkts_acked(__u32 alg, struct tcp_sock *tp, __u32 pkts, __s32 rtt_us)
 
 	if (ops(alg)->pkts_acked)
 		ops(alg)->pkts_acked((struct sock *)tp, &s);
+}
+
+/* One invocation of the slot program's C rule (mltcp_slot.h), for tests/slot.rs. */
+int dt_slot_run(struct mltcp_slot_state *s, const struct mltcp_slot_ctl *c,
+		const struct mltcp_slot_ack *a, __u64 clock_us, struct mltcp_slot_report *out)
+{
+	return mm_slot_run(s, c, a, clock_us, out);
+}
+
+void dt_slot_start(struct mltcp_slot_state *s, __u64 clock_us)
+{
+	mm_slot_start(s, clock_us);
 }

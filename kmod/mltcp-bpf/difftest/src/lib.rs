@@ -268,3 +268,149 @@ impl Sock<'_> {
         unsafe { dt_pkts_acked(alg as u32, self.tp.as_ptr(), pkts, rtt_us) }
     }
 }
+
+/// The slot program's Report registers (`struct mltcp_slot_report` of
+/// kmod/mltcp-bpf/bpf/mltcp_slot.h), in datapath-programs/mlcc-slot.ccp's declaration order:
+/// bytes, packets, µs and bytes/s as the program's header comment says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotReport {
+    /// `Report.acked`, bytes.
+    pub acked: u64,
+    /// `Report.lost`, packets.
+    pub lost: u64,
+    /// `Report.rtt`, µs.
+    pub rtt: u64,
+    /// `Report.rin`, bytes/s.
+    pub rin: u64,
+    /// `Report.rout`, bytes/s.
+    pub rout: u64,
+    /// `Report.rate`, bytes/s.
+    pub rate: u64,
+    /// `Report.micros`, µs.
+    pub micros: u64,
+    /// `Report.now`, µs.
+    pub now: u64,
+    /// `Report.ssthresh`, bytes.
+    pub ssthresh: u64,
+    /// `Report.cap_seen`, bytes.
+    pub cap_seen: u64,
+    /// `Report.cut_us`, µs.
+    pub cut_us: u64,
+    /// `Report.base_rtt`, µs.
+    pub base_rtt: u64,
+    /// `Report.qdelay`, µs.
+    pub qdelay: u64,
+    /// `Report.scav_seen`, µs.
+    pub scav_seen: u64,
+}
+
+impl SlotReport {
+    /// The fields in MEASURE order.
+    pub fn fields(&self) -> [u64; 14] {
+        [
+            self.acked,
+            self.lost,
+            self.rtt,
+            self.rin,
+            self.rout,
+            self.rate,
+            self.micros,
+            self.now,
+            self.ssthresh,
+            self.cap_seen,
+            self.cut_us,
+            self.base_rtt,
+            self.qdelay,
+            self.scav_seen,
+        ]
+    }
+}
+
+/// The agent's controls (`struct mltcp_slot_ctl`): `Control.slot_us` (µs), `Control.cwnd_cap`
+/// (bytes), `Control.scavenge_us` (µs, 0 = Reno).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCtl {
+    /// `Control.slot_us`, µs.
+    pub slot_us: u64,
+    /// `Control.cwnd_cap`, bytes.
+    pub cwnd_cap: u64,
+    /// `Control.scavenge_us`, µs.
+    pub scavenge_us: u64,
+}
+
+/// One ACK's primitives (`struct mltcp_slot_ack`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotAck {
+    /// `Ack.bytes_acked`, bytes.
+    pub bytes_acked: u64,
+    /// `Ack.lost_pkts_sample`, packets.
+    pub lost_pkts: u64,
+    /// `Flow.rtt_sample_us`, µs (0: no sample).
+    pub rtt_us: u64,
+    /// `Flow.rate_incoming`, bytes/s.
+    pub rate_in: u64,
+    /// `Flow.rate_outgoing`, bytes/s.
+    pub rate_out: u64,
+    /// `Ack.now`, µs.
+    pub now_us: u64,
+    /// `Flow.packets_in_flight`.
+    pub in_flight: u64,
+}
+
+/// One flow's state under the C rule (`struct mltcp_slot_state`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// The Report registers.
+    pub r: SlotReport,
+    /// `Cwnd`, bytes.
+    pub cwnd: u64,
+    /// `Rate`, bytes/s.
+    pub rate: u64,
+    /// Clock value at which `Micros` was last 0, µs.
+    pub time_zero_us: u64,
+}
+
+extern "C" {
+    fn dt_slot_run(
+        s: *mut SlotState,
+        c: *const SlotCtl,
+        a: *const SlotAck,
+        clock_us: u64,
+        out: *mut SlotReport,
+    ) -> i32;
+    fn dt_slot_start(s: *mut SlotState, clock_us: u64);
+}
+
+/// The outcome of one run of the C slot rule ([`SlotState::run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRun {
+    /// The run stopped on an arithmetic failure (nothing enforced, nothing reported).
+    Failed,
+    /// The run completed, with the report it sent, if any.
+    Ran(Option<SlotReport>),
+}
+
+impl SlotState {
+    /// A program switch at `clock_us` (`mm_slot_start`): Report registers to their defaults.
+    pub fn start(&mut self, clock_us: u64) {
+        // SAFETY: `self` is a valid, exclusively borrowed `struct mltcp_slot_state`.
+        unsafe { dt_slot_start(self, clock_us) }
+    }
+
+    /// One invocation (`mm_slot_run`) on `a` at `clock_us` with the controls `c`.
+    pub fn run(&mut self, c: &SlotCtl, a: &SlotAck, clock_us: u64) -> SlotRun {
+        let mut out = SlotReport::default();
+        // SAFETY: All four pointers are to valid repr(C) values of the C structs' layout;
+        // `self` and `out` are exclusively borrowed; the function keeps none of them.
+        let rc = unsafe { dt_slot_run(self, c, a, clock_us, &mut out) };
+        match rc {
+            0 => SlotRun::Failed,
+            r if r & 2 != 0 => SlotRun::Ran(Some(out)),
+            _ => SlotRun::Ran(None),
+        }
+    }
+}
