@@ -33,6 +33,8 @@ fn main() {
         "../bpf/mltcp_math.h",
         "../bpf/mltcp_kern.h",
         "../bpf/mltcp_slot.h",
+        "../bpf/mltcp_agent.h",
+        "shim/bpf/bpf_endian.h",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }

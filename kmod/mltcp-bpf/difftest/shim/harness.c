@@ -33,6 +33,47 @@ __u64 bpf_jiffies64(void)
 	return dt_jiffies;
 }
 
+/* The agent datapath's helpers, as with no agent attached (mltcp_agent has no entry here, so
+ * agent_up() is false and they are reached only through a flow that was never offered). */
+long bpf_map_delete_elem(void *map, const void *key)
+{
+	return -1;
+}
+
+__u64 bpf_ktime_get_ns(void)
+{
+	return 0;
+}
+
+__u32 bpf_get_smp_processor_id(void)
+{
+	return 0;
+}
+
+void *bpf_sk_storage_get(void *map, void *sk, void *value, __u64 flags)
+{
+	return NULL;
+}
+
+void *bpf_ringbuf_reserve(void *ringbuf, __u64 size, __u64 flags)
+{
+	return NULL;
+}
+
+void bpf_ringbuf_submit(void *data, __u64 flags)
+{
+}
+
+long bpf_ringbuf_output(void *ringbuf, void *data, __u64 size, __u64 flags)
+{
+	return -1;
+}
+
+long bpf_setsockopt(void *sk, int level, int optname, void *optval, int optlen)
+{
+	return -1;
+}
+
 /* The socket fields the programs read or write, flat (the Rust `Fields`, same order). */
 struct dt_fields {
 	__u32 cwnd, cwnd_cnt, ssthresh, cwnd_clamp, prior_cwnd;
