@@ -145,6 +145,8 @@ test_bpf_unload_in_use() {
 }
 
 test_bpf_agent() {
+  # ccp.sh's agent job helpers (sourced under suite.sh, it only defines them).
+  . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
   CCP_OUT=$BPF_OUT/agent
   ccp_agent_job_files /tmp/bpf-agent bpf_agent
   ccp_agent_run_job bpf_agent bpf-agent --ipc bpf
