@@ -536,23 +536,33 @@ struct Maps {
     ctl: MapHandle,
 }
 
+/// Finds the maps by type and name; of several with one name (an unloaded registration's
+/// linger until the kernel frees them), the newest (highest id).
 fn find_maps() -> Result<Maps> {
     let (mut events, mut attach, mut ctl) = (None, None, None);
     for info in MapInfoIter::default() {
-        let name = info.name.to_string_lossy();
-        let slot = match (info.ty, name.as_ref()) {
+        let slot = match (info.ty, info.name.to_string_lossy().as_ref()) {
             (MapType::RingBuf, EVENTS_MAP) => &mut events,
             (MapType::Array, ATTACH_MAP) => &mut attach,
             (MapType::Hash, CTL_MAP) => &mut ctl,
             _ => continue,
         };
-        if slot.is_none() {
-            *slot = Some(
-                MapHandle::from_map_id(info.id)
-                    .map_err(|e| Error(format!("opening BPF map {name}: {e}")))?,
-            );
+        if slot.is_none_or(|id| id < info.id) {
+            *slot = Some(info.id);
         }
     }
+    let open = |id: Option<u32>, name: &str| -> Result<Option<MapHandle>> {
+        id.map(|id| {
+            MapHandle::from_map_id(id)
+                .map_err(|e| Error(format!("opening BPF map {name} (id {id}): {e}")))
+        })
+        .transpose()
+    };
+    let (events, attach, ctl) = (
+        open(events, EVENTS_MAP)?,
+        open(attach, ATTACH_MAP)?,
+        open(ctl, CTL_MAP)?,
+    );
     match (events, attach, ctl) {
         (Some(events), Some(attach), Some(ctl)) => Ok(Maps {
             events,
