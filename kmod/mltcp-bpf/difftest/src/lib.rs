@@ -414,3 +414,111 @@ impl SlotState {
         }
     }
 }
+
+extern "C" {
+    fn dt_agent_reset();
+    fn dt_agent_set(heartbeat_ns: u64, timeout_ns: u64, ktime_ns: u64);
+    fn dt_agent_ctl(sid: u32, v: *const u8) -> i32;
+    fn dt_agent_ring(out: *mut u8, cap: u32) -> u32;
+    fn dt_agent_opts(out: *mut i32, cap: u32) -> u32;
+    fn dt_sock_set_agent(
+        tp: *mut TcpSock,
+        mss: u32,
+        lost: u32,
+        packets_out: u32,
+        family: u32,
+        saddr: u32,
+        daddr: u32,
+        sport: u16,
+        dport_be: u16,
+    );
+}
+
+/// The agent datapath's fields of a socket ([`Sock::set_agent_fields`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AgentFields {
+    /// `tp->mss_cache`, bytes.
+    pub mss: u32,
+    /// `tp->lost`, packets.
+    pub lost: u32,
+    /// `tp->packets_out`.
+    pub packets_out: u32,
+    /// `skc_family` (2: AF_INET).
+    pub family: u32,
+    /// `skc_rcv_saddr`, network order.
+    pub saddr: u32,
+    /// `skc_daddr`, network order.
+    pub daddr: u32,
+    /// `skc_num`, host order.
+    pub sport: u16,
+    /// `skc_dport`, network order.
+    pub dport_be: u16,
+}
+
+impl Harness {
+    /// Empties the agent datapath's maps, storage, ring and setsockopt logs (no agent attached).
+    pub fn agent_reset(&self) {
+        // SAFETY: Clears globals of the harness (and frees its socket storage), under the lock.
+        unsafe { dt_agent_reset() }
+    }
+
+    /// Sets the attach entry (`heartbeat_ns`, `timeout_ns`; a timeout of 0 leaves no entry) and
+    /// the monotonic clock `bpf_ktime_get_ns` reads.
+    pub fn agent_set(&self, heartbeat_ns: u64, timeout_ns: u64, ktime_ns: u64) {
+        // SAFETY: Writes globals of the harness, under the lock.
+        unsafe { dt_agent_set(heartbeat_ns, timeout_ns, ktime_ns) }
+    }
+
+    /// Writes flow `sid`'s control entry (`struct mltcp_agent_ctl`'s bytes, 56).
+    pub fn agent_ctl(&self, sid: u32, v: &[u8; 56]) {
+        // SAFETY: `v` holds the 56 bytes the harness copies.
+        let rc = unsafe { dt_agent_ctl(sid, v.as_ptr()) };
+        assert_eq!(rc, 0, "the harness's control table is full");
+    }
+
+    /// The records sent to the ring buffer since the last call, in order.
+    pub fn agent_records(&self) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; 1 << 16];
+        // SAFETY: `buf` has the capacity passed.
+        let n = unsafe { dt_agent_ring(buf.as_mut_ptr(), buf.len() as u32) } as usize;
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 4 <= n {
+            let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            out.push(buf[at + 4..at + 4 + len].to_vec());
+            at += 4 + len;
+        }
+        out
+    }
+
+    /// The `bpf_setsockopt` calls since the last call, as (level, optname, value).
+    pub fn agent_sockopts(&self) -> Vec<(i32, i32, i32)> {
+        let mut buf = [0i32; 3 * 64];
+        // SAFETY: `buf` holds 64 triples, the capacity passed.
+        let n = unsafe { dt_agent_opts(buf.as_mut_ptr(), 64) } as usize;
+        buf.chunks_exact(3)
+            .take(n)
+            .map(|c| (c[0], c[1], c[2]))
+            .collect()
+    }
+}
+
+impl Sock<'_> {
+    /// Sets the fields only the agent datapath reads.
+    pub fn set_agent_fields(&mut self, a: &AgentFields) {
+        // SAFETY: `tp` is live and exclusively borrowed.
+        unsafe {
+            dt_sock_set_agent(
+                self.tp.as_ptr(),
+                a.mss,
+                a.lost,
+                a.packets_out,
+                a.family,
+                a.saddr,
+                a.daddr,
+                a.sport,
+                a.dport_be,
+            )
+        }
+    }
+}
