@@ -20,7 +20,8 @@
 //!   [`HEARTBEAT_PERIOD`] by a thread of its own: the BPF side honours the agent's controls only
 //!   while the heartbeat is younger than [`HEARTBEAT_TIMEOUT`], so flows go back to plain BPF
 //!   `mltcp` (no pacing limit, their own marking) within that time after the agent exits, however
-//!   it exits (kill -9 included); a clean exit clears it at once.
+//!   it exits (kill -9 included); a clean exit clears it at once. A new agent first deletes the
+//!   control entries a previous one left, so that one's flows stay on plain `mltcp`.
 //!
 //! The maps are found by name through the kernel's map IDs (CAP_SYS_ADMIN), as `mltcp-bpf status`
 //! finds its own; `mltcp-bpf load` must have registered a version with the agent datapath.
@@ -662,6 +663,20 @@ impl BpfIpc {
         let ring = b
             .build()
             .map_err(|e| Error(format!("ring buffer {EVENTS_MAP}: {e}")))?;
+        // Entries a previous agent left (killed before it could clear them) would otherwise
+        // steer its flows again once this agent's heartbeat is fresh: they go first.
+        let stale: Vec<Vec<u8>> = maps.ctl.keys().collect();
+        for k in &stale {
+            maps.ctl
+                .delete(k)
+                .map_err(|e| Error(format!("clearing {CTL_MAP}: {e}")))?;
+        }
+        if !stale.is_empty() {
+            tracing::info!(
+                entries = stale.len(),
+                "cleared a previous agent's controls: its flows stay on BPF mltcp"
+            );
+        }
         let attach = Arc::new(maps.attach);
         write_attach(&attach, true).map_err(|e| Error(format!("attaching ({ATTACH_MAP}): {e}")))?;
         let running = Arc::new(AtomicBool::new(true));
