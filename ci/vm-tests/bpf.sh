@@ -24,7 +24,8 @@
 #                     a new socket cannot select it, a second unload says there is nothing
 #   bpf_agent         `ccp-agent run --ipc bpf` (the BPF agent datapath) schedules the ring job
 #                     of ccp.sh's ccp_agent_smoke on BPF mltcp: every iteration completes, its
-#                     status lists the job's flows with a scheduled rate, no message refused;
+#                     status lists the job's flows with a scheduled rate and, from the
+#                     datapath's reports, an achieved rate or RTT; no message refused;
 #                     then kill -9 of the agent: a new mltcp flow runs unpaced (> 50 Mbit/s)
 #                     once the heartbeat has expired (1 s). Run after bpf_load.
 # Files: /results/suite/bpf/.
@@ -150,9 +151,20 @@ test_bpf_agent() {
   CCP_OUT=$BPF_OUT/agent
   ccp_agent_job_files /tmp/bpf-agent bpf_agent
   ccp_agent_run_job bpf_agent bpf-agent --ipc bpf
-  ccp_agent_job_status bpf_agent
-  note "agent status during the job:"
-  echo "$st" | head -n 6 | sed 's/^/  /'
+  # The agent's status every 0.5 s while the job runs: an achieved rate or an RTT above 0 comes
+  # only from the datapath's MEASURE records.
+  : > "$CCP_OUT/bpf_agent.statuses"
+  while kill -0 $te 2>/dev/null; do
+    ccp-agent status --config "$d/agent.toml" >> "$CCP_OUT/bpf_agent.statuses" 2>&1
+    sleep 0.5
+  done
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/bpf_agent.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
+  st=$(grep "^mltcp.R " "$CCP_OUT/bpf_agent.statuses")
+  reported=$(echo "$st" | awk '$6 + 0 > 0 || $8 + 0 > 0' | wc -l | tr -d ' ')
+  note "status lines of the job's flows: $(echo "$st" | wc -l | tr -d ' '), with an achieved rate or RTT from reports: $reported"
+  echo "$st" | awk '$6 + 0 > 0' | head -n 2 | sed 's/^/  /'
+  [ "$reported" -gt 0 ] || fail "no report reached the agent (achieved rate and RTT 0 throughout)"
   recs=$(cat "$CCP_OUT"/bpf-agent/bpf_agent/runs/mltcp/s1/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
   note "trainemu: $recs iteration records (want 2 workers x 25)"
   [ "$recs" = 50 ] || fail "the job did not complete all iterations ($recs records)"

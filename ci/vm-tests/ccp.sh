@@ -562,22 +562,6 @@ ccp_agent_run_job() {
   te=$!
 }
 
-# ccp_agent_job_status NAME: after ccp_agent_run_job, the agent's status while the job runs (in $st
-# and $CCP_OUT/NAME.status, once it lists the job's flows); waits for the job, which must succeed,
-# with the agent still alive.
-ccp_agent_job_status() {
-  i=0 st=""
-  while [ $i -lt 60 ] && kill -0 $te 2>/dev/null; do
-    sleep 0.5
-    st=$(ccp-agent status --config "$d/agent.toml" 2>&1)
-    echo "$st" | grep -q "^mltcp.R " && break
-    i=$((i + 1))
-  done
-  echo "$st" > "$CCP_OUT/$1.status"
-  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/$1.trainemu.log")"
-  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
-}
-
 # ccp_agent_smoke: the real scheduler (`ccp-agent run`, NIC-only mode, one agent for both emulated
 # hosts) over the module's netlink datapath, with a 2-worker ring all-reduce job of the traffic
 # emulator (which registers through the progress interface): the agent gives the job's flows the
@@ -586,7 +570,17 @@ ccp_agent_job_status() {
 test_ccp_agent_smoke() {
   ccp_agent_job_files /tmp/agent-smoke agent_smoke
   ccp_agent_run_job agent_smoke agent-smoke
-  ccp_agent_job_status agent_smoke
+  # While the job runs: the agent's view of it.
+  i=0 st=""
+  while [ $i -lt 60 ] && kill -0 $te 2>/dev/null; do
+    sleep 0.5
+    st=$(ccp-agent status --config "$d/agent.toml" 2>&1)
+    echo "$st" | grep -q "^mltcp.R " && break
+    i=$((i + 1))
+  done
+  echo "$st" > "$CCP_OUT/agent_smoke.status"
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/agent_smoke.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
   ccp_agent_stop
   note "agent status during the job:"
   echo "$st" | head -n 6 | sed 's/^/  /'
