@@ -22,9 +22,15 @@
 #                     registration and sets the defaults changed by NAME=VALUE
 #   bpf_unload_in_use unload while a flow uses mltcp: unregistered at once, the flow finishes,
 #                     a new socket cannot select it, a second unload says there is nothing
+#   bpf_agent         `ccp-agent run --ipc bpf` (the BPF agent datapath) schedules the ring job
+#                     of ccp.sh's ccp_agent_smoke on BPF mltcp: every iteration completes, its
+#                     status lists the job's flows with a scheduled rate and, from the
+#                     datapath's reports, an achieved rate or RTT; no message refused;
+#                     then kill -9 of the agent: a new mltcp flow runs unpaced (> 50 Mbit/s)
+#                     once the heartbeat has expired (1 s). Run after bpf_load.
 # Files: /results/suite/bpf/.
 
-BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_unload_in_use"
+BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_agent bpf_unload_in_use"
 BPF_OUT=/results/suite/bpf
 
 bpf_available() { cat /proc/sys/net/ipv4/tcp_available_congestion_control; }
@@ -137,4 +143,38 @@ test_bpf_unload_in_use() {
     fail "a new socket could still select mltcp after unload"
   fi
   bpf_expect_error "$BPF_OUT/unload2.txt" "nothing to unload" mltcp-bpf unload
+}
+
+test_bpf_agent() {
+  # ccp.sh's agent job helpers (sourced under suite.sh, it only defines them).
+  . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
+  CCP_OUT=$BPF_OUT/agent
+  ccp_agent_job_files /tmp/bpf-agent bpf_agent
+  ccp_agent_run_job bpf_agent bpf-agent --ipc bpf
+  # The agent's status every 0.5 s while the job runs: an achieved rate or an RTT above 0 comes
+  # only from the datapath's MEASURE records.
+  : > "$CCP_OUT/bpf_agent.statuses"
+  while kill -0 $te 2>/dev/null; do
+    ccp-agent status --config "$d/agent.toml" >> "$CCP_OUT/bpf_agent.statuses" 2>&1
+    sleep 0.5
+  done
+  wait $te || fail "trainemu failed: $(tail -n 5 "$CCP_OUT/bpf_agent.trainemu.log")"
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "ccp-agent died during the job: $(tail -n 5 "$log")"
+  st=$(grep "^mltcp.R " "$CCP_OUT/bpf_agent.statuses")
+  reported=$(echo "$st" | awk '$6 + 0 > 0 || $8 + 0 > 0' | wc -l | tr -d ' ')
+  note "status lines of the job's flows: $(echo "$st" | wc -l | tr -d ' '), with an achieved rate or RTT from reports: $reported"
+  echo "$st" | awk '$6 + 0 > 0' | head -n 2 | sed 's/^/  /'
+  [ "$reported" -gt 0 ] || fail "no report reached the agent (achieved rate and RTT 0 throughout)"
+  recs=$(cat "$CCP_OUT"/bpf-agent/bpf_agent/runs/mltcp/s1/iterations.jsonl 2>/dev/null | wc -l | tr -d ' ')
+  note "trainemu: $recs iteration records (want 2 workers x 25)"
+  [ "$recs" = 50 ] || fail "the job did not complete all iterations ($recs records)"
+  echo "$st" | grep "^mltcp.R " | awk '{ if ($5 + 0 > 0) ok = 1 } END { exit !ok }' \
+    || fail "no flow of the job has a scheduled rate: $st"
+  grep -q "refused" "$log" && fail "the BPF datapath refused a message: $(grep refused "$log" | head -n 2)"
+  kill -9 "$CCP_AGENT_PID"
+  wait "$CCP_AGENT_PID" 2>/dev/null
+  CCP_AGENT_PID=""
+  sleep 1.5
+  vm_net_setup && vm_net_shape 100mbit 5ms || fail "network setup failed"
+  bpf_transfer after-agent-kill mltcp
 }

@@ -44,7 +44,13 @@ fn main() {
                 src.display()
             )
         });
-    for f in ["bpf/mltcp.bpf.c", "bpf/mltcp_math.h", "bpf/mltcp_kern.h"] {
+    for f in [
+        "bpf/mltcp.bpf.c",
+        "bpf/mltcp_math.h",
+        "bpf/mltcp_kern.h",
+        "bpf/mltcp_slot.h",
+        "bpf/mltcp_agent.h",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
     println!("cargo:rerun-if-changed=../mltcp-math/src");

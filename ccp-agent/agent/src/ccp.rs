@@ -19,8 +19,10 @@
 //!
 //! A flow's traffic class ([`Action::SetClass`], `[sched] classes`) goes out as this
 //! project's SET_CLASS message, which portus's `Datapath` handle cannot send: through a
-//! send-only netlink socket to the kernel ([`ccp_ipc::KernelSender`]), addressed by the flow's
-//! socket id. With `--ipc unix` there is none (the run logs it once at start).
+//! [`ccp_ipc::ClassSender`] addressed by the flow's socket id: a send-only netlink socket to the
+//! kernel ([`ccp_ipc::KernelSender`]) with `--ipc netlink`, the BPF datapath's control map
+//! ([`ccp_ipc::BpfClassSender`]) with `--ipc bpf`. With `--ipc unix` there is none (the run logs
+//! it once at start).
 
 use crate::agent_core::{Action, Command, Core, Input, LocalFlow, Measurement};
 use crate::flows::FlowKey;
@@ -53,7 +55,7 @@ struct DpFlow<I: Ipc> {
 pub struct Shell<I: Ipc> {
     core: Core,
     /// Where SET_CLASS goes (see the module docs); `None`: classes are not sent.
-    classes: Option<ccp_ipc::KernelSender>,
+    classes: Option<Box<dyn ccp_ipc::ClassSender>>,
     flows: HashMap<LocalFlow, DpFlow<I>>,
     next_local: LocalFlow,
     monitor: Monitor,
@@ -74,7 +76,7 @@ impl<I: Ipc> Shell<I> {
         monitor: Monitor,
         net: Net,
         shared: Arc<Shared>,
-        classes: Option<ccp_ipc::KernelSender>,
+        classes: Option<Box<dyn ccp_ipc::ClassSender>>,
     ) -> Self {
         Shell {
             core,

@@ -31,7 +31,8 @@ enum Cmd {
         /// field: see below with --help).
         #[arg(long)]
         config: PathBuf,
-        /// CCP transport: netlink (the kernel module) or unix (/tmp/ccp/<unix_name>, user-space datapaths).
+        /// CCP transport: netlink (the kernel module), unix (/tmp/ccp/<unix_name>, user-space
+        /// datapaths) or bpf (mltcp-bpf's agent datapath on a stock kernel, slot program only).
         #[arg(long, value_enum, default_value_t = IpcKind::Netlink)]
         ipc: IpcKind,
         /// Slot length in ms (default: agent.toml's, else the topology's, else 60); slots are

@@ -36,6 +36,10 @@ pub enum IpcKind {
     Netlink,
     /// portus's unix datagrams at /tmp/ccp/<unix_name>, for user-space datapaths (tests).
     Unix,
+    /// mltcp-bpf's BPF agent datapath on a stock kernel (`mltcp-bpf load` first; root): runs
+    /// the slot program only, on `mltcp` flows; flows fall back to BPF mltcp within 1 s of the
+    /// agent's exit (docs/bpf.md).
+    Bpf,
 }
 
 /// How to run an agent.
@@ -139,7 +143,14 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
             let classes = (cfg.classes > 0)
                 .then(ccp_ipc::KernelSender::new)
                 .transpose()
-                .map_err(|e| anyhow!("netlink socket for SET_CLASS: {}", e.0))?;
+                .map_err(|e| anyhow!("netlink socket for SET_CLASS: {}", e.0))?
+                .map(|k| Box::new(k) as Box<dyn ccp_ipc::ClassSender>);
+            run_portus(s, &cfg, shared.clone(), net, opts.stop, classes)
+        }
+        IpcKind::Bpf => {
+            let s = ccp_ipc::BpfIpc::new().map_err(|e| anyhow!("BPF datapath: {}", e.0))?;
+            let classes = (cfg.classes > 0)
+                .then(|| Box::new(s.class_sender()) as Box<dyn ccp_ipc::ClassSender>);
             run_portus(s, &cfg, shared.clone(), net, opts.stop, classes)
         }
         IpcKind::Unix => {
@@ -148,7 +159,7 @@ pub fn run_agent(cfg: AgentConfig, opts: RunOptions) -> Result<()> {
             if cfg.classes > 0 {
                 tracing::warn!(
                     classes = cfg.classes,
-                    "[sched] classes needs --ipc netlink: no traffic class is set with --ipc unix"
+                    "[sched] classes needs --ipc netlink or bpf: no traffic class is set with --ipc unix"
                 );
             }
             run_portus(s, &cfg, shared.clone(), net, opts.stop, None)
@@ -178,7 +189,7 @@ fn run_portus<I: PollableIpc>(
     shared: Arc<Shared>,
     net: Net,
     stop: Arc<AtomicBool>,
-    classes: Option<ccp_ipc::KernelSender>,
+    classes: Option<Box<dyn ccp_ipc::ClassSender>>,
 ) -> Result<()> {
     let core = Core::new(cfg.core_config(), crate::wall_us())?;
     let shell = Rc::new(RefCell::new(Shell::<ShellIpc<I>>::new(

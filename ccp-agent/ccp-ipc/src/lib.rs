@@ -16,13 +16,19 @@
 //!   message (a flow's traffic class, `ccp_datapath::wire::SET_CLASS`), which portus cannot
 //!   send, encoded by the one wire format and sent through any backend or a send-only socket.
 //!
-//! Both backends implement [`PollableIpc`], so a caller can wait on the socket with a deadline
+//! - [`bpf::BpfIpc`]: a CCP datapath emulated in user space over the BPF agent datapath of
+//!   `mltcp-bpf` (ring buffer and maps), for stock kernels; it runs the agent's slot program only.
+//! - [`ClassSender`]: where the agent's traffic classes go (the kernel, or the BPF datapath).
+//!
+//! The backends implement [`PollableIpc`], so a caller can wait on the socket with a deadline
 //! of its own (the agent's slot boundaries) instead of the sockets' 1 s receive timeout.
 
+pub mod bpf;
 pub mod netlink;
 pub mod netns;
 pub mod unix;
 
+pub use bpf::{BpfClassSender, BpfIpc};
 pub use netlink::{CheckedNetlink, DropCounters, KernelSender, Verdict};
 pub use netns::{check_initial_netns, NetnsError};
 pub use unix::UnixIpc;
@@ -88,6 +94,24 @@ pub trait PollableIpc: portus::ipc::Ipc + std::os::fd::AsFd {}
 impl PollableIpc for CheckedNetlink {}
 
 impl PollableIpc for UnixIpc {}
+
+impl PollableIpc for BpfIpc {}
+
+/// Where a flow's traffic class (SET_CLASS) goes: the kernel module ([`KernelSender`]) or the
+/// BPF datapath ([`BpfClassSender`]).
+pub trait ClassSender {
+    /// Sets flow `sid`'s class: `Some(dscp)` (0..=63) marks its packets with that DSCP, `None`
+    /// gives it back the socket's own marking.
+    ///
+    /// Errors: `InvalidInput` for a DSCP above 63; the datapath's refusal or send error.
+    fn set_class(&self, sid: u32, dscp: Option<u8>) -> std::io::Result<()>;
+}
+
+impl ClassSender for KernelSender {
+    fn set_class(&self, sid: u32, dscp: Option<u8>) -> std::io::Result<()> {
+        KernelSender::set_class(self, sid, dscp)
+    }
+}
 
 #[cfg(test)]
 mod tests {

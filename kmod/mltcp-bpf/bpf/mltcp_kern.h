@@ -19,16 +19,29 @@
 #define MLTCP_CORE
 #endif
 
+/* include/net/sock.h: the flow's addresses (in anonymous unions there; CO-RE finds members
+ * of anonymous structs and unions by name), for the agent datapath's CREATE record. */
+struct sock_common {
+	__be32 skc_daddr;		/* network order */
+	__be32 skc_rcv_saddr;		/* network order */
+	__be16 skc_dport;		/* network order */
+	__u16 skc_num;			/* host order */
+	unsigned short skc_family;	/* AF_INET, AF_INET6 */
+} MLTCP_CORE;
+
 /* include/net/sock.h: the fields of struct sock the programs read. */
 struct sock {
+	struct sock_common __sk_common;
 	__u32 sk_pacing_status;		/* enum sk_pacing; SK_PACING_NONE = 0 */
 	unsigned long sk_pacing_rate;	/* bytes per second */
 	unsigned int sk_gso_max_size;	/* bytes */
+	__u32 sk_priority;
 } MLTCP_CORE;
 
 /* include/net/inet_sock.h */
 struct inet_sock {
 	struct sock sk;
+	__u8 tos;			/* IP_TOS: DSCP << 2 | ECN */
 } MLTCP_CORE;
 
 /* include/net/inet_connection_sock.h: the congestion control's private area (104 bytes on 6.1
@@ -54,6 +67,14 @@ struct tcp_sock {
 	__u32 snd_cwnd_cnt;
 	__u32 snd_cwnd_clamp;
 	__u32 prior_cwnd;
+	__u32 mss_cache;		/* bytes */
+	__u32 lost;			/* packets lost, total */
+	__u32 packets_out;
+	__u32 sacked_out;
+	__u32 lost_out;
+	__u32 retrans_out;
+	__u32 rate_delivered;		/* packets of the last rate sample */
+	__u32 rate_interval_us;		/* µs of the last rate sample */
 } MLTCP_CORE;
 
 /* include/net/tcp.h */
@@ -84,6 +105,17 @@ struct tcp_congestion_ops {
 #define TCP_CA_Loss 4
 /* enum sk_pacing (include/net/sock.h) */
 #define SK_PACING_NONE 0
+/* include/linux/socket.h, include/uapi/asm-generic/socket.h, include/uapi/linux/in.h,
+ * include/uapi/linux/in6.h: what the agent datapath sets through bpf_setsockopt. */
+#define MLTCP_AF_INET 2
+#define MLTCP_AF_INET6 10
+#define MLTCP_SOL_SOCKET 1
+#define MLTCP_SOL_IP 0
+#define MLTCP_SOL_IPV6 41
+#define MLTCP_SO_PRIORITY 12
+#define MLTCP_SO_MAX_PACING_RATE 47
+#define MLTCP_IP_TOS 1
+#define MLTCP_IPV6_TCLASS 67
 
 static __always_inline struct tcp_sock *tcp_sk(struct sock *sk)
 {

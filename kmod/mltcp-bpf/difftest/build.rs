@@ -32,6 +32,9 @@ fn main() {
         "../bpf/mltcp.bpf.c",
         "../bpf/mltcp_math.h",
         "../bpf/mltcp_kern.h",
+        "../bpf/mltcp_slot.h",
+        "../bpf/mltcp_agent.h",
+        "shim/bpf/bpf_endian.h",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }

@@ -10,11 +10,14 @@
 #include <string.h>
 
 #include "mltcp.bpf.c"
+#include "mltcp_slot.h"
 
 unsigned long CONFIG_HZ;
 static __u64 dt_jiffies;
 static struct mltcp_params dt_params;
 static struct mltcp_stats dt_stats[2];
+
+static void *agent_lookup(void *map, __u32 k);
 
 void *bpf_map_lookup_elem(void *map, const void *key)
 {
@@ -24,12 +27,202 @@ void *bpf_map_lookup_elem(void *map, const void *key)
 		return k == 0 ? &dt_params : NULL;
 	if (map == (void *)&mltcp_stats)
 		return k < 2 ? &dt_stats[k] : NULL;
-	return NULL;
+	return agent_lookup(map, k);
 }
 
 __u64 bpf_jiffies64(void)
 {
 	return dt_jiffies;
+}
+
+/* The agent datapath's helpers and maps: an attach entry and counters, a few control entries,
+ * one storage per socket (a side table), the ring buffer as a byte log of records, and a log of
+ * setsockopt calls; all empty (no agent attached) until a test sets them. */
+static struct mltcp_agent_attach dt_attach;
+static struct mltcp_agent_cnt dt_cnt;
+static __u64 dt_ktime;
+#define DT_CTLS 8
+static struct { __u32 sid; int used; struct mltcp_agent_ctl v; } dt_ctls[DT_CTLS];
+#define DT_SOCKS 8
+static struct { void *sk; struct mltcp_agent_flow *f; } dt_storage[DT_SOCKS];
+static unsigned char dt_ring[1 << 16];
+static __u32 dt_ring_len;
+static __u64 dt_ring_tmp[64];
+#define DT_OPTS 64
+static int dt_opts[DT_OPTS][3];
+static __u32 dt_nopts;
+
+static void *agent_lookup(void *map, __u32 k)
+{
+	int i;
+
+	if (map == (void *)&mltcp_agent)
+		return k == 0 && dt_attach.timeout_ns ? &dt_attach : NULL;
+	if (map == (void *)&mltcp_agent_cnt)
+		return k == 0 ? &dt_cnt : NULL;
+	if (map == (void *)&mltcp_ctl)
+		for (i = 0; i < DT_CTLS; i++)
+			if (dt_ctls[i].used && dt_ctls[i].sid == k)
+				return &dt_ctls[i].v;
+	return NULL;
+}
+
+long bpf_map_delete_elem(void *map, const void *key)
+{
+	__u32 k = *(const __u32 *)key;
+	int i;
+
+	if (map == (void *)&mltcp_ctl)
+		for (i = 0; i < DT_CTLS; i++)
+			if (dt_ctls[i].used && dt_ctls[i].sid == k) {
+				dt_ctls[i].used = 0;
+				return 0;
+			}
+	return -1;
+}
+
+__u64 bpf_ktime_get_ns(void)
+{
+	return dt_ktime;
+}
+
+__u32 bpf_get_smp_processor_id(void)
+{
+	return 0;
+}
+
+void *bpf_sk_storage_get(void *map, void *sk, void *value, __u64 flags)
+{
+	int i;
+
+	for (i = 0; i < DT_SOCKS; i++)
+		if (dt_storage[i].sk == sk)
+			return dt_storage[i].f;
+	if (!(flags & BPF_SK_STORAGE_GET_F_CREATE))
+		return NULL;
+	for (i = 0; i < DT_SOCKS; i++)
+		if (!dt_storage[i].sk) {
+			dt_storage[i].f = calloc(1, sizeof(struct mltcp_agent_flow));
+			if (!dt_storage[i].f)
+				return NULL;
+			dt_storage[i].sk = sk;
+			return dt_storage[i].f;
+		}
+	return NULL;
+}
+
+long bpf_ringbuf_output(void *ringbuf, void *data, __u64 size, __u64 flags)
+{
+	if (size > 0xffff || dt_ring_len + 4 + size > sizeof(dt_ring))
+		return -1;
+	memcpy(dt_ring + dt_ring_len, &(__u32){ (__u32)size }, 4);
+	memcpy(dt_ring + dt_ring_len + 4, data, size);
+	dt_ring_len += 4 + (__u32)size;
+	return 0;
+}
+
+void *bpf_ringbuf_reserve(void *ringbuf, __u64 size, __u64 flags)
+{
+	return size <= sizeof(dt_ring_tmp) ? dt_ring_tmp : NULL;
+}
+
+void bpf_ringbuf_submit(void *data, __u64 flags)
+{
+	/* Only the create record is reserved. */
+	bpf_ringbuf_output(NULL, data, sizeof(struct mltcp_rec_create), 0);
+}
+
+long bpf_setsockopt(void *sk, int level, int optname, void *optval, int optlen)
+{
+	if (optlen != sizeof(int) || dt_nopts >= DT_OPTS)
+		return -1;
+	dt_opts[dt_nopts][0] = level;
+	dt_opts[dt_nopts][1] = optname;
+	memcpy(&dt_opts[dt_nopts][2], optval, sizeof(int));
+	dt_nopts++;
+	return 0;
+}
+
+/* The test's side of the agent maps (tests/agent.rs). */
+void dt_agent_reset(void)
+{
+	int i;
+
+	memset(&dt_attach, 0, sizeof(dt_attach));
+	memset(&dt_cnt, 0, sizeof(dt_cnt));
+	memset(dt_ctls, 0, sizeof(dt_ctls));
+	for (i = 0; i < DT_SOCKS; i++) {
+		free(dt_storage[i].f);
+		dt_storage[i].f = NULL;
+		dt_storage[i].sk = NULL;
+	}
+	dt_ring_len = 0;
+	dt_nopts = 0;
+	dt_ktime = 0;
+}
+
+void dt_agent_set(__u64 heartbeat_ns, __u64 timeout_ns, __u64 ktime_ns)
+{
+	dt_attach.heartbeat_ns = heartbeat_ns;
+	dt_attach.timeout_ns = timeout_ns;
+	dt_ktime = ktime_ns;
+}
+
+/* Writes flow sid's control entry (CTL_LEN bytes in mltcp_agent.h's layout); -1 when full. */
+int dt_agent_ctl(__u32 sid, const void *v)
+{
+	int i, free_i = -1;
+
+	for (i = 0; i < DT_CTLS; i++) {
+		if (dt_ctls[i].used && dt_ctls[i].sid == sid) {
+			memcpy(&dt_ctls[i].v, v, sizeof(dt_ctls[i].v));
+			return 0;
+		}
+		if (!dt_ctls[i].used && free_i < 0)
+			free_i = i;
+	}
+	if (free_i < 0)
+		return -1;
+	dt_ctls[free_i].used = 1;
+	dt_ctls[free_i].sid = sid;
+	memcpy(&dt_ctls[free_i].v, v, sizeof(dt_ctls[free_i].v));
+	return 0;
+}
+
+/* Copies out the ring log (u32 length + record, repeated) and empties it; returns its length. */
+__u32 dt_agent_ring(void *out, __u32 cap)
+{
+	__u32 n = dt_ring_len < cap ? dt_ring_len : cap;
+
+	memcpy(out, dt_ring, n);
+	dt_ring_len = 0;
+	return n;
+}
+
+/* Copies out the setsockopt log ((level, optname, value) triples) and empties it. */
+__u32 dt_agent_opts(int *out, __u32 cap)
+{
+	__u32 n = dt_nopts < cap ? dt_nopts : cap;
+
+	memcpy(out, dt_opts, n * sizeof(dt_opts[0]));
+	dt_nopts = 0;
+	return n;
+}
+
+/* The socket fields only the agent datapath reads. */
+void dt_sock_set_agent(struct tcp_sock *tp, __u32 mss, __u32 lost, __u32 packets_out,
+		       __u32 family, __u32 saddr, __u32 daddr, __u16 sport, __u16 dport_be)
+{
+	struct sock *sk = (struct sock *)tp;
+
+	tp->mss_cache = mss;
+	tp->lost = lost;
+	tp->packets_out = packets_out;
+	sk->__sk_common.skc_family = (unsigned short)family;
+	sk->__sk_common.skc_rcv_saddr = saddr;
+	sk->__sk_common.skc_daddr = daddr;
+	sk->__sk_common.skc_num = sport;
+	sk->__sk_common.skc_dport = dport_be;
 }
 
 /* The socket fields the programs read or write, flat (the Rust `Fields`, same order). */
@@ -164,4 +357,16 @@ void dt_pkts_acked(__u32 alg, struct tcp_sock *tp, __u32 pkts, __s32 rtt_us)
 
 	if (ops(alg)->pkts_acked)
 		ops(alg)->pkts_acked((struct sock *)tp, &s);
+}
+
+/* One invocation of the slot program's C rule (mltcp_slot.h), for tests/slot.rs. */
+int dt_slot_run(struct mltcp_slot_state *s, const struct mltcp_slot_ctl *c,
+		const struct mltcp_slot_ack *a, __u64 clock_us, struct mltcp_slot_report *out)
+{
+	return mm_slot_run(s, c, a, clock_us, out);
+}
+
+void dt_slot_start(struct mltcp_slot_state *s, __u64 clock_us)
+{
+	mm_slot_start(s, clock_us);
 }

@@ -268,3 +268,257 @@ impl Sock<'_> {
         unsafe { dt_pkts_acked(alg as u32, self.tp.as_ptr(), pkts, rtt_us) }
     }
 }
+
+/// The slot program's Report registers (`struct mltcp_slot_report` of
+/// kmod/mltcp-bpf/bpf/mltcp_slot.h), in datapath-programs/mlcc-slot.ccp's declaration order:
+/// bytes, packets, µs and bytes/s as the program's header comment says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotReport {
+    /// `Report.acked`, bytes.
+    pub acked: u64,
+    /// `Report.lost`, packets.
+    pub lost: u64,
+    /// `Report.rtt`, µs.
+    pub rtt: u64,
+    /// `Report.rin`, bytes/s.
+    pub rin: u64,
+    /// `Report.rout`, bytes/s.
+    pub rout: u64,
+    /// `Report.rate`, bytes/s.
+    pub rate: u64,
+    /// `Report.micros`, µs.
+    pub micros: u64,
+    /// `Report.now`, µs.
+    pub now: u64,
+    /// `Report.ssthresh`, bytes.
+    pub ssthresh: u64,
+    /// `Report.cap_seen`, bytes.
+    pub cap_seen: u64,
+    /// `Report.cut_us`, µs.
+    pub cut_us: u64,
+    /// `Report.base_rtt`, µs.
+    pub base_rtt: u64,
+    /// `Report.qdelay`, µs.
+    pub qdelay: u64,
+    /// `Report.scav_seen`, µs.
+    pub scav_seen: u64,
+}
+
+impl SlotReport {
+    /// The fields in MEASURE order.
+    pub fn fields(&self) -> [u64; 14] {
+        [
+            self.acked,
+            self.lost,
+            self.rtt,
+            self.rin,
+            self.rout,
+            self.rate,
+            self.micros,
+            self.now,
+            self.ssthresh,
+            self.cap_seen,
+            self.cut_us,
+            self.base_rtt,
+            self.qdelay,
+            self.scav_seen,
+        ]
+    }
+}
+
+/// The agent's controls (`struct mltcp_slot_ctl`): `Control.slot_us` (µs), `Control.cwnd_cap`
+/// (bytes), `Control.scavenge_us` (µs, 0 = Reno).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCtl {
+    /// `Control.slot_us`, µs.
+    pub slot_us: u64,
+    /// `Control.cwnd_cap`, bytes.
+    pub cwnd_cap: u64,
+    /// `Control.scavenge_us`, µs.
+    pub scavenge_us: u64,
+}
+
+/// One ACK's primitives (`struct mltcp_slot_ack`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotAck {
+    /// `Ack.bytes_acked`, bytes.
+    pub bytes_acked: u64,
+    /// `Ack.lost_pkts_sample`, packets.
+    pub lost_pkts: u64,
+    /// `Flow.rtt_sample_us`, µs (0: no sample).
+    pub rtt_us: u64,
+    /// `Flow.rate_incoming`, bytes/s.
+    pub rate_in: u64,
+    /// `Flow.rate_outgoing`, bytes/s.
+    pub rate_out: u64,
+    /// `Ack.now`, µs.
+    pub now_us: u64,
+    /// `Flow.packets_in_flight`.
+    pub in_flight: u64,
+}
+
+/// One flow's state under the C rule (`struct mltcp_slot_state`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// The Report registers.
+    pub r: SlotReport,
+    /// `Cwnd`, bytes.
+    pub cwnd: u64,
+    /// `Rate`, bytes/s.
+    pub rate: u64,
+    /// Clock value at which `Micros` was last 0, µs.
+    pub time_zero_us: u64,
+}
+
+extern "C" {
+    fn dt_slot_run(
+        s: *mut SlotState,
+        c: *const SlotCtl,
+        a: *const SlotAck,
+        clock_us: u64,
+        out: *mut SlotReport,
+    ) -> i32;
+    fn dt_slot_start(s: *mut SlotState, clock_us: u64);
+}
+
+/// The outcome of one run of the C slot rule ([`SlotState::run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRun {
+    /// The run stopped on an arithmetic failure (nothing enforced, nothing reported).
+    Failed,
+    /// The run completed, with the report it sent, if any.
+    Ran(Option<SlotReport>),
+}
+
+impl SlotState {
+    /// A program switch at `clock_us` (`mm_slot_start`): Report registers to their defaults.
+    pub fn start(&mut self, clock_us: u64) {
+        // SAFETY: `self` is a valid, exclusively borrowed `struct mltcp_slot_state`.
+        unsafe { dt_slot_start(self, clock_us) }
+    }
+
+    /// One invocation (`mm_slot_run`) on `a` at `clock_us` with the controls `c`.
+    pub fn run(&mut self, c: &SlotCtl, a: &SlotAck, clock_us: u64) -> SlotRun {
+        let mut out = SlotReport::default();
+        // SAFETY: All four pointers are to valid repr(C) values of the C structs' layout;
+        // `self` and `out` are exclusively borrowed; the function keeps none of them.
+        let rc = unsafe { dt_slot_run(self, c, a, clock_us, &mut out) };
+        match rc {
+            0 => SlotRun::Failed,
+            r if r & 2 != 0 => SlotRun::Ran(Some(out)),
+            _ => SlotRun::Ran(None),
+        }
+    }
+}
+
+extern "C" {
+    fn dt_agent_reset();
+    fn dt_agent_set(heartbeat_ns: u64, timeout_ns: u64, ktime_ns: u64);
+    fn dt_agent_ctl(sid: u32, v: *const u8) -> i32;
+    fn dt_agent_ring(out: *mut u8, cap: u32) -> u32;
+    fn dt_agent_opts(out: *mut i32, cap: u32) -> u32;
+    fn dt_sock_set_agent(
+        tp: *mut TcpSock,
+        mss: u32,
+        lost: u32,
+        packets_out: u32,
+        family: u32,
+        saddr: u32,
+        daddr: u32,
+        sport: u16,
+        dport_be: u16,
+    );
+}
+
+/// The agent datapath's fields of a socket ([`Sock::set_agent_fields`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AgentFields {
+    /// `tp->mss_cache`, bytes.
+    pub mss: u32,
+    /// `tp->lost`, packets.
+    pub lost: u32,
+    /// `tp->packets_out`.
+    pub packets_out: u32,
+    /// `skc_family` (2: AF_INET).
+    pub family: u32,
+    /// `skc_rcv_saddr`, network order.
+    pub saddr: u32,
+    /// `skc_daddr`, network order.
+    pub daddr: u32,
+    /// `skc_num`, host order.
+    pub sport: u16,
+    /// `skc_dport`, network order.
+    pub dport_be: u16,
+}
+
+impl Harness {
+    /// Empties the agent datapath's maps, storage, ring and setsockopt logs (no agent attached).
+    pub fn agent_reset(&self) {
+        // SAFETY: Clears globals of the harness (and frees its socket storage), under the lock.
+        unsafe { dt_agent_reset() }
+    }
+
+    /// Sets the attach entry (`heartbeat_ns`, `timeout_ns`; a timeout of 0 leaves no entry) and
+    /// the monotonic clock `bpf_ktime_get_ns` reads.
+    pub fn agent_set(&self, heartbeat_ns: u64, timeout_ns: u64, ktime_ns: u64) {
+        // SAFETY: Writes globals of the harness, under the lock.
+        unsafe { dt_agent_set(heartbeat_ns, timeout_ns, ktime_ns) }
+    }
+
+    /// Writes flow `sid`'s control entry (`struct mltcp_agent_ctl`'s bytes, 56).
+    pub fn agent_ctl(&self, sid: u32, v: &[u8; 56]) {
+        // SAFETY: `v` holds the 56 bytes the harness copies.
+        let rc = unsafe { dt_agent_ctl(sid, v.as_ptr()) };
+        assert_eq!(rc, 0, "the harness's control table is full");
+    }
+
+    /// The records sent to the ring buffer since the last call, in order.
+    pub fn agent_records(&self) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; 1 << 16];
+        // SAFETY: `buf` has the capacity passed.
+        let n = unsafe { dt_agent_ring(buf.as_mut_ptr(), buf.len() as u32) } as usize;
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 4 <= n {
+            let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            out.push(buf[at + 4..at + 4 + len].to_vec());
+            at += 4 + len;
+        }
+        out
+    }
+
+    /// The `bpf_setsockopt` calls since the last call, as (level, optname, value).
+    pub fn agent_sockopts(&self) -> Vec<(i32, i32, i32)> {
+        let mut buf = [0i32; 3 * 64];
+        // SAFETY: `buf` holds 64 triples, the capacity passed.
+        let n = unsafe { dt_agent_opts(buf.as_mut_ptr(), 64) } as usize;
+        buf.chunks_exact(3)
+            .take(n)
+            .map(|c| (c[0], c[1], c[2]))
+            .collect()
+    }
+}
+
+impl Sock<'_> {
+    /// Sets the fields only the agent datapath reads.
+    pub fn set_agent_fields(&mut self, a: &AgentFields) {
+        // SAFETY: `tp` is live and exclusively borrowed.
+        unsafe {
+            dt_sock_set_agent(
+                self.tp.as_ptr(),
+                a.mss,
+                a.lost,
+                a.packets_out,
+                a.family,
+                a.saddr,
+                a.daddr,
+                a.sport,
+                a.dport_be,
+            )
+        }
+    }
+}
