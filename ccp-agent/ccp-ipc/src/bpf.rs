@@ -477,10 +477,7 @@ impl Translator {
                 if self.uid != Some(c.program_uid) {
                     return Err(Refusal::UnknownProgram(c.program_uid));
                 }
-                let f = self
-                    .flows
-                    .get(&c.sid)
-                    .ok_or(Refusal::UnknownFlow(c.sid))?;
+                let f = self.flows.get(&c.sid).ok_or(Refusal::UnknownFlow(c.sid))?;
                 // A program switch: the Control registers back to their defaults, then the
                 // switch's updates (CCP's CHANGE_PROG); the class stays.
                 let mut ctl = self.prog.defaults;
@@ -848,7 +845,18 @@ mod tests {
 
     fn create_rec(sid: u32) -> Vec<u8> {
         let mut r = Vec::new();
-        for v in [REC_CREATE, sid, 14_480, 1448, 0x0100_000a, 0x0200_000a, 0x1027, 0x5000, 2, 0] {
+        for v in [
+            REC_CREATE,
+            sid,
+            14_480,
+            1448,
+            0x0100_000a,
+            0x0200_000a,
+            0x1027,
+            0x5000,
+            2,
+            0,
+        ] {
             r.extend_from_slice(&v.to_ne_bytes());
         }
         r
@@ -893,9 +901,7 @@ mod tests {
         let n = t.from_datapath(&create_rec(0x105), &mut out).unwrap();
         let (m, used) = wire::parse(&out[..n]).unwrap();
         assert_eq!(used, n);
-        let Msg::Create(c) = m else {
-            panic!("{m:?}")
-        };
+        let Msg::Create(c) = m else { panic!("{m:?}") };
         assert_eq!(
             (c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port),
             (0x105, 14_480, 1448, 0x1027, 0x5000)
@@ -914,9 +920,7 @@ mod tests {
         }
         let n = t.from_datapath(&rec, &mut out).unwrap();
         let (m, _) = wire::parse(&out[..n]).unwrap();
-        let Msg::Measure(me) = m else {
-            panic!("{m:?}")
-        };
+        let Msg::Measure(me) = m else { panic!("{m:?}") };
         assert_eq!(me.sid, 0x105);
         assert_eq!(me.program_uid, t.uid.unwrap());
         assert_eq!(
@@ -929,9 +933,7 @@ mod tests {
         close.extend_from_slice(&0x105u32.to_ne_bytes());
         let n = t.from_datapath(&close, &mut out).unwrap();
         let (m, _) = wire::parse(&out[..n]).unwrap();
-        let Msg::Measure(me) = m else {
-            panic!("{m:?}")
-        };
+        let Msg::Measure(me) = m else { panic!("{m:?}") };
         assert_eq!((me.sid, me.program_uid, me.fields.len()), (0x105, 0, 0));
         assert!(t.flows.is_empty());
 
@@ -987,8 +989,15 @@ mod tests {
         let Ok(Some(MapOp::Write(7, c))) = t.from_agent(&upd) else {
             panic!("UPDATE_FIELDS writes the entry")
         };
-        assert_eq!((c.rate, c.cwnd_cap, c.scavenge_us), (1_000_000, 30_000, 1_000));
-        assert_eq!((c.rate_gen, c.cwnd_gen), (rg.wrapping_add(1), cg), "Cwnd not set again");
+        assert_eq!(
+            (c.rate, c.cwnd_cap, c.scavenge_us),
+            (1_000_000, 30_000, 1_000)
+        );
+        assert_eq!(
+            (c.rate_gen, c.cwnd_gen),
+            (rg.wrapping_add(1), cg),
+            "Cwnd not set again"
+        );
         let release = crate::set_class_msg(7, None).unwrap();
         let Ok(Some(MapOp::Write(7, c))) = t.from_agent(&release) else {
             panic!("SET_CLASS writes the entry")
@@ -1019,10 +1028,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             t.from_agent(&bad[..n]),
-            Err(Refusal::BadRegister {
-                typ: 0,
-                index: 15
-            })
+            Err(Refusal::BadRegister { typ: 0, index: 15 })
         );
         // Garbage and datapath-to-agent messages are refused, never a panic.
         assert!(matches!(t.from_agent(&[1, 2, 3]), Err(Refusal::Wire(_))));
@@ -1053,7 +1059,10 @@ mod tests {
             }
         );
         let text = e.to_string();
-        assert!(text.contains(&format!("program uid {}", sc.program_uid)), "{text}");
+        assert!(
+            text.contains(&format!("program uid {}", sc.program_uid)),
+            "{text}"
+        );
         assert!(text.contains("1 report fields"), "{text}");
         assert!(text.contains("mlcc-slot.ccp"), "{text}");
         // The slot program with one rule changed (the same layout, another rule) is refused too.

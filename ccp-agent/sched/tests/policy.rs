@@ -703,8 +703,16 @@ fn work_conserving_priority_serves_idle_flows_that_can_send_before_those_that_ca
     let mut t = table(&[1_000, 1_000], 4);
     let d = decide(&mut t, &snapshot(flows), &opts).unwrap();
     assert_eq!(d.rate_bps(FlowId(1)), Some(1_000));
-    assert_eq!(d.rate_bps(FlowId(4)), Some(1_000), "the ring's free direction");
-    assert_eq!(d.rate_bps(FlowId(2)), Some(0), "nothing to send, nothing held");
+    assert_eq!(
+        d.rate_bps(FlowId(4)),
+        Some(1_000),
+        "the ring's free direction"
+    );
+    assert_eq!(
+        d.rate_bps(FlowId(2)),
+        Some(0),
+        "nothing to send, nothing held"
+    );
     // Job 2's member on link 0 gets what job 1 leaves there: nothing.
     assert_eq!(d.rate_bps(FlowId(3)), Some(0));
     // With nothing else on link 1, the flow without bytes keeps it (it starts at once when

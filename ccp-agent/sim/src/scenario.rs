@@ -603,12 +603,9 @@ time_scale = 2.5
         let s = scenario(COLLIDE);
         let mean_over_ideal = |compute: ComputeModel, policy: &str| -> f64 {
             let r = build(&s, &m, 1, compute).unwrap();
-            let mut p = crate::make_policy(
-                policy,
-                &crate::PolicyConfig::default(),
-                &r.tree.capacity,
-            )
-            .unwrap();
+            let mut p =
+                crate::make_policy(policy, &crate::PolicyConfig::default(), &r.tree.capacity)
+                    .unwrap();
             let res = simulate(&r, p.as_mut(), &SimConfig::default()).unwrap();
             res.iter().map(|j| j.mean_iter_s / j.ideal_s).sum::<f64>() / res.len() as f64
         };

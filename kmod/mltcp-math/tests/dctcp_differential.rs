@@ -330,7 +330,9 @@ fn default_f_scales_only_the_increase() {
     assert_eq!(m.ssthresh(100, FX_ONE / 2, 2, || FX_ONE), 75);
     // The log-mean is computed in mode 3 only.
     for mode in 0..3 {
-        m.ssthresh(100, FX_ONE, mode, || panic!("F's log-mean computed in mode {mode}"));
+        m.ssthresh(100, FX_ONE, mode, || {
+            panic!("F's log-mean computed in mode {mode}")
+        });
     }
     // 3: scaled by L/F, L = F's log-mean (0.771 by default): F = L is DCTCP's cut, F = 2L
     // half of it, F = L/2 twice.

@@ -140,7 +140,11 @@ fn an_offered_flow_follows_the_agent_and_falls_back_when_the_heartbeat_stops() {
     // packets_out 0 and acked > 0: this ACK reports at once.
     let r = want.run(&ctl, &ack(&f, 2 * 1448), f.tcp_mstamp);
     s.get(&mut g);
-    assert_eq!(u64::from(g.cwnd), want.cwnd / 1448, "the program's window, in segments");
+    assert_eq!(
+        u64::from(g.cwnd),
+        want.cwnd / 1448,
+        "the program's window, in segments"
+    );
     assert_eq!(
         h.agent_sockopts(),
         vec![
@@ -168,7 +172,10 @@ fn an_offered_flow_follows_the_agent_and_falls_back_when_the_heartbeat_stops() {
     s.set(&f);
     s.cong_avoid(Alg::Reno, 1);
     s.get(&mut g);
-    assert_eq!(g.cwnd, f.cwnd, "congestion avoidance: no growth on a 1-segment ACK");
+    assert_eq!(
+        g.cwnd, f.cwnd,
+        "congestion avoidance: no growth on a 1-segment ACK"
+    );
     assert_eq!(
         h.agent_sockopts(),
         vec![
@@ -184,6 +191,9 @@ fn an_offered_flow_follows_the_agent_and_falls_back_when_the_heartbeat_stops() {
     let recs = h.agent_records();
     assert_eq!(recs, vec![[3u32.to_ne_bytes(), sid.to_ne_bytes()].concat()]);
     plain.release(Alg::Reno);
-    assert!(h.agent_records().is_empty(), "a flow never offered sends nothing");
+    assert!(
+        h.agent_records().is_empty(),
+        "a flow never offered sends nothing"
+    );
     h.agent_reset();
 }

@@ -8,7 +8,9 @@
 //! completed, and every field of every report must be equal.
 
 use ccp_datapath::wire::{self, Msg};
-use ccp_datapath::{program_lines, Datapath, DatapathOps, FlowInfo, Invoked, Primitives, SendError};
+use ccp_datapath::{
+    program_lines, Datapath, DatapathOps, FlowInfo, Invoked, Primitives, SendError,
+};
 use mltcp_bpf_difftest::{SlotAck, SlotCtl, SlotRun, SlotState};
 use portus::lang::{Reg, Scope};
 use portus::serialize;
@@ -65,7 +67,11 @@ enum Step {
         rate_in: u64,
     },
     /// The agent's per-slot UPDATE_FIELDS (Rate, Control.cwnd_cap, Control.scavenge_us).
-    Update { rate: u64, cap: u64, scavenge_us: u64 },
+    Update {
+        rate: u64,
+        cap: u64,
+        scavenge_us: u64,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -312,4 +318,3 @@ fn a_fixed_sequence_through_every_rule() {
     }
     run_both(100_000, &steps).expect("the C rule follows the program");
 }
-
