@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ccp_datapath::program::Instr;
+use ccp_datapath::program::{Instr, Op, RegKind};
 use ccp_datapath::wire::{self, EventMsg, InstrMsg, Msg, UpdateField};
 use libbpf_rs::query::MapInfoIter;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
@@ -73,15 +73,14 @@ const EVENTS_MAP: &str = "mltcp_events";
 const ATTACH_MAP: &str = "mltcp_agent";
 const CTL_MAP: &str = "mltcp_ctl";
 
-/// Register types of UPDATE_FIELDS / CHANGE_PROG (libccp `ccp_priv.h`).
-const REG_CONTROL: u8 = 0;
-const REG_CONTROL_VOLATILE: u8 = 8;
-const REG_IMPLICIT: u8 = 2;
-/// Implicit register indices of `Cwnd` and `Rate`.
-const IMPLICIT_CWND: u32 = 4;
-const IMPLICIT_RATE: u32 = 5;
-/// The DEF opcode (`ccp_datapath::program::Op::Def`).
-const OP_DEF: u8 = 2;
+/// Register types, opcodes and implicit registers: `ccp_datapath::program::{RegKind, Op}` and
+/// `ccp_datapath::machine::{CWND, RATE}`, as bytes and indices of the wire format.
+const REG_CONTROL: u8 = RegKind::NonvolatileControl as u8;
+const REG_CONTROL_VOLATILE: u8 = RegKind::VolatileControl as u8;
+const REG_IMPLICIT: u8 = RegKind::Implicit as u8;
+const IMPLICIT_CWND: u32 = ccp_datapath::machine::CWND as u32;
+const IMPLICIT_RATE: u32 = ccp_datapath::machine::RATE as u32;
+const OP_DEF: u8 = Op::Def as u8;
 
 /// Why a message from the agent was not applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -299,7 +298,11 @@ fn is_control(typ: u8) -> bool {
 fn report_fields(instrs: &[InstrMsg]) -> usize {
     instrs
         .iter()
-        .filter(|i| i.op == OP_DEF && (i.left.typ == 5 || i.left.typ == 6))
+        .filter(|i| {
+            i.op == OP_DEF
+                && (i.left.typ == RegKind::VolatileReport as u8
+                    || i.left.typ == RegKind::NonvolatileReport as u8)
+        })
         .count()
 }
 
