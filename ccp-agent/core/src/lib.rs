@@ -131,7 +131,7 @@ pub use io::{Action, Command, Input, LocalFlow, Measurement, Rpc};
 
 use fabric::Switch;
 use flows::FlowKey;
-use measure::{paced_cwnd_bytes, split_acked, DatapathClock};
+use measure::{carried_bytes, paced_cwnd_bytes, split_acked, DatapathClock};
 use mlcc_sched::{FlowId, LinkId, LinkLoadTable, RateSample, SlotClock};
 use plan::Planned;
 use registration::{Registration, Registrations};
@@ -718,6 +718,13 @@ impl Core {
                         f.acked_iter = f.acked_iter.saturating_add(acked);
                     } else {
                         let (before, after) = split_acked(&log, r.iter_start_ns);
+                        let old_bytes = f.acked_iter.saturating_add(before);
+                        let carried = carried_bytes(
+                            f.iteration,
+                            f.reg.as_ref().and_then(|p| p.iteration_bytes),
+                            old_bytes,
+                            r.iteration,
+                        );
                         tracing::debug!(
                             target: "ccp_agent::progress",
                             flow = %f.key,
@@ -725,12 +732,13 @@ impl Core {
                             rank = r.rank,
                             from = ?f.iteration,
                             to = r.iteration,
-                            acked_bytes = f.acked_iter.saturating_add(before),
+                            acked_bytes = old_bytes,
+                            carried_bytes = carried,
                             iteration_bytes = ?r.iteration_bytes,
                             "iteration change"
                         );
                         f.iteration = Some(r.iteration);
-                        f.acked_iter = after;
+                        f.acked_iter = after.saturating_add(carried);
                     }
                     if !f.installed && self.cfg.schedule {
                         self.install(l, &mut f);

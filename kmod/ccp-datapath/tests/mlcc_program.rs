@@ -33,6 +33,8 @@ struct Flow {
     cwnd: u64,
     /// The RTT sample the next ACKs carry, µs.
     rtt_us: u64,
+    /// The packets in flight after the next ACK (`Flow.packets_in_flight`).
+    in_flight: u64,
 }
 
 const RTT_US: u64 = 2_000;
@@ -69,6 +71,7 @@ impl Flow {
             sc,
             cwnd: 14_480,
             rtt_us: RTT_US,
+            in_flight: 10,
         };
         f.ack(0, 0);
         f
@@ -81,7 +84,7 @@ impl Flow {
         let prims = Primitives {
             bytes_acked: acked,
             lost_pkts_sample: lost,
-            packets_in_flight: 10,
+            packets_in_flight: self.in_flight,
             rtt_sample_us: self.rtt_us,
             snd_cwnd: self.cwnd,
             snd_rate: 12_500_000,
@@ -298,4 +301,33 @@ fn without_a_target_the_queueing_delay_changes_nothing() {
             b.ack_after(RTT_US * 11, 1448, lost)
         );
     }
+}
+
+/// The last ACK of a burst (nothing left in flight) reports at once, mid-slot: the program runs
+/// only on ACKs, so otherwise the burst's last bytes would wait in the datapath until the next
+/// burst's first ACK, and the agent would see the finished flow with bytes left to send.
+#[test]
+fn the_ack_that_empties_the_pipe_reports_the_bytes_at_once() {
+    let mut f = Flow::new(100_000, 100_000);
+    // The first slot's report (the install's ACK opened it; 60 ms later the next ACK reports).
+    f.ack_after(61_000, 1448, 0);
+    let sent_before = f.ops.sent.len();
+    for _ in 0..20 {
+        f.ack(1448, 0);
+    }
+    assert_eq!(
+        f.ops.sent.len(),
+        sent_before,
+        "no report within the slot while data is in flight"
+    );
+    f.in_flight = 0;
+    f.ack(1448, 0);
+    assert_eq!(
+        f.ops.sent.len(),
+        sent_before + 1,
+        "the ACK that leaves nothing in flight must report"
+    );
+    // An ACK with nothing newly acknowledged and nothing in flight does not report again.
+    f.ack(0, 0);
+    assert_eq!(f.ops.sent.len(), sent_before + 1);
 }

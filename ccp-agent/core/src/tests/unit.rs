@@ -555,6 +555,41 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     assert!(f1.achieved_bps > 0, "{f1:?}");
 }
 
+/// A new burst's first report, folded into the old iteration by a re-plan before the progress
+/// reading shows the new iteration, still counts for the new iteration once it does: the flow
+/// is not left with bytes "to send" after its last byte was acknowledged.
+#[test]
+fn a_bursts_first_report_counted_before_its_iteration_was_seen_moves_to_it() {
+    let s = FIRST_SLOT;
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| c.nic_only = true);
+    core.handle(tick(s));
+    let left = |core: &Core| {
+        core.flows
+            .get(&1)
+            .and_then(|f| f.plan.as_ref())
+            .map(|p| (p.progress.sent_bytes, p.progress.remaining_bytes))
+    };
+    // Iteration 0 of flow 1 ends (a burst-end re-plan counts it).
+    core.handle(report(1, s, RING_BYTES));
+    assert_eq!(left(&core), Some((RING_BYTES, 0)));
+    // Iteration 1 begins: its first 20 000 bytes are reported before the reading shows it, and
+    // flow 2's burst end re-plans the slot in between.
+    core.handle(report(1, s, 20_000));
+    core.handle(report(2, s, RING_BYTES));
+    let mut regs = ring_regs();
+    for reg in regs.values_mut() {
+        reg.iteration = 1;
+        reg.iter_start_ns = (slot_start_us(s) + 4_000) * 1000;
+    }
+    core.handle(Input::Progress(regs));
+    core.handle(Input::Poll);
+    assert_eq!(
+        left(&core),
+        Some((20_000, RING_BYTES - 20_000)),
+        "the new iteration owns its first report"
+    );
+}
+
 /// The [`Action::SetClass`]es of `actions`, (flow, DSCP).
 fn set_classes(actions: &[Action]) -> Vec<(u64, Option<u8>)> {
     actions
