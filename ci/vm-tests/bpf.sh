@@ -28,9 +28,22 @@
 #                     datapath's reports, an achieved rate or RTT; no message refused;
 #                     then kill -9 of the agent: a new mltcp flow runs unpaced (> 50 Mbit/s)
 #                     once the heartbeat has expired (1 s). Run after bpf_load.
-# Files: /results/suite/bpf/.
+#   bpf_agent_hold    an agent on the BPF datapath holds one long flow at the rate it commands,
+#                     and the same flow runs free once the agent is killed: `ccp-test-agent
+#                     --ipc bpf const-rate --rate-mbit 20` (ccp-ipc's bpf backend, the one
+#                     `ccp-agent run --ipc bpf` uses; it installs the slot program and sets Rate)
+#                     and one 14 s `iperf3 -C mltcp` over tbf 100 Mbit/s (the 5 ms delay on the
+#                     receiver's egress, the ACK path: under TCG, TCP's internal pacing behind a
+#                     netem on the sender delivers only ~75 % of its rate, see ccp.sh); kill -9
+#                     of the agent at ~5.5 s. The agent saw the flow's CREATE; from the
+#                     receiver's 0.5 s intervals: held from 1 s to the kill at 20 Mbit/s ±30 %
+#                     (no interval above 30); the socket's pacing limit (`ss -ti`, "pacing_rate
+#                     R/LIMIT") is 20 Mbit/s ±1 % while held and gone 4 s after the kill; from
+#                     1.5 s after the kill (heartbeat 1 s) > 60 Mbit/s; no interval below 1 Mbit/s
+#                     (no stall at the release). Run after bpf_load.
+# Files: /results/suite/bpf/ (bpf_agent_hold: /results/suite/bpf/hold/).
 
-BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_agent bpf_unload_in_use"
+BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_agent bpf_agent_hold bpf_unload_in_use"
 BPF_OUT=/results/suite/bpf
 
 bpf_available() { cat /proc/sys/net/ipv4/tcp_available_congestion_control; }
@@ -177,4 +190,63 @@ test_bpf_agent() {
   sleep 1.5
   vm_net_setup && vm_net_shape 100mbit 5ms || fail "network setup failed"
   bpf_transfer after-agent-kill mltcp
+}
+
+# bpf_pacing_limit WHEN: the pacing limit (SO_MAX_PACING_RATE) of the sender's mltcp socket to
+# port $CCP_PORT in bit/s, from `ss -ti`'s "pacing_rate RATE/LIMIT" (no "/LIMIT": no limit, empty
+# output); ss's raw output in $CCP_OUT/hold-ss-WHEN.txt.
+bpf_pacing_limit() {
+  vm_in_snd ss -tinH state established "( dport = :$CCP_PORT )" > "$CCP_OUT/hold-ss-$1.txt" 2>&1
+  grep -w mltcp "$CCP_OUT/hold-ss-$1.txt" | grep -o 'pacing_rate [^ ]*/[^ ]*' | head -n 1 | sed 's|.*/||' \
+    | awk '{ v = $0; m = 1; if (v ~ /Gbps$/) m = 1e9; else if (v ~ /Mbps$/) m = 1e6; else if (v ~ /Kbps$/) m = 1e3
+             sub(/[KMG]?bps$/, "", v); printf "%.0f\n", v * m }'
+}
+
+# ccp.sh's const-rate helpers over the BPF agent datapath: the agent commands a rate well below
+# the link's, the same flow must follow it and run free after kill -9 of the agent.
+test_bpf_agent_hold() {
+  . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
+  CCP_OUT=$BPF_OUT/hold
+  rate=20 link=100
+  ccp_setup
+  trap 'ccp_agent_stop; vm_net_unshape; vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null' EXIT
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate ${link}mbit burst 64kb latency 100ms \
+    || fail "tbf on the sender failed"
+  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root netem delay 5ms || fail "netem on the receiver failed"
+  log=$CCP_OUT/hold.agent.log
+  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit $rate || fail "ccp-test-agent --ipc bpf did not start"
+  grep -q "attached to the BPF agent datapath" "$log" || fail "the agent did not attach: $(tail -n 3 "$log")"
+  ccp_iperf_bg hold 14
+  ccp_wait_create "$log" || fail "no CREATE within 10 s: $(tail -n 3 "$log")"
+  sleep 4.5
+  held_limit=$(bpf_pacing_limit held)
+  sleep 1
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "the agent died under the flow: $(tail -n 3 "$log")"
+  kill -9 "$CCP_AGENT_PID"
+  tk=$(awk -v a="$CCP_T0" -v b="$(ccp_uptime)" 'BEGIN { printf "%.2f", b - a }')
+  wait "$CCP_AGENT_PID" 2>/dev/null; CCP_AGENT_PID=""
+  sleep 4
+  released_limit=$(bpf_pacing_limit released)
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc hold
+  j=$CCP_OUT/hold.json
+  note "commanded $rate Mbit/s on a $link Mbit/s link; CREATEs the agent saw: $(grep CREATE "$log" | grep -o 'src=[^ ]* dst=[^ ]*' | tr '\n' ';' | sed 's/;$//'); kill -9 at t=${tk}s"
+  note "intervals: $(ccp_show_intervals "$j")"
+  note "the socket's pacing limit (ss): ${held_limit:-none} bit/s while held, ${released_limit:-none} 4 s after the kill"
+  held=$(ccp_mean "$j" 1 "$(awk -v t="$tk" 'BEGIN { print t - 0.3 }')")
+  held_max=$(ccp_intervals "$j" | awk -v t="$tk" '$1 >= 1 && $2 <= t - 0.28 { if ($3 > m) m = $3 } END { print m + 0 }')
+  released=$(ccp_mean "$j" "$(awk -v t="$tk" 'BEGIN { print t + 1.5 }')" 100)
+  freed_at=$(ccp_intervals "$j" | awk -v t="$tk" '$1 >= t && $3 > 60 { printf "%.2f", $2 - t; exit }')
+  minimum=$(ccp_intervals "$j" | awk 'NR == 1 || $3 < m { m = $3 } END { print m + 0 }')
+  note "held: mean $held Mbit/s (highest interval $held_max) for a commanded $rate; released: mean $released Mbit/s from 1.5 s after the kill (first interval above 60 ends ${freed_at:-never} s after it); lowest interval $minimum Mbit/s"
+  grep CREATE "$log" | grep -q "dst=$VM_DST:$CCP_PORT " || fail "the agent never saw the CREATE of the flow to $VM_DST:$CCP_PORT"
+  ccp_within "$held" $rate 30 || fail "held at $held Mbit/s, not within ±30% of the commanded $rate Mbit/s"
+  awk -v x="$held_max" -v r=$rate 'BEGIN { exit !(x <= 1.5 * r) }' \
+    || fail "an interval under the agent reached $held_max Mbit/s (commanded $rate)"
+  awk -v x="$held_limit" -v r=$rate 'BEGIN { exit !(x != "" && x >= 0.99 * r * 1e6 && x <= 1.01 * r * 1e6) }' \
+    || fail "the socket's pacing limit while held was '${held_limit:-none}' bit/s, not the commanded $rate Mbit/s"
+  [ -z "$released_limit" ] || fail "the socket still had a pacing limit of $released_limit bit/s 4 s after the kill"
+  awk -v x="$released" 'BEGIN { exit !(x != "nan" && x > 60) }' \
+    || fail "after the kill the flow ran at $released Mbit/s, not > 60 of $link"
+  awk -v m="$minimum" 'BEGIN { exit !(m >= 1) }' || fail "an interval fell to $minimum Mbit/s (stall)"
 }

@@ -42,6 +42,16 @@ use portus::{Error, Result};
 /// The slot program, as shipped (comment lines are dropped before compiling, as the agent does).
 const SLOT_PROGRAM: &str = include_str!("../../../datapath-programs/mlcc-slot.ccp");
 
+/// The slot program's text as an agent hands it to portus: the shipped
+/// datapath-programs/mlcc-slot.ccp without its comment lines (`ccp_datapath::program_lines`),
+/// the text [`SlotProgram::compile`] compiles. An INSTALL of it is the one this backend accepts
+/// (`ccp-test-agent --ipc bpf const-rate` installs it so).
+pub fn slot_program_source() -> String {
+    ccp_datapath::program_lines(SLOT_PROGRAM)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Record kinds of `mltcp_events` (mltcp_agent.h `MLTCP_REC_*`).
 pub const REC_CREATE: u32 = 1;
 /// A report (`struct mltcp_rec_measure`).
@@ -311,8 +321,7 @@ impl SlotProgram {
     ///
     /// Errors: portus cannot compile it, or it lacks a register the BPF datapath serves.
     pub fn compile() -> std::result::Result<Self, String> {
-        let text: Vec<&str> = ccp_datapath::program_lines(SLOT_PROGRAM).collect();
-        let (bin, sc) = portus::lang::compile(text.join("\n").as_bytes(), &[])
+        let (bin, sc) = portus::lang::compile(slot_program_source().as_bytes(), &[])
             .map_err(|e| format!("compiling the slot program: {e:?}"))?;
         let install = portus::serialize::serialize(&portus::serialize::install::Msg {
             sid: 0,

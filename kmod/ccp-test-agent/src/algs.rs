@@ -30,7 +30,8 @@ pub struct ConstRateArgs {
     /// every flow at its next report (so a test can change the rate mid-flow).
     #[arg(long)]
     pub rate_file: Option<PathBuf>,
-    /// Report interval of the datapath program, ms (a `Micros` timer).
+    /// Report interval of the datapath program, ms (a `Micros` timer; with `--ipc bpf`, the slot
+    /// program's `Control.slot_us`).
     #[arg(long, default_value_t = 10)]
     pub report_ms: u32,
     /// The RTT assumed in the window when the measured one is smaller, ms: `Cwnd` = 2 × rate ×
@@ -80,6 +81,9 @@ pub struct ConstRate {
     program: String,
     /// Where SET_CLASS goes (present when a class is asked for and the IPC reaches the kernel).
     classes: Option<Arc<KernelSender>>,
+    /// `program` is the agent's slot program (`--ipc bpf`): the report interval goes into its
+    /// `Control.slot_us` when a flow is switched to it.
+    slot_program: bool,
 }
 
 impl ConstRate {
@@ -116,6 +120,26 @@ impl ConstRate {
             args: args.clone(),
             program,
             classes,
+            slot_program: false,
+        })
+    }
+
+    /// The algorithm over the BPF agent datapath (`--ipc bpf`), which runs only the agent's slot
+    /// program: installs that program (`ccp_ipc::bpf::slot_program_source`, the text the
+    /// backend accepts) instead of its own and sets `Rate`, `Cwnd` and `Control.slot_us`
+    /// (`--report-ms`) on every flow. The window then follows the slot program's rule (Reno
+    /// within its default ceiling, `Control.cwnd_cap`, 16 MiB), so the rate, the flow's pacing
+    /// limit, is what holds the flow. No traffic class (`--dscp`, `--class-file`: a warning).
+    pub fn over_slot_program(args: &ConstRateArgs) -> Result<Self> {
+        anyhow::ensure!(args.rate_mbit > 0.0, "--rate-mbit must be positive");
+        if args.dscp.is_some() || args.class_file.is_some() {
+            tracing::warn!("--dscp/--class-file are not sent over --ipc bpf: no class is set");
+        }
+        Ok(Self {
+            args: args.clone(),
+            program: ccp_ipc::bpf::slot_program_source(),
+            classes: None,
+            slot_program: true,
         })
     }
 
@@ -214,7 +238,12 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
     fn new_flow(&self, mut control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
         let rate = self.current_rate();
         let cwnd = self.cwnd_for(rate, 0, info.mss);
-        let sc = match control.set_program("const_rate", Some(&[("Rate", rate), ("Cwnd", cwnd)])) {
+        let slot_us = self.args.report_ms.max(1).saturating_mul(1000);
+        let mut updates = vec![("Rate", rate), ("Cwnd", cwnd)];
+        if self.slot_program {
+            updates.push(("Control.slot_us", slot_us));
+        }
+        let sc = match control.set_program("const_rate", Some(&updates)) {
             Ok(sc) => sc,
             Err(e) => {
                 tracing::error!(sid = info.sock_id, err = %e.0, "set_program failed");
@@ -244,6 +273,7 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
                 args: self.args.clone(),
                 program: String::new(),
                 classes: self.classes.clone(),
+                slot_program: self.slot_program,
             },
             reports: 0,
             started: Instant::now(),

@@ -1,4 +1,5 @@
-//! `ccp-test-agent`: a portus 0.9 agent for tcp_mltcp.ko's CCP datapath.
+//! `ccp-test-agent`: a portus 0.9 agent for tcp_mltcp.ko's CCP datapath (and, for `const-rate`,
+//! for mltcp-bpf's BPF agent datapath on a stock kernel).
 //!
 //! Runs as root in the initial network namespace (the module's `NETLINK_USERSOCK` kernel socket
 //! lives there; joining multicast group 22 needs CAP_NET_ADMIN). Subcommands:
@@ -24,6 +25,14 @@
 //! is the kernel (portus's own netlink backend does not check the sender's port id, so a forged
 //! multicast on group 22 reaches the algorithm, or crashes portus with an INSTALL message);
 //! `--ipc portus` uses `portus::ipc::netlink::Socket` unchanged.
+//!
+//! `--ipc bpf`: [`ccp_ipc::BpfIpc`], the backend `ccp-agent run --ipc bpf` uses, over the BPF
+//! agent datapath of `mltcp-bpf` (docs/bpf.md). That datapath runs only the agent's slot program
+//! (datapath-programs/mlcc-slot.ccp), so only `const-rate` runs over it, and it installs the slot
+//! program instead of its own: `Rate` and `Cwnd` as over netlink, `Control.slot_us` from
+//! `--report-ms`; the window then follows the slot program's rule within its default ceiling, and
+//! the rate is the flow's pacing limit. A test can so command a fixed rate to a flow of the BPF
+//! datapath, and kill the agent under it (ci/vm-tests/bpf.sh, `bpf_agent_hold`).
 
 mod algs;
 mod churn;
@@ -68,6 +77,9 @@ enum IpcKind {
     Portus,
     /// portus's unix-socket IPC (binds /tmp/ccp/NAME, `--unix-name`), for a user-space datapath.
     Unix,
+    /// mltcp-bpf's BPF agent datapath (`ccp_ipc::BpfIpc`; `mltcp-bpf load` first, run as root):
+    /// `const-rate` only, which then installs the slot program.
+    Bpf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,9 +102,10 @@ enum Cmd {
 fn run_agent<I: Ipc, A: CongAlg<I> + 'static>(ipc: I, alg: A, stop: Arc<AtomicBool>) -> Result<()> {
     install_signal_stop(stop.clone());
     tracing::info!(
+        ipc = %I::name(),
         group = nl::CCP_GROUP,
         alg = A::name(),
-        "agent listening on netlink"
+        "agent listening"
     );
     portus::RunBuilder::new(BackendBuilder { sock: ipc })
         .default_alg(alg)
@@ -172,6 +185,7 @@ where
     A: CongAlg<nl::CheckedNetlink>
         + CongAlg<portus::ipc::netlink::Socket<Blocking>>
         + CongAlg<portus::ipc::unix::Socket<Blocking>>
+        + CongAlg<ccp_ipc::BpfIpc>
         + 'static,
 {
     match cli.ipc {
@@ -193,6 +207,11 @@ where
                 .map_err(|e| anyhow!("unix socket /tmp/ccp/{}: {}", cli.unix_name, e.0))?;
             run_agent(s, alg, stop)
         }
+        IpcKind::Bpf => run_agent(
+            ccp_ipc::BpfIpc::new().map_err(|e| anyhow!("BPF datapath: {}", e.0))?,
+            alg,
+            stop,
+        ),
     }
 }
 
@@ -209,9 +228,20 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let stop = Arc::new(AtomicBool::new(true));
+    if cli.ipc == IpcKind::Bpf && matches!(cli.cmd, Cmd::Reno(_) | Cmd::Ping(_)) {
+        return Err(anyhow!(
+            "--ipc bpf: the BPF agent datapath runs only the slot program, which only const-rate \
+             installs"
+        ));
+    }
     match &cli.cmd {
         Cmd::ConstRate(a) => {
-            let alg = algs::ConstRate::new(a, cli.ipc != IpcKind::Unix).context("const-rate")?;
+            let alg = if cli.ipc == IpcKind::Bpf {
+                algs::ConstRate::over_slot_program(a)
+            } else {
+                algs::ConstRate::new(a, cli.ipc != IpcKind::Unix)
+            }
+            .context("const-rate")?;
             run_with(&cli, alg, stop)
         }
         Cmd::Reno(a) => run_with(&cli, algs::Reno::new(a), stop),
