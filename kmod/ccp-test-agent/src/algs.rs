@@ -238,9 +238,9 @@ impl<I: Ipc> CongAlg<I> for ConstRate {
     fn new_flow(&self, mut control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
         let rate = self.current_rate();
         let cwnd = self.cwnd_for(rate, 0, info.mss);
-        let slot_us = self.args.report_ms.max(1).saturating_mul(1000);
         let mut updates = vec![("Rate", rate), ("Cwnd", cwnd)];
         if self.slot_program {
+            let slot_us = self.args.report_ms.max(1).saturating_mul(1000);
             updates.push(("Control.slot_us", slot_us));
         }
         let sc = match control.set_program("const_rate", Some(&updates)) {

@@ -504,6 +504,24 @@ fn report(flow: u64, slot: u64, acked: u64) -> Input {
     }
 }
 
+/// Flow `flow`'s progress as its latest plan saw it: (sent bytes, bytes left).
+fn planned_progress(core: &Core, flow: u64) -> Option<(u64, u64)> {
+    core.flows
+        .get(&flow)
+        .and_then(|f| f.plan.as_ref())
+        .map(|p| (p.progress.sent_bytes, p.progress.remaining_bytes))
+}
+
+/// The ring's registrations at `iteration`, begun at `iter_start_ns` (CLOCK_MONOTONIC).
+fn ring_regs_at(iteration: u64, iter_start_ns: u64) -> Registrations {
+    let mut regs = ring_regs();
+    for reg in regs.values_mut() {
+        reg.iteration = iteration;
+        reg.iter_start_ns = iter_start_ns;
+    }
+    regs
+}
+
 #[test]
 fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     let s = FIRST_SLOT;
@@ -516,12 +534,7 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     core.handle(tick(s));
     assert!(core.handle(report(1, s, RING_BYTES)).is_empty());
     assert!(core.handle(Input::Poll).is_empty());
-    let left = |core: &Core| {
-        core.flows
-            .get(&1)
-            .and_then(|f| f.plan.as_ref())
-            .map(|p| p.progress.remaining_bytes)
-    };
+    let left = |core: &Core| planned_progress(core, 1).map(|(_, left)| left);
     assert_eq!(left(&core), Some(RING_BYTES), "planned at the tick only");
     // On (the default): the burst's end re-plans the slot at once (the flow that is done is
     // planned nothing); the next iteration seen by a poll re-plans it again.
@@ -532,12 +545,10 @@ fn work_conserving_nic_only_slots_are_replanned_at_a_burst_end_and_start() {
     assert_eq!(left(&core), Some(0), "re-planned at the burst's end");
     // The same reading again: no burst began.
     assert!(rates(&core.handle(Input::Poll)).is_empty());
-    let mut regs = ring_regs();
-    for reg in regs.values_mut() {
-        reg.iteration = 1;
-        reg.iter_start_ns = (slot_start_us(s) + 10_000) * 1000;
-    }
-    core.handle(Input::Progress(regs));
+    core.handle(Input::Progress(ring_regs_at(
+        1,
+        (slot_start_us(s) + 10_000) * 1000,
+    )));
     core.handle(Input::Poll);
     assert_eq!(
         left(&core),
@@ -563,12 +574,7 @@ fn a_bursts_first_report_counted_before_its_iteration_was_seen_moves_to_it() {
     let s = FIRST_SLOT;
     let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| c.nic_only = true);
     core.handle(tick(s));
-    let left = |core: &Core| {
-        core.flows
-            .get(&1)
-            .and_then(|f| f.plan.as_ref())
-            .map(|p| (p.progress.sent_bytes, p.progress.remaining_bytes))
-    };
+    let left = |core: &Core| planned_progress(core, 1);
     // Iteration 0 of flow 1 ends (a burst-end re-plan counts it).
     core.handle(report(1, s, RING_BYTES));
     assert_eq!(left(&core), Some((RING_BYTES, 0)));
@@ -576,12 +582,10 @@ fn a_bursts_first_report_counted_before_its_iteration_was_seen_moves_to_it() {
     // flow 2's burst end re-plans the slot in between.
     core.handle(report(1, s, 20_000));
     core.handle(report(2, s, RING_BYTES));
-    let mut regs = ring_regs();
-    for reg in regs.values_mut() {
-        reg.iteration = 1;
-        reg.iter_start_ns = (slot_start_us(s) + 4_000) * 1000;
-    }
-    core.handle(Input::Progress(regs));
+    core.handle(Input::Progress(ring_regs_at(
+        1,
+        (slot_start_us(s) + 4_000) * 1000,
+    )));
     core.handle(Input::Poll);
     assert_eq!(
         left(&core),
