@@ -14,6 +14,11 @@
 #   --agent-log FILTER   the ccp-agent's log filter (MLTCP_AGENT_LOG, RUST_LOG syntax)
 #   --seeds N            seeds 1..N (trainemu run --seeds; default trainemu's, 10)
 #   --seed-list LIST     comma-separated seeds (trainemu run --seed-list)
+#   --datapath bpf       a stock kernel (ci/vm-run --kernel-deb debian12...): `mltcp-bpf load`
+#                        registers mltcp and mltcp_cubic (HZ from the Kconfig vm-run ships in
+#                        /host/boot) before the runs, and trainemu runs with --datapath bpf (the
+#                        agent on `ccp-agent run --ipc bpf`); `mltcp-bpf status` is printed after
+#                        them. `module` (the default) changes nothing.
 # Writes /results/<scenario>/ (see `trainemu run --help`) and prints each scenario's table
 # (`trainemu report --no-plots`; the PNGs are drawn on the host). Exit status: trainemu run's.
 
@@ -21,7 +26,7 @@ OUT=${RESULTS:-/results}
 SCEN_DIR=/tmp/trainemu-scenarios
 mkdir -p "$SCEN_DIR" "$OUT"
 set -f   # no globbing of scenario names
-opts="" files=""
+opts="" files="" datapath=module
 while [ $# -gt 0 ]; do
   case "$1" in
     --inline)
@@ -37,6 +42,9 @@ while [ $# -gt 0 ]; do
       opts="$opts --seeds $2"; shift 2 ;;
     --seed-list) [ $# -ge 2 ] || { echo "in-vm.sh: --seed-list needs a list"; exit 2; }
       opts="$opts --seed-list $2"; shift 2 ;;
+    --datapath) [ $# -ge 2 ] || { echo "in-vm.sh: --datapath needs module or bpf"; exit 2; }
+      case "$2" in module|bpf) datapath=$2 ;; *) echo "in-vm.sh: --datapath '$2': module or bpf"; exit 2 ;; esac
+      opts="$opts --datapath $2"; shift 2 ;;
     --agent-log) [ $# -ge 2 ] || { echo "in-vm.sh: --agent-log needs a filter"; exit 2; }
       export MLTCP_AGENT_LOG="$2"; shift 2 ;;
     -*) echo "in-vm.sh: unknown option $1"; exit 2 ;;
@@ -46,10 +54,26 @@ done
 [ -n "$files" ] || { echo "in-vm.sh: no scenario given"; exit 2; }
 command -v trainemu >/dev/null 2>&1 || { echo "in-vm.sh: trainemu not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
 
+if [ "$datapath" = bpf ]; then
+  # No tcp_mltcp.ko on a stock kernel: the BPF struct_ops take its names. libbpf reads HZ from
+  # /boot/config-$(uname -r) (Debian has no /proc/config.gz).
+  command -v mltcp-bpf >/dev/null 2>&1 || { echo "in-vm.sh: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
+  set +f   # the Kconfig's name is a glob
+  mkdir -p /boot && cp /host/boot/config-* /boot/ 2>/dev/null \
+    || { echo "in-vm.sh: --datapath bpf: no Kconfig in /host/boot (boot a stock kernel: ci/vm-run --kernel-deb debian12)"; exit 1; }
+  mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
+    || { echo "in-vm.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
+  set -f
+  echo "in-vm.sh: mltcp-bpf load: mltcp and mltcp_cubic registered as BPF struct_ops"
+fi
 echo "in-vm.sh: kernel $(uname -r), $(nproc) CPUs; congestion controls: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control)"
 # shellcheck disable=SC2086 # word splitting of the option and file lists is intended
 trainemu run --out "$OUT" $opts $files
 rc=$?
 echo "in-vm.sh: trainemu run exited with $rc"
+if [ "$datapath" = bpf ]; then
+  mltcp-bpf status > "$OUT/mltcp-bpf-status.txt" 2>&1
+  sed 's/^/in-vm.sh: mltcp-bpf status: /' "$OUT/mltcp-bpf-status.txt"
+fi
 trainemu report --no-plots "$OUT" || [ $rc -ne 0 ] || rc=1
 exit $rc

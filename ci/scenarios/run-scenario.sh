@@ -10,6 +10,7 @@
 # Usage: ci/scenarios/run-scenario.sh [--results DIR] [--iterations N] [--ccs LIST]
 #                                     [--seeds N | --seed-list LIST] [--vms J]
 #                                     [--clock virtual|real] [--timeout S] [--no-module]
+#                                     [--kernel-deb debian12|debian12-backports]
 #                                     [--agent-log FILTER] SCENARIO.toml...
 #   --results DIR   results directory (default results/trainemu-<UTC time>); each scenario
 #                   writes DIR/<name>/ (meta.json, runs/<run>/s<seed>/, summary.txt,
@@ -23,6 +24,12 @@
 #   --clock C       the VMs' clock (ci/vm-run --clock; default virtual)
 #   --timeout S     per-VM timeout in wall seconds (default 7200)
 #   --no-module     boot without tcp_mltcp.ko (mltcp runs are then skipped)
+#   --kernel-deb K  boot Debian's stock kernel (ci/vm-run --kernel-deb K; debian12: 6.1,
+#                   debian12-backports: 6.12), where no tcp_mltcp.ko loads: the guest runs
+#                   `mltcp-bpf load` and trainemu runs with --datapath bpf (mltcp and
+#                   mltcp_cubic as BPF struct_ops, the agent on `ccp-agent run --ipc bpf`; ccs
+#                   entries the BPF path cannot run, e.g. mltcp_dctcp, mltcp_cubic+agent or
+#                   module parameters, are refused before any run starts). Added 2026-11-29.
 #   --agent-log F   the ccp-agent's log filter in the +agent runs (RUST_LOG syntax; default info;
 #                   e.g. "info,ccp_agent::plan=debug,ccp_agent::progress=debug" logs every
 #                   planning decision and iteration change to runs/<run>/s<seed>/agent/agent.log)
@@ -46,6 +53,13 @@ while [ $# -gt 0 ]; do
     --clock) clock=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --no-module) vm_opts+=(--no-module); shift ;;
+    --kernel-deb)
+      [ $# -ge 2 ] || die "--kernel-deb needs debian12 or debian12-backports"
+      case "$2" in
+        debian12|debian12-backports) ;;
+        *) die "--kernel-deb '$2': debian12 or debian12-backports (Debian's stock kernels, run on the BPF path; another kernel package: ci/vm-run --kernel-deb FILE --module FILE)" ;;
+      esac
+      vm_opts+=(--kernel-deb "$2"); guest_opts+=(--datapath bpf); shift 2 ;;
     --agent-log) guest_opts+=(--agent-log "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;

@@ -2,7 +2,9 @@
 //! writes the agent's configuration for the scenario's star, starts `ccp-agent run` (and for
 //! `+agent+switch` a `ccp-agent switch` daemon) in the initial network namespace, points the
 //! workers' progress reports at the agent's directory, and stops everything after the run with
-//! SIGTERM (flows fall back to native MLTCP at once).
+//! SIGTERM (flows fall back to native MLTCP at once). On a stock kernel (`trainemu run --datapath
+//! bpf`, mltcp-bpf loaded) the agent runs with `--ipc bpf` and its flows fall back to BPF
+//! `mltcp`; [`Datapath::check`] refuses the `ccs` entries that cannot run there.
 //!
 //! The star as the agent sees it, as the testbed builds it (`topo.rs`): host `i` (0-based) has its
 //! NIC's egress, id `2i+1`, unshaped ([`UNSHAPED_MBIT`]: the testbed shapes no host's egress), and
@@ -20,7 +22,7 @@
 //! "ccp-agent: the flow scheduler"). A port with an ECN-marking qdisc (`ecn` in the scenario) gets a
 //! `[link.ecn]` table naming that qdisc, so the switch daemon's PCN control changes its threshold.
 
-use crate::config::{AgentMode, AgentSched, PcnVariant, Scenario};
+use crate::config::{AgentMode, AgentSched, CcVariant, PcnVariant, Scenario};
 use crate::topo;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -38,13 +40,91 @@ const SWITCH_ADDR: &str = "127.0.0.1:50070";
 /// How long the agent and the switch get to start serving.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Where the agent's binary and datapath program are.
+/// What provides the `mltcp` algorithms and the agent's datapath (`trainemu run --datapath`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Datapath {
+    /// `tcp_mltcp.ko` (our kernel): `mltcp`, `mltcp_cubic`, `mltcp_dctcp`, module parameters,
+    /// the agent over netlink (`ccp-agent run --ipc netlink`).
+    #[default]
+    Module,
+    /// mltcp-bpf's struct_ops on a stock kernel (`mltcp-bpf load` before the run): `mltcp` and
+    /// `mltcp_cubic`, the agent over `ccp-agent run --ipc bpf`, whose fixed-function datapath
+    /// offers only `mltcp` flows (docs/bpf.md).
+    Bpf,
+}
+
+impl Datapath {
+    /// The option's value (`--datapath NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Datapath::Module => "module",
+            Datapath::Bpf => "bpf",
+        }
+    }
+
+    /// The `ccp-agent run --ipc` value for this datapath.
+    pub fn ipc(self) -> &'static str {
+        match self {
+            Datapath::Module => "netlink",
+            Datapath::Bpf => "bpf",
+        }
+    }
+
+    /// Whether a run of `v` can run on this datapath; the error names the entry and why not.
+    pub fn check(self, v: &CcVariant) -> Result<(), String> {
+        if self == Datapath::Module {
+            return Ok(());
+        }
+        let label = &v.label;
+        if v.cc.starts_with("mltcp") && !BPF_CCS.contains(&v.cc.as_str()) {
+            return Err(format!(
+                "'{label}': {} has no BPF version (mltcp-bpf registers {}; it needs tcp_mltcp.ko)",
+                v.cc,
+                BPF_CCS.join(" and ")
+            ));
+        }
+        if !v.params.is_empty() {
+            return Err(format!(
+                "'{label}': module parameters are tcp_mltcp.ko's (/sys/module/tcp_mltcp/parameters); on the BPF datapath set them with `mltcp-bpf set` before the run"
+            ));
+        }
+        if matches!(v.agent, Some(AgentMode::NicOnly | AgentMode::Switch)) && v.cc != "mltcp" {
+            return Err(format!(
+                "'{label}': the BPF agent datapath offers only mltcp flows to ccp-agent ({} flows stay plain), so the agent would schedule nothing",
+                v.cc
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether every run of the validated scenario `s` can run on this datapath
+    /// ([`Datapath::check`]): its `ccs` entries, its `solo_cc` and its background flows'
+    /// congestion controls; the error names the first that cannot, and the option.
+    pub fn check_scenario(self, s: &Scenario) -> anyhow::Result<()> {
+        let entries = s.ccs.iter().map(|c| (c, "ccs entry"));
+        let solo = std::iter::once((&s.solo_cc, "solo_cc"));
+        let bg = s.background.iter().map(|b| (&b.cc, "background flow's cc"));
+        for (c, what) in entries.chain(solo).chain(bg) {
+            let v = CcVariant::parse(c).map_err(anyhow::Error::msg)?;
+            self.check(&v)
+                .map_err(|e| anyhow::anyhow!("{what} {e} (--datapath {})", self.name()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The algorithms mltcp-bpf registers.
+pub const BPF_CCS: &[&str] = &["mltcp", "mltcp_cubic"];
+
+/// Where the agent's binary and datapath program are, and which datapath it talks to.
 #[derive(Debug, Clone)]
 pub struct AgentSetup {
     /// `ccp-agent` (looked up on PATH unless a path).
     pub bin: PathBuf,
     /// The datapath program the agent installs (`datapath-programs/mlcc-slot.ccp`).
     pub program: PathBuf,
+    /// The datapath the agent runs on (its `--ipc`).
+    pub datapath: Datapath,
 }
 
 /// NIC link id of host `i` (its egress).
@@ -353,7 +433,7 @@ impl AgentRun {
         let agent_s = agent_cfg.display().to_string();
         let agent = match spawn(
             &setup.bin,
-            &["run", "--config", &agent_s],
+            &["run", "--config", &agent_s, "--ipc", setup.datapath.ipc()],
             &dir.join("agent.log"),
         ) {
             Ok(a) => a,
@@ -558,6 +638,72 @@ workers = ["h1", "h2"]
         .unwrap();
         assert_eq!(a["nic_only"].as_bool(), Some(true));
         assert_eq!(a["hosts"].as_array().unwrap().len(), 3);
+    }
+
+    /// On the BPF datapath only what mltcp-bpf provides runs; every refusal names the entry.
+    #[test]
+    fn bpf_datapath_refuses_what_it_cannot_run() {
+        let v = |l: &str| CcVariant::parse(l).unwrap();
+        for ok in [
+            "cubic",
+            "reno",
+            "mltcp",
+            "mltcp_cubic",
+            "mltcp+agent",
+            "mltcp+agent+switch",
+            "mltcp+agent+rules=interleave",
+            "dctcp+pcn",
+        ] {
+            assert_eq!(Datapath::Bpf.check(&v(ok)), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("mltcp_dctcp", "mltcp_dctcp has no BPF version"),
+            ("mltcp_dctcp+agent", "mltcp_dctcp has no BPF version"),
+            ("mltcp[slope_fx=2048]", "mltcp-bpf set"),
+            ("mltcp_cubic+agent", "offers only mltcp flows"),
+            ("mltcp_cubic+agent+switch", "offers only mltcp flows"),
+        ] {
+            let e = Datapath::Bpf.check(&v(bad)).unwrap_err();
+            assert!(
+                e.contains(&format!("'{bad}'")) && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        for any in ["mltcp_dctcp", "mltcp[slope_fx=2048]", "mltcp_cubic+agent"] {
+            assert_eq!(Datapath::Module.check(&v(any)), Ok(()), "{any}");
+        }
+        assert_eq!(
+            (Datapath::Module.ipc(), Datapath::Bpf.ipc()),
+            ("netlink", "bpf")
+        );
+    }
+
+    /// A scenario is refused before anything starts when one of its runs cannot run on the
+    /// BPF datapath: a `ccs` entry, the solo runs' cc, a background flow's cc.
+    #[test]
+    fn bpf_datapath_checks_every_run_of_a_scenario() {
+        let mut s = parse(S).unwrap();
+        let bpf = Datapath::Bpf;
+        let set = |s: &mut Scenario, ccs: &[&str]| {
+            s.ccs = ccs.iter().map(|c| c.to_string()).collect();
+        };
+        set(&mut s, &["cubic", "mltcp+agent", "mltcp_cubic"]);
+        bpf.check_scenario(&s).unwrap();
+        set(&mut s, &["cubic", "mltcp_cubic+agent"]);
+        let e = bpf.check_scenario(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("ccs entry 'mltcp_cubic+agent'") && e.contains("--datapath bpf"),
+            "{e}"
+        );
+        set(&mut s, &["cubic"]);
+        s.solo_cc = "mltcp_dctcp".into();
+        let e = bpf.check_scenario(&s).unwrap_err().to_string();
+        assert!(e.contains("solo_cc 'mltcp_dctcp'"), "{e}");
+        set(
+            &mut s,
+            &["mltcp_dctcp", "mltcp_cubic+agent", "mltcp[slope_fx=2048]"],
+        );
+        Datapath::Module.check_scenario(&s).unwrap();
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! trainemu run [--out DIR] [--models FILE] [--ccs LIST] [--iterations N] [--loopback]
-//!              [--seeds N | --seed-list S1,S2,...] SCENARIO...
+//!              [--datapath module|bpf] [--seeds N | --seed-list S1,S2,...] SCENARIO...
 //! trainemu report [--no-plots] DIR...
 //! trainemu compare [--tolerance-pct P] DIR_A DIR_B
 //! trainemu validate SCENARIO...
@@ -167,6 +167,12 @@ enum Cmd {
         /// /host/datapath-programs/mlcc-slot.ccp if present, else datapath-programs/mlcc-slot.ccp).
         #[arg(long)]
         agent_program: Option<PathBuf>,
+        /// What provides `mltcp` and the agent's datapath: `module` (tcp_mltcp.ko, the agent on
+        /// `--ipc netlink`) or `bpf` (a stock kernel after `mltcp-bpf load`: `mltcp` and
+        /// `mltcp_cubic` only, no module parameters, the agent on `--ipc bpf` scheduling `mltcp`
+        /// flows only; other `ccs` entries are refused before anything starts).
+        #[arg(long, value_enum, default_value_t = agent::Datapath::Module)]
+        datapath: agent::Datapath,
         /// Scenario files (a missing a.toml/b.toml/c.toml/e2e.toml falls back to the built-in copy).
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
@@ -366,6 +372,7 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             no_progress,
             agent_bin,
             agent_program,
+            datapath,
             seeds,
             seed_list,
             scenarios,
@@ -382,6 +389,7 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             let agent_setup = agent::AgentSetup {
                 bin: agent_bin,
                 program: agent_program,
+                datapath,
             };
             let progress = match (no_progress, progress_dir) {
                 (true, _) => progress::ProgressDir::Off,
@@ -409,6 +417,9 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
                 }
                 s.validate(&p.display().to_string(), &models)
                     .map_err(|e| Err(UsageError(e)))?;
+                datapath
+                    .check_scenario(&s)
+                    .map_err(|e| Err(UsageError(anyhow::anyhow!("{}: {e}", p.display()))))?;
                 if let Some(c) = s.ccs.iter().find(|c| c.contains("+agent")) {
                     if loopback {
                         return Err(Err(UsageError(anyhow::anyhow!(
@@ -572,5 +583,31 @@ fn real_main(cli: Cli) -> std::result::Result<(), std::result::Result<anyhow::Er
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `trainemu run --datapath` takes `module` (the default) or `bpf`, nothing else.
+    #[test]
+    fn run_takes_a_datapath() {
+        let datapath = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+            match cli.cmd {
+                Cmd::Run { datapath, .. } => Ok(datapath),
+                _ => Err("not run".to_string()),
+            }
+        };
+        assert_eq!(
+            datapath(&["trainemu", "run", "--datapath", "bpf", "a.toml"]),
+            Ok(agent::Datapath::Bpf)
+        );
+        assert_eq!(
+            datapath(&["trainemu", "run", "a.toml"]),
+            Ok(agent::Datapath::Module)
+        );
+        assert!(datapath(&["trainemu", "run", "--datapath", "ebpf", "a.toml"]).is_err());
     }
 }

@@ -171,7 +171,7 @@ pub struct Meta {
     pub runs: Vec<RunMeta>,
     /// Congestion controls of the scenario that the kernel did not offer (not run).
     pub skipped_ccs: Vec<String>,
-    /// `uname -r`, or "loopback".
+    /// `uname -r`, followed by ", loopback" (--loopback) and ", mltcp-bpf" (--datapath bpf).
     pub kernel: String,
     /// Whether hosts were network namespaces (false: --loopback).
     pub netns: bool,
@@ -341,11 +341,13 @@ pub fn run_scenario(
         .unwrap_or_default()
         .trim()
         .to_string();
-    let kernel = if loopback {
-        format!("{osrel}, loopback")
-    } else {
-        osrel
-    };
+    let mut kernel = osrel;
+    if loopback {
+        kernel.push_str(", loopback");
+    }
+    if agent_setup.datapath == crate::agent::Datapath::Bpf {
+        kernel.push_str(", mltcp-bpf");
+    }
     let avail = topo::available_ccs();
     let variants: Vec<CcVariant> = s
         .ccs
@@ -357,6 +359,19 @@ pub fn run_scenario(
         .filter(|v| !avail.contains(&v.cc))
         .map(|v| v.label.clone())
         .collect();
+    if agent_setup.datapath == crate::agent::Datapath::Bpf {
+        if let Some(v) = variants
+            .iter()
+            .find(|v| v.cc.starts_with("mltcp") && !avail.contains(&v.cc))
+        {
+            anyhow::bail!(
+                "scenario {}: ccs entry '{}': {} is not registered (--datapath bpf: run `mltcp-bpf load` first)",
+                s.name,
+                v.label,
+                v.cc
+            );
+        }
+    }
     if !skipped.is_empty() {
         tracing::warn!(
             "scenario {}: not offered by this kernel, not run: {}",
