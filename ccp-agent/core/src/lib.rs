@@ -131,7 +131,7 @@ pub use io::{Action, Command, Input, LocalFlow, Measurement, Rpc};
 
 use fabric::Switch;
 use flows::FlowKey;
-use measure::{carried_bytes, paced_cwnd_bytes, split_acked, DatapathClock};
+use measure::{carried_bytes, may_bottleneck, paced_cwnd_bytes, split_acked, DatapathClock};
 use mlcc_sched::{FlowId, LinkId, LinkLoadTable, RateSample, SlotClock};
 use plan::Planned;
 use registration::{Registration, Registrations};
@@ -665,10 +665,23 @@ impl Core {
                         && p.progress.remaining_bytes > acked
                         && f.lost_last > 0;
                     f.app_limited = !network_limited;
+                    // The shortfall counts on a NIC link only if no link of the flow's path
+                    // is narrower (`may_bottleneck`): a switch port downstream may have been it.
+                    let links = &self.cfg.topology.links;
+                    let cap = |l: u32| links.get(&l).copied();
                     for l in &p.local {
+                        let others = p
+                            .local
+                            .iter()
+                            .map(|o| o.0)
+                            .chain(p.remote.iter().copied())
+                            .filter(|o| *o != l.0)
+                            .filter_map(cap);
+                        let here =
+                            network_limited && cap(l.0).is_none_or(|c| may_bottleneck(c, others));
                         let e = samples.entry(l.0).or_insert((0, true));
                         e.0 = e.0.saturating_add(f.achieved_bps);
-                        e.1 &= f.app_limited;
+                        e.1 &= !here;
                     }
                 }
             }

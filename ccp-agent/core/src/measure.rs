@@ -73,6 +73,21 @@ pub(crate) fn carried_bytes(
     }
 }
 
+/// Whether a flow's shortfall can be laid at a link of capacity `link_bps` (bit/s) on its path,
+/// given the capacities of the path's other links that the agent knows (`others_bps`): only
+/// when none of them is narrower. A flow that lost packets and fell short of its plan was
+/// stopped by some link of its path; the mlcc paper's bandwidth estimation (Sec. V-A) turns that
+/// rate into the link's estimate, which is right for the path's narrowest link and wrong for a
+/// wider one: a host's 1 Gbit/s NIC behind a 100 Mbit/s switch port would take on the rate the
+/// port gave the flow, and the next plans would hold every flow of that host to it while the
+/// port is free. Seen in the VM (`ci/scenarios/agent.toml`, 2026-11-29, docs/results/agent.md):
+/// h3's NIC estimated at 62-69 Mbit/s after its flows had lost packets sharing h2's port, and a
+/// ring flow alone on that port then paced at 62-69 Mbit/s for 110 ms. Links of equal capacity
+/// may each be the bottleneck: the shortfall counts on each.
+pub(crate) fn may_bottleneck(link_bps: u64, mut others_bps: impl Iterator<Item = u64>) -> bool {
+    others_bps.all(|o| link_bps <= o)
+}
+
 /// The congestion window that goes with a pacing rate of `rate_bps` (bit/s): the bytes of
 /// `max(slot / 4, 2 x RTT)` at that rate, at least 4 segments of 1448 bytes, at most
 /// `max_bytes` (the configured `cwnd_bytes`).
@@ -99,7 +114,19 @@ pub(crate) fn paced_cwnd_bytes(rate_bps: u64, rtt_us: u64, slot_us: u64, max_byt
 
 #[cfg(test)]
 mod tests {
-    use super::{carried_bytes, paced_cwnd_bytes, split_acked, DatapathClock};
+    use super::{carried_bytes, may_bottleneck, paced_cwnd_bytes, split_acked, DatapathClock};
+
+    #[test]
+    fn a_shortfall_is_laid_only_at_the_paths_narrowest_links() {
+        let gbit = 1_000_000_000;
+        let port = 100_000_000;
+        // A 1 Gbit/s NIC behind a 100 Mbit/s switch port: not the NIC; the port, yes.
+        assert!(!may_bottleneck(gbit, [port].into_iter()));
+        assert!(may_bottleneck(port, [gbit].into_iter()));
+        // Equal capacities: each may be it; no other known link: the link itself.
+        assert!(may_bottleneck(port, [port, gbit].into_iter()));
+        assert!(may_bottleneck(gbit, std::iter::empty()));
+    }
 
     #[test]
     fn an_old_iterations_excess_goes_to_the_next_one_only() {

@@ -575,6 +575,14 @@ impl Core {
             strict_rates: self.cfg.strict_rates,
             job_rank,
         };
+        if tracing::enabled!(target: "ccp_agent::plan", tracing::Level::TRACE) {
+            let avail: Vec<(u32, u64)> = table
+                .link_ids()
+                .into_iter()
+                .map(|l| (l.0, table.available_bps_at(l, slot).unwrap_or(0)))
+                .collect();
+            tracing::trace!(target: "ccp_agent::plan", slot, ?avail, ?snapshot, ?options, "policy input");
+        }
         let mut decisions = match policy::decide(&mut table, &snapshot, &options) {
             Ok(d) => d,
             Err(e) => {

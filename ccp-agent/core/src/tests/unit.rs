@@ -811,3 +811,40 @@ fn a_spare_share_on_a_switch_path_runs_only_as_asked_for_and_admitted() {
         assert_eq!(u64::from(bytes) * 8, MIN_RATE_BPS, "flow {flow}");
     }
 }
+
+/// A flow that lost packets and fell short of its plan lowers the bandwidth estimate of its
+/// NIC only when the NIC may have been its bottleneck: behind a narrower link (the test
+/// topology's 1 Gbit/s NICs before the 100 Mbit/s shared link, which a NIC-only agent plans as
+/// the hosts' ingress) the NIC keeps its capacity, and the narrowest link takes the rate.
+#[test]
+fn a_shortfall_behind_a_narrower_link_leaves_the_nic_estimate_alone() {
+    let s = FIRST_SLOT;
+    let mut core = core_with_ring(&["h1", "h2", "h3", "h4"], |c| c.nic_only = true);
+    core.handle(tick(s));
+    let estimate = |core: &Core, l: u32| {
+        core.table
+            .estimate_bps(mlcc_sched::LinkId(l))
+            .expect("a link of the table")
+    };
+    assert_eq!(estimate(&core, 1), 1_000_000_000);
+    assert_eq!(estimate(&core, SHARED_LINK), 100_000_000);
+    // 20 000 bytes in the 20 ms slot (8 Mbit/s), with losses: network-limited by the rule of
+    // the mlcc paper's estimation.
+    core.handle(Input::Report {
+        flow: 1,
+        fields: crate::Measurement {
+            acked: Some(20_000),
+            lost: Some(3),
+            rtt_us: Some(500),
+            arrival_ns: (slot_start_us(s) + 5_000) * 1000,
+            ..Default::default()
+        },
+    });
+    core.handle(tick(s + 1));
+    assert_eq!(
+        estimate(&core, 1),
+        1_000_000_000,
+        "h1's NIC did not take on the 8 Mbit/s"
+    );
+    assert_eq!(estimate(&core, SHARED_LINK), 8_000_000);
+}
