@@ -524,6 +524,7 @@ mod tests {
             ..spec_of(vec![a], "cubic")
         };
         let out = run(&spec, &Net::Loopback, &mut |_, _| {}).unwrap();
+        let mut late_ms = Vec::new();
         for w in 0..2 {
             let mut d = ComputeDraws::new(7, 3, w, 30.0, &j);
             let mut recs: Vec<&IterRecord> = out
@@ -536,14 +537,22 @@ mod tests {
             for r in recs {
                 let want = d.next_ms();
                 let got = (r.compute_end_us.unwrap() - r.compute_start_us.unwrap()) as f64 / 1000.0;
-                // Sleeps end no earlier than asked, and late by little on an idle machine.
+                // Sleeps end no earlier than asked.
                 assert!(
-                    got >= want - 0.01 && got < want + 20.0,
+                    got >= want - 0.01,
                     "worker {w} iteration {}: {got} ms for a draw of {want} ms",
                     r.iter
                 );
+                late_ms.push(got - want);
             }
         }
+        // And late by little: the median over the 12 phases, so that one sleep woken late on a
+        // loaded host (752 ms, seen beside four VMs and a build) does not fail the test. Phases
+        // that ignored the draws fail all the same: at the 30 ms mean each time, the lower bound
+        // on the draws above it (cv 0.3: several of the 12); much longer, the median.
+        late_ms.sort_by(f64::total_cmp);
+        let median = (late_ms[5] + late_ms[6]) / 2.0;
+        assert!(median < 20.0, "median lateness {median} ms: {late_ms:?}");
     }
 
     fn bg(name: &str, start_ms: f64, stop_ms: Option<f64>) -> BgPlan {
