@@ -669,16 +669,13 @@ impl Core {
                     // is narrower (`may_bottleneck`): a switch port downstream may have been it.
                     let links = &self.cfg.topology.links;
                     let cap = |l: u32| links.get(&l).copied();
+                    let path = || {
+                        let local = p.local.iter().map(|l| l.0);
+                        local.chain(p.remote.iter().copied()).filter_map(cap)
+                    };
                     for l in &p.local {
-                        let others = p
-                            .local
-                            .iter()
-                            .map(|o| o.0)
-                            .chain(p.remote.iter().copied())
-                            .filter(|o| *o != l.0)
-                            .filter_map(cap);
                         let here =
-                            network_limited && cap(l.0).is_none_or(|c| may_bottleneck(c, others));
+                            network_limited && cap(l.0).is_none_or(|c| may_bottleneck(c, path()));
                         let e = samples.entry(l.0).or_insert((0, true));
                         e.0 = e.0.saturating_add(f.achieved_bps);
                         e.1 &= !here;

@@ -74,8 +74,8 @@ pub(crate) fn carried_bytes(
 }
 
 /// Whether a flow's shortfall can be laid at a link of capacity `link_bps` (bit/s) on its path,
-/// given the capacities of the path's other links that the agent knows (`others_bps`): only
-/// when none of them is narrower. A flow that lost packets and fell short of its plan was
+/// given the capacities of the path's links that the agent knows (`path_bps`, the link's own
+/// among them or not): only when none of them is narrower. A flow that lost packets and fell short of its plan was
 /// stopped by some link of its path; the mlcc paper's bandwidth estimation (Sec. V-A) turns that
 /// rate into the link's estimate, which is right for the path's narrowest link and wrong for a
 /// wider one: a host's 1 Gbit/s NIC behind a 100 Mbit/s switch port would take on the rate the
@@ -84,8 +84,8 @@ pub(crate) fn carried_bytes(
 /// h3's NIC estimated at 62-69 Mbit/s after its flows had lost packets sharing h2's port, and a
 /// ring flow alone on that port then paced at 62-69 Mbit/s for 110 ms. Links of equal capacity
 /// may each be the bottleneck: the shortfall counts on each.
-pub(crate) fn may_bottleneck(link_bps: u64, mut others_bps: impl Iterator<Item = u64>) -> bool {
-    others_bps.all(|o| link_bps <= o)
+pub(crate) fn may_bottleneck(link_bps: u64, mut path_bps: impl Iterator<Item = u64>) -> bool {
+    path_bps.all(|o| link_bps <= o)
 }
 
 /// The congestion window that goes with a pacing rate of `rate_bps` (bit/s): the bytes of
