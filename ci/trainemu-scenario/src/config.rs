@@ -190,7 +190,8 @@ pub enum PcnVariant {
 
 /// The agent's scheduling settings a scheduled run may name (`+rules=NAME`, `+order=NAME`,
 /// `+floor=KBPS`, `+strict=on|off`, `+classes=N`, `+class_rates=plan|line`,
-/// `+held=floor|scavenger`, `+scavenger_us=N`); each `None` leaves agent.toml's default.
+/// `+held=floor|scavenger`, `+scavenger_us=N`, `+slot_ms=N`); each `None` leaves agent.toml's
+/// default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentSched {
     /// `[sched] rules` (`+rules=NAME`; the names are `mlcc_sched::Rules`').
@@ -213,6 +214,10 @@ pub struct AgentSched {
     /// `[sched] scavenger_target_us` (`+scavenger_us=N`, 1..=100000): the scavenger's target
     /// queueing delay, µs.
     pub scavenger_target_us: Option<u32>,
+    /// The slot length, ms (`+slot_ms=N`, 1..=60000): agent.toml's `slot_ms` and the topology's,
+    /// so the agents and the switch daemon plan on one grid (the mlcc paper's time slot, Sec.
+    /// IV-A; the agent's default 60).
+    pub slot_ms: Option<u64>,
 }
 
 /// A `ccs` entry: a congestion control, optionally with tcp_mltcp module parameters for the run,
@@ -229,7 +234,8 @@ pub struct AgentSched {
 /// strict_rates`), its traffic classes, `+classes=N` (`[sched] classes`), and their rates,
 /// `+class_rates=plan|line` (`[sched] class_rates`), how held flows are enforced,
 /// `+held=floor|scavenger` (`[sched] held_flows`), and the scavenger's target,
-/// `+scavenger_us=N` (`[sched] scavenger_target_us`); see [`AgentSched`]. The whole string labels
+/// `+scavenger_us=N` (`[sched] scavenger_target_us`), and the slot length, `+slot_ms=N`
+/// (`slot_ms` of agent.toml and of the topology); see [`AgentSched`]. The whole string labels
 /// the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcVariant {
@@ -244,7 +250,7 @@ pub struct CcVariant {
     /// PCN's settings when the agent schedules the run.
     pub pcn: PcnVariant,
     /// The agent's scheduling settings (`+rules=`, `+order=`, `+floor=`, `+strict=`,
-    /// `+classes=`, `+class_rates=`, `+held=`, `+scavenger_us=`).
+    /// `+classes=`, `+class_rates=`, `+held=`, `+scavenger_us=`, `+slot_ms=`).
     pub sched: AgentSched,
 }
 
@@ -276,7 +282,7 @@ impl CcVariant {
     /// followed by `+pcn` / `+pcn=BYTES[:min|harmonic]` alone (PCN only). Errors name the part
     /// that is wrong.
     pub fn parse(label: &str) -> std::result::Result<Self, String> {
-        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +classes=N, +class_rates=plan|line, +held=floor|scavenger, +scavenger_us=N, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
+        const SUFFIXES: &str = "+agent, +agent+switch, then +rules=NAME, +order=NAME, +floor=KBPS, +strict=on|off, +classes=N, +class_rates=plan|line, +held=floor|scavenger, +scavenger_us=N, +slot_ms=N, +nopcn or +pcn=BYTES[:min|harmonic]; or +pcn[=BYTES[:min|harmonic]] alone";
         let (s, all_tokens) = match label.find('+') {
             Some(i) => (&label[..i], label[i + 1..].split('+').collect::<Vec<_>>()),
             None => (label, Vec::new()),
@@ -300,6 +306,8 @@ impl CcVariant {
         let (scavenger_tokens, other): (Vec<&str>, Vec<&str>) = other
             .into_iter()
             .partition(|t| t.starts_with("scavenger_us="));
+        let (slot_tokens, other): (Vec<&str>, Vec<&str>) =
+            other.into_iter().partition(|t| t.starts_with("slot_ms="));
         let mut tokens = other.into_iter();
         let mut agent = None;
         let mut pcn = PcnVariant::Default;
@@ -496,6 +504,17 @@ impl CcVariant {
                 }
             },
         )?;
+        let slot_ms = agent_setting(
+            &slot_tokens,
+            "slot_ms",
+            "N",
+            "the agent's slot length",
+            scheduled,
+            |v| match v.parse::<u64>() {
+                Ok(n) if (1..=60_000).contains(&n) => Ok(n),
+                _ => Err("the slot length is 1..=60000 ms".to_string()),
+            },
+        )?;
         Ok(Self {
             label: label.to_string(),
             cc: cc.to_string(),
@@ -511,6 +530,7 @@ impl CcVariant {
                 class_rates,
                 held_flows,
                 scavenger_target_us,
+                slot_ms,
             },
         })
     }
@@ -1613,7 +1633,14 @@ workers = ["h1", "h2"]
             v.dir_name(),
             "mltcp-agent-rules-priority-held-scavenger-scavenger_us-500"
         );
+        let v = CcVariant::parse("mltcp+agent+slot_ms=20").unwrap();
+        assert_eq!((v.sched.slot_ms, plain.slot_ms), (Some(20), None));
+        assert_eq!(v.dir_name(), "mltcp-agent-slot_ms-20");
         for (bad, why) in [
+            ("mltcp+slot_ms=20", "needs +agent or +agent+switch"),
+            ("mltcp+agent+slot_ms=0", "1..=60000"),
+            ("mltcp+agent+slot_ms=x", "1..=60000"),
+            ("mltcp+agent+slot_ms=20+slot_ms=30", "more than once"),
             ("mltcp+held=scavenger", "needs +agent or +agent+switch"),
             ("mltcp+agent+held=ledbat", "must be one of \"floor\""),
             ("mltcp+agent+scavenger_us=0", "1..=100000"),

@@ -137,10 +137,20 @@ pub fn port_link(i: usize) -> u32 {
     2 * i as u32 + 2
 }
 
-/// `topo.toml` for scenario `s`'s star (`pcn`: the switch's `[pcn] combine`).
-pub fn topology_toml(s: &Scenario, pcn: PcnVariant) -> String {
+/// The slot length of the topologies trainemu writes when a run names none (`+slot_ms=N`), ms:
+/// ccp-agent's default (docs/agent.md).
+pub const DEFAULT_SLOT_MS: u64 = 60;
+
+/// `topo.toml` for scenario `s`'s star (`pcn`: the switch's `[pcn] combine`; `slot_ms`: the
+/// slot length, ms, [`DEFAULT_SLOT_MS`] when `None`).
+pub fn topology_toml(s: &Scenario, pcn: PcnVariant, slot_ms: Option<u64>) -> String {
     let mut t = String::from("# written by trainemu for scenario ");
-    let _ = writeln!(t, "{}\nslot_ms = 60\nhorizon = 10\n", s.name);
+    let _ = writeln!(
+        t,
+        "{}\nslot_ms = {}\nhorizon = 10\n",
+        s.name,
+        slot_ms.unwrap_or(DEFAULT_SLOT_MS)
+    );
     if let PcnVariant::On { harmonic, .. } = pcn {
         let _ = writeln!(
             t,
@@ -236,7 +246,7 @@ pub fn link_ecn_toml(e: &topo::EcnPort) -> String {
 
 /// `agent.toml` serving every host of `s` (`pcn`: its `[pcn]` table; `sched`: its `[sched]
 /// rules`, `job_order`, `strict_rates`, `classes`, `class_rates`, `held_flows` and
-/// `scavenger_target_us` and its `min_rate_kbps`, the agent's defaults where
+/// `scavenger_target_us`, its `min_rate_kbps` and its `slot_ms`, the agent's defaults where
 /// `None`).
 pub fn agent_toml(
     s: &Scenario,
@@ -265,6 +275,9 @@ pub fn agent_toml(
     }
     if let Some(k) = sched.min_rate_kbps {
         let _ = writeln!(t, "min_rate_kbps = {k}");
+    }
+    if let Some(ms) = sched.slot_ms {
+        let _ = writeln!(t, "slot_ms = {ms}");
     }
     if sched.rules.is_some()
         || sched.job_order.is_some()
@@ -415,7 +428,7 @@ impl AgentRun {
         let _ = fs::remove_dir_all(&regions);
         fs::create_dir_all(&regions)?;
         let program = fs::canonicalize(&setup.program)?;
-        fs::write(dir.join("topo.toml"), topology_toml(s, pcn))?;
+        fs::write(dir.join("topo.toml"), topology_toml(s, pcn, sched.slot_ms))?;
         let agent_cfg = dir.join("agent.toml");
         fs::write(
             &agent_cfg,
@@ -593,7 +606,7 @@ workers = ["h1", "h2"]
     #[test]
     fn topology_describes_the_star() {
         let s = parse(S).unwrap();
-        let t: toml::Value = toml::from_str(&topology_toml(&s, PcnVariant::Default)).unwrap();
+        let t: toml::Value = toml::from_str(&topology_toml(&s, PcnVariant::Default, None)).unwrap();
         let links = t["link"].as_array().unwrap();
         assert_eq!(links.len(), 6);
         let cap = |id: u32| {
@@ -780,9 +793,9 @@ workers = ["h1", "h2"]
                 Some(5000) => (Some(4), Some(mlcc_sched::ClassRates::Line)),
                 _ => (None, None),
             };
-            let (held_flows, scavenger_target_us) = match floor {
-                Some(250) => (Some(mlcc_sched::HeldFlows::Scavenger), Some(600)),
-                _ => (None, None),
+            let (held_flows, scavenger_target_us, slot_ms) = match floor {
+                Some(250) => (Some(mlcc_sched::HeldFlows::Scavenger), Some(600), Some(20)),
+                _ => (None, None, None),
             };
             let sched = AgentSched {
                 rules,
@@ -793,8 +806,9 @@ workers = ["h1", "h2"]
                 class_rates,
                 held_flows,
                 scavenger_target_us,
+                slot_ms,
             };
-            fs::write(dir.join("topo.toml"), topology_toml(&s, pcn)).unwrap();
+            fs::write(dir.join("topo.toml"), topology_toml(&s, pcn, slot_ms)).unwrap();
             fs::write(
                 dir.join("agent.toml"),
                 agent_toml(&s, mode, pcn, sched, &prog, &dir.join("regions")),
@@ -824,6 +838,8 @@ workers = ["h1", "h2"]
                 c.scavenger_target_us,
                 scavenger_target_us.unwrap_or(ccp_agent::config::DEFAULT_SCAVENGER_TARGET_US)
             );
+            assert_eq!(c.slot_ms, slot_ms.unwrap_or(DEFAULT_SLOT_MS));
+            assert_eq!(c.topology.slot_ms, c.slot_ms);
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
                 PcnVariant::On {
