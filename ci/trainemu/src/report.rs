@@ -20,8 +20,10 @@
 //! solo runs): per cc the mean over seeds of the run's mean/ideal and of its mean iteration time
 //! with 95 % t intervals, the paired relative difference of the mean iteration time against cubic
 //! and against reno (seed by seed), the distribution of the interleaving iteration, mean/ideal
-//! after convergence and the job spread (max job mean / min job mean − 1: starvation). Runs whose
-//! CPUs were busier than [`CPU_BUSY_LIMIT`] are flagged as CPU-saturated (untrusted).
+//! after convergence, the job spread (max job mean / min job mean − 1: starvation) and the
+//! slowdown spread (the same over the jobs' mean / ideal, which jobs of different ideal times do
+//! not inflate). Runs whose CPUs were busier than [`CPU_BUSY_LIMIT`] are flagged as
+//! CPU-saturated (untrusted).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -265,6 +267,10 @@ pub struct CcSummary {
     pub port: Option<PortUse>,
     /// (max job mean − min job mean) / min job mean, as a fraction.
     pub spread: f64,
+    /// The same over the jobs' slowdowns ([`Row::ratio`], mean / ideal): max / min − 1, as a
+    /// fraction; None when a job has no ideal. Unlike [`CcSummary::spread`] it does not count
+    /// the jobs' different ideal times (jobs of different models) as starvation.
+    pub slowdown_spread: Option<f64>,
     /// Mean over jobs of cubic mean / this mean.
     pub speedup_vs_cubic: Option<f64>,
     /// Busy fraction of the CPUs during the run ([`RunMeta::cpu_busy`]).
@@ -537,6 +543,7 @@ pub fn analyse_seed(
             sharing_by_age: sharing.map(|x| x.by_age),
             port,
             spread: (hi - lo) / lo,
+            slowdown_spread: slowdown_spread(&run_rows),
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
             cpu_busy: r.cpu_busy,
             cpu_saturated: r.cpu_busy.is_some_and(|b| b > CPU_BUSY_LIMIT),
@@ -555,6 +562,16 @@ pub fn analyse_seed(
         background,
         notes,
     })
+}
+
+/// Max job slowdown / min job slowdown − 1 over `rows` (one run's jobs); None when a job has no
+/// slowdown (no ideal) or a slowdown is not positive.
+fn slowdown_spread(rows: &[Row]) -> Option<f64> {
+    let ratios: Option<Vec<f64>> = rows.iter().map(|r| r.ratio).collect();
+    let ratios = ratios?;
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo > 0.0 && lo.is_finite() && hi.is_finite()).then(|| hi / lo - 1.0)
 }
 
 fn f1(x: Option<f64>) -> String {
@@ -698,6 +715,8 @@ pub struct CcStats {
     pub spread: Option<Interval>,
     /// Largest job spread of any seed.
     pub spread_max: Option<f64>,
+    /// Slowdown spread ([`CcSummary::slowdown_spread`]) over seeds.
+    pub slowdown_spread: Option<Interval>,
     /// The interleaving iteration over seeds.
     pub interleave: Option<InterleaveDist>,
     /// Paired against cubic: per seed this mean / cubic's mean − 1 (None for cubic itself, or
@@ -806,6 +825,7 @@ pub fn cc_stats(per_seed: &[Summary]) -> Vec<CcStats> {
                 port_low_share: col(&|c| c.port.map(|p| p.low_share)),
                 spread: col(&|c| Some(c.spread)),
                 spread_max: v.iter().map(|(_, c)| c.spread).max_by(f64::total_cmp),
+                slowdown_spread: col(&|c| c.slowdown_spread),
                 interleave: interleave_dist(
                     &v.iter().map(|(_, c)| c.interleaved_at).collect::<Vec<_>>(),
                 ),
@@ -1104,11 +1124,12 @@ pub fn seeds_table(r: &Report, meta: &Meta) -> String {
         }
         let _ = writeln!(
             o,
-            "    job spread {} % (max {})",
+            "    job spread {} % (max {}); slowdown spread {} %",
             iv(&c.spread, 100.0, 1),
             c.spread_max
                 .map(|x| format!("{:.1}%", x * 100.0))
-                .unwrap_or("-".into())
+                .unwrap_or("-".into()),
+            iv(&c.slowdown_spread, 100.0, 1)
         );
         if c.cc != "cubic" {
             let _ = writeln!(o, "    vs cubic: {}", paired_text(&c.vs_cubic));
@@ -1250,6 +1271,37 @@ mod tests {
             ("A".to_string(), job(u32::MAX)),
             ("B".to_string(), job(collide)),
         ])
+    }
+
+    #[test]
+    fn slowdown_spread_compares_slowdowns_not_iteration_times() {
+        let row = |job: &str, mean_ms: f64, ideal_ms: Option<f64>| Row {
+            cc: "cubic".into(),
+            job: job.into(),
+            n: 10,
+            mean_ms,
+            p99_ms: mean_ms,
+            speedup_vs_cubic: None,
+            ideal_ms,
+            ratio: ideal_ms.map(|i| mean_ms / i),
+            conv_mean_ms: None,
+            conv_ratio: None,
+            interleaved_at: None,
+            tail_ratio: None,
+            alone_m_ratio: None,
+            overlapped_share: None,
+        };
+        // Two jobs slowed down alike though one iterates twice as long: no spread.
+        let even = [row("A", 600.0, Some(500.0)), row("B", 1200.0, Some(1000.0))];
+        assert!(slowdown_spread(&even).is_some_and(|x| x.abs() < 1e-12));
+        // 1.5 against 1.2: 25 %.
+        let uneven = [row("A", 600.0, Some(500.0)), row("B", 1500.0, Some(1000.0))];
+        assert!(slowdown_spread(&uneven).is_some_and(|x| (x - 0.25).abs() < 1e-12));
+        // A job without an ideal: none.
+        assert_eq!(
+            slowdown_spread(&[row("A", 600.0, Some(500.0)), row("B", 900.0, None)]),
+            None
+        );
     }
 
     #[test]
