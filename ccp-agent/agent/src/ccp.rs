@@ -66,6 +66,9 @@ pub struct Shell<I: Ipc> {
     /// actions for the slot's tick and the switches' answers (waits for the switches are not
     /// work: the thread serves the datapath meanwhile).
     slot_work_us: u64,
+    /// The inputs [`Shell::feed`] has still to hand to the core, kept between calls so that a
+    /// report (one input, no actions) allocates nothing: its capacity is reused.
+    queue: VecDeque<Input>,
 }
 
 impl<I: Ipc> Shell<I> {
@@ -88,6 +91,7 @@ impl<I: Ipc> Shell<I> {
             net,
             shared,
             slot_work_us: 0,
+            queue: VecDeque::new(),
         }
     }
 
@@ -108,7 +112,10 @@ impl<I: Ipc> Shell<I> {
             input,
             Input::Tick { .. } | Input::Feedback { .. } | Input::Admission { .. }
         );
-        let mut queue = VecDeque::from([input]);
+        // Taken out of `self` while `perform` borrows it; put back (empty, its capacity kept)
+        // at the end (`perform` never calls `feed`).
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.push_back(input);
         while let Some(input) = queue.pop_front() {
             let (planned, t0) = (self.core.slots_planned(), Instant::now());
             let actions = self.core.handle(input);
@@ -124,6 +131,7 @@ impl<I: Ipc> Shell<I> {
                 }
             }
         }
+        self.queue = queue;
         if slot_work {
             let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.slot_work_us = self.slot_work_us.saturating_add(spent);

@@ -11,11 +11,12 @@
 //! never sends (only CREATE, MEASURE and READY pass), counting and logging what it dropped.
 
 use netlink_sys::{Socket, SocketAddr};
-use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, MsgFlags, NetlinkAddr};
 use nix::sys::time::TimeVal;
 use portus::ipc::Ipc;
 use portus::{Error, Result};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -60,38 +61,43 @@ pub struct CheckedNetlink {
 /// What [`classify`] makes of one received netlink datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// A CCP message from the kernel: the payload is `datagram[NLMSG_HDRSIZE..end]`.
+    /// CCP messages from the kernel: the payload is the first `len` bytes received after the
+    /// netlink header (one CCP message, or several back to back, which portus parses in turn).
     Accept {
-        /// End of the CCP payload in the datagram (the netlink header's length).
-        end: usize,
+        /// Length of the CCP payload, bytes (the netlink header's length minus its 16 bytes).
+        len: usize,
     },
     /// Sent by a process, not by the kernel (sender port id != 0): dropped.
     Foreign,
     /// From the kernel, but malformed, of a type a datapath never sends, or larger than the
-    /// caller's buffer (`buf_len`): dropped.
+    /// caller's buffer (truncated on receipt): dropped.
     Bad,
 }
 
-/// Classifies a netlink datagram (the message must also be [`crate::portus_safe`]) `datagram` received from sender port id `sender_portid`, for
-/// a caller whose message buffer holds `buf_len` bytes. Pure: no I/O, never panics.
-pub fn classify(sender_portid: u32, datagram: &[u8], buf_len: usize) -> Verdict {
+/// Classifies a netlink datagram received from sender port id `sender_portid` as its 16-byte
+/// netlink `header` and the `body` bytes received after it, `truncated` when the datagram did
+/// not fit the caller's buffer (`MSG_TRUNC`). Every CCP message in the payload must also be
+/// [`crate::portus_safe`], which also refuses every type a datapath never sends (only CREATE,
+/// MEASURE and READY pass). Pure: no I/O, never panics.
+pub fn classify(sender_portid: u32, header: &[u8], body: &[u8], truncated: bool) -> Verdict {
     if sender_portid != 0 {
         return Verdict::Foreign;
     }
+    if truncated || header.len() != NLMSG_HDRSIZE {
+        return Verdict::Bad;
+    }
     // One nlmsghdr: its length must cover the header and a CCP header (u16 type, u16 len, u32 sid).
-    let Some(b) = datagram.get(..4) else {
+    let nl_len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let Some(len) = nl_len.checked_sub(NLMSG_HDRSIZE) else {
         return Verdict::Bad;
     };
-    let nl_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-    if nl_len < NLMSG_HDRSIZE + 8 || nl_len > datagram.len() {
+    let Some(payload) = body.get(..len) else {
+        return Verdict::Bad;
+    };
+    if len < 8 || !crate::portus_safe(payload) {
         return Verdict::Bad;
     }
-    let payload = &datagram[NLMSG_HDRSIZE..nl_len];
-    let typ = u16::from_le_bytes([payload[0], payload[1]]);
-    if !from_datapath(typ) || payload.len() > buf_len || !crate::portus_safe(payload) {
-        return Verdict::Bad;
-    }
-    Verdict::Accept { end: nl_len }
+    Verdict::Accept { len }
 }
 
 /// Opens an unbound `NETLINK_USERSOCK` socket (close-on-exec).
@@ -227,11 +233,6 @@ impl AsFd for CheckedNetlink {
     }
 }
 
-/// Whether a CCP message type is one a datapath sends (CREATE 0, MEASURE 1, READY 5).
-fn from_datapath(typ: u16) -> bool {
-    matches!(typ, 0 | 1 | 5)
-}
-
 fn rate_limited(counter: &AtomicU64) -> Option<u64> {
     let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
     n.is_power_of_two().then_some(n)
@@ -250,16 +251,26 @@ impl Ipc for CheckedNetlink {
         Ok(())
     }
 
+    /// Receives one datagram: its netlink header into a 16-byte array on the stack and the CCP
+    /// payload straight into portus's buffer `buf` (one `recvmsg` with two I/O vectors), so a
+    /// report costs no zeroing, no copy and no allocation here.
     fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
-        let mut nl_buf = [0u8; 4096];
-        // Timeouts (EAGAIN) and ENOBUFS: portus's loop logs at trace level and retries.
-        let (n, from) = self
-            .sock
-            .recv_from(&mut &mut nl_buf[..], 0)
-            .map_err(|e| Error(format!("recv(netlink): {e}")))?;
-        let sender = from.port_number();
-        let datagram = &nl_buf[..n.min(nl_buf.len())];
-        match classify(sender, datagram, buf.len()) {
+        let mut header = [0u8; NLMSG_HDRSIZE];
+        let (n, sender, truncated) = {
+            let mut iov = [IoSliceMut::new(&mut header), IoSliceMut::new(buf)];
+            // Timeouts (EAGAIN) and ENOBUFS: portus's loop logs at trace level and retries.
+            let r =
+                recvmsg::<NetlinkAddr>(self.sock.as_raw_fd(), &mut iov, None, MsgFlags::empty())
+                    .map_err(|e| Error(format!("recv(netlink): {e}")))?;
+            (
+                r.bytes,
+                // No address: not a netlink sender we know, so not the kernel.
+                r.address.map_or(u32::MAX, |a| a.pid()),
+                r.flags.contains(MsgFlags::MSG_TRUNC),
+            )
+        };
+        let body = buf.get(..n.saturating_sub(NLMSG_HDRSIZE)).unwrap_or(&[]);
+        match classify(sender, &header, body, truncated) {
             Verdict::Foreign => {
                 self.counters.foreign.fetch_add(1, Ordering::Relaxed);
                 if let Some(k) = rate_limited(&DROPPED_FOREIGN) {
@@ -273,24 +284,21 @@ impl Ipc for CheckedNetlink {
             }
             Verdict::Bad => {
                 self.counters.bad.fetch_add(1, Ordering::Relaxed);
-                let typ = datagram
-                    .get(NLMSG_HDRSIZE..NLMSG_HDRSIZE + 2)
-                    .map(|b| u16::from_le_bytes([b[0], b[1]]));
+                let typ = body.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
                 if let Some(k) = rate_limited(&DROPPED_BAD) {
                     tracing::warn!(
                         len = n,
                         ?typ,
+                        truncated,
                         total = k,
                         "dropped a malformed or unexpected message from the kernel"
                     );
                 }
                 Err(Error(String::from("bad message")))
             }
-            Verdict::Accept { end } => {
-                let payload = &datagram[NLMSG_HDRSIZE..end];
-                buf[..payload.len()].copy_from_slice(payload);
+            Verdict::Accept { len } => {
                 ACCEPTED.fetch_add(1, Ordering::Relaxed);
-                Ok((payload.len(), ()))
+                Ok((len, ()))
             }
         }
     }
@@ -330,30 +338,127 @@ mod tests {
         }
     }
 
+    /// Splits a framed datagram into its netlink header and the bytes after it.
+    fn parts(d: &[u8]) -> (&[u8], &[u8]) {
+        d.split_at(NLMSG_HDRSIZE.min(d.len()))
+    }
+
     #[test]
     fn only_kernel_datapath_messages_pass() {
         let m = framed(1, 8); // a closing MEASURE: uid 0, no fields
-        assert_eq!(classify(0, &m, 1024), Verdict::Accept { end: m.len() });
-        assert_eq!(classify(4242, &m, 1024), Verdict::Foreign);
+        let (h, b) = parts(&m);
+        assert_eq!(classify(0, h, b, false), Verdict::Accept { len: b.len() });
+        assert_eq!(classify(4242, h, b, false), Verdict::Foreign);
         // INSTALL (2), UPDATE_FIELDS (3) and CHANGE_PROG (4) never come from a datapath.
         for t in [2, 3, 4, 9] {
-            assert_eq!(classify(0, &framed(t, 16), 1024), Verdict::Bad, "type {t}");
+            let f = framed(t, 16);
+            let (h, b) = parts(&f);
+            assert_eq!(classify(0, h, b, false), Verdict::Bad, "type {t}");
         }
         assert_eq!(
-            classify(0, &m, 8),
+            classify(0, h, b, true),
             Verdict::Bad,
             "larger than the caller's buffer"
         );
         assert_eq!(
-            classify(0, &m[..10], 1024),
+            classify(0, &m[..10], &[], false),
             Verdict::Bad,
             "truncated header"
         );
         assert_eq!(
-            classify(0, &m[..m.len() - 1], 1024),
+            classify(0, h, &b[..b.len() - 1], false),
             Verdict::Bad,
             "length beyond datagram"
         );
-        assert_eq!(classify(0, &[], 1024), Verdict::Bad);
+        assert_eq!(classify(0, &[], &[], false), Verdict::Bad);
+    }
+
+    /// One datagram carrying several MEASUREs back to back, as the module's batches do.
+    fn batch(reports: &[(u32, Vec<u64>)]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for (sid, fields) in reports {
+            let mut m = [0u8; 256];
+            let n = ccp_datapath::wire::write_measure(&mut m, *sid, 7, fields).expect("fits");
+            payload.extend_from_slice(&m[..n]);
+        }
+        let mut d = ((NLMSG_HDRSIZE + payload.len()) as u32)
+            .to_le_bytes()
+            .to_vec();
+        d.extend_from_slice(&[0; 12]);
+        d.extend_from_slice(&payload);
+        d
+    }
+
+    #[test]
+    fn a_batch_of_reports_passes_whole_and_one_bad_message_drops_it() {
+        let reports: Vec<(u32, Vec<u64>)> = (1..=5).map(|s| (s, vec![u64::from(s); 6])).collect();
+        let d = batch(&reports);
+        let (h, b) = parts(&d);
+        assert_eq!(classify(0, h, b, false), Verdict::Accept { len: b.len() });
+        // An UPDATE_FIELDS-typed message in the middle of the batch would reach portus's
+        // `unimplemented!()`: the whole datagram is dropped.
+        let mut bad = d.clone();
+        let second = NLMSG_HDRSIZE + b.len() / 5;
+        bad[second] = 3;
+        let (h, b) = parts(&bad);
+        assert_eq!(classify(0, h, b, false), Verdict::Bad);
+    }
+
+    /// A portus `Ipc` that hands out one preset payload, then reports the channel closed.
+    struct Once(
+        std::cell::Cell<Option<Vec<u8>>>,
+        Arc<std::sync::atomic::AtomicBool>,
+    );
+
+    impl Ipc for Once {
+        type Addr = ();
+        fn name() -> String {
+            String::from("once")
+        }
+        fn send(&self, _: &[u8], _: &()) -> Result<()> {
+            Ok(())
+        }
+        fn recv(&self, buf: &mut [u8]) -> Result<(usize, ())> {
+            match self.0.take() {
+                Some(p) => {
+                    buf[..p.len()].copy_from_slice(&p);
+                    Ok((p.len(), ()))
+                }
+                None => {
+                    self.1.store(false, Ordering::SeqCst);
+                    Err(Error(String::from("closed")))
+                }
+            }
+        }
+        fn close(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// portus 0.9's receive loop (`Backend::next`) parses every CCP message of one received
+    /// payload in turn: the wire protocol carries batched reports as they are.
+    #[test]
+    fn portus_reads_every_report_of_a_batch() {
+        use portus::serialize::Msg;
+        let reports: Vec<(u32, Vec<u64>)> = (1..=9)
+            .map(|s| (s * 3, (0..8).map(|k| u64::from(s) * 100 + k).collect()))
+            .collect();
+        let d = batch(&reports);
+        let (h, b) = parts(&d);
+        let Verdict::Accept { len } = classify(0, h, b, false) else {
+            panic!("batch refused")
+        };
+        let go = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let ipc = Once(std::cell::Cell::new(Some(b[..len].to_vec())), go.clone());
+        let mut rbuf = [0u8; 1024];
+        let mut backend = portus::ipc::Backend::new(ipc, go, &mut rbuf[..]);
+        let mut got = Vec::new();
+        while let Some((msg, ())) = backend.next() {
+            match msg {
+                Msg::Ms(m) => got.push((m.sid, m.fields)),
+                other => panic!("not a MEASURE: {other:?}"),
+            }
+        }
+        assert_eq!(got, reports);
     }
 }
