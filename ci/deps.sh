@@ -27,8 +27,10 @@ APT_PACKAGES=(
   # Packaging tests (ci/vm-tests/packaging.sh): systemd-analyze verify of the units, dpkg-deb,
   # and a venv for the Kubernetes manifest's offline validator.
   systemd dpkg-dev python3-venv
-  # make bindeb-pkg (ci/package-kernel.sh): its build dependencies; pahole (dwarves) so that a
-  # distribution config keeps DEBUG_INFO_BTF (and sched_ext, which needs it).
+  # make bindeb-pkg (ci/package-kernel.sh): its build dependencies; pahole (dwarves, 1.24 on
+  # Debian 12: >= 1.24 has --lang_exclude, which RUST needs beside BTF) so that the testbed's
+  # kernel (ci/kernel.config: DEBUG_INFO_BTF, for mltcp-bpf) and a distribution config keep
+  # DEBUG_INFO_BTF (and sched_ext, which needs it).
   debhelper rsync dwarves
   # The module's DKMS package (ci/package-module.sh --dkms): packaging-check.sh runs a real
   # `dkms build` of it against the packaged headers.

@@ -14,11 +14,13 @@
 #   --agent-log FILTER   the ccp-agent's log filter (MLTCP_AGENT_LOG, RUST_LOG syntax)
 #   --seeds N            seeds 1..N (trainemu run --seeds; default trainemu's, 10)
 #   --seed-list LIST     comma-separated seeds (trainemu run --seed-list)
-#   --datapath bpf       a stock kernel (ci/vm-run --kernel-deb debian12...): `mltcp-bpf load`
-#                        registers mltcp and mltcp_cubic (HZ from the Kconfig vm-run ships in
-#                        /host/boot) before the runs, and trainemu runs with --datapath bpf (the
-#                        agent on `ccp-agent run --ipc bpf`); `mltcp-bpf status` is printed after
-#                        them. `module` (the default) changes nothing.
+#   --datapath bpf       a kernel without tcp_mltcp.ko: a stock kernel (ci/vm-run --kernel-deb
+#                        debian12...) or the testbed's own (ci/vm-run --no-module; it has BTF).
+#                        `mltcp-bpf load` registers mltcp and mltcp_cubic (HZ from the Kconfig
+#                        vm-run ships in /host/boot, or from /proc/config.gz) before the runs, and
+#                        trainemu runs with --datapath bpf (the agent on `ccp-agent run --ipc
+#                        bpf`); `mltcp-bpf status` is printed after them. `module` (the default)
+#                        changes nothing.
 # Writes /results/<scenario>/ (see `trainemu run --help`) and prints each scenario's table
 # (`trainemu report --no-plots`; the PNGs are drawn on the host). Exit status: trainemu run's.
 
@@ -55,15 +57,21 @@ done
 command -v trainemu >/dev/null 2>&1 || { echo "in-vm.sh: trainemu not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
 
 if [ "$datapath" = bpf ]; then
-  # No tcp_mltcp.ko on a stock kernel: the BPF struct_ops take its names. libbpf reads HZ from
-  # /boot/config-$(uname -r) (Debian has no /proc/config.gz).
+  # No tcp_mltcp.ko: the BPF struct_ops take its names. libbpf reads HZ from
+  # /boot/config-$(uname -r) (Debian's kernels: vm-run ships it) or /proc/config.gz (ours).
   command -v mltcp-bpf >/dev/null 2>&1 || { echo "in-vm.sh: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
-  set +f   # the Kconfig's name is a glob
-  mkdir -p /boot && cp /host/boot/config-* /boot/ 2>/dev/null \
-    || { echo "in-vm.sh: --datapath bpf: no Kconfig in /host/boot (boot a stock kernel: ci/vm-run --kernel-deb debian12)"; exit 1; }
+  grep -q '^tcp_mltcp ' /proc/modules \
+    && { echo "in-vm.sh: --datapath bpf: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module)"; exit 1; }
+  [ -e /sys/kernel/btf/vmlinux ] \
+    || { echo "in-vm.sh: --datapath bpf: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF), so mltcp-bpf cannot load"; exit 1; }
+  if [ ! -e /proc/config.gz ]; then
+    set +f   # the Kconfig's name is a glob
+    mkdir -p /boot && cp /host/boot/config-* /boot/ 2>/dev/null \
+      || { echo "in-vm.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
+    set -f
+  fi
   mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
     || { echo "in-vm.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
-  set -f
   echo "in-vm.sh: mltcp-bpf load: mltcp and mltcp_cubic registered as BPF struct_ops"
 fi
 echo "in-vm.sh: kernel $(uname -r), $(nproc) CPUs; congestion controls: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control)"

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-#!/usr/bin/env bash
 # ci/scenarios/run-scenario.sh: run training-traffic scenarios in the VM and report them.
 # Host side: validates the scenario files (nothing starts if one is invalid), boots the VM through
 # ci/vm-run with ci/scenarios/in-vm.sh, passing each file by name (the defaults, built into
@@ -11,7 +10,8 @@
 #                                     [--seeds N | --seed-list LIST] [--vms J]
 #                                     [--clock virtual|real] [--timeout S] [--no-module]
 #                                     [--kernel-deb debian12|debian12-backports]
-#                                     [--agent-log FILTER] SCENARIO.toml...
+#                                     [--datapath module|bpf] [--agent-log FILTER]
+#                                     SCENARIO.toml...
 #   --results DIR   results directory (default results/trainemu-<UTC time>); each scenario
 #                   writes DIR/<name>/ (meta.json, runs/<run>/s<seed>/, summary.txt,
 #                   summary.json, *.png); DIR/vm-K/ keeps VM K's console log and CPU use
@@ -30,6 +30,12 @@
 #                   mltcp_cubic as BPF struct_ops, the agent on `ccp-agent run --ipc bpf`; ccs
 #                   entries the BPF path cannot run, e.g. mltcp_dctcp, mltcp_cubic+agent or
 #                   module parameters, are refused before any run starts). Added 2026-11-29.
+#   --datapath D    what provides mltcp and mltcp_cubic: module (tcp_mltcp.ko; the default on
+#                   the testbed's kernel) or bpf (mltcp-bpf's struct_ops, as with --kernel-deb).
+#                   `--datapath bpf` without --kernel-deb boots the testbed's own kernel (it has
+#                   BTF since 2026-11-29) without tcp_mltcp.ko, so the two datapaths can be
+#                   compared on the same kernel; with --kernel-deb it is implied, and
+#                   `--datapath module` is refused there. Added 2026-11-29.
 #   --agent-log F   the ccp-agent's log filter in the +agent runs (RUST_LOG syntax; default info;
 #                   e.g. "info,ccp_agent::plan=debug,ccp_agent::progress=debug" logs every
 #                   planning decision and iteration change to runs/<run>/s<seed>/agent/agent.log)
@@ -41,6 +47,7 @@ ci=$(dirname "$here")
 . "$ci/lib.sh"
 
 results="" timeout_s=7200 vm_opts=() guest_opts=() files=() seeds=10 seed_list="" vms=2
+kernel_deb="" datapath="" no_module=0
 clock=${MLTCP_VM_CLOCK:-virtual}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,14 +59,21 @@ while [ $# -gt 0 ]; do
     --vms) vms=$2; shift 2 ;;
     --clock) clock=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
-    --no-module) vm_opts+=(--no-module); shift ;;
+    --no-module) no_module=1; shift ;;
     --kernel-deb)
       [ $# -ge 2 ] || die "--kernel-deb needs debian12 or debian12-backports"
       case "$2" in
         debian12|debian12-backports) ;;
         *) die "--kernel-deb '$2': debian12 or debian12-backports (Debian's stock kernels, run on the BPF path; another kernel package: ci/vm-run --kernel-deb FILE --module FILE)" ;;
       esac
-      vm_opts+=(--kernel-deb "$2"); guest_opts+=(--datapath bpf); shift 2 ;;
+      kernel_deb=$2; shift 2 ;;
+    --datapath)
+      [ $# -ge 2 ] || die "--datapath needs module or bpf"
+      case "$2" in
+        module|bpf) datapath=$2 ;;
+        *) die "--datapath '$2': module (tcp_mltcp.ko) or bpf (mltcp-bpf's struct_ops)" ;;
+      esac
+      shift 2 ;;
     --agent-log) guest_opts+=(--agent-log "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
@@ -67,6 +81,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#files[@]} -gt 0 ] || die "no scenario file given (see --help)"
+# The datapath: a stock kernel has only the BPF one; on the testbed's kernel bpf boots without
+# tcp_mltcp.ko (which would hold the names mltcp and mltcp_cubic).
+if [ -n "$kernel_deb" ]; then
+  [ "$datapath" != module ] \
+    || die "--datapath module with --kernel-deb $kernel_deb: Debian's stock kernels cannot load tcp_mltcp.ko (use --datapath bpf, or drop --kernel-deb)"
+  datapath=bpf
+  vm_opts+=(--kernel-deb "$kernel_deb")
+else
+  [ -n "$datapath" ] || datapath=module
+  if [ "$datapath" = bpf ] || [ "$no_module" = 1 ]; then vm_opts+=(--no-module); fi
+fi
+[ "$datapath" = module ] || guest_opts+=(--datapath "$datapath")
 [[ "$vms" =~ ^[1-9][0-9]*$ ]] || die "--vms must be a positive integer, not '$vms'"
 if [ -n "$seed_list" ]; then
   [[ "$seed_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--seed-list must be seeds >= 1 separated by commas, not '$seed_list'"

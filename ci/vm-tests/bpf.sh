@@ -1,14 +1,17 @@
 #!/bin/sh
 # ci/vm-tests/bpf.sh: in-VM tests of mltcp-bpf (docs/bpf.md), the BPF struct_ops mltcp and
 # mltcp_cubic, on Debian's stock kernels (12's 6.1, and bookworm-backports' 6.12), which cannot
-# load tcp_mltcp.ko. Sourced by suite.sh (uses its run_test/fail/note/allow_cc and vm-lib.sh's
+# load tcp_mltcp.ko, and on the testbed's own kernel booted without it (--no-module; it has BTF
+# since 2026-11-29). Sourced by suite.sh (uses its run_test/fail/note/allow_cc and vm-lib.sh's
 # namespaces snd/rcv); run only when named, `bpf` naming them all:
 #
 #   ci/vm-run --kernel-deb debian12 ci/vm-tests/suite.sh bpf
 #   ci/vm-run --kernel-deb debian12-backports ci/vm-tests/suite.sh bpf
+#   ci/vm-run --no-module ci/vm-tests/suite.sh bpf
 #
 #   bpf_load          load (libbpf reads CONFIG_HZ from the Kconfig vm-run ships as
-#                     /host/boot/config-<release>); both algorithms registered
+#                     /host/boot/config-<release>, or on the testbed's kernel from
+#                     /proc/config.gz); both algorithms registered
 #   bpf_bad_input     unknown parameter, out-of-range value, malformed pair, a second load:
 #                     refused, each with its cause
 #   bpf_setsockopt    a 4 s transfer on each algorithm selected by setsockopt (iperf3 -C), over
@@ -63,9 +66,16 @@ bpf_stat_field() {
 }
 
 test_bpf_load() {
-  [ -e /sys/kernel/btf/vmlinux ] || fail "the stock kernel has no /sys/kernel/btf/vmlinux"
-  mkdir -p "$BPF_OUT" /boot && cp /host/boot/config-* /boot/ || fail "no Kconfig shipped in /host/boot"
-  note "kernel $(uname -r), HZ from $(ls /boot/config-*)"
+  [ -e /sys/kernel/btf/vmlinux ] || fail "kernel $(uname -r) has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)"
+  mkdir -p "$BPF_OUT"
+  if [ -e /proc/config.gz ]; then
+    # The testbed's kernel (CONFIG_IKCONFIG_PROC): libbpf reads it there.
+    note "kernel $(uname -r), HZ from /proc/config.gz"
+  else
+    mkdir -p /boot && cp /host/boot/config-* /boot/ \
+      || fail "no Kconfig: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor one shipped in /host/boot (ci/vm-run --kernel-deb)"
+    note "kernel $(uname -r), HZ from $(ls /boot/config-*)"
+  fi
   mltcp-bpf load > "$BPF_OUT/load.txt" 2>&1 || fail "mltcp-bpf load failed: $(tail -n 5 "$BPF_OUT/load.txt")"
   for a in mltcp mltcp_cubic; do
     bpf_available | grep -qw "$a" || fail "$a not registered after load: $(bpf_available)"

@@ -13,7 +13,8 @@
 # status is 1 when any test failed. TEST names (e.g. `throughput_mltcp`) run a subset; the dmesg
 # check always runs last. `port_classes` and `port_classes_weighting` run only when named; so do
 # the BPF tests of bpf.sh (`bpf` names them all), which need a kernel without tcp_mltcp.ko
-# (ci/vm-run --kernel-deb debian12 or debian12-backports).
+# (ci/vm-run --kernel-deb debian12 or debian12-backports, or the testbed's own kernel with
+# ci/vm-run --no-module).
 #
 # --substitute: develop the suite without the module (`ci/vm-run --no-module ...`): mltcp and
 # mltcp_cubic are replaced by the built-in reno and cubic, the rmmod tests use tcp_bbr.ko (bbr),
