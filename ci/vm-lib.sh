@@ -129,6 +129,22 @@ vm_cc_available() {
   grep -qw "$1" /proc/sys/net/ipv4/tcp_available_congestion_control
 }
 
+# vm_bpf_kconfig: makes the running kernel's Kconfig readable where libbpf looks for CONFIG_HZ
+# (mltcp-bpf's struct_ops read it): /proc/config.gz on the testbed's kernel (IKCONFIG_PROC), else
+# the config-<release> that `ci/vm-run --kernel-deb` ships in /host/boot, copied to /boot
+# (Debian's kernels). Prints the file used; fails when there is neither. Leaves the caller's
+# globbing setting as it found it.
+vm_bpf_kconfig() {
+  [ -e /proc/config.gz ] && { echo /proc/config.gz; return 0; }
+  _kc_noglob=0
+  case $- in *f*) _kc_noglob=1; set +f ;; esac
+  _kc_rc=1
+  mkdir -p /boot && cp /host/boot/config-* /boot/ 2>/dev/null && _kc_rc=0
+  [ "$_kc_rc" = 0 ] && echo /boot/config-*
+  [ "$_kc_noglob" = 1 ] && set -f
+  return "$_kc_rc"
+}
+
 # vm_cpu_meter_start FILE: start `trainemu cpu-meter` (one SCHED_IDLE spinner per CPU; busy =
 # its window minus the spinners' run time, to the microsecond) with its output in FILE, and wait
 # until it measures. Sets VM_METER_PID. Fails (saying why) when it does not start within 5 s.

@@ -64,12 +64,9 @@ if [ "$datapath" = bpf ]; then
     && { echo "in-vm.sh: --datapath bpf: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module)"; exit 1; }
   [ -e /sys/kernel/btf/vmlinux ] \
     || { echo "in-vm.sh: --datapath bpf: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF), so mltcp-bpf cannot load"; exit 1; }
-  if [ ! -e /proc/config.gz ]; then
-    set +f   # the Kconfig's name is a glob
-    mkdir -p /boot && cp /host/boot/config-* /boot/ 2>/dev/null \
-      || { echo "in-vm.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
-    set -f
-  fi
+  . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "in-vm.sh: cannot source vm-lib.sh"; exit 1; }
+  vm_bpf_kconfig >/dev/null \
+    || { echo "in-vm.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
   mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
     || { echo "in-vm.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
   echo "in-vm.sh: mltcp-bpf load: mltcp and mltcp_cubic registered as BPF struct_ops"

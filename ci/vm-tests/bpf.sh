@@ -68,14 +68,9 @@ bpf_stat_field() {
 test_bpf_load() {
   [ -e /sys/kernel/btf/vmlinux ] || fail "kernel $(uname -r) has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)"
   mkdir -p "$BPF_OUT"
-  if [ -e /proc/config.gz ]; then
-    # The testbed's kernel (CONFIG_IKCONFIG_PROC): libbpf reads it there.
-    note "kernel $(uname -r), HZ from /proc/config.gz"
-  else
-    mkdir -p /boot && cp /host/boot/config-* /boot/ \
-      || fail "no Kconfig: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor one shipped in /host/boot (ci/vm-run --kernel-deb)"
-    note "kernel $(uname -r), HZ from $(ls /boot/config-*)"
-  fi
+  kconfig=$(vm_bpf_kconfig) \
+    || fail "no Kconfig: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor one shipped in /host/boot (ci/vm-run --kernel-deb)"
+  note "kernel $(uname -r), HZ from $kconfig"
   mltcp-bpf load > "$BPF_OUT/load.txt" 2>&1 || fail "mltcp-bpf load failed: $(tail -n 5 "$BPF_OUT/load.txt")"
   for a in mltcp mltcp_cubic; do
     bpf_available | grep -qw "$a" || fail "$a not registered after load: $(bpf_available)"

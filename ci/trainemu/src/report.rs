@@ -519,10 +519,6 @@ pub fn analyse_seed(
             (v.len() == run_rows.len()).then(|| v.iter().sum::<f64>() / n)
         };
         let means: Vec<f64> = run_rows.iter().map(|r| r.mean_ms).collect();
-        let (lo, hi) = (
-            means.iter().cloned().fold(f64::MAX, f64::min),
-            means.iter().cloned().fold(0.0, f64::max),
-        );
         ccs.push(CcSummary {
             cc: r.cc.clone(),
             mean_ms: means.iter().sum::<f64>() / n,
@@ -542,7 +538,7 @@ pub fn analyse_seed(
             realized_share: sharing.map(|x| x.realized_share),
             sharing_by_age: sharing.map(|x| x.by_age),
             port,
-            spread: (hi - lo) / lo,
+            spread: spread(&means),
             slowdown_spread: slowdown_spread(&run_rows),
             speedup_vs_cubic: avg(&|r| r.speedup_vs_cubic),
             cpu_busy: r.cpu_busy,
@@ -564,14 +560,18 @@ pub fn analyse_seed(
     })
 }
 
-/// Max job slowdown / min job slowdown − 1 over `rows` (one run's jobs); None when a job has no
-/// slowdown (no ideal) or a slowdown is not positive.
+/// (max − min) / min of positive `values` (one run's jobs), as a fraction.
+fn spread(values: &[f64]) -> f64 {
+    let lo = values.iter().copied().fold(f64::MAX, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    (hi - lo) / lo
+}
+
+/// [`spread`] of the jobs' slowdowns ([`Row::ratio`]) over `rows` (one run's jobs); None when
+/// a job has no slowdown (no ideal).
 fn slowdown_spread(rows: &[Row]) -> Option<f64> {
     let ratios: Option<Vec<f64>> = rows.iter().map(|r| r.ratio).collect();
-    let ratios = ratios?;
-    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (lo > 0.0 && lo.is_finite() && hi.is_finite()).then(|| hi / lo - 1.0)
+    Some(spread(&ratios?))
 }
 
 fn f1(x: Option<f64>) -> String {
