@@ -214,7 +214,7 @@ pub struct SlotTimings {
 impl Default for SlotTimings {
     fn default() -> Self {
         // 10 µs .. ~0.33 s: a slot's work is typically tens to hundreds of µs, and must stay
-        // well under the slot (60 ms by default).
+        // well under the slot (30 ms by default).
         SlotTimings {
             slot_work: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
             decision: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),

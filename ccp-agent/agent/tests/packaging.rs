@@ -3,7 +3,7 @@
 //! (`ccp-agent/packaging/examples`, installed to /usr/share/doc/ccp-agent/examples) passes the
 //! same validation as `ccp-agent check` and the services, so an operator's copy starts.
 
-use ccp_agent::config::{AgentConfig, Topology};
+use ccp_agent::config::{AgentConfig, Topology, DEFAULT_SLOT_MS};
 use std::path::{Path, PathBuf};
 
 fn examples() -> PathBuf {
@@ -13,7 +13,8 @@ fn examples() -> PathBuf {
 #[test]
 fn example_topology_is_valid() {
     let topo = Topology::load(&examples().join("topo.toml")).expect("example topo.toml");
-    assert_eq!(topo.slot_ms, 60);
+    // The example spells out the agent's default slot length.
+    assert_eq!(topo.slot_ms, DEFAULT_SLOT_MS);
     assert_eq!(topo.hosts.len(), 1);
 }
 

@@ -99,7 +99,7 @@ pub use policy::{
     FlowState, GroupOutcome, GroupPhase, JobKey, JobOrder, JobWork, PolicyOptions, RankedJob,
     RateRule, Rules, Snapshot, UnitKind, PRIORITY_WEIGHT_MIN, PRIORITY_WEIGHT_RATIO,
 };
-pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, RATE_WINDOW_SLOTS};
+pub use slot::{SlotClock, DEFAULT_HORIZON, DEFAULT_SLOT_US, PAPER_SLOT_US, RATE_WINDOW_SLOTS};
 pub use table::{
     FlowId, LinkId, LinkLoadTable, LinkRow, LinkView, PathView, RateSample, Schedule, TableSnapshot,
 };

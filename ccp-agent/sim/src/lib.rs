@@ -96,7 +96,7 @@ pub struct PolicyConfig {
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
-            slot_us: mlcc_sched::DEFAULT_SLOT_US,
+            slot_us: mlcc_sched::PAPER_SLOT_US,
             horizon: mlcc_sched::DEFAULT_HORIZON,
             mltcp_ratio_step: policy::mltcp::DEFAULT_RATIO_STEP,
             mltcp_sample: FSample::Midpoint,

@@ -116,8 +116,9 @@ struct Cli {
     /// Model profiles (default: the built-in ci/scenarios/models.toml).
     #[arg(long)]
     models: Option<PathBuf>,
-    /// mlcc slot length, ms (default: mlcc_sched::DEFAULT_SLOT_US).
-    #[arg(long, default_value_t = mlcc_sched::DEFAULT_SLOT_US / 1000)]
+    /// mlcc slot length, ms (default: the paper's, mlcc_sched::PAPER_SLOT_US; ccp-agent's own
+    /// default is mlcc_sched::DEFAULT_SLOT_US).
+    #[arg(long, default_value_t = mlcc_sched::PAPER_SLOT_US / 1000)]
     slot_ms: u64,
     /// mlcc horizon K, slots (default: mlcc_sched::DEFAULT_HORIZON).
     #[arg(long, default_value_t = mlcc_sched::DEFAULT_HORIZON)]

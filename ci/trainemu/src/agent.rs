@@ -139,7 +139,7 @@ pub fn port_link(i: usize) -> u32 {
 
 /// The slot length of the topologies trainemu writes when a run names none (`+slot_ms=N`), ms:
 /// ccp-agent's default (docs/agent.md).
-pub const DEFAULT_SLOT_MS: u64 = 60;
+pub const DEFAULT_SLOT_MS: u64 = ccp_agent::config::DEFAULT_SLOT_MS;
 
 /// `topo.toml` for scenario `s`'s star (`pcn`: the switch's `[pcn] combine`; `slot_ms`: the
 /// slot length, ms, [`DEFAULT_SLOT_MS`] when `None`).

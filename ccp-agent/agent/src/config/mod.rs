@@ -169,8 +169,9 @@ ranged!(
     "must be > 0"
 );
 
-/// Default slot length, ms: the scheduling library's [`mlcc_sched::DEFAULT_SLOT_US`] ("Dynamic
-/// Flow Scheduling for DNN Training Workloads in Data Centers", Sec. VI: 60 ms).
+/// Default slot length, ms: the scheduling library's [`mlcc_sched::DEFAULT_SLOT_US`], 30 ms, half
+/// of "Dynamic Flow Scheduling for DNN Training Workloads in Data Centers" (Sec. VI: 60 ms),
+/// chosen on the VM testbed (docs/results/agent-defaults.md, `slot_ms`).
 pub const DEFAULT_SLOT_MS: u64 = mlcc_sched::DEFAULT_SLOT_US / 1000;
 /// Default horizon K: the scheduling library's (same paper, Sec. IV-A).
 pub use mlcc_sched::DEFAULT_HORIZON;
