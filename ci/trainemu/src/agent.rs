@@ -138,8 +138,8 @@ pub fn port_link(i: usize) -> u32 {
 }
 
 /// The slot length of the topologies trainemu writes when a run names none (`+slot_ms=N`), ms:
-/// ccp-agent's default (docs/agent.md).
-pub const DEFAULT_SLOT_MS: u64 = ccp_agent::config::DEFAULT_SLOT_MS;
+/// ccp-agent's default (`mlcc_sched::DEFAULT_SLOT_US`, docs/agent.md).
+pub const DEFAULT_SLOT_MS: u64 = mlcc_sched::DEFAULT_SLOT_US / 1000;
 
 /// `topo.toml` for scenario `s`'s star (`pcn`: the switch's `[pcn] combine`; `slot_ms`: the
 /// slot length, ms, [`DEFAULT_SLOT_MS`] when `None`).
@@ -838,7 +838,10 @@ workers = ["h1", "h2"]
                 c.scavenger_target_us,
                 scavenger_target_us.unwrap_or(ccp_agent::config::DEFAULT_SCAVENGER_TARGET_US)
             );
-            assert_eq!(c.slot_ms, slot_ms.unwrap_or(DEFAULT_SLOT_MS));
+            assert_eq!(
+                c.slot_ms,
+                slot_ms.unwrap_or(ccp_agent::config::DEFAULT_SLOT_MS)
+            );
             assert_eq!(c.topology.slot_ms, c.slot_ms);
             assert_eq!(c.pcn.enabled, pcn != PcnVariant::Off);
             let (t, harmonic) = match pcn {
