@@ -41,7 +41,11 @@
 # iperf3 and, for CCP kinds, the agent. Interrupt work that lands while a spinner runs is charged
 # to the spinner (the kernel has no IRQ_TIME_ACCOUNTING) and is missed. No PMU counts them: TCG
 # emulates none (the summary records what `perf stat -e instructions` says in the guest when perf
-# is shipped with --extra /usr/bin/perf). Needs the virtual clock (vm-run's default).
+# is shipped with --extra /usr/bin/perf). Needs the virtual clock (vm-run's default). Read the
+# per-ACK figures with the ACKs per GB beside them: the receiver's ACK rate depends on scheduling
+# and was bimodal per transfer on 2026-11-29 (about 6,600 or 11,800 ACKs per GB, any kind), so
+# system-wide instructions per ACK moved 1.7x within a kind (docs/results/ccp-overhead.md,
+# "Instructions per ACK").
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -205,7 +209,7 @@ run_one() {
     _acks=$(vm_counter_delta /tmp/ovh.snd.0 /tmp/ovh.snd.1 Tcp.InSegs) \
       && _rsegs=$(vm_counter_delta /tmp/ovh.rcv.0 /tmp/ovh.rcv.1 Tcp.OutSegs) \
       && _instr=$(vm_guest_instructions "$_busy_ns") || { echo "no ACK or instruction count"; return 1; }
-    _peracks=$(awk -v i="$_instr" -v a="$_acks" -v s="$_rsegs" 'BEGIN { printf "  %9.0f %5d %12d", a > 0 ? i / a : 0, a, s }')
+    _peracks=$(awk -v i="$_instr" -v a="$_acks" -v s="$_rsegs" 'BEGIN { printf "  %9.0f %5d %12d", (a > 0) ? i / a : 0, a, s }')
   fi
   _reports=0
   if [ -n "$_agent" ]; then
