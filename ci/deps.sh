@@ -57,14 +57,14 @@ fi
 
 # bindgen-cli, pinned: the kernel's Rust build checks its version, and 0.69.5 is the one verified
 # with Linux 6.12 and libclang 14. Installed into the cache, not the repo.
-# cargo_tool CRATE VERSION: `cargo install --locked` into the cache, tried twice (a registry hiccup
-# or another cargo holding the package cache's lock should not fail a run); the log is shown on
-# failure.
+# cargo_tool CRATE VERSION [+TOOLCHAIN]: `cargo install --locked` into the cache, with rustup's
+# TOOLCHAIN when given, tried twice (a registry hiccup or another cargo holding the package
+# cache's lock should not fail a run); the log is shown on failure.
 cargo_tool() {
   local log_file=$MLTCP_CACHE/tools/install-$1.log try
   mkdir -p "$MLTCP_CACHE/tools"
   for try in 1 2; do
-    cargo install --locked "$1" --version "$2" --root "$MLTCP_CACHE/tools" >"$log_file" 2>&1 && return 0
+    cargo ${3:+"$3"} install --locked "$1" --version "$2" --root "$MLTCP_CACHE/tools" >"$log_file" 2>&1 && return 0
     log "cargo install $1 $2 failed (try $try of 2)"
   done
   tail -n 20 "$log_file" >&2
@@ -78,6 +78,17 @@ fi
 if [ ! -x "$CARGO_DEB" ]; then
   log "installing cargo-deb 3.8.0 into $MLTCP_CACHE/tools"
   cargo_tool cargo-deb 3.8.0
+fi
+# cargo-fuzz, pinned, built with the nightly toolchain that runs the CCP datapath's fuzz target
+# (kmod/ccp-datapath/fuzz: libFuzzer's sanitizer flags need nightly); ci/fuzz.sh runs it.
+if [ ! -x "$CARGO_FUZZ" ]; then
+  if ! rustup toolchain list | grep -q '^nightly'; then
+    log "installing rustup's nightly toolchain (for cargo-fuzz)"
+    rustup toolchain install nightly --profile minimal >/dev/null \
+      || die "rustup toolchain install nightly failed"
+  fi
+  log "installing cargo-fuzz 0.13.2 into $MLTCP_CACHE/tools"
+  cargo_tool cargo-fuzz 0.13.2 +nightly
 fi
 # kubernetes-validate, pinned, in a venv in the cache: validates the Kubernetes manifest offline
 # against the API's JSON schemas it carries (ci/packaging-check.sh).

@@ -4,6 +4,7 @@
 MLTCP_CACHE=${MLTCP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mltcp}
 BINDGEN=$MLTCP_CACHE/tools/bin/bindgen
 CARGO_DEB=$MLTCP_CACHE/tools/bin/cargo-deb
+CARGO_FUZZ=$MLTCP_CACHE/tools/bin/cargo-fuzz
 K8S_VALIDATE=$MLTCP_CACHE/tools/k8s-venv/bin/kubernetes-validate
 # The kernel must be built with Debian's rustc-web (matching rust-web-src), never rustup's rustc,
 # which comes first in PATH: a module built with another rustc fails with E0514.

@@ -7,7 +7,9 @@
 #   3. the module: tcp_mltcp.ko built with the kernel's `make CLIPPY=1` (ci/build-module.sh
 #      --clippy), failing on any warning;
 #   4. the agent core's purity: no I/O crate in its dependency tree (ci/check-core-deps.sh), when
-#      that check exists.
+#      that check exists;
+#   5. ci/vm-lib.sh's pure helpers (counters, guest instructions, per-ACK reports, t intervals) on
+#      fixed inputs (ci/vm-lib-test.sh), with the host's awk and busybox's.
 # Prints one line per check and a closing "N passed, M failed"; exits non-zero if any failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,5 +36,6 @@ check "tcp_mltcp.ko under make CLIPPY=1" "$here/build-module.sh" --clippy
 if [ -x "$here/check-core-deps.sh" ]; then
   check "agent core free of I/O crates" "$here/check-core-deps.sh"
 fi
+check "ci/vm-lib.sh helpers (ci/vm-lib-test.sh)" sh -c '"$1" > /dev/null' sh "$here/vm-lib-test.sh"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -208,3 +208,96 @@ vm_routed_teardown() {
 vm_acked() {
   ip netns exec "$1" ss -tinH "dport = :$2" | tr ' ' '\n' | awk -F: '$1 == "bytes_acked" { s += $2 } END { print s + 0 }'
 }
+
+# VM_AWK_TCI: awk functions for a 95 % t interval (paste in front of an awk program):
+# root(v), a square root by Newton iteration (busybox awk may be built without math), and
+# tci(d, n), which sets TCI_M (the mean of d[1..n]), TCI_H (its interval's half-width, 0 when
+# n < 2) and TCI_SD.
+VM_AWK_TCI='
+function root(v,    r, i) { if (v <= 0) return 0; r = v; for (i = 0; i < 60; i++) r = (r + v / r) / 2; return r }
+function tci(d, n,    t, s, v, i, q) {
+  split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
+  s = 0; for (i = 1; i <= n; i++) s += d[i]; TCI_M = (n > 0) ? s / n : 0
+  TCI_H = 0; TCI_SD = 0
+  if (n < 2) return
+  v = 0; for (i = 1; i <= n; i++) v += (d[i] - TCI_M) * (d[i] - TCI_M); TCI_SD = root(v / (n - 1))
+  q = (n - 1 <= 20) ? t[n - 1] : 1.96
+  TCI_H = q * TCI_SD / root(n)
+}
+'
+
+# vm_snmp_parse: /proc/net/snmp or /proc/net/netstat text on stdin (for each protocol a line of
+# names, "Tcp: RtoAlgorithm RtoMin ...", then one of values, "Tcp: 1 200 ...") as one
+# "Proto.Name VALUE" line per counter, e.g. "Tcp.InSegs 1234", "TcpExt.TCPPureAcks 56".
+vm_snmp_parse() {
+  awk '{ p = $1; sub(/:$/, "", p)
+         if (!(p in names)) { names[p] = $0; next }
+         n = split(names[p], h, " ")
+         for (i = 2; i <= n && i <= NF; i++) print p "." h[i], $i
+         delete names[p] }'
+}
+
+# vm_ns_counters NS: the SNMP and TcpExt counters of network namespace NS, as vm_snmp_parse
+# prints them (no nstat needed).
+vm_ns_counters() { ip netns exec "$1" cat /proc/net/snmp /proc/net/netstat | vm_snmp_parse; }
+
+# vm_counter_delta BEFORE AFTER NAME: NAME's value in file AFTER minus its value in file BEFORE
+# (both vm_ns_counters output); fails when NAME is in neither.
+vm_counter_delta() {
+  awk -v k="$3" 'FNR == NR { if ($1 == k) b = $2; next } $1 == k { a = $2; found = 1 }
+    END { if (!found) exit 1; printf "%.0f\n", a - b }' "$1" "$2"
+}
+
+# vm_guest_instructions NS: guest instructions in NS nanoseconds of guest time on ci/vm-run's
+# virtual clock (qemu -icount shift=N: 2^N ns per instruction; the shift is read from
+# ${VM_CONF:-/host/vm.conf}). The CPU meter's busy time is then the count of instructions the
+# guest ran outside the meter's spinners. Fails on the real clock, where time is not a count.
+vm_guest_instructions() {
+  _vc=$(sed -n 's/^VM_CLOCK=//p' "${VM_CONF:-/host/vm.conf}")
+  _vs=$(sed -n 's/^VM_SHIFT=//p' "${VM_CONF:-/host/vm.conf}")
+  [ "$_vc" = virtual ] && [ -n "$_vs" ] || { echo "vm_guest_instructions: not on the virtual clock" >&2; return 1; }
+  awk -v ns="$1" -v s="$_vs" 'BEGIN { d = 1; for (i = 0; i < s; i++) d *= 2; printf "%.0f\n", ns / d }'
+}
+
+# vm_per_ack_report FILE BASE: instructions per ACK from FILE's lines "ROUND KIND BYTES
+# INSTRUCTIONS ACKS", for each kind in the order first seen: the mean over rounds of
+# instructions / ACKs and of ACKs per GB (1e9 bytes), the per-round values, and for every kind
+# but BASE two paired comparisons with the same round's BASE, as the mean over rounds with its
+# 95 % t interval (with two rounds or more): the ratio of instructions per ACK minus 1 (%), and
+# the extra instructions per ACK, (INSTRUCTIONS - BASE's INSTRUCTIONS * BYTES / BASE's BYTES) / ACKS: what the kind adds over
+# BASE at equal bytes, spread over the kind's own ACKs.
+vm_per_ack_report() {
+  awk -v base="$2" "$VM_AWK_TCI"'
+    NF >= 5 && $5 > 0 {
+      if (!($2 in seen)) { seen[$2] = 1; order[++nk] = $2 }
+      by[$2, $1] = $3; ins[$2, $1] = $4; ack[$2, $1] = $5
+      if (!(($2, "n") in cnt)) cnt[$2, "n"] = 0
+      cnt[$2, "n"]++; rid[$2, cnt[$2, "n"]] = $1
+    }
+    END {
+      for (j = 1; j <= nk; j++) {
+        k = order[j]; n = cnt[k, "n"]; vals = ""; sa = 0; sg = 0
+        for (i = 1; i <= n; i++) {
+          r = rid[k, i]; v = ins[k, r] / ack[k, r]
+          sa += v; sg += ack[k, r] * 1e9 / by[k, r]
+          vals = vals sprintf("%s%.0f", (i > 1) ? ", " : "", v)
+        }
+        printf "%-6s instructions/ACK %.0f (rounds: %s); ACKs/GB %.0f\n", k, sa / n, vals, sg / n
+        if (k == base) continue
+        m = 0
+        for (i = 1; i <= n; i++) {
+          r = rid[k, i]
+          if (!((base, r) in ack) || by[base, r] <= 0) continue
+          m++
+          q[m] = (ins[k, r] / ack[k, r]) / (ins[base, r] / ack[base, r]) * 100 - 100
+          x[m] = (ins[k, r] - ins[base, r] * by[k, r] / by[base, r]) / ack[k, r]
+        }
+        if (m == 0) { printf "       vs %s: no paired round\n", base; continue }
+        tci(q, m); printf "       vs %s (%d rounds): instructions/ACK %+.1f %%", base, m, TCI_M
+        if (m > 1) printf " [%+.1f, %+.1f]", TCI_M - TCI_H, TCI_M + TCI_H
+        tci(x, m); printf "; extra per ACK at equal bytes %+.0f", TCI_M
+        if (m > 1) printf " [%+.0f, %+.0f]", TCI_M - TCI_H, TCI_M + TCI_H
+        printf "\n"
+      }
+    }' "$1"
+}

@@ -7,7 +7,7 @@
 #                                                        [--app-rate MBIT] [--ccp-args "A..."]
 #                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
 #                                                        [--ccpz-args "A..."] [--heartbeat-ms N]
-#                                                        [--interpret "K..."]
+#                                                        [--interpret "K..."] [--per-ack]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -30,7 +30,22 @@
 # datapath's interpreter forced (module parameter ccp_interpret = 1 during their transfers) and
 # every other kind with programs compiled (ccp_interpret = 0, the default), so compiled and
 # interpreted compare in paired rounds, e.g. --kinds "reno ccpy1 ccpz1" with the same
-# --ccpy-args and --ccpz-args and --interpret "ccpz1" (added 2026-11-29).
+# --ccpy-args and --ccpz-args and --interpret "ccpz1" (added 2026-11-29). `--per-ack` also
+# counts, per transfer, the guest's instructions and the ACKs the sender received, and reports
+# instructions per ACK for every kind, paired with the same round's reno (issue 38 item 4; added
+# 2026-11-29): ACKs are the sender namespace's Tcp InSegs (every segment its TCP received: the
+# data flows' ACKs and the few of iperf3's control connection; the receiver's Tcp OutSegs beside
+# it as a check); instructions are the CPU meter's busy time on ci/vm-run's virtual clock, where
+# guest time is qemu's instruction count (2^shift ns per instruction), so they count every
+# instruction the guest ran outside the meter's spinners, system-wide: TCP in both namespaces,
+# iperf3 and, for CCP kinds, the agent. Interrupt work that lands while a spinner runs is charged
+# to the spinner (the kernel has no IRQ_TIME_ACCOUNTING) and is missed. No PMU counts them: TCG
+# emulates none (the summary records what `perf stat -e instructions` says in the guest when perf
+# is shipped with --extra /usr/bin/perf). Needs the virtual clock (vm-run's default). Read the
+# per-ACK figures with the ACKs per GB beside them: the receiver's ACK rate depends on scheduling
+# and was bimodal per transfer on 2026-11-29 (about 6,600 or 11,800 ACKs per GB, any kind), so
+# system-wide instructions per ACK moved 1.7x within a kind (docs/results/ccp-overhead.md,
+# "Instructions per ACK").
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -66,7 +81,7 @@
 # the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET=""
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET="" PER_ACK=0
 KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -84,6 +99,7 @@ while [ $# -gt 0 ]; do
         case "$_k" in ccp1|ccpF|ccpx1|ccpxF|ccpy1|ccpyF|ccpz1|ccpzF) ;; *) echo "ccp-overhead.sh: --interpret takes CCP kinds (ccp1 ... ccpzF), not '$_k'"; exit 2 ;; esac
       done
       INTERPRET=$2; shift 2 ;;
+    --per-ack) PER_ACK=1; shift ;;
     --heartbeat-ms)
       case "$2" in ''|*[!0-9]*) echo "ccp-overhead.sh: --heartbeat-ms takes a whole number of ms, not '$2'"; exit 2 ;; esac
       HEARTBEAT_MS=$2; shift 2 ;;
@@ -95,8 +111,8 @@ while [ $# -gt 0 ]; do
 done
 OUT=${RESULTS:-/results}/ccp-overhead
 mkdir -p "$OUT"
-SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt AGENT=$OUT/agent.txt
-: > "$SUMMARY"; : > "$RUNS"; : > "$AGENT"
+SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt AGENT=$OUT/agent.txt ACKS=$OUT/acks.txt
+: > "$SUMMARY"; : > "$RUNS"; : > "$AGENT"; : > "$ACKS"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
@@ -124,7 +140,19 @@ if [ -n "$INTERPRET" ]; then
   [ -w "$PARAM_INTERPRET" ] || { echo "$PARAM_INTERPRET is not writable: this module has no compiled programs"; exit 1; }
   say "# programs: interpreted (ccp_interpret = 1) for $INTERPRET, compiled for the other kinds"
 fi
-say "# round kind        GB      busy_s  cpu_s_per_GB  reports"
+_cols=""
+if [ "$PER_ACK" = 1 ]; then
+  vm_guest_instructions 1 >/dev/null || { echo "--per-ack needs ci/vm-run's virtual clock (instructions = guest ns)"; exit 1; }
+  # What a PMU would say (with perf shipped): TCG emulates none, so this records its absence.
+  _pmu="perf not shipped"
+  if command -v perf >/dev/null; then
+    echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
+    _pmu=$(perf stat -x, -a -e instructions -- sleep 0.01 2>&1 | grep instructions | cut -d, -f1)
+  fi
+  say "# --per-ack: instructions = busy guest ns / 2^$(sed -n 's/^VM_SHIFT=//p' "${VM_CONF:-/host/vm.conf}") (virtual clock); ACKs = the sender's Tcp InSegs; PMU instructions: ${_pmu:-no answer}"
+  _cols="  instr/ACK  acks  rcv_outsegs"
+fi
+say "# round kind        GB      busy_s  cpu_s_per_GB  reports$_cols"
 
 # run_one ROUND KIND: one transfer; appends "ROUND KIND BYTES BUSY_S CPU_S_PER_GB" to $RUNS.
 run_one() {
@@ -159,6 +187,11 @@ run_one() {
       done ;;
   esac
   _meter_out=$OUT/meter.$_kind.$_r.txt
+  # --per-ack: both namespaces' TCP counters, read outside the meter's window.
+  if [ "$PER_ACK" = 1 ]; then
+    vm_ns_counters "$VM_SND" > /tmp/ovh.snd.0 && vm_ns_counters "$VM_RCV" > /tmp/ovh.rcv.0 \
+      || { echo "cannot read the TCP counters"; return 1; }
+  fi
   vm_cpu_meter_start "$_meter_out" || return 1
   # The agent's CPU time so far (its start: compiling and installing the program), 10 ms ticks.
   _startup_us=0
@@ -169,6 +202,15 @@ run_one() {
   vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$VM_METER_PID"; return 1; }
   vm_cpu_meter_stop "$_meter_out" || return 1
   _busy_ns=$VM_METER_BUSY_NS
+  _peracks=""
+  if [ "$PER_ACK" = 1 ]; then
+    vm_ns_counters "$VM_SND" > /tmp/ovh.snd.1 && vm_ns_counters "$VM_RCV" > /tmp/ovh.rcv.1 \
+      || { echo "cannot read the TCP counters"; return 1; }
+    _acks=$(vm_counter_delta /tmp/ovh.snd.0 /tmp/ovh.snd.1 Tcp.InSegs) \
+      && _rsegs=$(vm_counter_delta /tmp/ovh.rcv.0 /tmp/ovh.rcv.1 Tcp.OutSegs) \
+      && _instr=$(vm_guest_instructions "$_busy_ns") || { echo "no ACK or instruction count"; return 1; }
+    _peracks=$(awk -v i="$_instr" -v a="$_acks" -v s="$_rsegs" 'BEGIN { printf "  %9.0f %5d %12d", (a > 0) ? i / a : 0, a, s }')
+  fi
   _reports=0
   if [ -n "$_agent" ]; then
     kill "$_agent"; wait "$_agent" 2>/dev/null
@@ -190,8 +232,9 @@ run_one() {
   _bytes=$(vm_iperf_bytes "$OUT/$_kind.$_r.json")
   _busy=$(awk -v ns="$_busy_ns" 'BEGIN { printf "%.6f", ns / 1e9 }')
   _pgb=$(awk -v c="$_busy" -v by="$_bytes" 'BEGIN { printf "%.5f", (by > 0) ? c / (by / 1e9) : 0 }')
-  say "$(printf '%-5s %-11s %7.3f %9s  %12s %8s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb" "$_reports")"
+  say "$(printf '%-5s %-11s %7.3f %9s  %12s %8s' "$_r" "$_kind" "$(awk -v b="$_bytes" 'BEGIN { print b / 1e9 }')" "$_busy" "$_pgb" "$_reports")$_peracks"
   echo "$_r $_kind $_bytes $_busy $_pgb $_reports" >> "$RUNS"
+  [ "$PER_ACK" = 0 ] || echo "$_r $_kind $_bytes $_instr $_acks $_rsegs" >> "$ACKS"
 }
 
 NK=$(echo $KINDS | wc -w)
@@ -214,20 +257,14 @@ done
 
 # paired A B: per round (cpu/GB of A) / (cpu/GB of B) - 1, in %; mean and 95 % t interval.
 paired() {
-  awk -v a="$1" -v b="$2" '
-    # busybox awk may be built without math: square root by Newton iteration.
-    function root(v,    r, i) { if (v <= 0) return 0; r = v; for (i = 0; i < 60; i++) r = (r + v / r) / 2; return r }
+  awk -v a="$1" -v b="$2" "$VM_AWK_TCI"'
     $2 == a { x[$1] = $5 } $2 == b { y[$1] = $5 }
     END {
-      split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
       n = 0
       for (r in x) if ((r in y) && y[r] > 0) { n++; d[n] = (x[r] / y[r] - 1) * 100 }
       if (n < 2) { printf "n/a (%d rounds)", n; exit }
-      s = 0; for (i = 1; i <= n; i++) s += d[i]; m = s / n
-      v = 0; for (i = 1; i <= n; i++) v += (d[i] - m) * (d[i] - m); sd = root(v / (n - 1))
-      q = (n - 1 <= 20) ? t[n - 1] : 1.96
-      h = q * sd / root(n)
-      printf "%+.2f %% [%+.2f, %+.2f] (n = %d, sd %.2f)", m, m - h, m + h, n, sd
+      tci(d, n)
+      printf "%+.2f %% [%+.2f, %+.2f] (n = %d, sd %.2f)", TCI_M, TCI_M - TCI_H, TCI_M + TCI_H, n, TCI_SD
     }' "$RUNS"
 }
 mean_of() { awk -v k="$1" '$2 == k { s += $5; n++ } END { if (n) printf "%.4f", s / n; else print "n/a" }' "$RUNS"; }
@@ -271,4 +308,8 @@ for k in ccp1 ccpx1 ccpy1 ccpz1; do
         k, e / n, u / n, sy / n, (e - u - sy) / n, rep / n, upd / n, mi / n, mo / n, vc / n, wlo, whi, n
     }' "$RUNS" "$AGENT" | tee -a "$SUMMARY"
 done
+if [ "$PER_ACK" = 1 ]; then
+  say "# per ACK (--per-ack; acks.txt: round kind bytes instructions acks rcv_outsegs), instructions system-wide:"
+  vm_per_ack_report "$ACKS" reno | tee -a "$SUMMARY"
+fi
 vm_net_teardown
