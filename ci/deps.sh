@@ -2,12 +2,21 @@
 # ci/deps.sh: install every system package and tool the project needs, idempotently, on a fresh
 # Debian 12 machine. Safe to run repeatedly: it only installs what is missing.
 #
+#   ci/deps.sh [--fuzz]    --fuzz: also rustup's nightly and cargo-fuzz (ci/fuzz.sh passes it;
+#                          the tests never fuzz, so ci/test-all does not install them)
+#
 # Kernel toolchain facts (versions, why Debian's rustc-web and not rustup's rustc): see
 # ../shared/REFERENCE.md section 7 and ci/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=ci/lib.sh
 . "$here/lib.sh"
+fuzz=0
+case "${1:-}" in
+  --fuzz) fuzz=1 ;;
+  '') ;;
+  *) die "ci/deps.sh: unknown argument '$1' (only --fuzz)" ;;
+esac
 
 APT_PACKAGES=(
   # Linux 6.12 source and the Rust toolchain Debian pairs with it for the kernel.
@@ -80,8 +89,9 @@ if [ ! -x "$CARGO_DEB" ]; then
   cargo_tool cargo-deb 3.8.0
 fi
 # cargo-fuzz, pinned, built with the nightly toolchain that runs the CCP datapath's fuzz target
-# (kmod/ccp-datapath/fuzz: libFuzzer's sanitizer flags need nightly); ci/fuzz.sh runs it.
-if [ ! -x "$CARGO_FUZZ" ]; then
+# (kmod/ccp-datapath/fuzz: libFuzzer's sanitizer flags need nightly); ci/fuzz.sh runs it and
+# asks for it with --fuzz.
+if [ "$fuzz" = 1 ] && [ ! -x "$CARGO_FUZZ" ]; then
   if ! rustup toolchain list | grep -q '^nightly'; then
     log "installing rustup's nightly toolchain (for cargo-fuzz)"
     rustup toolchain install nightly --profile minimal >/dev/null \

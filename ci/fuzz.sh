@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/fuzz.sh: run the CCP datapath's fuzz target (kmod/ccp-datapath/fuzz, target `datapath`: the
 # compiled program against the interpreter, and SET_CLASS's rules, on every input) with cargo-fuzz
-# on rustup's nightly toolchain, both installed by ci/deps.sh (cargo-fuzz into the cache).
+# on rustup's nightly toolchain, both installed by `ci/deps.sh --fuzz` (cargo-fuzz into the cache).
 #
 #   ci/fuzz.sh CORPUS_DIR [LIBFUZZER_ARGS...]      e.g. ci/fuzz.sh /tmp/corpus -runs=10000000
 #
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 [ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 corpus=$1; shift
-[ -x "$CARGO_FUZZ" ] || "$here/deps.sh" >&2
+[ -x "$CARGO_FUZZ" ] || "$here/deps.sh" --fuzz >&2
 mkdir -p "$corpus"
 corpus=$(cd "$corpus" && pwd)
 cd "$REPO_ROOT/kmod/ccp-datapath/fuzz"

@@ -248,13 +248,17 @@ vm_counter_delta() {
     END { if (!found) exit 1; printf "%.0f\n", a - b }' "$1" "$2"
 }
 
+# vm_clock_shift: ci/vm-run's qemu -icount shift N (2^N ns per instruction on the virtual clock),
+# from ${VM_CONF:-/host/vm.conf}; empty when the file names none.
+vm_clock_shift() { sed -n 's/^VM_SHIFT=//p' "${VM_CONF:-/host/vm.conf}"; }
+
 # vm_guest_instructions NS: guest instructions in NS nanoseconds of guest time on ci/vm-run's
 # virtual clock (qemu -icount shift=N: 2^N ns per instruction; the shift is read from
 # ${VM_CONF:-/host/vm.conf}). The CPU meter's busy time is then the count of instructions the
 # guest ran outside the meter's spinners. Fails on the real clock, where time is not a count.
 vm_guest_instructions() {
   _vc=$(sed -n 's/^VM_CLOCK=//p' "${VM_CONF:-/host/vm.conf}")
-  _vs=$(sed -n 's/^VM_SHIFT=//p' "${VM_CONF:-/host/vm.conf}")
+  _vs=$(vm_clock_shift)
   [ "$_vc" = virtual ] && [ -n "$_vs" ] || { echo "vm_guest_instructions: not on the virtual clock" >&2; return 1; }
   awk -v ns="$1" -v s="$_vs" 'BEGIN { d = 1; for (i = 0; i < s; i++) d *= 2; printf "%.0f\n", ns / d }'
 }

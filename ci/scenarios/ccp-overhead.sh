@@ -149,7 +149,7 @@ if [ "$PER_ACK" = 1 ]; then
     echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
     _pmu=$(perf stat -x, -a -e instructions -- sleep 0.01 2>&1 | grep instructions | cut -d, -f1)
   fi
-  say "# --per-ack: instructions = busy guest ns / 2^$(sed -n 's/^VM_SHIFT=//p' "${VM_CONF:-/host/vm.conf}") (virtual clock); ACKs = the sender's Tcp InSegs; PMU instructions: ${_pmu:-no answer}"
+  say "# --per-ack: instructions = busy guest ns / 2^$(vm_clock_shift) (virtual clock); ACKs = the sender's Tcp InSegs; PMU instructions: ${_pmu:-no answer}"
   _cols="  instr/ACK  acks  rcv_outsegs"
 fi
 say "# round kind        GB      busy_s  cpu_s_per_GB  reports$_cols"
