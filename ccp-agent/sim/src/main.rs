@@ -105,6 +105,10 @@ struct Cli {
     vm_summary: Vec<PathBuf>,
     /// With `--vm-summary`: which policy to set against which VM run, `POLICY=CC` (repeatable;
     /// default `fair=cubic` and `mltcp=mltcp`), e.g. `priority=mltcp+agent+rules=priority`.
+    /// With two or more, each later pair's gain over the first is also printed, paired by seed
+    /// in the simulator and in the VM (`gain` in scenario-results.json): e.g. `--pair
+    /// fair=cubic --pair priority-edf=mltcp+agent` asks whether the VM keeps the relative gain
+    /// over fair sharing that the fluid model predicts for the agent's rule.
     #[arg(long, value_parser = parse_pair)]
     pair: Vec<(String, String)>,
     /// With `--scenario`: compute phases as the VM runs them (`seeded`: trainemu's seeded
@@ -454,8 +458,44 @@ fn run_scenario(
             println!("  (no (policy, cc) pair has a job and a seed in both)");
         }
     }
+    // With two or more pairs: each later pair's gain over the first, paired by seed.
+    let gains: Vec<scenario::Gain> = match pairs.split_first() {
+        Some((base, rest)) if !vm.is_empty() => rest
+            .iter()
+            .filter_map(|p| scenario::gain(&rows, &vm, base, p))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !gains.is_empty() {
+        println!(
+            "gain over the first pair, paired by seed (mean over jobs of mean iteration, candidate / base - 1; 95 % t intervals)"
+        );
+        let pct = |i: &mlcc_stats::intervals::Interval| match (i.lo, i.hi) {
+            (Some(lo), Some(hi)) => format!(
+                "{:+.2} % [{:+.2}, {:+.2}]",
+                100.0 * i.mean,
+                100.0 * lo,
+                100.0 * hi
+            ),
+            _ => format!("{:+.2} %", 100.0 * i.mean),
+        };
+        for g in &gains {
+            println!(
+                "  {} over {}: simulator {}, VM ({} over {}) {}; VM - simulator {} points, {} seeds",
+                g.pair.0,
+                g.base.0,
+                pct(&g.sim),
+                g.pair.1,
+                g.base.1,
+                pct(&g.vm),
+                pct(&g.vm_minus_sim).replace(" %", ""),
+                g.seeds.len()
+            );
+        }
+    }
     let json = serde_json::json!({
         "fidelity": fid,
+        "gain": gains,
         "scenario": s.name,
         "file": path.display().to_string(),
         "seeds": cli.seeds,

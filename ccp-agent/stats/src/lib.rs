@@ -7,8 +7,10 @@
 //! every number (and so shows up in the top quantiles, where it is visible), a negative NaN below.
 //!
 //! `no_std` and dependency-free (sorting uses `core`'s unstable sort), so any crate may use it.
-//! It is not compiled into the kernel module: the kernel has no floating point.
-#![no_std]
+//! It is not compiled into the kernel module: the kernel has no floating point. The feature
+//! `intervals` adds [`intervals`]: means over seeds with their 95 % Student-t intervals (std,
+//! statrs, serde), the one implementation behind trainemu's and mlcc-sim's reported intervals.
+#![cfg_attr(not(feature = "intervals"), no_std)]
 #![deny(missing_docs)]
 
 /// Sorts `v` in place into the order the quantile functions expect ([`f64::total_cmp`]:
@@ -45,6 +47,9 @@ pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
     sort(v);
     quantile_sorted(v, q)
 }
+
+#[cfg(feature = "intervals")]
+pub mod intervals;
 
 #[cfg(test)]
 mod tests {
