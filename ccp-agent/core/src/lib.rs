@@ -158,6 +158,9 @@ struct FlowEntry {
     acked_log: Vec<(u64, u64)>,
     // The datapath clock of this flow's reports, calibrated against CLOCK_MONOTONIC.
     dp_clock: DatapathClock,
+    // The time of its latest report of acknowledged bytes (CLOCK_MONOTONIC ns, 0: none): where
+    // its job's burst ended, for `[sched] job_order = "slowdown_deadline"`.
+    last_acked_ns: u64,
     lost: u64,
     rtt_us: u64,
     // Progress bookkeeping.
@@ -261,6 +264,9 @@ pub struct Core {
     /// The traffic classes (`[sched] classes` > 0): the rank compressor, with its hysteresis
     /// from slot to slot, and the jobs' keys it knows them by (see `plan::ClassKeys`).
     classes: Option<(mlcc_sched::policy::classes::TrafficClasses, plan::ClassKeys)>,
+    /// Each job's bursts and smoothed slowdown, by job name (`[sched] job_order =
+    /// "slowdown_deadline"`; see `plan::track_bursts`).
+    bursts: HashMap<String, plan::JobBurstTrack>,
 }
 
 impl Core {
@@ -323,6 +329,7 @@ impl Core {
             out: Vec::new(),
             planned: 0,
             classes,
+            bursts: HashMap::new(),
         })
     }
 
@@ -401,6 +408,7 @@ impl Core {
             installed: false,
             acked_log: Vec::new(),
             dp_clock: DatapathClock::default(),
+            last_acked_ns: 0,
             lost: 0,
             rtt_us: 0,
             reg: None,
@@ -458,6 +466,7 @@ impl Core {
             };
             if a > 0 {
                 f.acked_log.push((stamp_ns, a));
+                f.last_acked_ns = f.last_acked_ns.max(stamp_ns);
             }
         }
         if let Some(l) = m.lost {

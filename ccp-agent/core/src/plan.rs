@@ -22,8 +22,8 @@ use mlcc_sched::policy::{
     self, Decisions, FlowRole, FlowState, JobKey, PolicyOptions, RankedJob, Snapshot,
 };
 use mlcc_sched::{
-    Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView, PathView,
-    RateSample, Schedule, SlotClock,
+    CommSlowdown, Decision, FlowId, FlowProgress, JobOrder, LinkId, LinkLoadTable, LinkView,
+    PathView, RateSample, Schedule, SlotClock,
 };
 use mltcp_progress::{FlowKind, Paradigm, Role, NO_RANK};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -223,6 +223,8 @@ struct Candidate {
     local_links: Vec<LinkId>,
     remote: Vec<u32>,
     state: FlowState,
+    /// The time of the flow's latest report of acknowledged bytes, ns (0: none yet).
+    last_acked_ns: u64,
 }
 
 /// When `c`'s part of its current burst began (`iter_start_ns`, marked by the libraries at the
@@ -299,6 +301,76 @@ fn job_bursts<'a>(parts: &[BurstPart<'a>]) -> Vec<(&'a str, u64, u64)> {
                 per_link.iter().map(|e| e.1).max().unwrap_or(0)
             };
             (job, start, phase_ns(false).saturating_add(phase_ns(true)))
+        })
+        .collect()
+}
+
+/// One job's bursts as this agent sees them, for [`JobOrder::SlowdownDeadline`]: the open
+/// burst (its start and time alone, ns; `start_ns` `u64::MAX` when none is open), the latest
+/// acknowledgement seen in it, and the job's smoothed slowdown over the bursts that ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct JobBurstTrack {
+    start_ns: u64,
+    alone_ns: u64,
+    end_ns: u64,
+    slowdown: CommSlowdown,
+}
+
+impl Default for JobBurstTrack {
+    fn default() -> Self {
+        JobBurstTrack {
+            start_ns: u64::MAX,
+            alone_ns: 0,
+            end_ns: 0,
+            slowdown: CommSlowdown::new(),
+        }
+    }
+}
+
+/// Follows each job's bursts from slot to slot and scales its time alone by its slowdown
+/// ([`JobOrder::SlowdownDeadline`], `mlcc_sched::policy::slowdown`). `bursts` is this slot's
+/// [`job_bursts`] (job, start ns or `u64::MAX`, time alone ns); `last_acked` each job's latest
+/// acknowledgement time over its flows here, ns (0: none). A job's open burst ends when the job
+/// has nothing left to send (its start becomes `u64::MAX`) or a burst with another start
+/// begins; its measured time is its latest acknowledgement after its start (at most the next
+/// burst's start) less its start, and counts in the job's slowdown. Returns `bursts` with each
+/// time alone divided by the job's slowdown. Jobs not in `bursts` are forgotten.
+fn track_bursts<'a>(
+    tracks: &mut HashMap<String, JobBurstTrack>,
+    bursts: &[(&'a str, u64, u64)],
+    last_acked: impl Fn(&str) -> u64,
+) -> Vec<(&'a str, u64, u64)> {
+    tracks.retain(|job, _| bursts.iter().any(|b| b.0 == job.as_str()));
+    bursts
+        .iter()
+        .map(|&(job, start, alone_ns)| {
+            let t = tracks.entry(job.to_string()).or_default();
+            let acked = last_acked(job);
+            if t.start_ns != u64::MAX && start != t.start_ns {
+                // The open burst ended; a new one's acknowledgements are not its own.
+                let end = if acked > t.start_ns {
+                    acked.min(start)
+                } else {
+                    0
+                };
+                let end = end.max(t.end_ns);
+                if end > t.start_ns {
+                    t.slowdown.on_burst(t.alone_ns, end - t.start_ns);
+                }
+                t.start_ns = u64::MAX;
+            }
+            if start != u64::MAX && t.start_ns == u64::MAX {
+                *t = JobBurstTrack {
+                    start_ns: start,
+                    alone_ns,
+                    end_ns: 0,
+                    slowdown: t.slowdown,
+                };
+            }
+            if t.start_ns != u64::MAX && acked > t.start_ns {
+                t.end_ns = t.end_ns.max(acked);
+            }
+            (job, start, t.slowdown.scaled_alone_ns(alone_ns))
         })
         .collect()
 }
@@ -566,6 +638,32 @@ impl Core {
                 policy::rank_earliest_deadline(&self.burst_deadlines(&candidates, job_key))
                     .unwrap_or_default()
             }
+            (_, JobOrder::SlowdownDeadline) => {
+                let bursts = self.job_bursts_of(&candidates);
+                let last_acked = |job: &str| {
+                    candidates
+                        .iter()
+                        .filter(|c| c.reg.job == job)
+                        .map(|c| c.last_acked_ns)
+                        .max()
+                        .unwrap_or(0)
+                };
+                let scaled = track_bursts(&mut self.bursts, &bursts, last_acked);
+                for (job, _, alone_ns) in &scaled {
+                    tracing::debug!(
+                        target: "ccp_agent::plan",
+                        job,
+                        scaled_alone_ns = alone_ns,
+                        slowdown_fx = self.bursts.get(*job).map_or(0, |t| t.slowdown.slowdown_fx()),
+                        "slowdown-scaled deadline"
+                    );
+                }
+                let keyed: Vec<(JobKey, u64, u64)> = scaled
+                    .into_iter()
+                    .map(|(job, start, alone_ns)| (job_key(job), start, alone_ns))
+                    .collect();
+                policy::rank_earliest_deadline(&keyed).unwrap_or_default()
+            }
         };
         let options = PolicyOptions {
             rules: self.cfg.rules,
@@ -713,6 +811,14 @@ impl Core {
         candidates: &[Candidate],
         job_key: impl Fn(&str) -> JobKey,
     ) -> Vec<(JobKey, u64, u64)> {
+        self.job_bursts_of(candidates)
+            .into_iter()
+            .map(|(name, start, alone_ns)| (job_key(name), start, alone_ns))
+            .collect()
+    }
+
+    /// [`job_bursts`] of the candidates' flows: (job, start ns, time alone ns), each traced.
+    fn job_bursts_of<'c>(&self, candidates: &'c [Candidate]) -> Vec<(&'c str, u64, u64)> {
         let parts: Vec<BurstPart<'_>> = candidates
             .iter()
             .map(|c| {
@@ -751,7 +857,7 @@ impl Core {
                     alone_ns,
                     "burst deadline"
                 );
-                (job_key(name), start, alone_ns)
+                (name, start, alone_ns)
             })
             .collect()
     }
@@ -807,6 +913,7 @@ impl Core {
             local_links,
             remote,
             state,
+            last_acked_ns: f.last_acked_ns,
         })
     }
 
@@ -1103,8 +1210,9 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::{job_bursts, least_admitted, BurstPart};
+    use super::{job_bursts, least_admitted, track_bursts, BurstPart};
     use mlcc_sched::Schedule;
+    use std::collections::HashMap;
 
     fn sched(start_slot: u64, rates_bps: &[u64]) -> Schedule {
         Schedule {
@@ -1196,5 +1304,46 @@ mod tests {
             part("ring", 3, 900, true, false, &[(TO_W0, 40)]),
         ];
         assert_eq!(job_bursts(&parts), vec![("ring", 900, 40)]);
+    }
+
+    #[test]
+    fn a_job_slowed_burst_after_burst_gets_its_deadline_brought_forward() {
+        let mut tracks = HashMap::new();
+        let acked = |t: u64| move |_: &str| t;
+        // Burst of "ps" opens at 1_000 (alone 300) beside "ring" (alone 100, from 1_100):
+        // no burst has ended yet, times alone unscaled.
+        let b = vec![("ps", 1_000, 300), ("ring", 1_100, 100)];
+        assert_eq!(track_bursts(&mut tracks, &b, acked(1_050)), b);
+        // "ps" still sends at 1_500; "ring" is done, its last acknowledgement at 1_300: its
+        // burst took 200 against 100 alone.
+        let b = vec![("ps", 1_000, 300), ("ring", u64::MAX, 100)];
+        let last = |job: &str| if job == "ps" { 1_500 } else { 1_300 };
+        let got = track_bursts(&mut tracks, &b, last);
+        assert_eq!(got, vec![("ps", 1_000, 300), ("ring", u64::MAX, 50)]);
+        assert_eq!(tracks["ring"].slowdown.slowdown_fx(), 2 * 1024);
+        // "ps" ended at 1_900: 900 against 300 alone, slowdown 3.
+        let b = vec![("ps", u64::MAX, 300), ("ring", u64::MAX, 100)];
+        let last = |job: &str| if job == "ps" { 1_900 } else { 1_300 };
+        track_bursts(&mut tracks, &b, last);
+        assert_eq!(tracks["ps"].slowdown.slowdown_fx(), 3 * 1024);
+        // New bursts of both.
+        let b = vec![("ps", 2_000, 300), ("ring", 2_010, 100)];
+        let last = |job: &str| if job == "ps" { 2_050 } else { 1_300 };
+        let got = track_bursts(&mut tracks, &b, last);
+        assert_eq!(tracks["ps"].slowdown.slowdown_fx(), 3 * 1024);
+        // Scaled: "ps" 300 / 3 = 100, "ring" 100 / 2 = 50: deadlines 2_100 and 2_060, where
+        // unscaled they were 2_300 and 2_110.
+        assert_eq!(got, vec![("ps", 2_000, 100), ("ring", 2_010, 50)]);
+        // A job absent from the slot's bursts is forgotten.
+        let b = vec![("ps", 2_000, 300)];
+        track_bursts(&mut tracks, &b, |_| 2_060);
+        assert!(!tracks.contains_key("ring"));
+        // The open burst (from 2_000) ends unseen: the next one began at 2_600 and was acked at
+        // 2_700 by the next look. The end counts as at most the next start: 600 against 300,
+        // 3 + (2 - 3) / 4 = 2.75.
+        let b = vec![("ps", 2_600, 300)];
+        track_bursts(&mut tracks, &b, |_| 2_700);
+        assert_eq!(tracks["ps"].slowdown.slowdown_fx(), 2816);
+        assert_eq!(tracks["ps"].start_ns, 2_600);
     }
 }

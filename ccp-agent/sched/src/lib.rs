@@ -93,6 +93,7 @@ pub use policy::classes::{
     job_order, ClassRates, JobClass, TrafficClasses, DEFAULT_CLASSES, DEFAULT_DSCP, MAX_CLASSES,
 };
 pub use policy::held::{is_held, HeldFlows, MAX_SCAVENGER_TARGET_US};
+pub use policy::slowdown::CommSlowdown;
 pub use policy::{
     decide_with_classes, priority_levels, priority_weight, rank_earliest_deadline, rank_first_come,
     rank_jobs, rank_least_attained, receiver_cut_bytes, slot_rate_bps, Decisions, FlowRole,

@@ -56,6 +56,7 @@ pub const POLICIES: &[&str] = &[
     "cassini+priority",
     "priority-fc",
     "priority-edf",
+    "priority-sedf",
 ];
 
 /// Parameters of the policies (see each policy's module for their meaning and source).
@@ -225,6 +226,12 @@ pub fn make_policy(
         "priority-edf" => Box::new(PriorityByBurst::new(
             mlcc_sched::PRIORITY_WEIGHT_RATIO,
             mlcc_sched::JobOrder::EarliestDeadline,
+            cfg.exact,
+            Levels::new(cfg.classes)?,
+        )),
+        "priority-sedf" => Box::new(PriorityByBurst::new(
+            mlcc_sched::PRIORITY_WEIGHT_RATIO,
+            mlcc_sched::JobOrder::SlowdownDeadline,
             cfg.exact,
             Levels::new(cfg.classes)?,
         )),

@@ -32,7 +32,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     /// Policies to run, comma separated, or `all` (every one: fair, mltcp, mcs, ccml, cassini,
     /// cassini+mltcp, mlcc, mlcc-il, cassini+mlcc-il, priority, cassini+priority, priority-fc,
-    /// priority-edf).
+    /// priority-edf, priority-sedf).
     #[arg(
         long,
         default_value = "fair,mltcp,mcs,ccml,cassini,cassini+mltcp,mlcc,priority,cassini+priority",
@@ -143,8 +143,8 @@ struct Cli {
     /// Cassini: angles sampled on a unified circle.
     #[arg(long, default_value_t = 60)]
     cassini_angles: usize,
-    /// Strict-priority traffic classes of `priority`, `cassini+priority`, `priority-fc` and
-    /// `priority-edf`: 0 = unlimited levels; 1-8 = the jobs' ranks compressed onto N classes by
+    /// Strict-priority traffic classes of `priority`, `cassini+priority`, `priority-fc`,
+    /// `priority-edf` and `priority-sedf`: 0 = unlimited levels; 1-8 = the jobs' ranks compressed onto N classes by
     /// ccp-agent's own rule (`[sched] classes`), strict priority between classes (weight ratio
     /// 1000, work-conserving), max-min fair within one.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=i64::from(mlcc_sched::MAX_CLASSES)))]

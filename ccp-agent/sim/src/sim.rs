@@ -184,6 +184,10 @@ pub struct Job {
     pub comm_start_s: f64,
     /// Allocation id of its first flow (flow f has id `flow_base + f`), set at placement.
     pub flow_base: u32,
+    /// Its communication slowdown, smoothed over its finished bursts (each burst's time over
+    /// [`Job::alone_comm_s`]): what `priority-sedf` scales deadlines by
+    /// ([`mlcc_sched::JobOrder::SlowdownDeadline`]).
+    pub comm_slowdown: mlcc_sched::CommSlowdown,
     /// How many times the engine has written its flows' rates (the allocation, or a new
     /// iteration's start): a policy that saw this count knows the rates did not move since.
     #[serde(skip)]
@@ -406,6 +410,7 @@ impl Sim {
                 comm_starts: Vec::new(),
                 comm_start_s: f64::NAN,
                 flow_base: 0,
+                comm_slowdown: mlcc_sched::CommSlowdown::new(),
                 rate_writes: 0,
             })
             .collect();
@@ -1525,6 +1530,17 @@ impl Sim {
             {
                 continue;
             }
+            // The burst ended: its slowdown, for `priority-sedf` (seconds to ns).
+            let job = &mut self.jobs[j];
+            let ns = |s: f64| {
+                if s.is_finite() && s > 0.0 {
+                    (s * 1e9) as u64
+                } else {
+                    0
+                }
+            };
+            let (alone_ns, took_ns) = (ns(job.alone_comm_s), ns(t - job.comm_start_s));
+            job.comm_slowdown.on_burst(alone_ns, took_ns);
             self.jobs[j].iterations_done += 1;
             if self.jobs[j].iterations_done >= self.jobs[j].spec.iterations {
                 self.finish(j, policy);

@@ -23,11 +23,12 @@ mod common;
 use common::{random_jobs, ring2, small_cluster, small_tree, spread, B};
 
 /// The priority family: every policy `--classes` applies to.
-const FAMILY: [&str; 4] = [
+const FAMILY: [&str; 5] = [
     "priority",
     "cassini+priority",
     "priority-fc",
     "priority-edf",
+    "priority-sedf",
 ];
 
 fn policy(name: &str, classes: u8, tree: &Tree) -> Box<dyn Policy> {

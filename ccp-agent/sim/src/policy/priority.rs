@@ -255,16 +255,19 @@ impl JobWeights for Priority {
     }
 }
 
-/// `priority-fc` and `priority-edf`: job-level strict priority with ranks by burst (the module
-/// header), first come or earliest deadline ([`mlcc_sched::JobOrder`]; least attained service
-/// is left to the agent, whose jobs' work left is unknown).
+/// `priority-fc`, `priority-edf` and `priority-sedf`: job-level strict priority with ranks by
+/// burst (the module header), first come, earliest deadline, or earliest deadline with each
+/// job's time alone scaled by its smoothed slowdown ([`mlcc_sched::JobOrder`]; least attained
+/// service is left to the agent, whose jobs' work left is unknown).
 #[derive(Clone, Debug)]
 pub struct PriorityByBurst {
     /// Weight ratio between consecutive levels (> 1; [`mlcc_sched::PRIORITY_WEIGHT_RATIO`]).
     pub ratio: f64,
     /// How bursts are ranked: [`JobOrder::FirstCome`] or [`JobOrder::EarliestDeadline`] (the
     /// deadline: the burst's start plus the job's communication time alone on its placement,
-    /// [`crate::sim::Job::alone_comm_s`]); [`JobOrder::LeastAttained`] ranks by iterations done.
+    /// [`crate::sim::Job::alone_comm_s`]; under [`JobOrder::SlowdownDeadline`] that time
+    /// divided by [`crate::sim::Job::comm_slowdown`]); [`JobOrder::LeastAttained`] ranks by
+    /// iterations done.
     pub order: JobOrder,
     /// Re-level every communicating job at every change instead of the link-connected
     /// components a change reaches (module header; both give the same levels).
@@ -311,12 +314,19 @@ impl PriorityByBurst {
                     .collect();
                 rank_first_come(&starts)
             }
-            JobOrder::EarliestDeadline => {
+            JobOrder::EarliestDeadline | JobOrder::SlowdownDeadline => {
+                let slowdown = self.order == JobOrder::SlowdownDeadline;
                 let bursts: Vec<(JobKey, u64, u64)> = jobs
                     .iter()
                     .map(|&j| {
                         let job = &sim.jobs[j];
-                        (key(j), ns(job.comm_start_s), ns(job.alone_comm_s))
+                        let alone_ns = ns(job.alone_comm_s);
+                        let alone_ns = if slowdown {
+                            job.comm_slowdown.scaled_alone_ns(alone_ns)
+                        } else {
+                            alone_ns
+                        };
+                        (key(j), ns(job.comm_start_s), alone_ns)
                     })
                     .collect();
                 rank_earliest_deadline(&bursts)
@@ -353,6 +363,7 @@ impl Policy for PriorityByBurst {
         match self.order {
             JobOrder::FirstCome => "priority-fc".into(),
             JobOrder::EarliestDeadline => "priority-edf".into(),
+            JobOrder::SlowdownDeadline => "priority-sedf".into(),
             JobOrder::LeastAttained => "priority-las".into(),
         }
     }
