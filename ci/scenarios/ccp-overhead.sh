@@ -8,6 +8,7 @@
 #                                                        [--ccpx-args "A..."] [--ccpy-args "A..."]
 #                                                        [--ccpz-args "A..."] [--heartbeat-ms N]
 #                                                        [--interpret "K..."] [--per-ack]
+#                                                        [--datapath module|bpf]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -46,6 +47,17 @@
 # and was bimodal per transfer on 2026-11-29 (about 6,600 or 11,800 ACKs per GB, any kind), so
 # system-wide instructions per ACK moved 1.7x within a kind (docs/results/ccp-overhead.md,
 # "Instructions per ACK").
+# `--datapath bpf` (added 2026-11-29; issue 36) runs the kinds mltcp and mltcp_cubic on
+# mltcp-bpf's BPF struct_ops (docs/bpf.md) instead of tcp_mltcp.ko: the script runs `mltcp-bpf
+# load` (defaults; HZ from the Kconfig, vm_bpf_kconfig) before the warm-up, and reno, cubic,
+# renoF stay the kernel's native algorithms. It needs a kernel without tcp_mltcp.ko (which holds
+# the same names) and with BTF, e.g. Debian 12's stock kernel:
+#   ci/vm-run --kernel-deb debian12 --timeout 3600 --results DIR ci/scenarios/ccp-overhead.sh \
+#     --datapath bpf --rounds 5 --secs 2 --app-rate 4000 --kinds "reno mltcp cubic mltcp_cubic"
+# Its default kinds are "reno mltcp cubic mltcp_cubic"; the CCP kinds (ccp*), --interpret and
+# --heartbeat-ms need the module and are refused, naming the kind or option. `--datapath module`
+# (the default) is what every earlier invocation meant; without tcp_mltcp.ko loaded it refuses
+# the kinds that need it (mltcp, mltcp_cubic, ccp*), naming them, and runs the native ones.
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -81,8 +93,8 @@
 # the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET="" PER_ACK=0
-KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET="" PER_ACK=0 DATAPATH=module
+KINDS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -100,6 +112,9 @@ while [ $# -gt 0 ]; do
       done
       INTERPRET=$2; shift 2 ;;
     --per-ack) PER_ACK=1; shift ;;
+    --datapath)
+      case "$2" in module|bpf) ;; *) echo "ccp-overhead.sh: --datapath takes module or bpf, not '$2'"; exit 2 ;; esac
+      DATAPATH=$2; shift 2 ;;
     --heartbeat-ms)
       case "$2" in ''|*[!0-9]*) echo "ccp-overhead.sh: --heartbeat-ms takes a whole number of ms, not '$2'"; exit 2 ;; esac
       HEARTBEAT_MS=$2; shift 2 ;;
@@ -115,7 +130,45 @@ SUMMARY=$OUT/summary.txt RUNS=$OUT/runs.txt AGENT=$OUT/agent.txt ACKS=$OUT/acks.
 : > "$SUMMARY"; : > "$RUNS"; : > "$AGENT"; : > "$ACKS"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-grep -q '^tcp_mltcp ' /proc/modules || { echo "tcp_mltcp not loaded"; exit 1; }
+if [ -z "$KINDS" ]; then
+  if [ "$DATAPATH" = bpf ]; then KINDS="reno mltcp cubic mltcp_cubic"; else KINDS="reno mltcp cubic mltcp_cubic ccp1 ccpF renoF"; fi
+fi
+MODULE=0
+grep -q '^tcp_mltcp ' /proc/modules 2>/dev/null && MODULE=1
+# Every kind is known, and what needs tcp_mltcp.ko is refused before any transfer when it is not
+# loaded (or, with --datapath bpf, in any case: the CCP datapath is the module's).
+for _k in $KINDS; do
+  case "$_k" in
+    reno|cubic|renoF) ;;
+    mltcp|mltcp_cubic)
+      [ "$DATAPATH" = bpf ] || [ "$MODULE" = 1 ] \
+        || { echo "ccp-overhead.sh: kind $_k needs tcp_mltcp.ko, which is not loaded (--datapath bpf runs it on mltcp-bpf)"; exit 1; } ;;
+    ccp1|ccpF|ccpx1|ccpxF|ccpy1|ccpyF|ccpz1|ccpzF)
+      [ "$DATAPATH" = module ] \
+        || { echo "ccp-overhead.sh: kind $_k needs tcp_mltcp.ko's CCP datapath: not with --datapath bpf"; exit 1; }
+      [ "$MODULE" = 1 ] || { echo "ccp-overhead.sh: kind $_k needs tcp_mltcp.ko, which is not loaded"; exit 1; } ;;
+    *) echo "ccp-overhead.sh: unknown kind $_k"; exit 2 ;;
+  esac
+done
+# needs_module OPTION VALUE: refuse a module parameter's option (given, VALUE not empty) without it.
+needs_module() {
+  [ -n "$2" ] || return 0
+  [ "$DATAPATH" = module ] || { echo "ccp-overhead.sh: $1 sets a parameter of tcp_mltcp.ko: not with --datapath bpf"; exit 1; }
+  [ "$MODULE" = 1 ] || { echo "ccp-overhead.sh: $1 sets a parameter of tcp_mltcp.ko, which is not loaded"; exit 1; }
+}
+needs_module --interpret "$INTERPRET"
+needs_module --heartbeat-ms "$HEARTBEAT_MS"
+if [ "$DATAPATH" = bpf ]; then
+  [ "$MODULE" = 0 ] \
+    || { echo "ccp-overhead.sh: --datapath bpf: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module or --kernel-deb debian12)"; exit 1; }
+  command -v mltcp-bpf >/dev/null || { echo "ccp-overhead.sh: --datapath bpf: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
+  [ -e /sys/kernel/btf/vmlinux ] \
+    || { echo "ccp-overhead.sh: --datapath bpf: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux), so mltcp-bpf cannot load"; exit 1; }
+  vm_bpf_kconfig >/dev/null \
+    || { echo "ccp-overhead.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
+  mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
+    || { echo "ccp-overhead.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
+fi
 # --heartbeat-ms N: the module's ccp_heartbeat_ms for the whole run (the CCP kinds' agents then
 # need a keepalive shorter than N, e.g. --ccp-args "--keepalive-ms 200", or their flows fall back).
 if [ -n "$HEARTBEAT_MS" ]; then
@@ -133,8 +186,14 @@ elif [ -n "$APP_RATE_MBIT" ]; then
 else
   PATHDESC="unshaped veth (CPU-bound)"
 fi
-say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?'), ccp_heartbeat_ms $(cat /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms 2>/dev/null || echo '?')"
-say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
+if [ "$DATAPATH" = bpf ]; then
+  DPDESC="kernel $(uname -r), mltcp and mltcp_cubic from mltcp-bpf (BPF struct_ops), reno and cubic native"
+else
+  DPDESC="module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?'), ccp_heartbeat_ms $(cat /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms 2>/dev/null || echo '?')"
+fi
+say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; $DPDESC"
+[ "$DATAPATH" = bpf ] \
+  || say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
 PARAM_INTERPRET=/sys/module/tcp_mltcp/parameters/ccp_interpret
 if [ -n "$INTERPRET" ]; then
   [ -w "$PARAM_INTERPRET" ] || { echo "$PARAM_INTERPRET is not writable: this module has no compiled programs"; exit 1; }
@@ -273,8 +332,14 @@ say ""
 say "# mean CPU s per GB: reno $(mean_of reno), mltcp $(mean_of mltcp), cubic $(mean_of cubic), mltcp_cubic $(mean_of mltcp_cubic), ccp1 $(mean_of ccp1), ccp$FLOWS $(mean_of ccpF), reno$FLOWS $(mean_of renoF)"
 say "# paired CPU per GB, mean over rounds [95 % t interval]:"
 say "ccp1 (CCP reno, 1 flow) vs reno:      $(paired ccp1 reno)   (target <= +2 %)"
-say "mltcp vs reno:                        $(paired mltcp reno)   (target <= +1 %)"
-say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target <= +1 %)"
+if [ "$DATAPATH" = bpf ]; then
+  # Issue 36: BPF mltcp against native Reno on the same stock kernel.
+  say "mltcp (BPF) vs reno:                  $(paired mltcp reno)   (target <= +3 %)"
+  say "mltcp_cubic (BPF) vs cubic:           $(paired mltcp_cubic cubic)"
+else
+  say "mltcp vs reno:                        $(paired mltcp reno)   (target <= +1 %)"
+  say "mltcp_cubic vs cubic:                 $(paired mltcp_cubic cubic)   (target <= +1 %)"
+fi
 say "ccp$FLOWS vs ccp1 (CCP, $FLOWS flows vs 1):      $(paired ccpF ccp1)"
 say "reno$FLOWS vs reno (control, no CCP):       $(paired renoF reno)"
 say "ccp$FLOWS vs reno$FLOWS (CCP at $FLOWS flows):        $(paired ccpF renoF)"
@@ -312,4 +377,6 @@ if [ "$PER_ACK" = 1 ]; then
   say "# per ACK (--per-ack; acks.txt: round kind bytes instructions acks rcv_outsegs), instructions system-wide:"
   vm_per_ack_report "$ACKS" reno | tee -a "$SUMMARY"
 fi
+# The BPF algorithms' counters (flows started): that the transfers ran on them.
+[ "$DATAPATH" = module ] || mltcp-bpf status > "$OUT/mltcp-bpf-status.txt" 2>&1
 vm_net_teardown
