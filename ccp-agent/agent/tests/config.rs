@@ -406,7 +406,7 @@ fn the_rule_set_defaults_to_priority_and_a_bad_one_is_named() {
     assert!(e.contains("order"), "{e}");
     // Work conservation and the job order: defaults, values, a bad order named.
     assert!(c.work_conserving);
-    assert_eq!(c.job_order, ccp_agent::config::JobOrder::EarliestDeadline);
+    assert_eq!(c.job_order, ccp_agent::config::JobOrder::SlowdownDeadline);
     let a = t.write(
         "agent.toml",
         &format!(
@@ -426,7 +426,8 @@ fn the_rule_set_defaults_to_priority_and_a_bad_one_is_named() {
         e.contains("sched.job_order")
             && e.contains("\"lifo\"")
             && e.contains("first_come")
-            && e.contains("earliest_deadline"),
+            && e.contains("earliest_deadline")
+            && e.contains("slowdown_deadline"),
         "{e}"
     );
     let a = t.write(

@@ -219,14 +219,15 @@ pub enum JobOrder {
     /// Least attained service, iterations standing in for service ([`rank_least_attained`]).
     LeastAttained,
     /// Earliest deadline first, a burst's deadline being when it would end alone
-    /// ([`rank_earliest_deadline`]). The default, chosen 2026-11-27 on `ci/scenarios/agent.toml`
-    /// under strict priority: in the simulator (exact enforcement, 10 seeds) 1.161 x ideal
-    /// against first come's 1.366 (which locks jobs of different periods into the longest
-    /// one's rhythm; fair sharing 1.273); in the VM (guest time, seeds 1-3, ccp-agent NIC-only
-    /// with work conservation) no difference shown: −0.7 % [−3.9, +2.5] against first come
-    /// (runs of two sessions) and −4.0 % [−9.1, +1.0] in one run with both (docs/results/agent.md,
-    /// "The ccp-agent scenario on guest time").
-    #[default]
+    /// ([`rank_earliest_deadline`]). The default from 2026-11-27 to 2026-11-29, chosen on
+    /// `ci/scenarios/agent.toml` under strict priority: in the simulator (exact enforcement, 10
+    /// seeds) 1.161 x ideal against first come's 1.366 (which locks jobs of different periods
+    /// into the longest one's rhythm; fair sharing 1.273); in the VM (guest time, seeds 1-3,
+    /// ccp-agent NIC-only with work conservation) no difference shown: −0.7 % [−3.9, +2.5]
+    /// against first come (runs of two sessions) and −4.0 % [−9.1, +1.0] in one run with both
+    /// (docs/results/agent.md, "The ccp-agent scenario on guest time"). It makes a job of long
+    /// bursts (a parameter server's) pay for the short ones' gain: see
+    /// [`JobOrder::SlowdownDeadline`], which replaced it as the default.
     EarliestDeadline,
     /// Earliest deadline first with each job's time alone divided by its smoothed
     /// communication slowdown ([`slowdown::CommSlowdown`]): a job whose bursts have been
@@ -235,6 +236,13 @@ pub enum JobOrder {
     /// keeps the parameter-server job at 1.235 x ideal where fair sharing has it at 1.242
     /// (earliest deadline: 1.301), for a mean iteration 6.9 % below fair sharing's where
     /// earliest deadline gives 7.4 % (docs/results/agent.md, "Slowdown-scaled deadlines").
+    /// The default since 2026-11-29, by measurement in the VM (guest time, 10 paired seeds per
+    /// scenario, against [`JobOrder::EarliestDeadline`]): the mean iteration unchanged on every
+    /// scenario measured (agent.toml +0.4 % [−0.3, +1.1], agent-tenant +0.0 % [−4.1, +4.1],
+    /// agent-mixed −0.1 % [−1.3, +1.2]; (a), (b), (c) in docs/results/agent-defaults.md), while
+    /// the parameter-server job's loss against cubic fell from +6.2 % to +3.7 % on agent.toml
+    /// and from +12.0 % to +0.2 % [−3.6, +4.0] beside another tenant's flow.
+    #[default]
     SlowdownDeadline,
 }
 

@@ -334,7 +334,7 @@ fn job_order_names_round_trip_and_errors_list_them() {
     for o in JobOrder::ALL {
         assert_eq!(o.name().parse::<JobOrder>().unwrap(), o);
     }
-    assert_eq!(JobOrder::default(), JobOrder::EarliestDeadline);
+    assert_eq!(JobOrder::default(), JobOrder::SlowdownDeadline);
     let e = "edf".parse::<JobOrder>().unwrap_err();
     assert!(
         e.contains("\"first_come\"") && e.contains("\"earliest_deadline\""),

@@ -201,9 +201,9 @@ pub const DEFAULT_CLASS_RATES: mlcc_sched::ClassRates = mlcc_sched::ClassRates::
 
 /// How the agent ranks jobs under `mlcc_sched::Rules::Interleave` and
 /// `mlcc_sched::Rules::Priority` (`[sched] job_order`; the names are the policy layer's,
-/// [`mlcc_sched::JobOrder::name`]). The default, earliest deadline first, and the measurements
-/// that chose it are documented on [`mlcc_sched::JobOrder::EarliestDeadline`] and in
-/// docs/results/agent-defaults.md.
+/// [`mlcc_sched::JobOrder::name`]). The default, earliest deadline first with each job's time
+/// alone scaled by its slowdown, and the measurements that chose it are documented on
+/// [`mlcc_sched::JobOrder::SlowdownDeadline`] and in docs/results/agent-defaults.md.
 pub use mlcc_sched::JobOrder;
 
 /// `agent.toml` as written.
