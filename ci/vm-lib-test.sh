@@ -1,8 +1,9 @@
 #!/bin/sh
 # ci/vm-lib-test.sh: host-side tests of ci/vm-lib.sh's pure helpers (parsing and arithmetic that
-# the in-VM scenarios use: counters, guest instructions, per-ACK reports, t intervals), on fixed
-# inputs with hand-computed answers. Runs each test with the host's awk and, when busybox is
-# installed (ci/deps.sh: busybox-static), again with busybox's awk, the guest's. ci/lint.sh runs
+# the in-VM scenarios use: counters, guest instructions, per-ACK reports, t intervals; and
+# vm_bpf_load's refusals), on fixed inputs with hand-computed answers. Runs each test with the
+# host's awk and, when busybox is installed (ci/deps.sh: busybox-static), again with busybox's
+# awk, the guest's. ci/lint.sh runs
 # it. Prints "ok - NAME" / "not ok - NAME" per test and closes with "N passed, M failed".
 here=$(cd "$(dirname "$0")" && pwd)
 MLTCP_VM_LIB=$here/vm-lib.sh
@@ -61,6 +62,24 @@ run_tests() {
     'ccpy1  instructions/ACK 30000 (rounds: 30000); ACKs/GB 21000' \
     '       vs reno (1 rounds): instructions/ACK +0.0 %; extra per ACK at equal bytes +1429')" \
     "$(vm_per_ack_report "$tmp/acks1" reno)"
+
+  # vm_bpf_load's refusals, before it loads anything (a stub mltcp-bpf that must not run).
+  mkdir -p "$tmp/nobpf" "$tmp/stub"
+  printf '#!/bin/sh\necho ran > "%s"\n' "$tmp/stub-ran" > "$tmp/stub/mltcp-bpf"
+  chmod +x "$tmp/stub/mltcp-bpf"
+  printf '%s\n' 'tcp_mltcp 4096 0 - Live 0x0' > "$tmp/modules1"
+  printf '%s\n' 'veth 4096 0 - Live 0x0' > "$tmp/modules0"
+  out=$(PATH=$tmp/nobpf:/usr/bin:/bin vm_bpf_load "$tmp/load.txt"); rc=$?
+  check bpf_load_needs_the_cli "1: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)" "$rc: $out"
+  out=$(PATH=$tmp/stub:$PATH VM_PROC_MODULES=$tmp/modules1 vm_bpf_load "$tmp/load.txt"); rc=$?
+  check bpf_load_refuses_the_module \
+    "1: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module or --kernel-deb debian12)" \
+    "$rc: $out"
+  out=$(PATH=$tmp/stub:$PATH VM_PROC_MODULES=$tmp/modules0 VM_BTF=$tmp/nosuch vm_bpf_load "$tmp/load.txt"); rc=$?
+  check bpf_load_needs_btf \
+    "1: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF), so mltcp-bpf cannot load" \
+    "$rc: $out"
+  check bpf_load_ran_nothing no "$([ -e "$tmp/stub-ran" ] && echo yes || echo no)"
 }
 
 AWK_NAME="host awk"

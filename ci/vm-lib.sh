@@ -145,6 +145,25 @@ vm_bpf_kconfig() {
   return "$_kc_rc"
 }
 
+# vm_bpf_load FILE: registers mltcp and mltcp_cubic as BPF struct_ops with `mltcp-bpf load`
+# (its output in FILE), on a kernel that runs without tcp_mltcp.ko (docs/bpf.md). On failure
+# prints why (mltcp-bpf not on PATH; tcp_mltcp.ko loaded, holding the names; no BTF; no Kconfig
+# for HZ, vm_bpf_kconfig; the load's own error) and returns 1. VM_PROC_MODULES and VM_BTF stand
+# in for /proc/modules and /sys/kernel/btf/vmlinux (ci/vm-lib-test.sh).
+vm_bpf_load() {
+  command -v mltcp-bpf >/dev/null 2>&1 \
+    || { echo "mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; return 1; }
+  if grep -q '^tcp_mltcp ' "${VM_PROC_MODULES:-/proc/modules}" 2>/dev/null; then
+    echo "tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module or --kernel-deb debian12)"
+    return 1
+  fi
+  [ -e "${VM_BTF:-/sys/kernel/btf/vmlinux}" ] \
+    || { echo "kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF), so mltcp-bpf cannot load"; return 1; }
+  vm_bpf_kconfig >/dev/null \
+    || { echo "no Kconfig for HZ: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; return 1; }
+  mltcp-bpf load > "$1" 2>&1 || { echo "mltcp-bpf load failed: $(tail -n 5 "$1")"; return 1; }
+}
+
 # vm_cpu_meter_start FILE: start `trainemu cpu-meter` (one SCHED_IDLE spinner per CPU; busy =
 # its window minus the spinners' run time, to the microsecond) with its output in FILE, and wait
 # until it measures. Sets VM_METER_PID. Fails (saying why) when it does not start within 5 s.

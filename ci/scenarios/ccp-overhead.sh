@@ -159,15 +159,7 @@ needs_module() {
 needs_module --interpret "$INTERPRET"
 needs_module --heartbeat-ms "$HEARTBEAT_MS"
 if [ "$DATAPATH" = bpf ]; then
-  [ "$MODULE" = 0 ] \
-    || { echo "ccp-overhead.sh: --datapath bpf: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module or --kernel-deb debian12)"; exit 1; }
-  command -v mltcp-bpf >/dev/null || { echo "ccp-overhead.sh: --datapath bpf: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
-  [ -e /sys/kernel/btf/vmlinux ] \
-    || { echo "ccp-overhead.sh: --datapath bpf: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux), so mltcp-bpf cannot load"; exit 1; }
-  vm_bpf_kconfig >/dev/null \
-    || { echo "ccp-overhead.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
-  mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
-    || { echo "ccp-overhead.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
+  why=$(vm_bpf_load "$OUT/mltcp-bpf-load.txt") || { echo "ccp-overhead.sh: --datapath bpf: $why"; exit 1; }
 fi
 # --heartbeat-ms N: the module's ccp_heartbeat_ms for the whole run (the CCP kinds' agents then
 # need a keepalive shorter than N, e.g. --ccp-args "--keepalive-ms 200", or their flows fall back).

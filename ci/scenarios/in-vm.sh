@@ -59,16 +59,8 @@ command -v trainemu >/dev/null 2>&1 || { echo "in-vm.sh: trainemu not on PATH (i
 if [ "$datapath" = bpf ]; then
   # No tcp_mltcp.ko: the BPF struct_ops take its names. libbpf reads HZ from
   # /boot/config-$(uname -r) (Debian's kernels: vm-run ships it) or /proc/config.gz (ours).
-  command -v mltcp-bpf >/dev/null 2>&1 || { echo "in-vm.sh: mltcp-bpf not on PATH (is it in ci/vm-bins.txt?)"; exit 1; }
-  grep -q '^tcp_mltcp ' /proc/modules \
-    && { echo "in-vm.sh: --datapath bpf: tcp_mltcp.ko is loaded and holds the names mltcp and mltcp_cubic (boot with ci/vm-run --no-module)"; exit 1; }
-  [ -e /sys/kernel/btf/vmlinux ] \
-    || { echo "in-vm.sh: --datapath bpf: kernel $(uname -r) has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF), so mltcp-bpf cannot load"; exit 1; }
   . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "in-vm.sh: cannot source vm-lib.sh"; exit 1; }
-  vm_bpf_kconfig >/dev/null \
-    || { echo "in-vm.sh: --datapath bpf: no Kconfig for HZ: neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /host/boot/config-* (ci/vm-run --kernel-deb ships it)"; exit 1; }
-  mltcp-bpf load > "$OUT/mltcp-bpf-load.txt" 2>&1 \
-    || { echo "in-vm.sh: mltcp-bpf load failed: $(tail -n 5 "$OUT/mltcp-bpf-load.txt")"; exit 1; }
+  why=$(vm_bpf_load "$OUT/mltcp-bpf-load.txt") || { echo "in-vm.sh: --datapath bpf: $why"; exit 1; }
   echo "in-vm.sh: mltcp-bpf load: mltcp and mltcp_cubic registered as BPF struct_ops"
 fi
 echo "in-vm.sh: kernel $(uname -r), $(nproc) CPUs; congestion controls: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control)"

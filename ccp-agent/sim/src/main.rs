@@ -470,25 +470,26 @@ fn run_scenario(
         println!(
             "gain over the first pair, paired by seed (mean over jobs of mean iteration, candidate / base - 1; 95 % t intervals)"
         );
-        let pct = |i: &mlcc_stats::intervals::Interval| match (i.lo, i.hi) {
+        // A fraction's interval in hundredths, `unit` after the mean ("%" or "points").
+        let pct = |i: &mlcc_stats::intervals::Interval, unit: &str| match (i.lo, i.hi) {
             (Some(lo), Some(hi)) => format!(
-                "{:+.2} % [{:+.2}, {:+.2}]",
+                "{:+.2} {unit} [{:+.2}, {:+.2}]",
                 100.0 * i.mean,
                 100.0 * lo,
                 100.0 * hi
             ),
-            _ => format!("{:+.2} %", 100.0 * i.mean),
+            _ => format!("{:+.2} {unit}", 100.0 * i.mean),
         };
         for g in &gains {
             println!(
-                "  {} over {}: simulator {}, VM ({} over {}) {}; VM - simulator {} points, {} seeds",
+                "  {} over {}: simulator {}, VM ({} over {}) {}; VM - simulator {}, {} seeds",
                 g.pair.0,
                 g.base.0,
-                pct(&g.sim),
+                pct(&g.sim, "%"),
                 g.pair.1,
                 g.base.1,
-                pct(&g.vm),
-                pct(&g.vm_minus_sim).replace(" %", ""),
+                pct(&g.vm, "%"),
+                pct(&g.vm_minus_sim, "points"),
                 g.seeds.len()
             );
         }
