@@ -28,8 +28,8 @@
 #                   debian12-backports: 6.12), where no tcp_mltcp.ko loads: the guest runs
 #                   `mltcp-bpf load` and trainemu runs with --datapath bpf (mltcp and
 #                   mltcp_cubic as BPF struct_ops, the agent on `ccp-agent run --ipc bpf`; ccs
-#                   entries the BPF path cannot run, e.g. mltcp_dctcp, mltcp_cubic+agent or
-#                   module parameters, are refused before any run starts). Added 2026-11-29.
+#                   entries the BPF path cannot run, e.g. mltcp_dctcp or module parameters,
+#                   are refused before any run starts). Added 2026-11-29.
 #   --datapath D    what provides mltcp and mltcp_cubic: module (tcp_mltcp.ko; the default on
 #                   the testbed's kernel) or bpf (mltcp-bpf's struct_ops, as with --kernel-deb).
 #                   `--datapath bpf` without --kernel-deb boots the testbed's own kernel (it has

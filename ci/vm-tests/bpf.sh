@@ -44,9 +44,22 @@
 #                     R/LIMIT") is 20 Mbit/s ±1 % while held and gone 4 s after the kill; from
 #                     1.5 s after the kill (heartbeat 1 s) > 60 Mbit/s; no interval below 1 Mbit/s
 #                     (no stall at the release). Run after bpf_load.
-# Files: /results/suite/bpf/ (bpf_agent_hold: /results/suite/bpf/hold/).
+#   bpf_agent_class   the agent's traffic class on the wire through the BPF datapath: `ccp-test-agent
+#                     --ipc bpf const-rate --rate-mbit 1000 --dscp 46` (a rate above the link's:
+#                     the agent only marks) under a 7 s `iperf3 -C mltcp` into a 40 Mbit/s tbf
+#                     with a prio qdisc whose u32 filter sends DSCP 46 to band 10:1 (ccp.sh's
+#                     ccp_class_shape): under the agent band 10:1 carries > 1 MB and > 10x the
+#                     default band's bytes; kill -9 of the agent, and from 2 s to 4 s after it
+#                     (heartbeat 1 s, then the next ACK gives the socket its own TOS back) band
+#                     10:1 grows by at most 64 kB while 10:2 carries > 1 MB. Run after bpf_load.
+#   bpf_agent_cubic   the same agent (const-rate 20 Mbit/s over --ipc bpf) holds an `mltcp_cubic`
+#                     flow: one 6 s `iperf3 -C mltcp_cubic` over tbf 100 Mbit/s; the agent saw
+#                     its CREATE, the socket's pacing limit is 20 Mbit/s ±1 %, the receiver's
+#                     intervals from 1 s to 5 s average 20 Mbit/s ±30 %. Run after bpf_load.
+# Files: /results/suite/bpf/ (bpf_agent_hold, bpf_agent_class, bpf_agent_cubic:
+# /results/suite/bpf/hold/).
 
-BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_agent bpf_agent_hold bpf_unload_in_use"
+BPF_TESTS="bpf_load bpf_bad_input bpf_setsockopt bpf_sysctl bpf_iterations bpf_set bpf_agent bpf_agent_hold bpf_agent_class bpf_agent_cubic bpf_unload_in_use"
 BPF_OUT=/results/suite/bpf
 
 bpf_available() { cat /proc/sys/net/ipv4/tcp_available_congestion_control; }
@@ -254,4 +267,51 @@ test_bpf_agent_hold() {
   awk -v x="$released" 'BEGIN { exit !(x != "nan" && x > 60) }' \
     || fail "after the kill the flow ran at $released Mbit/s, not > 60 of $link"
   awk -v m="$minimum" 'BEGIN { exit !(m >= 1) }' || fail "an interval fell to $minimum Mbit/s (stall)"
+}
+
+test_bpf_agent_class() {
+  . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
+  CCP_OUT=$BPF_OUT/hold
+  ccp_setup
+  trap 'ccp_agent_stop; vm_net_unshape' EXIT
+  ccp_class_shape 40mbit || fail "tc setup (tbf + prio + u32 on the DS field) failed"
+  log=$CCP_OUT/class.agent.log
+  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit 1000 --dscp 46 \
+    || fail "ccp-test-agent --ipc bpf did not start"
+  grep -q "attached to the BPF agent datapath" "$log" || fail "the agent did not attach: $(tail -n 3 "$log")"
+  ccp_iperf_bg class 7
+  ccp_wait_create "$log" || fail "no CREATE within 10 s: $(tail -n 3 "$log")"
+  ccp_class_kill_samples "$log" 2
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc class
+  grep -q "SET_CLASS sent" "$log" || fail "the agent sent no SET_CLASS: $(tail -n 3 "$log")"
+  note "bands 10:1 (DSCP 46) / 10:2 (default): 2.5 s after the CREATE $a1 / $a2, 2 s after the kill $b1 / $b2, 4 s after $c1 / $c2 bytes"
+  ccp_class_moved "$a1" "$a2" "$b1" "$b2" "$c1" "$c2" "from 2 to 4 s"
+}
+
+test_bpf_agent_cubic() {
+  . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
+  CCP_OUT=$BPF_OUT/hold
+  rate=20
+  ccp_setup
+  trap 'ccp_agent_stop; vm_net_unshape; vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null' EXIT
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate 100mbit burst 64kb latency 100ms \
+    || fail "tbf on the sender failed"
+  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root netem delay 5ms || fail "netem on the receiver failed"
+  log=$CCP_OUT/cubic.agent.log
+  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit $rate || fail "ccp-test-agent --ipc bpf did not start"
+  ccp_iperf_bg cubic 6 mltcp_cubic
+  ccp_wait_create "$log" || fail "no CREATE of the mltcp_cubic flow within 10 s: $(tail -n 3 "$log")"
+  sleep 3
+  vm_in_snd ss -tinH state established "( dport = :$CCP_PORT )" > "$CCP_OUT/cubic-ss.txt" 2>&1
+  limit=$(grep -w mltcp_cubic "$CCP_OUT/cubic-ss.txt" | grep -o 'pacing_rate [^ ]*/[^ ]*' | head -n 1 | sed 's|.*/||' \
+    | awk '{ v = $0; m = 1; if (v ~ /Gbps$/) m = 1e9; else if (v ~ /Mbps$/) m = 1e6; else if (v ~ /Kbps$/) m = 1e3
+             sub(/[KMG]?bps$/, "", v); printf "%.0f\n", v * m }')
+  wait "$CCP_IPERF_PID" || fail "iperf3 failed"
+  ccp_check_cc cubic mltcp_cubic
+  held=$(ccp_mean "$CCP_OUT/cubic.json" 1 5)
+  note "mltcp_cubic under the agent: intervals $(ccp_show_intervals "$CCP_OUT/cubic.json"); mean from 1 to 5 s $held Mbit/s for a commanded $rate; pacing limit (ss) ${limit:-none} bit/s"
+  awk -v x="$limit" -v r=$rate 'BEGIN { exit !(x != "" && x >= 0.99 * r * 1e6 && x <= 1.01 * r * 1e6) }' \
+    || fail "the mltcp_cubic socket's pacing limit was '${limit:-none}' bit/s, not the commanded $rate Mbit/s"
+  ccp_within "$held" $rate 30 || fail "the mltcp_cubic flow ran at $held Mbit/s, not within ±30% of the commanded $rate Mbit/s"
 }

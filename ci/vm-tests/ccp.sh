@@ -94,6 +94,10 @@ ccp_setup() {
   trap 'ccp_agent_stop; vm_net_unshape' EXIT
   [ -n "$VM_SETUP_DONE" ] || { vm_net_setup || fail "vm_net_setup failed"; }
   if ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ":$CCP_PORT "; then
+    # A server of an earlier test whose namespaces were set up anew listens in the old ones; its
+    # live pid file would make iperf3 -D refuse to start.
+    [ ! -f "$CCP_SERVER_PID" ] || kill "$(cat "$CCP_SERVER_PID")" 2>/dev/null
+    rm -f "$CCP_SERVER_PID"
     vm_in_rcv iperf3 -s -D -J -i 0.5 -p $CCP_PORT -I "$CCP_SERVER_PID" || fail "iperf3 server failed"
     _i=0
     while ! vm_in_rcv ss -ltn 2>/dev/null | grep -q ":$CCP_PORT "; do
@@ -287,6 +291,35 @@ ccp_class_bytes() {
     want && $1 == "Sent" { print $2; exit }'
 }
 
+# ccp_class_kill_samples LOG SETTLE: with the agent (CCP_AGENT_PID, log LOG) marking a running
+# flow, samples the prio bands 2.5 s after now (a1/a2: 10:1, 10:2), kills the agent with -9, and
+# samples again SETTLE s later (b1/b2) and 2 s after that (c1/c2), for ccp_class_moved.
+ccp_class_kill_samples() {
+  sleep 2.5
+  a1=$(ccp_class_bytes 10:1) a2=$(ccp_class_bytes 10:2)
+  kill -0 "$CCP_AGENT_PID" 2>/dev/null || fail "the agent died under the flow: $(tail -n 3 "$1")"
+  kill -9 "$CCP_AGENT_PID"
+  wait "$CCP_AGENT_PID" 2>/dev/null; CCP_AGENT_PID=""
+  sleep "$2"
+  b1=$(ccp_class_bytes 10:1) b2=$(ccp_class_bytes 10:2)
+  sleep 2
+  c1=$(ccp_class_bytes 10:1) c2=$(ccp_class_bytes 10:2)
+}
+
+# ccp_class_moved A1 A2 B1 B2 C1 C2 WHEN: the bytes of bands 10:1 (DSCP 46) and 10:2 (the rest)
+# under the agent (A1, A2) and at two moments after it was killed (B*, then C*; WHEN names that
+# span, e.g. "from 1 to 3 s"): under the agent band 10:1 carried > 1 MB and > 10x band 10:2's
+# bytes; over WHEN band 10:1 grew by at most one 64 kB burst and band 10:2 by > 1 MB (the socket's
+# own TOS back, the flow still sending).
+ccp_class_moved() {
+  awk -v a1="$1" -v a2="$2" 'BEGIN { exit !(a1 > 1000000 && a1 > 10 * a2) }' \
+    || fail "under the agent band 10:1 carried $1 bytes and 10:2 $2: the flow was not marked DSCP 46"
+  awk -v b="$3" -v c="$5" 'BEGIN { exit !(c - b <= 65536) }' \
+    || fail "band 10:1 still grew by $(($5 - $3)) bytes $7 after the kill: DSCP not restored"
+  awk -v b="$4" -v c="$6" 'BEGIN { exit !(c - b > 1000000) }' \
+    || fail "band 10:2 grew by only $(($6 - $4)) bytes $7 after the kill: the flow stalled or kept its class"
+}
+
 # The agent's traffic class on the wire: a flow the agent marks DSCP 46 (SET_CLASS) takes a
 # strict-priority port from a native CUBIC flow (DSCP 0) while it sends, and the CUBIC flow takes
 # the link back at once when it stops.
@@ -352,25 +385,12 @@ test_ccp_class_kill_restores() {
   ccp_agent_start "$CCP_OUT/class_kill.agent.log" const-rate --rate-mbit 1000 --dscp 46 || fail "agent did not start"
   ccp_iperf_bg class_kill 7
   ccp_wait_create "$CCP_OUT/class_kill.agent.log" || fail "no CREATE within 10 s"
-  sleep 2.5
-  a1=$(ccp_class_bytes 10:1) a2=$(ccp_class_bytes 10:2)
-  kill -9 "$CCP_AGENT_PID"
-  wait "$CCP_AGENT_PID" 2>/dev/null; CCP_AGENT_PID=""
-  sleep 1
-  b1=$(ccp_class_bytes 10:1) b2=$(ccp_class_bytes 10:2)
-  sleep 2
-  c1=$(ccp_class_bytes 10:1) c2=$(ccp_class_bytes 10:2)
+  ccp_class_kill_samples "$CCP_OUT/class_kill.agent.log" 1
   wait "$CCP_IPERF_PID" || fail "iperf3 failed"
   ccp_check_cc class_kill
   note "bands 10:1 (DSCP 46) / 10:2 (default): before the kill $a1 / $a2, 1 s after $b1 / $b2, 3 s after $c1 / $c2 bytes"
   dmesg | grep -q "ccp: agent gone" || fail "no 'agent gone' line in dmesg"
-  awk -v a1="$a1" -v a2="$a2" 'BEGIN { exit !(a1 > 1000000 && a1 > 10 * a2) }' \
-    || fail "under the agent band 10:1 carried $a1 bytes and 10:2 $a2: the flow was not marked DSCP 46"
-  # After the kill: nothing more in the DSCP 46 band (one MSS-sized burst of slack), all in 10:2.
-  awk -v b="$b1" -v c="$c1" 'BEGIN { exit !(c - b <= 65536) }' \
-    || fail "band 10:1 still grew by $((c1 - b1)) bytes from 1 to 3 s after the kill: DSCP not restored"
-  awk -v b="$b2" -v c="$c2" 'BEGIN { exit !(c - b > 1000000) }' \
-    || fail "band 10:2 grew by only $((c2 - b2)) bytes from 1 to 3 s after the kill: the flow stalled or kept its class"
+  ccp_class_moved "$a1" "$a2" "$b1" "$b2" "$c1" "$c2" "from 1 to 3 s"
 }
 
 test_ccp_unprivileged() {

@@ -60,6 +60,9 @@ pub const REC_MEASURE: u32 = 2;
 pub const REC_CLOSE: u32 = 3;
 /// Bytes of `struct mltcp_rec_create`.
 pub const CREATE_REC_LEN: usize = 40;
+/// The CREATE record's algorithms (`MLTCP_REC_ALG_*`, its last field), by the names the module's
+/// CREATE gives them: `mltcp` (0) and `mltcp_cubic` (1).
+pub const REC_ALGS: [&[u8]; 2] = [b"mltcp", b"mltcp_cubic"];
 /// Report fields of the slot program (`MLTCP_SLOT_REPORT_FIELDS`).
 pub const REPORT_FIELDS: usize = 14;
 /// Bytes of `struct mltcp_rec_measure`.
@@ -204,7 +207,8 @@ pub fn decode_record(b: &[u8]) -> Option<Record> {
                 dst_port: rd_u32(b, 28)?,
                 alg: [0; wire::ALG_NAME_LEN],
             };
-            c.set_alg_name(b"mltcp").ok()?;
+            let alg = usize::try_from(rd_u32(b, 36)?).ok()?;
+            c.set_alg_name(REC_ALGS.get(alg)?).ok()?;
             Some(Record::Create(c))
         }
         REC_MEASURE if b.len() == MEASURE_REC_LEN => {
@@ -856,6 +860,10 @@ mod tests {
     }
 
     fn create_rec(sid: u32) -> Vec<u8> {
+        create_rec_of(sid, 0)
+    }
+
+    fn create_rec_of(sid: u32, alg: u32) -> Vec<u8> {
         let mut r = Vec::new();
         for v in [
             REC_CREATE,
@@ -867,7 +875,7 @@ mod tests {
             0x1027,
             0x5000,
             2,
-            0,
+            alg,
         ] {
             r.extend_from_slice(&v.to_ne_bytes());
         }
@@ -920,6 +928,20 @@ mod tests {
         );
         assert_eq!(c.alg_name(), b"mltcp");
         assert!(crate::portus_safe(&out[..n]));
+        // An mltcp_cubic flow is announced by its name; an unknown algorithm does not decode.
+        let mut t2 = Translator::new(prog());
+        let n2 = t2
+            .from_datapath(&create_rec_of(0x205, 1), &mut out)
+            .unwrap();
+        let (m2, _) = wire::parse(&out[..n2]).unwrap();
+        let Msg::Create(c2) = m2 else {
+            panic!("{m2:?}")
+        };
+        assert_eq!((c2.sid, c2.alg_name()), (0x205, &b"mltcp_cubic"[..]));
+        assert!(t2
+            .from_datapath(&create_rec_of(0x305, 2), &mut out)
+            .is_none());
+        assert_eq!(t2.flows.len(), 1);
 
         // A report before any INSTALL carries uid 0 (portus ignores it); after, the uid.
         let (install, _) = install_of(&shipped());

@@ -49,7 +49,7 @@ pub enum Datapath {
     Module,
     /// mltcp-bpf's struct_ops on a stock kernel (`mltcp-bpf load` before the run): `mltcp` and
     /// `mltcp_cubic`, the agent over `ccp-agent run --ipc bpf`, whose fixed-function datapath
-    /// offers only `mltcp` flows (docs/bpf.md).
+    /// runs the agent's slot program on flows of either (docs/bpf.md).
     Bpf,
 }
 
@@ -86,12 +86,6 @@ impl Datapath {
         if !v.params.is_empty() {
             return Err(format!(
                 "'{label}': module parameters are tcp_mltcp.ko's (/sys/module/tcp_mltcp/parameters); on the BPF datapath set them with `mltcp-bpf set` before the run"
-            ));
-        }
-        if matches!(v.agent, Some(AgentMode::NicOnly | AgentMode::Switch)) && v.cc != "mltcp" {
-            return Err(format!(
-                "'{label}': the BPF agent datapath offers only mltcp flows to ccp-agent ({} flows stay plain), so the agent would schedule nothing",
-                v.cc
             ));
         }
         Ok(())
@@ -665,6 +659,8 @@ workers = ["h1", "h2"]
             "mltcp+agent",
             "mltcp+agent+switch",
             "mltcp+agent+rules=interleave",
+            "mltcp_cubic+agent",
+            "mltcp_cubic+agent+switch",
             "dctcp+pcn",
         ] {
             assert_eq!(Datapath::Bpf.check(&v(ok)), Ok(()), "{ok}");
@@ -673,8 +669,7 @@ workers = ["h1", "h2"]
             ("mltcp_dctcp", "mltcp_dctcp has no BPF version"),
             ("mltcp_dctcp+agent", "mltcp_dctcp has no BPF version"),
             ("mltcp[slope_fx=2048]", "mltcp-bpf set"),
-            ("mltcp_cubic+agent", "offers only mltcp flows"),
-            ("mltcp_cubic+agent+switch", "offers only mltcp flows"),
+            ("mltcp_dctcp+agent+switch", "mltcp_dctcp has no BPF version"),
         ] {
             let e = Datapath::Bpf.check(&v(bad)).unwrap_err();
             assert!(
@@ -700,12 +695,15 @@ workers = ["h1", "h2"]
         let set = |s: &mut Scenario, ccs: &[&str]| {
             s.ccs = ccs.iter().map(|c| c.to_string()).collect();
         };
-        set(&mut s, &["cubic", "mltcp+agent", "mltcp_cubic"]);
+        set(
+            &mut s,
+            &["cubic", "mltcp+agent", "mltcp_cubic", "mltcp_cubic+agent"],
+        );
         bpf.check_scenario(&s).unwrap();
-        set(&mut s, &["cubic", "mltcp_cubic+agent"]);
+        set(&mut s, &["cubic", "mltcp_dctcp+agent"]);
         let e = bpf.check_scenario(&s).unwrap_err().to_string();
         assert!(
-            e.contains("ccs entry 'mltcp_cubic+agent'") && e.contains("--datapath bpf"),
+            e.contains("ccs entry 'mltcp_dctcp+agent'") && e.contains("--datapath bpf"),
             "{e}"
         );
         set(&mut s, &["cubic"]);

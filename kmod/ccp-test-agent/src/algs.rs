@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ccp_ipc::KernelSender;
+use ccp_ipc::{ClassSender, KernelSender};
 
 use crate::reno_program;
 
@@ -79,8 +79,9 @@ fn mbit_to_bps(mbit: f64) -> u32 {
 pub struct ConstRate {
     args: ConstRateArgs,
     program: String,
-    /// Where SET_CLASS goes (present when a class is asked for and the IPC reaches the kernel).
-    classes: Option<Arc<KernelSender>>,
+    /// Where SET_CLASS goes (present when a class is asked for and the IPC reaches a datapath
+    /// that marks packets: the module over netlink, or the BPF agent datapath).
+    classes: Option<Arc<dyn ClassSender + Send + Sync>>,
     /// `program` is the agent's slot program (`--ipc bpf`): the report interval goes into its
     /// `Control.slot_us` when a flow is switched to it.
     slot_program: bool,
@@ -96,7 +97,7 @@ impl ConstRate {
         let classes = match (wants_class, to_kernel) {
             (true, true) => Some(Arc::new(
                 KernelSender::new().map_err(|e| anyhow::anyhow!("SET_CLASS socket: {}", e.0))?,
-            )),
+            ) as Arc<dyn ClassSender + Send + Sync>),
             (true, false) => {
                 tracing::warn!("--dscp/--class-file need the netlink IPC: no class is sent");
                 None
@@ -129,16 +130,19 @@ impl ConstRate {
     /// backend accepts) instead of its own and sets `Rate`, `Cwnd` and `Control.slot_us`
     /// (`--report-ms`) on every flow. The window then follows the slot program's rule (Reno
     /// within its default ceiling, `Control.cwnd_cap`, 16 MiB), so the rate, the flow's pacing
-    /// limit, is what holds the flow. No traffic class (`--dscp`, `--class-file`: a warning).
-    pub fn over_slot_program(args: &ConstRateArgs) -> Result<Self> {
+    /// limit, is what holds the flow. A traffic class (`--dscp`, `--class-file`) goes through
+    /// `classes`, the datapath's SET_CLASS entry (`ccp_ipc::BpfIpc::class_sender`), which
+    /// marks the flow's packets once it runs the slot program.
+    pub fn over_slot_program<C: ClassSender + Send + Sync + 'static>(
+        args: &ConstRateArgs,
+        classes: C,
+    ) -> Result<Self> {
         anyhow::ensure!(args.rate_mbit > 0.0, "--rate-mbit must be positive");
-        if args.dscp.is_some() || args.class_file.is_some() {
-            tracing::warn!("--dscp/--class-file are not sent over --ipc bpf: no class is set");
-        }
+        let wants_class = args.dscp.is_some() || args.class_file.is_some();
         Ok(Self {
             args: args.clone(),
             program: ccp_ipc::bpf::slot_program_source(),
-            classes: None,
+            classes: wants_class.then(|| Arc::new(classes) as Arc<dyn ClassSender + Send + Sync>),
             slot_program: true,
         })
     }
@@ -633,6 +637,55 @@ mod tests {
     use super::*;
     use ccp_datapath::{Datapath, DatapathOps, FlowInfo, Primitives, SendError};
     use portus::serialize;
+
+    fn const_rate_args(dscp: Option<u8>) -> ConstRateArgs {
+        ConstRateArgs {
+            rate_mbit: 20.0,
+            rate_file: None,
+            report_ms: 10,
+            min_rtt_ms: 1,
+            keepalive_ms: 0,
+            dscp,
+            class_file: None,
+        }
+    }
+
+    /// Over the BPF datapath the class goes to the sender it is given (the backend's control
+    /// map): once when asked for, not again while unchanged, and not at all without `--dscp`.
+    #[test]
+    fn over_slot_program_sends_the_class_through_the_given_sender() {
+        /// (sid, class) per SET_CLASS sent.
+        type Sent = Vec<(u32, Option<u8>)>;
+        #[derive(Clone, Default)]
+        struct Recorder(Arc<std::sync::Mutex<Sent>>);
+        impl ClassSender for Recorder {
+            fn set_class(&self, sid: u32, dscp: Option<u8>) -> std::io::Result<()> {
+                self.0.lock().unwrap().push((sid, dscp));
+                Ok(())
+            }
+        }
+        let rec = Recorder::default();
+        let alg = ConstRate::over_slot_program(&const_rate_args(Some(46)), rec.clone()).unwrap();
+        assert_eq!(alg.program, ccp_ipc::bpf::slot_program_source());
+        let last = alg.send_class(7, alg.current_class(), None);
+        assert_eq!(last, Some(Some(46)));
+        assert_eq!(alg.send_class(7, alg.current_class(), last), last);
+        assert_eq!(alg.send_class(7, None, last), Some(None));
+        assert_eq!(*rec.0.lock().unwrap(), vec![(7, Some(46)), (7, None)]);
+
+        let quiet = Recorder::default();
+        let alg = ConstRate::over_slot_program(&const_rate_args(None), quiet.clone()).unwrap();
+        assert_eq!(alg.send_class(7, alg.current_class(), None), None);
+        assert!(quiet.0.lock().unwrap().is_empty());
+        assert!(ConstRate::over_slot_program(
+            &ConstRateArgs {
+                rate_mbit: 0.0,
+                ..const_rate_args(None)
+            },
+            quiet
+        )
+        .is_err());
+    }
 
     #[test]
     fn class_file_values() {

@@ -31,8 +31,10 @@
 //! (datapath-programs/mlcc-slot.ccp), so only `const-rate` runs over it, and it installs the slot
 //! program instead of its own: `Rate` and `Cwnd` as over netlink, `Control.slot_us` from
 //! `--report-ms`; the window then follows the slot program's rule within its default ceiling, and
-//! the rate is the flow's pacing limit. A test can so command a fixed rate to a flow of the BPF
-//! datapath, and kill the agent under it (ci/vm-tests/bpf.sh, `bpf_agent_hold`).
+//! the rate is the flow's pacing limit; `--dscp` / `--class-file` mark its packets through the
+//! datapath's control map (`ccp_ipc::BpfIpc::class_sender`). A test can so command a fixed rate
+//! or a traffic class to a flow of the BPF datapath, and kill the agent under it
+//! (ci/vm-tests/bpf.sh, `bpf_agent_hold`, `bpf_agent_class`).
 
 mod algs;
 mod churn;
@@ -235,13 +237,15 @@ fn main() -> Result<()> {
         ));
     }
     match &cli.cmd {
+        Cmd::ConstRate(a) if cli.ipc == IpcKind::Bpf => {
+            // The BPF datapath first: the algorithm's traffic classes go through its control map.
+            let ipc = ccp_ipc::BpfIpc::new().map_err(|e| anyhow!("BPF datapath: {}", e.0))?;
+            let alg =
+                algs::ConstRate::over_slot_program(a, ipc.class_sender()).context("const-rate")?;
+            run_agent(ipc, alg, stop)
+        }
         Cmd::ConstRate(a) => {
-            let alg = if cli.ipc == IpcKind::Bpf {
-                algs::ConstRate::over_slot_program(a)
-            } else {
-                algs::ConstRate::new(a, cli.ipc != IpcKind::Unix)
-            }
-            .context("const-rate")?;
+            let alg = algs::ConstRate::new(a, cli.ipc != IpcKind::Unix).context("const-rate")?;
             run_with(&cli, alg, stop)
         }
         Cmd::Reno(a) => run_with(&cli, algs::Reno::new(a), stop),

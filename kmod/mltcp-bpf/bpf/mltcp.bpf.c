@@ -8,14 +8,15 @@
  * (kmod/mltcp-bpf/difftest) compiles this very file for user space behind a shim of the libbpf
  * headers and compares it with mltcp-math.
  *
- * The agent datapath (`mltcp` only): while ccp-agent's `bpf` IPC backend is attached
- * (mltcp_agent's heartbeat is fresh), new `mltcp` flows are offered to it through the ring buffer
- * mltcp_events, and a flow the agent has installed its slot program on (an entry in mltcp_ctl)
- * runs that program's fixed C form (mltcp_slot.h) instead of MLTCP's growth, as tcp_mltcp's CCP
- * datapath runs it (kmod/ccp.rs): per-slot reports, the program's window, the agent's rate as
- * the pacing limit (SO_MAX_PACING_RATE) and its class as DSCP (IP_TOS / IPV6_TCLASS, and
- * SO_PRIORITY). Without a fresh heartbeat, or a flow whose program run fails, the flow is plain
- * `mltcp` again, its pacing limit and marking restored.
+ * The agent datapath (`mltcp` and `mltcp_cubic`): while ccp-agent's `bpf` IPC backend is
+ * attached (mltcp_agent's heartbeat is fresh), new flows of either algorithm are offered to it
+ * through the ring buffer mltcp_events (the CREATE names the algorithm), and a flow the agent has
+ * installed its slot program on (an entry in mltcp_ctl) runs that program's fixed C form
+ * (mltcp_slot.h) instead of MLTCP's growth, as tcp_mltcp's CCP datapath runs it (kmod/ccp.rs):
+ * per-slot reports, the program's window, the agent's rate as the pacing limit
+ * (SO_MAX_PACING_RATE) and its class as DSCP (IP_TOS / IPV6_TCLASS, and SO_PRIORITY). Without a
+ * fresh heartbeat, or a flow whose program run fails, the flow is plain `mltcp` (or
+ * `mltcp_cubic`) again, its pacing limit and marking restored.
  *
  * What the kernel's BPF struct_ops cannot do that the module does: get_info (bpf_tcp_ca refuses
  * it, so `ss -i`/mltcp-stat show no MLTCP block), any CCP program other than the agent's slot
@@ -278,7 +279,7 @@ static __always_inline int agent_up(void)
 
 /* Offers a new flow to the agent (tcp_mltcp's flow_init): a flow id, the per-socket state and
  * the CREATE record. A flow that cannot be offered stays plain mltcp. */
-static __always_inline void agent_flow_init(struct sock *sk)
+static __always_inline void agent_flow_init(struct sock *sk, __u32 alg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct mltcp_agent_cnt *cnt;
@@ -327,7 +328,7 @@ static __always_inline void agent_flow_init(struct sock *sk)
 	}
 	rec->src_port = bpf_htons(sk->__sk_common.skc_num);
 	rec->dst_port = sk->__sk_common.skc_dport;
-	rec->pad = 0;
+	rec->alg = alg;
 	bpf_ringbuf_submit(rec, 0);
 }
 
@@ -530,7 +531,7 @@ void BPF_PROG(mltcp_init, struct sock *sk)
 	__builtin_memset(st, 0, sizeof(*st));
 	mm_iter_init(&st->iter, tcp_sk(sk)->bytes_acked);
 	count_start(MLTCP_ALG_RENO);
-	agent_flow_init(sk);
+	agent_flow_init(sk, MLTCP_REC_ALG_RENO);
 }
 
 SEC("struct_ops/mltcp_release")
@@ -619,12 +620,14 @@ void BPF_PROG(mltcp_cubic_init, struct sock *sk)
 	mm_cubic_init(&st->cubic, &w, &clk);
 	apply_window(tp, &before, &w);
 	count_start(MLTCP_ALG_CUBIC);
+	agent_flow_init(sk, MLTCP_REC_ALG_CUBIC);
 }
 
 SEC("struct_ops/mltcp_cubic_release")
 void BPF_PROG(mltcp_cubic_release, struct sock *sk)
 {
 	count_release(MLTCP_ALG_CUBIC);
+	agent_flow_release(sk);
 }
 
 SEC("struct_ops/mltcp_cubic_ssthresh")
@@ -655,6 +658,10 @@ void BPF_PROG(mltcp_cubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	__u32 f_fx;
 	int limited;
 
+	/* Under the agent's program the window is the program's, as for `mltcp` (CUBIC's epoch and
+	 * HyStart state stay as they were, and resume when the flow falls back). */
+	if (agent_on_ack(sk))
+		return;
 	read_clock(sk, &clk);
 	limited = is_cwnd_limited(tp);
 	read_window(tp, &before);

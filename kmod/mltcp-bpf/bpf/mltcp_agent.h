@@ -18,7 +18,12 @@
 #define MLTCP_REC_MEASURE 2
 #define MLTCP_REC_CLOSE 3
 
-/* A new flow under `mltcp` while an agent is attached (from init): the CCP CREATE. */
+/* The algorithm a CREATE names (the CCP CREATE's algorithm name). */
+#define MLTCP_REC_ALG_RENO 0	/* "mltcp" */
+#define MLTCP_REC_ALG_CUBIC 1	/* "mltcp_cubic" */
+
+/* A new flow under `mltcp` or `mltcp_cubic` while an agent is attached (from init): the CCP
+ * CREATE. */
 struct mltcp_rec_create {
 	__u32 kind;		/* MLTCP_REC_CREATE */
 	__u32 sid;		/* the flow's id (never 0), the CCP socket id */
@@ -29,7 +34,7 @@ struct mltcp_rec_create {
 	__u32 src_port;		/* network order (as tcp_mltcp's CREATE) */
 	__u32 dst_port;
 	__u32 family;		/* AF_INET 2, AF_INET6 10 */
-	__u32 pad;
+	__u32 alg;		/* MLTCP_REC_ALG_RENO (mltcp) or MLTCP_REC_ALG_CUBIC (mltcp_cubic) */
 };
 
 /* One report of the slot program (mm_slot_run): the CCP MEASURE. */
