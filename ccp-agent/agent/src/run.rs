@@ -37,8 +37,8 @@ pub enum IpcKind {
     /// portus's unix datagrams at /tmp/ccp/<unix_name>, for user-space datapaths (tests).
     Unix,
     /// mltcp-bpf's BPF agent datapath on a stock kernel (`mltcp-bpf load` first; root): runs
-    /// the slot program only, on `mltcp` flows; flows fall back to BPF mltcp within 1 s of the
-    /// agent's exit (docs/bpf.md).
+    /// the slot program only, on `mltcp` and `mltcp_cubic` flows; flows fall back to BPF
+    /// MLTCP within 1 s of the agent's exit (docs/bpf.md).
     Bpf,
 }
 
