@@ -356,7 +356,15 @@ fn nic_only_agent_shares_its_nic() {
             .acked(n)
         })
     };
+    // Both jobs through two iterations: about 1 s on an idle host. The deadline only bounds a
+    // starved one (a loaded CI host ran the agent's 20 ms slots a few times a second); nothing
+    // below depends on when the status is taken.
+    let its = || [ja.lock().unwrap().it, jb.lock().unwrap().it];
+    let deadline = Instant::now() + Duration::from_secs(30);
     std::thread::sleep(Duration::from_secs(2));
+    while its().iter().any(|i| *i < 2) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let rt = common::client_rt();
     let st = rt.block_on(ccp_agent::status::agent_status(addr)).unwrap();
     println!("{}", ccp_agent::status::format_agent(&st));
@@ -387,7 +395,7 @@ fn nic_only_agent_shares_its_nic() {
         sent <= slot_bytes(40_000_000 + 2 * ccp_agent::config::DEFAULT_MIN_RATE_KBPS * 1000),
         "bytes the flows may send in the slot: {sent}, {st:?}"
     );
-    let its = [ja.lock().unwrap().it, jb.lock().unwrap().it];
+    let its = its();
     assert!(its.iter().all(|i| *i >= 2), "iterations {its:?}");
     drop(dp);
     agent.stop();
