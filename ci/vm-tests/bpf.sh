@@ -210,14 +210,37 @@ test_bpf_agent() {
   bpf_transfer after-agent-kill mltcp
 }
 
-# bpf_pacing_limit WHEN: the pacing limit (SO_MAX_PACING_RATE) of the sender's mltcp socket to
-# port $CCP_PORT in bit/s, from `ss -ti`'s "pacing_rate RATE/LIMIT" (no "/LIMIT": no limit, empty
-# output); ss's raw output in $CCP_OUT/hold-ss-WHEN.txt.
+# bpf_pacing_limit WHEN [CC]: the pacing limit (SO_MAX_PACING_RATE) of the sender's CC socket
+# (default mltcp) to port $CCP_PORT in bit/s, from `ss -ti`'s "pacing_rate RATE/LIMIT" (no
+# "/LIMIT": no limit, empty output); ss's raw output in $CCP_OUT/hold-ss-WHEN.txt.
 bpf_pacing_limit() {
   vm_in_snd ss -tinH state established "( dport = :$CCP_PORT )" > "$CCP_OUT/hold-ss-$1.txt" 2>&1
-  grep -w mltcp "$CCP_OUT/hold-ss-$1.txt" | grep -o 'pacing_rate [^ ]*/[^ ]*' | head -n 1 | sed 's|.*/||' \
+  grep -w "${2:-mltcp}" "$CCP_OUT/hold-ss-$1.txt" | grep -o 'pacing_rate [^ ]*/[^ ]*' | head -n 1 | sed 's|.*/||' \
     | awk '{ v = $0; m = 1; if (v ~ /Gbps$/) m = 1e9; else if (v ~ /Mbps$/) m = 1e6; else if (v ~ /Kbps$/) m = 1e3
              sub(/[KMG]?bps$/, "", v); printf "%.0f\n", v * m }'
+}
+
+# bpf_limit_is LIMIT MBIT: is the pacing limit LIMIT (bit/s, bpf_pacing_limit) MBIT Mbit/s ±1 %?
+bpf_limit_is() {
+  awk -v x="$1" -v r="$2" 'BEGIN { exit !(x != "" && x >= 0.99 * r * 1e6 && x <= 1.01 * r * 1e6) }'
+}
+
+# bpf_hold_setup: ccp.sh's set-up with tbf 100 Mbit/s on the sender and 5 ms of netem on the
+# receiver's egress (the ACK path), torn down at the test's exit.
+bpf_hold_setup() {
+  ccp_setup
+  trap 'ccp_agent_stop; vm_net_unshape; vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null' EXIT
+  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate 100mbit burst 64kb latency 100ms \
+    || fail "tbf on the sender failed"
+  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root netem delay 5ms || fail "netem on the receiver failed"
+}
+
+# bpf_agent_start LOG CONST_RATE_ARGS...: `ccp-test-agent --ipc bpf const-rate ARGS` attached to
+# the BPF agent datapath, its output in LOG.
+bpf_agent_start() {
+  _log=$1; shift
+  ccp_agent_start "$_log" --ipc bpf const-rate "$@" || fail "ccp-test-agent --ipc bpf did not start"
+  grep -q "attached to the BPF agent datapath" "$_log" || fail "the agent did not attach: $(tail -n 3 "$_log")"
 }
 
 # ccp.sh's const-rate helpers over the BPF agent datapath: the agent commands a rate well below
@@ -226,14 +249,9 @@ test_bpf_agent_hold() {
   . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
   CCP_OUT=$BPF_OUT/hold
   rate=20 link=100
-  ccp_setup
-  trap 'ccp_agent_stop; vm_net_unshape; vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null' EXIT
-  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate ${link}mbit burst 64kb latency 100ms \
-    || fail "tbf on the sender failed"
-  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root netem delay 5ms || fail "netem on the receiver failed"
+  bpf_hold_setup
   log=$CCP_OUT/hold.agent.log
-  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit $rate || fail "ccp-test-agent --ipc bpf did not start"
-  grep -q "attached to the BPF agent datapath" "$log" || fail "the agent did not attach: $(tail -n 3 "$log")"
+  bpf_agent_start "$log" --rate-mbit $rate
   ccp_iperf_bg hold 14
   ccp_wait_create "$log" || fail "no CREATE within 10 s: $(tail -n 3 "$log")"
   sleep 4.5
@@ -261,7 +279,7 @@ test_bpf_agent_hold() {
   ccp_within "$held" $rate 30 || fail "held at $held Mbit/s, not within ±30% of the commanded $rate Mbit/s"
   awk -v x="$held_max" -v r=$rate 'BEGIN { exit !(x <= 1.5 * r) }' \
     || fail "an interval under the agent reached $held_max Mbit/s (commanded $rate)"
-  awk -v x="$held_limit" -v r=$rate 'BEGIN { exit !(x != "" && x >= 0.99 * r * 1e6 && x <= 1.01 * r * 1e6) }' \
+  bpf_limit_is "$held_limit" $rate \
     || fail "the socket's pacing limit while held was '${held_limit:-none}' bit/s, not the commanded $rate Mbit/s"
   [ -z "$released_limit" ] || fail "the socket still had a pacing limit of $released_limit bit/s 4 s after the kill"
   awk -v x="$released" 'BEGIN { exit !(x != "nan" && x > 60) }' \
@@ -276,9 +294,7 @@ test_bpf_agent_class() {
   trap 'ccp_agent_stop; vm_net_unshape' EXIT
   ccp_class_shape 40mbit || fail "tc setup (tbf + prio + u32 on the DS field) failed"
   log=$CCP_OUT/class.agent.log
-  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit 1000 --dscp 46 \
-    || fail "ccp-test-agent --ipc bpf did not start"
-  grep -q "attached to the BPF agent datapath" "$log" || fail "the agent did not attach: $(tail -n 3 "$log")"
+  bpf_agent_start "$log" --rate-mbit 1000 --dscp 46
   ccp_iperf_bg class 7
   ccp_wait_create "$log" || fail "no CREATE within 10 s: $(tail -n 3 "$log")"
   ccp_class_kill_samples "$log" 2
@@ -293,25 +309,18 @@ test_bpf_agent_cubic() {
   . "$TESTS_DIR/ccp.sh" || fail "cannot source $TESTS_DIR/ccp.sh"
   CCP_OUT=$BPF_OUT/hold
   rate=20
-  ccp_setup
-  trap 'ccp_agent_stop; vm_net_unshape; vm_in_rcv tc qdisc del dev "$VM_RCV_DEV" root 2>/dev/null' EXIT
-  vm_in_snd tc qdisc add dev "$VM_SND_DEV" root handle 1: tbf rate 100mbit burst 64kb latency 100ms \
-    || fail "tbf on the sender failed"
-  vm_in_rcv tc qdisc add dev "$VM_RCV_DEV" root netem delay 5ms || fail "netem on the receiver failed"
+  bpf_hold_setup
   log=$CCP_OUT/cubic.agent.log
-  ccp_agent_start "$log" --ipc bpf const-rate --rate-mbit $rate || fail "ccp-test-agent --ipc bpf did not start"
+  bpf_agent_start "$log" --rate-mbit $rate
   ccp_iperf_bg cubic 6 mltcp_cubic
   ccp_wait_create "$log" || fail "no CREATE of the mltcp_cubic flow within 10 s: $(tail -n 3 "$log")"
   sleep 3
-  vm_in_snd ss -tinH state established "( dport = :$CCP_PORT )" > "$CCP_OUT/cubic-ss.txt" 2>&1
-  limit=$(grep -w mltcp_cubic "$CCP_OUT/cubic-ss.txt" | grep -o 'pacing_rate [^ ]*/[^ ]*' | head -n 1 | sed 's|.*/||' \
-    | awk '{ v = $0; m = 1; if (v ~ /Gbps$/) m = 1e9; else if (v ~ /Mbps$/) m = 1e6; else if (v ~ /Kbps$/) m = 1e3
-             sub(/[KMG]?bps$/, "", v); printf "%.0f\n", v * m }')
+  limit=$(bpf_pacing_limit cubic mltcp_cubic)
   wait "$CCP_IPERF_PID" || fail "iperf3 failed"
   ccp_check_cc cubic mltcp_cubic
   held=$(ccp_mean "$CCP_OUT/cubic.json" 1 5)
   note "mltcp_cubic under the agent: intervals $(ccp_show_intervals "$CCP_OUT/cubic.json"); mean from 1 to 5 s $held Mbit/s for a commanded $rate; pacing limit (ss) ${limit:-none} bit/s"
-  awk -v x="$limit" -v r=$rate 'BEGIN { exit !(x != "" && x >= 0.99 * r * 1e6 && x <= 1.01 * r * 1e6) }' \
+  bpf_limit_is "$limit" $rate \
     || fail "the mltcp_cubic socket's pacing limit was '${limit:-none}' bit/s, not the commanded $rate Mbit/s"
   ccp_within "$held" $rate 30 || fail "the mltcp_cubic flow ran at $held Mbit/s, not within ±30% of the commanded $rate Mbit/s"
 }

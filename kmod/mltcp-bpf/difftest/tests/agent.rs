@@ -85,6 +85,15 @@ fn installed_ctl() -> SlotCtl {
     }
 }
 
+/// The harness with HZ 1000, the default parameters and no agent state left from another test.
+fn fresh_harness() -> mltcp_bpf_difftest::Harness {
+    let h = harness();
+    h.set_clock(1000, 1_000_000);
+    h.set_params(&Params::default());
+    h.agent_reset();
+    h
+}
+
 /// A flow at its start: cwnd 10, no ssthresh, srtt 2 ms, cwnd-limited.
 fn start_fields() -> Fields {
     Fields {
@@ -114,10 +123,7 @@ fn agent_fields(sport: u16) -> AgentFields {
 
 #[test]
 fn an_offered_flow_follows_the_agent_and_falls_back_when_the_heartbeat_stops() {
-    let h = harness();
-    h.set_clock(1000, 1_000_000);
-    h.set_params(&Params::default());
-    h.agent_reset();
+    let h = fresh_harness();
     let mut f = start_fields();
     let agent = agent_fields(5201);
 
@@ -235,10 +241,7 @@ fn an_offered_flow_follows_the_agent_and_falls_back_when_the_heartbeat_stops() {
 
 #[test]
 fn an_mltcp_cubic_flow_is_offered_by_name_and_follows_the_agent() {
-    let h = harness();
-    h.set_clock(1000, 1_000_000);
-    h.set_params(&Params::default());
-    h.agent_reset();
+    let h = fresh_harness();
     let mut f = start_fields();
     let agent = agent_fields(5202);
     h.agent_set(1_000_000_000, 1_000_000_000, 1_200_000_000);
