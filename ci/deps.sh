@@ -46,6 +46,9 @@ APT_PACKAGES=(
   dkms
   # On-demand profiling of the CCP path (ci/scenarios/ccp-profile.sh ships the host's perf).
   linux-perf
+  # On-demand instruction counts of the CCP datapath's per-ACK path on the host
+  # (ci/ack-instructions.sh runs it under callgrind).
+  valgrind
   # mltcp-bpf (kmod/mltcp-bpf): clang compiles the BPF C at build time (libbpf-cargo; llvm for
   # its tools), libbpf-sys builds its vendored libbpf against libelf (above) and zlib found
   # through pkg-config, and the BPF C includes linux/bpf.h from linux-libc-dev.

@@ -165,13 +165,13 @@ impl Registers {
             rtt,
             u64::from(p.was_timeout),
         ];
-        // A zip, not `copy_from_slice`: nothing that could panic (lengths match by `file`).
-        let dst = self
-            .file
-            .get_mut(file::PRIMITIVE..file::ZERO)
-            .unwrap_or(&mut []);
-        for (d, v) in dst.iter_mut().zip(values) {
-            *d = v;
+        // One array store: the part's length is NUM_PRIMITIVES by `file`'s layout, so the
+        // conversion cannot fail. (A zip over the slice here compiled, in the kernel's build,
+        // to an out-of-line `ExactSizeIterator::len` call per primitive.)
+        if let Some(dst) = self.file.get_mut(file::PRIMITIVE..file::ZERO) {
+            if let Ok(dst) = <&mut [u64; NUM_PRIMITIVES]>::try_from(dst) {
+                *dst = values;
+            }
         }
     }
 }

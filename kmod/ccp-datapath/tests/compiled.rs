@@ -19,8 +19,7 @@ use common::*;
 use portus::lang::Reg;
 use proptest::prelude::*;
 
-#[path = "../../ccp-test-agent/src/reno_program.rs"]
-mod reno_program;
+use common::per_ack::reno_program;
 
 type Dp = Datapath<4, 8>;
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod arb;
+pub mod per_ack;
 
 use ccp_datapath::{DatapathOps, SendError};
 use portus::lang::{Bin, Reg, Scope};
