@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+//! Runs N ACKs through a native window update, for counting the instructions one ACK costs
+//! under an instruction-counting tool: the native side of `ci/ack-instructions.sh`, which runs
+//! it under valgrind's callgrind at two values of N and divides the difference.
+//!
+//! Usage: `ack_instructions PATH ACKS`, PATH one of
+//! - `reno`: [`reno::cong_avoid`] in congestion avoidance on a window-limited flow (what
+//!   the kernel's `tcp_reno_cong_avoid` does per ACK; on a flow that is not window-limited it
+//!   returns at its first test);
+//! - `mltcp`: MLTCP's Reno per ACK, [`Iteration::scale_fx`] (bytes_ratio and F) and
+//!   [`reno::mltcp_cong_avoid`].
+//!
+//! The window and iteration are those of the criterion benchmark `per_ack`.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+
+use mltcp_math::fixed::FX_ONE;
+use mltcp_math::iteration::Iteration;
+use mltcp_math::params::Params;
+use mltcp_math::reno::{self, Window};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [path, acks] = args.as_slice() else {
+        eprintln!("usage: ack_instructions reno|mltcp ACKS");
+        return ExitCode::from(2);
+    };
+    let Ok(acks) = acks.parse::<u64>() else {
+        eprintln!("ack_instructions: ACKS {acks:?} is not a count");
+        return ExitCode::from(2);
+    };
+    let mut w = Window {
+        cwnd: 5000,
+        cwnd_cnt: 0,
+        ssthresh: 100,
+        cwnd_clamp: u32::MAX,
+    };
+    let it = Iteration {
+        start_bytes_acked: 1 << 30,
+        est_bytes: 64 << 20,
+        ewma_bytes: 64 << 20,
+        iterations: 10,
+        flags: 2,
+    };
+    let p = Params::DEFAULT;
+    let mut bytes_acked = 1u64 << 30;
+    match path.as_str() {
+        "reno" => {
+            for _ in 0..acks {
+                reno::cong_avoid(black_box(&mut w), black_box(1), black_box(true));
+            }
+        }
+        "mltcp" => {
+            for _ in 0..acks {
+                bytes_acked += 1448;
+                let f = black_box(&it).scale_fx(&p, black_box(bytes_acked));
+                reno::mltcp_cong_avoid(black_box(&mut w), black_box(1), black_box(true), f, FX_ONE);
+            }
+        }
+        other => {
+            eprintln!("ack_instructions: unknown PATH {other:?} (reno, mltcp)");
+            return ExitCode::from(2);
+        }
+    }
+    println!("{path} acks {acks} cwnd {}", w.cwnd);
+    ExitCode::SUCCESS
+}
