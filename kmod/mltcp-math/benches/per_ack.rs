@@ -7,30 +7,14 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion};
 use mltcp_math::cubic::{Clock, Cubic, CubicParams};
 use mltcp_math::fixed::FX_ONE;
-use mltcp_math::iteration::Iteration;
 use mltcp_math::params::Params;
-use mltcp_math::reno::{self, Window};
+use mltcp_math::reno;
 
 const ACKS: u32 = 1024;
 
-fn ca_window() -> Window {
-    Window {
-        cwnd: 5000,
-        cwnd_cnt: 0,
-        ssthresh: 100,
-        cwnd_clamp: u32::MAX,
-    }
-}
-
-fn iteration() -> Iteration {
-    Iteration {
-        start_bytes_acked: 1 << 30,
-        est_bytes: 64 << 20,
-        ewma_bytes: 64 << 20,
-        iterations: 10,
-        flags: 2,
-    }
-}
+#[path = "../tests/common/per_ack_state.rs"]
+mod per_ack_state;
+use per_ack_state::{ca_window, iteration};
 
 fn bench(c: &mut Criterion) {
     let p = Params::DEFAULT;

@@ -10,15 +10,19 @@
 //! - `mltcp`: MLTCP's Reno per ACK, [`Iteration::scale_fx`] (bytes_ratio and F) and
 //!   [`reno::mltcp_cong_avoid`].
 //!
-//! The window and iteration are those of the criterion benchmark `per_ack`.
+//! The window and iteration are those of the criterion benchmark `per_ack`
+//! (`tests/common/per_ack_state.rs`).
 
 use std::hint::black_box;
 use std::process::ExitCode;
 
 use mltcp_math::fixed::FX_ONE;
-use mltcp_math::iteration::Iteration;
 use mltcp_math::params::Params;
-use mltcp_math::reno::{self, Window};
+use mltcp_math::reno;
+
+#[path = "../tests/common/per_ack_state.rs"]
+mod per_ack_state;
+use per_ack_state::{ca_window, iteration};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,19 +34,8 @@ fn main() -> ExitCode {
         eprintln!("ack_instructions: ACKS {acks:?} is not a count");
         return ExitCode::from(2);
     };
-    let mut w = Window {
-        cwnd: 5000,
-        cwnd_cnt: 0,
-        ssthresh: 100,
-        cwnd_clamp: u32::MAX,
-    };
-    let it = Iteration {
-        start_bytes_acked: 1 << 30,
-        est_bytes: 64 << 20,
-        ewma_bytes: 64 << 20,
-        iterations: 10,
-        flags: 2,
-    };
+    let mut w = ca_window();
+    let it = iteration();
     let p = Params::DEFAULT;
     let mut bytes_acked = 1u64 << 30;
     match path.as_str() {
