@@ -9,6 +9,7 @@
 #                                                        [--ccpz-args "A..."] [--heartbeat-ms N]
 #                                                        [--interpret "K..."] [--per-ack]
 #                                                        [--datapath module|bpf]
+#                                                        [--iperf-args "A..."]
 #
 # Each round runs these iperf3 transfers from the sender to the receiver namespace, S seconds each
 # (defaults: 5 rounds, 8 s, F = 64), in an order rotated by one from round to round:
@@ -58,6 +59,10 @@
 # --heartbeat-ms need the module and are refused, naming the kind or option. `--datapath module`
 # (the default) is what every earlier invocation meant; without tcp_mltcp.ko loaded it refuses
 # the kinds that need it (mltcp, mltcp_cubic, ccp*), naming them, and runs the native ones.
+# `--iperf-args "A..."` (added 2026-11-30) adds options to every iperf3 client of the run, the
+# warm-up included, e.g. "-w 200K": fixed socket buffers on both ends (SO_SNDBUF / SO_RCVBUF, which
+# turns the kernel's buffer auto-tuning off), so that kinds whose windows differ (CCP Reno's agent
+# grows its own) wait on send buffers of one size. Options iperf3 refuses fail the transfer.
 # By default the veth is not shaped: the transfer is CPU-bound, so a kind that moves fewer bytes
 # (CCP Reno's window lags its reports) also pays more per byte, and the comparison mixes the two.
 # `--app-rate MBIT` makes iperf3 itself send at MBIT Mbit/s in all (iperf3 -b, split over the
@@ -93,7 +98,7 @@
 # the ACK path, softirq, the wake-ups; everything not charged to the agent).
 
 . "${MLTCP_VM_LIB:-/host/ci/vm-lib.sh}" || { echo "cannot source vm-lib.sh"; exit 1; }
-ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET="" PER_ACK=0 DATAPATH=module
+ROUNDS=5 SECS=8 FLOWS=64 SHAPE_RATE="" SHAPE_DELAY="" APP_RATE_MBIT="" HEARTBEAT_MS="" CCP_ARGS="" CCPX_ARGS="" CCPY_ARGS="" CCPZ_ARGS="" INTERPRET="" PER_ACK=0 DATAPATH=module IPERF_ARGS=""
 KINDS=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -112,6 +117,7 @@ while [ $# -gt 0 ]; do
       done
       INTERPRET=$2; shift 2 ;;
     --per-ack) PER_ACK=1; shift ;;
+    --iperf-args) IPERF_ARGS=$2; shift 2 ;;
     --datapath)
       case "$2" in module|bpf) ;; *) echo "ccp-overhead.sh: --datapath takes module or bpf, not '$2'"; exit 2 ;; esac
       DATAPATH=$2; shift 2 ;;
@@ -184,6 +190,7 @@ else
   DPDESC="module $(cat /sys/module/tcp_mltcp/srcversion 2>/dev/null || echo '?'), ccp_heartbeat_ms $(cat /sys/module/tcp_mltcp/parameters/ccp_heartbeat_ms 2>/dev/null || echo '?')"
 fi
 say "# guest CPU per GB: $PATHDESC, $ROUNDS rounds x ${SECS}s, F = $FLOWS; $DPDESC"
+[ -z "$IPERF_ARGS" ] || say "# iperf3 clients with: $IPERF_ARGS"
 [ "$DATAPATH" = bpf ] \
   || say "# agent: ccp kinds 'ccp-test-agent reno $CCP_ARGS', ccpx '... $CCPX_ARGS', ccpy '... $CCPY_ARGS', ccpz '... $CCPZ_ARGS'"
 PARAM_INTERPRET=/sys/module/tcp_mltcp/parameters/ccp_interpret
@@ -250,6 +257,8 @@ run_one() {
   # With --app-rate, each of the _p flows sends its share (iperf3's -b is per stream), in kbit/s.
   set -- -C "$_alg" -t "$SECS" -P "$_p"
   [ -z "$APP_RATE_MBIT" ] || set -- "$@" -b "$((APP_RATE_MBIT * 1000 / _p))K"
+  # shellcheck disable=SC2086 # --iperf-args is a list of options
+  set -- "$@" $IPERF_ARGS
   vm_iperf "$OUT/$_kind.$_r.json" "$@" || { kill "$VM_METER_PID"; return 1; }
   vm_cpu_meter_stop "$_meter_out" || return 1
   _busy_ns=$VM_METER_BUSY_NS
@@ -291,7 +300,8 @@ run_one() {
 NK=$(echo $KINDS | wc -w)
 # One discarded run first: the first transfer after boot costs about half as much CPU again as
 # the later ones (cold caches and first allocations), which would land on whichever kind ran first.
-vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" ${APP_RATE_MBIT:+-b "${APP_RATE_MBIT}M"} || { echo "warm-up run failed"; exit 1; }
+# shellcheck disable=SC2086 # --iperf-args is a list of options
+vm_iperf "$OUT/warmup.json" -C reno -t "$SECS" ${APP_RATE_MBIT:+-b "${APP_RATE_MBIT}M"} $IPERF_ARGS || { echo "warm-up run failed"; exit 1; }
 say "# warm-up (reno, discarded): $(vm_iperf_bytes "$OUT/warmup.json") bytes"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
