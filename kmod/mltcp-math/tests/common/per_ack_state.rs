@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 //! The flow state of the per-ACK measurements, shared by the criterion benchmark `per_ack` and
-//! the instruction counter `examples/ack_instructions.rs` (through `#[path]`), so that both
+//! the instruction counter `examples/native_ack_instructions.rs` (through `#[path]`), so that both
 //! measure the same update.
 
 use mltcp_math::iteration::Iteration;

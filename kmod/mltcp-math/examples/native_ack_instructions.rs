@@ -3,7 +3,7 @@
 //! under an instruction-counting tool: the native side of `ci/ack-instructions.sh`, which runs
 //! it under valgrind's callgrind at two values of N and divides the difference.
 //!
-//! Usage: `ack_instructions PATH ACKS`, PATH one of (`--help` lists them)
+//! Usage: `native_ack_instructions PATH ACKS`, PATH one of (`--help` lists them)
 //! - `reno`: [`reno::cong_avoid`] in congestion avoidance on a window-limited flow (what
 //!   the kernel's `tcp_reno_cong_avoid` does per ACK; on a flow that is not window-limited it
 //!   returns at its first test);
@@ -14,7 +14,6 @@
 //! (`tests/common/per_ack_state.rs`).
 
 use std::hint::black_box;
-use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use mltcp_math::fixed::FX_ONE;
@@ -44,7 +43,7 @@ struct Args {
     acks: u64,
 }
 
-fn main() -> ExitCode {
+fn main() {
     let Args { path, acks } = Args::parse();
     let mut w = ca_window();
     let it = iteration();
@@ -65,5 +64,4 @@ fn main() -> ExitCode {
         }
     }
     println!("{path:?} acks {acks} cwnd {}", w.cwnd);
-    ExitCode::SUCCESS
 }
